@@ -1,0 +1,96 @@
+"""Eager validation of user input, shared by every public function.
+
+Every error names the argument, what was expected and what came.
+Internal invariants use ``assert``; user mistakes raise ``ValueError`` /
+``TypeError`` from here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+from torch import Tensor
+
+
+def check_tensor(value: object, name: str) -> Tensor:
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    return value
+
+
+def check_ndim(tensor: Tensor, ndim: int, name: str, shape_doc: str) -> None:
+    if tensor.ndim != ndim:
+        raise ValueError(
+            f"{name} must have {ndim} dimensions {shape_doc}, got shape {tuple(tensor.shape)}"
+        )
+
+
+def check_finite(tensor: Tensor, name: str, *, allow_neg_inf: bool = False) -> None:
+    bad = torch.isnan(tensor)
+    if allow_neg_inf:
+        bad = bad | (tensor == math.inf)
+    else:
+        bad = bad | torch.isinf(tensor)
+    if bool(bad.any()):
+        n_bad = int(bad.sum())
+        what = "NaN or +inf" if allow_neg_inf else "NaN or inf"
+        raise ValueError(f"{name} contains {n_bad} {what} value(s)")
+
+
+def check_log_probs(
+    log_probs: object,
+    name: str = "log_probs_N_K_C",
+    *,
+    ndim: int = 3,
+    shape_doc: str = "[N, K, C] (pool items, function samples, classes)",
+    atol: float | None = None,
+) -> Tensor:
+    """Validate log-probabilities over the last dimension.
+
+    Checks type, number of dimensions, a non-empty pool, no NaN / +inf, and that
+    ``exp`` of each row sums to 1 within ``atol`` (default: 1e-3 for float32 and
+    below, 1e-6 for float64).
+    """
+    tensor = check_tensor(log_probs, name)
+    check_ndim(tensor, ndim, name, shape_doc)
+    if not tensor.is_floating_point():
+        raise TypeError(f"{name} must be a floating point tensor, got dtype {tensor.dtype}")
+    if tensor.shape[0] == 0:
+        raise ValueError(f"{name} is empty: the pool has no items (shape {tuple(tensor.shape)})")
+    if tensor.numel() == 0:
+        raise ValueError(f"{name} has a zero-sized dimension: shape {tuple(tensor.shape)}")
+    check_finite(tensor, name, allow_neg_inf=True)
+    if bool((tensor > 1e-4).any()):
+        raise ValueError(
+            f"{name} must hold log-probabilities (<= 0), got a maximum of {float(tensor.max()):.4g}; "
+            "did you pass probabilities or logits? Use torch.log_softmax(logits, dim=-1)"
+        )
+    if atol is None:
+        atol = 1e-6 if tensor.dtype == torch.float64 else 1e-3
+    sums = torch.logsumexp(tensor, dim=-1).exp().flatten()
+    deviation = (sums - 1).abs()
+    worst = int(deviation.argmax())
+    if float(deviation[worst]) > atol:
+        raise ValueError(
+            f"{name} must be normalised over its last dimension (exp sums to 1), "
+            f"but a row sums to {float(sums[worst]):.6g} (tolerance {atol:g})"
+        )
+    return tensor
+
+
+def check_positive_int(value: object, name: str, *, allow_zero: bool = False) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        expected = ">= 0" if allow_zero else ">= 1"
+        raise ValueError(f"{name} must be {expected}, got {value}")
+    return value
+
+
+def check_choice(value: object, name: str, choices: Iterable[str]) -> str:
+    choices = sorted(choices)
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"unknown {name} {value!r}; expected one of: {', '.join(choices)}")
+    return value
