@@ -1,0 +1,285 @@
+"""The ``activebayes`` command line.
+
+``activebayes run`` with no arguments is the README's main job: BALD with MC
+dropout on the embedded handwritten digits, a couple of minutes on a laptop CPU.
+
+User mistakes (unknown names, bad numbers, missing files, corrupt configs) end
+with a one-line ``error: ...`` message and a non-zero exit status, never a
+traceback; set ``ACTIVEBAYES_DEBUG=1`` to see the traceback anyway.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+
+DEFAULT_RUNS_DIR = "runs"
+
+# Errors that come from user input; anything else is a bug and keeps its traceback.
+_USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+
+def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn user errors into one-line messages (exit status 1)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except click.ClickException:
+            raise
+        except _USER_ERRORS as error:
+            if os.environ.get("ACTIVEBAYES_DEBUG"):
+                raise
+            message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise click.ClickException(message) from None
+        except KeyboardInterrupt:
+            click.echo("interrupted; resume with `activebayes resume DIR`", err=True)
+            sys.exit(130)
+
+    return wrapper
+
+
+# --------------------------------------------------------------------------- shared options
+
+_LOOP_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
+    "dataset": ("--dataset", {"type": str, "help": "Dataset name (see `activebayes list datasets`). [digits]"}),
+    "data_dir": ("--data-dir", {"type": click.Path(file_okay=False), "help": "Folder with the dataset's files (MNIST IDX files, ...)."}),
+    "model": ("--model", {"type": str, "help": "Model name, or 'auto'. [auto]"}),
+    "ensemble_size": ("--ensemble-size", {"type": int, "help": "Use a deep ensemble of this many members instead of MC dropout."}),
+    "initial": ("--initial", {"type": click.Choice(["balanced", "random", "empty"]), "help": "Initial labelled set. [balanced]"}),
+    "initial_size": ("--initial-size", {"type": int, "help": "Size of the initial labelled set. [20]"}),
+    "validation_size": ("--validation-size", {"type": int, "help": "Validation items held out of the pool. [100]"}),
+    "batch_size": ("--batch-size", {"type": int, "help": "Labels acquired per round. [10]"}),
+    "budget": ("--budget", {"type": int, "help": "Total labels (initial ones included). [150]"}),
+    "num_samples": ("--num-samples", {"type": int, "help": "K, function samples per prediction. [20]"}),
+    "pool_subsample": ("--pool-subsample", {"type": int, "help": "Score a random subset of this many pool items per round."}),
+    "target_accuracy": ("--target-accuracy", {"type": float, "help": "Stop once test accuracy reaches this."}),
+    "plateau_patience": ("--plateau-patience", {"type": int, "help": "Stop after this many rounds without validation improvement."}),
+    "device": ("--device", {"type": str, "help": "torch device, e.g. cuda (default: cpu)."}),
+}
+
+
+def _loop_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    for name, (flag, kwargs) in reversed(list(_LOOP_FLAGS.items())):
+        command = click.option(flag, name, default=None, **kwargs)(command)
+    command = click.option("--warm-start/--no-warm-start", "warm_start", default=None, help="Keep weights between rounds instead of re-initialising.")(command)
+    command = click.option("--max-epochs", "max_epochs", type=int, default=None, help="Training epochs per round (upper bound with early stopping).")(command)
+    command = click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None, help="TOML file with any of these options (flags win).")(command)
+    command = click.option("--out", "out", type=click.Path(file_okay=False), default=None, help="Output directory.")(command)
+    command = click.option("-q", "--quiet", is_flag=True, help="No progress bars.")(command)
+    return command
+
+
+def _read_toml(path: str | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"--config: no such file {path}")
+    try:
+        data = tomllib.loads(file.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"--config: {path} is not valid TOML: {error}") from None
+    return {key.replace("-", "_"): value for key, value in data.items()}
+
+
+def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **overrides: Any) -> Any:
+    from activebayes.loop import LoopConfig
+
+    values = dict(file_values)
+    values.update({k: v for k, v in flags.items() if v is not None})
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    max_epochs = values.pop("max_epochs", None)
+    if max_epochs is not None:
+        if max_epochs <= 0:
+            raise ValueError(f"--max-epochs must be >= 1, got {max_epochs}")
+        values["fit_options"] = {**dict(values.get("fit_options", {})), "max_epochs": max_epochs}
+    for name in ("batch_size", "budget", "num_samples", "initial_size", "validation_size", "ensemble_size", "pool_subsample"):
+        value = values.get(name)
+        if isinstance(value, int) and value < 0:
+            raise ValueError(f"--{name.replace('_', '-')} must not be negative, got {value}")
+    return LoopConfig.from_dict(values)
+
+
+def _parse_seeds(text: str | list[int] | int) -> list[int]:
+    """``"0,1,2"``, ``"0-4"`` (inclusive), or a TOML list."""
+    if isinstance(text, int):
+        return [text]
+    if isinstance(text, list):
+        return [int(s) for s in text]
+    seeds: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        try:
+            if "-" in part[1:]:
+                lo, hi = part.split("-", 1)
+                seeds.extend(range(int(lo), int(hi) + 1))
+            elif part:
+                seeds.append(int(part))
+        except ValueError:
+            raise ValueError(f"--seeds must be a comma-separated list of integers or a range like 0-4, got {text!r}") from None
+    if not seeds or any(s < 0 for s in seeds):
+        raise ValueError(f"--seeds must name one or more non-negative integers, got {text!r}")
+    return seeds
+
+
+def _parse_strategies(text: str | list[str]) -> list[str]:
+    names = text if isinstance(text, list) else [s.strip() for s in str(text).split(",") if s.strip()]
+    if not names:
+        raise ValueError(f"--strategy must name at least one acquisition strategy, got {text!r}")
+    return names
+
+
+def _done(path: Path, quiet: bool) -> None:
+    report = path / "report.html"
+    click.echo(f"results: {path}" + (f"\nreport:  {report}" if report.is_file() else ""))
+
+
+# --------------------------------------------------------------------------- commands
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="activebayes")
+def cli() -> None:
+    """Bayesian deep active learning: fit, acquire, label, repeat."""
+
+
+def main(args: list[str] | None = None) -> int:
+    """Entry point: every error a user can cause ends in one line on stderr."""
+    try:
+        cli.main(args=args, prog_name="activebayes", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except click.exceptions.Exit as done:
+        return done.exit_code
+    except click.ClickException as error:
+        hint = ""
+        if isinstance(error, click.UsageError) and error.ctx is not None:
+            hint = f" (see `{error.ctx.command_path} --help`)"
+        click.echo(f"error: {error.format_message()}{hint}", err=True)
+        return error.exit_code
+    return 0
+
+
+@cli.command()
+@_loop_options
+@click.option("--strategy", "strategy", default=None, help="Acquisition strategy (see `activebayes list`). [bald]")
+@click.option("--seed", "seed", type=int, default=None, help="Random seed. [0]")
+@_friendly
+def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int | None, warm_start: bool | None,
+        strategy: str | None, seed: int | None, **flags: Any) -> None:
+    """Run one active learning experiment (default: BALD on the embedded digits)."""
+    from activebayes.experiment import run_experiment
+
+    file_values = _read_toml(config_file)
+    out = out or file_values.pop("out", None)
+    file_values.pop("strategies", None)
+    file_values.pop("seeds", None)
+    if seed is not None and seed < 0:
+        raise ValueError(f"--seed must be >= 0, got {seed}")
+    config = _build_config(file_values, flags, strategy=strategy, seed=seed, max_epochs=max_epochs, warm_start=warm_start)
+    path = Path(out or Path(DEFAULT_RUNS_DIR) / f"{config.dataset}-{config.strategy}-seed{config.seed}")
+    if not quiet:
+        click.echo(f"run: {config.strategy} on {config.dataset}, seed {config.seed}, "
+                   f"{config.initial_size} -> {config.budget} labels, {config.batch_size} per round -> {path}")
+    result = run_experiment(config, path, progress=not quiet)
+    if not quiet and result.rounds:
+        last = result.rounds[-1]
+        acc = last.metrics.get("test_accuracy", last.metrics.get("validation_accuracy"))
+        click.echo(f"finished: {result.stop_reason}; {last.n_labelled} labels, accuracy {acc:.4f}")
+    _done(path, quiet)
+
+
+@cli.command()
+@_loop_options
+@click.option("--strategy", "--strategies", "strategy", default=None, help="Comma-separated strategies. [random,entropy,bald,batchbald]")
+@click.option("--seeds", "seeds", default=None, help="Seeds: '0,1,2' or '0-4'. [0,1,2]")
+@_friendly
+def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: int | None, warm_start: bool | None,
+            strategy: str | None, seeds: str | None, **flags: Any) -> None:
+    """Compare several strategies over several seeds."""
+    from activebayes.experiment import run_comparison
+
+    file_values = _read_toml(config_file)
+    out = out or file_values.pop("out", None)
+    strategies = _parse_strategies(strategy or file_values.pop("strategies", None) or file_values.pop("strategy", None)
+                                   or "random,entropy,bald,batchbald")
+    file_values.pop("strategy", None)
+    seed_list = _parse_seeds(seeds if seeds is not None else file_values.pop("seeds", "0,1,2"))
+    file_values.pop("seeds", None)
+    file_values.pop("seed", None)
+    base = _build_config(file_values, flags, strategy=strategies[0], seed=0, max_epochs=max_epochs, warm_start=warm_start)
+    path = Path(out or Path(DEFAULT_RUNS_DIR) / f"{base.dataset}-compare")
+    if not quiet:
+        click.echo(f"compare: {', '.join(strategies)} x seeds {seed_list} on {base.dataset} -> {path}")
+    run_comparison(base, strategies, seed_list, path, progress=not quiet)
+    _done(path, quiet)
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
+@_friendly
+def resume(directory: str, quiet: bool) -> None:
+    """Resume a run or comparison directory after an interruption."""
+    from activebayes.experiment import is_comparison, resume_comparison, resume_experiment
+
+    path = Path(directory)
+    if not path.is_dir():
+        raise FileNotFoundError(f"DIRECTORY: no such run directory {directory}")
+    if is_comparison(path):
+        resume_comparison(path, progress=not quiet)
+    else:
+        resume_experiment(path, progress=not quiet)
+    _done(path, quiet)
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--output", type=click.Path(dir_okay=False), default=None, help="HTML file to write. [DIRECTORY/report.html]")
+@click.option("--targets", default="0.9,0.95", help="Accuracies for the labels-needed table. [0.9,0.95]")
+@_friendly
+def report(directory: str, output: str | None, targets: str) -> None:
+    """Write the HTML report of a run or comparison directory."""
+    from activebayes.report import write_report
+
+    path = Path(directory)
+    if not path.is_dir():
+        raise FileNotFoundError(f"DIRECTORY: no such run directory {directory}")
+    try:
+        target_list = [float(t) for t in targets.split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(f"--targets must be comma-separated accuracies like 0.9,0.95, got {targets!r}") from None
+    written = write_report(path, output=output, targets=target_list)
+    click.echo(f"report: {written}")
+
+
+@cli.command(name="list")
+@click.argument("what", required=False, type=click.Choice(["strategies", "models", "datasets"]))
+def list_(what: str | None) -> None:
+    """List acquisition strategies, models and datasets."""
+    from activebayes.acquisition import available_strategies
+    from activebayes.data import available_datasets
+    from activebayes.models import available_models
+
+    sections = {
+        "strategies": available_strategies(),
+        "models": available_models(),
+        "datasets": available_datasets(),
+    }
+    for name, items in sections.items():
+        if what in (None, name):
+            click.echo(f"{name}: {', '.join(items)}")
+
+
+def _console_main() -> None:
+    sys.exit(main())
