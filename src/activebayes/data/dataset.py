@@ -1,0 +1,240 @@
+"""The in-memory dataset every part of activebayes works on: :class:`ArrayDataset`.
+
+A dataset is a float32 input tensor ``inputs_N_...`` (e.g. ``[N, 1, 28, 28]``,
+standardised), optional integer labels ``targets_N`` in ``0 .. C-1`` (``None`` for
+unlabelled data), the class names, a name, and for image folders the file path
+of every item. Everything downstream (the pool, oracles, the loop) refers to
+items by their row ``0 .. N-1`` in this dataset.
+
+Example:
+    >>> import numpy as np
+    >>> ds = from_arrays(np.zeros((4, 2), dtype=np.float32), np.array([0, 1, 1, 0]))
+    >>> len(ds), ds.num_classes, ds.input_shape
+    (4, 2, (2,))
+    >>> ds.subset([1, 2]).targets.tolist()
+    [1, 1]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = ["ArrayDataset", "DataError", "from_arrays", "as_index_tensor"]
+
+
+class DataError(ValueError):
+    """A data file or array is missing, corrupt, truncated or fails its checksum."""
+
+
+def as_index_tensor(indices: object, name: str = "indices") -> Tensor:
+    """Turn a sequence / NumPy array / tensor of integer indices into a 1-D LongTensor.
+
+    Raises ``TypeError`` for non-integer values (floats, bools) and ``ValueError``
+    for anything that is not one-dimensional.
+    """
+    if isinstance(indices, Tensor):
+        tensor = indices.detach().cpu()
+    elif isinstance(indices, np.ndarray):
+        tensor = torch.from_numpy(np.ascontiguousarray(indices))
+    elif isinstance(indices, int | np.integer) and not isinstance(indices, bool):
+        tensor = torch.tensor([int(indices)])
+    elif isinstance(indices, Sequence | range):
+        values = list(indices)
+        for value in values:
+            if isinstance(value, bool) or not isinstance(value, int | np.integer):
+                raise TypeError(f"{name} must hold integers, got {type(value).__name__} {value!r}")
+        tensor = torch.tensor([int(v) for v in values], dtype=torch.long)
+    else:
+        raise TypeError(f"{name} must be a sequence, NumPy array or tensor of integers, got {type(indices).__name__}")
+    if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
+        raise TypeError(f"{name} must hold integers, got dtype {tensor.dtype}")
+    if tensor.ndim == 0:
+        tensor = tensor.reshape(1)
+    if tensor.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {tuple(tensor.shape)}")
+    return tensor.to(torch.long)
+
+
+@dataclass(frozen=True, eq=False)
+class ArrayDataset:
+    """Inputs, optional labels and class names held in memory as tensors.
+
+    Attributes:
+        inputs: float32 tensor ``[N, ...]`` (images ``[N, 1, H, W]``, standardised).
+        targets: int64 tensor ``[N]`` with values in ``0 .. C-1``, or ``None`` when unlabelled.
+        classes: the C class names; ``targets == c`` means class ``classes[c]``.
+        name: a short name ("digits", "mnist", a folder name, ...).
+        paths: for image folders, the file of every item (``len(paths) == N``); else ``None``.
+        normalization: ``(mean, std)`` such that ``inputs = (pixels - mean) / std`` with
+            pixels scaled to ``[0, 1]``; ``None`` when the inputs are not images scaled that way.
+            Used to turn inputs back into pictures (thumbnails).
+
+    The dataclass is frozen (fields cannot be reassigned); the tensors are not
+    copied, so do not modify them in place.
+    """
+
+    inputs: Tensor
+    targets: Tensor | None
+    classes: tuple[str, ...]
+    name: str
+    paths: tuple[str, ...] | None = None
+    normalization: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        inputs = self.inputs
+        if not isinstance(inputs, Tensor):
+            raise TypeError(f"inputs must be a torch.Tensor, got {type(inputs).__name__}")
+        if inputs.dtype != torch.float32:
+            raise TypeError(f"inputs must be float32, got dtype {inputs.dtype}; use from_arrays() to convert")
+        if inputs.ndim < 2:
+            raise ValueError(f"inputs must have shape [N, ...] with at least 2 dimensions, got {tuple(inputs.shape)}")
+        n_items = inputs.shape[0]
+        if not isinstance(self.classes, tuple) or not all(isinstance(c, str) for c in self.classes):
+            raise TypeError(f"classes must be a tuple of str, got {self.classes!r}")
+        if len(set(self.classes)) != len(self.classes):
+            raise ValueError(f"classes must be unique, got {self.classes!r}")
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name must be a non-empty str, got {self.name!r}")
+        if self.targets is not None:
+            targets = self.targets
+            if not isinstance(targets, Tensor):
+                raise TypeError(f"targets must be a torch.Tensor or None, got {type(targets).__name__}")
+            if targets.dtype != torch.long:
+                raise TypeError(f"targets must be int64 (LongTensor), got dtype {targets.dtype}")
+            if targets.shape != (n_items,):
+                raise ValueError(f"targets must have shape [N] = [{n_items}], got {tuple(targets.shape)}")
+            if not self.classes:
+                raise ValueError("classes must name at least one class when targets are given")
+            if n_items and (int(targets.min()) < 0 or int(targets.max()) >= len(self.classes)):
+                raise ValueError(
+                    f"targets must lie in 0 .. {len(self.classes) - 1} (C = {len(self.classes)} classes), "
+                    f"got values from {int(targets.min())} to {int(targets.max())}"
+                )
+        if self.paths is not None:
+            if not isinstance(self.paths, tuple) or not all(isinstance(p, str) for p in self.paths):
+                raise TypeError("paths must be a tuple of str or None")
+            if len(self.paths) != n_items:
+                raise ValueError(f"paths must have one entry per item ({n_items}), got {len(self.paths)}")
+        if self.normalization is not None:
+            mean, std = self.normalization
+            if not std > 0:
+                raise ValueError(f"normalization std must be > 0, got {std}")
+
+    def __len__(self) -> int:
+        return int(self.inputs.shape[0])
+
+    def __repr__(self) -> str:
+        labelled = "unlabelled" if self.targets is None else f"{self.num_classes} classes"
+        return f"ArrayDataset(name={self.name!r}, N={len(self)}, input_shape={self.input_shape}, {labelled})"
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """Shape of one item, e.g. ``(1, 28, 28)``."""
+        return tuple(self.inputs.shape[1:])
+
+    @property
+    def num_classes(self) -> int:
+        """C, the number of classes (``len(classes)``)."""
+        return len(self.classes)
+
+    @property
+    def is_labelled(self) -> bool:
+        """Whether the dataset carries targets."""
+        return self.targets is not None
+
+    def check_indices(self, indices: object, name: str = "indices") -> Tensor:
+        """Validate dataset row indices (``0 <= i < N``) and return them as a LongTensor."""
+        index = as_index_tensor(indices, name)
+        if index.numel():
+            low, high = int(index.min()), int(index.max())
+            if low < 0 or high >= len(self):
+                bad = low if low < 0 else high
+                raise IndexError(f"{name} must lie in 0 .. {len(self) - 1} for dataset {self.name!r}, got {bad}")
+        return index
+
+    def subset(self, indices: object) -> ArrayDataset:
+        """A new dataset holding rows ``indices`` (in that order); inputs are copied by indexing."""
+        index = self.check_indices(indices)
+        return dataclasses.replace(
+            self,
+            inputs=self.inputs[index],
+            targets=None if self.targets is None else self.targets[index],
+            paths=None if self.paths is None else tuple(self.paths[i] for i in index.tolist()),
+        )
+
+
+def _to_tensor(values: object, name: str) -> Tensor:
+    if isinstance(values, Tensor):
+        return values.detach().cpu()
+    if isinstance(values, np.ndarray):
+        if values.dtype == object:
+            raise TypeError(f"{name} must be a numeric array, got dtype object")
+        return torch.from_numpy(np.ascontiguousarray(values))
+    if isinstance(values, Sequence):
+        return torch.as_tensor(np.asarray(values))
+    raise TypeError(f"{name} must be a NumPy array or torch.Tensor, got {type(values).__name__}")
+
+
+def from_arrays(
+    inputs: object,
+    targets: object | None = None,
+    *,
+    classes: Sequence[str] | None = None,
+    name: str = "arrays",
+) -> ArrayDataset:
+    """Wrap NumPy arrays or tensors as an :class:`ArrayDataset`, validating them.
+
+    Args:
+        inputs: ``[N, ...]`` numbers (any real dtype; converted to float32 as they are,
+            no scaling). A 1-D array is read as N scalar features ``[N, 1]``.
+        targets: ``[N]`` integer labels in ``0 .. C-1``, or ``None`` for unlabelled data.
+        classes: class names; default ``("0", "1", ..., str(max(targets)))``.
+            Required for unlabelled data that a person will label.
+        name: dataset name.
+
+    Raises ``TypeError`` / ``ValueError`` naming the argument for wrong dtypes,
+    shapes, NaN / inf inputs, or labels outside the class set.
+
+    Example:
+        >>> ds = from_arrays(torch.randn(3, 5), [2, 0, 1], classes=["a", "b", "c"])
+        >>> ds.classes, ds.targets.tolist()
+        (('a', 'b', 'c'), [2, 0, 1])
+    """
+    x = _to_tensor(inputs, "inputs")
+    if x.dtype == torch.bool or x.is_complex():
+        raise TypeError(f"inputs must be real numbers, got dtype {x.dtype}")
+    if x.ndim == 0:
+        raise ValueError("inputs must have shape [N, ...], got a scalar")
+    if x.ndim == 1:
+        x = x[:, None]
+    x = x.to(torch.float32)
+    if not bool(torch.isfinite(x).all()):
+        n_bad = int((~torch.isfinite(x)).sum())
+        raise ValueError(f"inputs contains {n_bad} NaN or inf value(s)")
+    y: Tensor | None = None
+    if targets is not None:
+        y = _to_tensor(targets, "targets")
+        if y.is_floating_point():
+            if not bool((y == y.round()).all()) or not bool(torch.isfinite(y).all()):
+                raise TypeError(f"targets must be integer class ids, got non-integer values of dtype {y.dtype}")
+        elif y.dtype == torch.bool or y.is_complex():
+            raise TypeError(f"targets must be integer class ids, got dtype {y.dtype}")
+        y = y.to(torch.long)
+        if y.ndim != 1 or y.shape[0] != x.shape[0]:
+            raise ValueError(f"targets must have shape [N] = [{x.shape[0]}] to match inputs, got {tuple(y.shape)}")
+        if y.numel() and int(y.min()) < 0:
+            raise ValueError(f"targets must be >= 0, got {int(y.min())}")
+    if classes is None:
+        n_classes = 0 if y is None or y.numel() == 0 else int(y.max()) + 1
+        class_names = tuple(str(c) for c in range(n_classes))
+    else:
+        if isinstance(classes, str):
+            raise TypeError("classes must be a sequence of names, got a single str")
+        class_names = tuple(str(c) for c in classes)
+    return ArrayDataset(inputs=x, targets=y, classes=class_names, name=name)

@@ -1,0 +1,184 @@
+"""IDX files (the MNIST family's format), md5 checks and checksum-verified downloads.
+
+IDX layout (LeCun et al., http://yann.lecun.com/exdb/mnist/): a 4-byte magic
+``0x00 0x00 <dtype> <ndim>``, then ``ndim`` big-endian uint32 sizes, then the
+values in C order (big-endian for multi-byte types). ``dtype`` is one of
+0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32, 0x0E float64.
+Files are usually gzip-compressed (``*.gz``).
+
+Example:
+    >>> import numpy as np
+    >>> blob = bytes([0, 0, 0x08, 1]) + (3).to_bytes(4, "big") + bytes([7, 8, 9])
+    >>> parse_idx(blob).tolist()
+    [7, 8, 9]
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+import tempfile
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+from .dataset import DataError
+
+__all__ = ["parse_idx", "read_idx", "file_md5", "download_file"]
+
+_IDX_DTYPES: dict[int, np.dtype] = {
+    0x08: np.dtype(np.uint8),
+    0x09: np.dtype(np.int8),
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
+
+
+def parse_idx(data: bytes, *, source: str = "<bytes>") -> np.ndarray:
+    """Decode the (already decompressed) bytes of one IDX file into a NumPy array.
+
+    Raises :class:`DataError` naming ``source`` on a wrong magic number, an
+    unknown type code, or a size that does not match the header (truncated file
+    or trailing bytes).
+    """
+    if len(data) < 4:
+        raise DataError(f"{source}: not an IDX file: only {len(data)} byte(s)")
+    if data[0] != 0 or data[1] != 0 or data[2] not in _IDX_DTYPES:
+        raise DataError(
+            f"{source}: not an IDX file: wrong magic number 0x{data[:4].hex()} "
+            "(expected 00 00 <type code 08/09/0b/0c/0d/0e> <ndim>)"
+        )
+    dtype = _IDX_DTYPES[data[2]]
+    ndim = data[3]
+    header = 4 + 4 * ndim
+    if ndim == 0 or len(data) < header:
+        raise DataError(f"{source}: truncated IDX header ({len(data)} bytes for {ndim} dimension(s))")
+    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    expected = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(data) != expected:
+        what = "truncated" if len(data) < expected else "has trailing bytes"
+        raise DataError(
+            f"{source}: IDX file {what}: header says shape {shape} ({expected} bytes), file has {len(data)} bytes"
+        )
+    values = np.frombuffer(data, dtype=dtype, offset=header).reshape(shape)
+    return values.astype(dtype.newbyteorder("="), copy=True)
+
+
+def read_idx(
+    path: str | os.PathLike[str],
+    *,
+    md5: str | None = None,
+    expected_ndim: int | None = None,
+) -> np.ndarray:
+    """Read an IDX file (gzip-compressed or not), optionally checking its md5 first.
+
+    Args:
+        path: the file; gzip is detected from its first two bytes (``1f 8b``).
+        md5: expected hex md5 of the file as stored on disk (the ``.gz``); checked
+            before decoding.
+        expected_ndim: if given, the number of dimensions the array must have
+            (3 for images ``[N, H, W]``, 1 for labels ``[N]``).
+
+    Raises :class:`DataError` for a missing file, a checksum mismatch, broken
+    gzip data, or a malformed IDX payload. The file is only read.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    raw = path.read_bytes()
+    if md5 is not None:
+        actual = hashlib.md5(raw, usedforsecurity=False).hexdigest()
+        if actual != md5.lower():
+            raise DataError(
+                f"{path}: checksum mismatch: md5 {actual}, expected {md5.lower()} "
+                "(corrupt or partial download, or a different dataset's file); delete it and download again"
+            )
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise DataError(f"{path}: corrupt or truncated gzip data ({exc})") from None
+    array = parse_idx(raw, source=str(path))
+    if expected_ndim is not None and array.ndim != expected_ndim:
+        raise DataError(
+            f"{path}: expected an IDX array with {expected_ndim} dimension(s), got shape {array.shape}"
+        )
+    return array
+
+
+def file_md5(path: str | os.PathLike[str], *, chunk_size: int = 1 << 20) -> str:
+    """Hex md5 of a file, read in chunks."""
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(chunk_size), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def download_file(
+    urls: str | Sequence[str],
+    destination: str | os.PathLike[str],
+    *,
+    md5: str,
+    timeout: float = 30.0,
+    progress: bool = False,
+) -> Path:
+    """Download the first URL that works to ``destination``, verifying its md5.
+
+    Streams into a temporary file in the destination folder while hashing, and
+    only renames it to ``destination`` (``os.replace``, atomic) when the md5
+    matches. On any failure the temporary file is removed and ``destination``
+    is left as it was. URLs are tried in order (mirrors); ``file://`` works too.
+
+    Raises :class:`DataError` listing every URL tried and why it failed.
+    """
+    candidates = [urls] if isinstance(urls, str) else list(urls)
+    if not candidates:
+        raise ValueError("urls must name at least one URL")
+    destination = Path(destination)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    failures: list[str] = []
+    for url in candidates:
+        fd, tmp_name = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".part")
+        tmp = Path(tmp_name)
+        try:
+            digest = hashlib.md5(usedforsecurity=False)
+            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
+                total = response.headers.get("Content-Length") if hasattr(response, "headers") else None
+                bar = None
+                if progress:
+                    from tqdm.auto import tqdm
+
+                    bar = tqdm(total=int(total) if total else None, unit="B", unit_scale=True, desc=destination.name)
+                try:
+                    for chunk in iter(lambda: response.read(1 << 16), b""):
+                        out.write(chunk)
+                        digest.update(chunk)
+                        if bar is not None:
+                            bar.update(len(chunk))
+                finally:
+                    if bar is not None:
+                        bar.close()
+                out.flush()
+                os.fsync(out.fileno())
+            actual = digest.hexdigest()
+            if actual != md5.lower():
+                failures.append(f"{url}: checksum mismatch (md5 {actual}, expected {md5.lower()})")
+                tmp.unlink(missing_ok=True)
+                continue
+            os.replace(tmp, destination)
+            return destination
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            tmp.unlink(missing_ok=True)
+            failures.append(f"{url}: {exc}")
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    raise DataError(f"could not download {destination.name}; tried:\n  " + "\n  ".join(failures))
