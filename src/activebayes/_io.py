@@ -7,7 +7,7 @@ the file oracle (imported labels) and the experiment runner (run directories).
 Example:
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "state.json"
-    >>> atomic_write_text(p, '{"round": 1}')
+    >>> _ = atomic_write_text(p, '{"round": 1}')
     >>> p.read_text()
     '{"round": 1}'
 """
