@@ -1,0 +1,58 @@
+"""Seed handling shared by the models package (private).
+
+Every public function here takes ``generator: torch.Generator | int | None``:
+an ``int`` is a seed, a generator is drawn from, ``None`` draws from torch's
+global generator (so ``torch.manual_seed`` makes it reproducible).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator
+
+import torch
+
+SEED_BITS = 63
+
+
+def mix_seed(*keys: int) -> int:
+    """A 63-bit seed from integer keys, stable across processes and platforms."""
+    text = ",".join(str(int(key)) for key in keys).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") & (
+        (1 << SEED_BITS) - 1
+    )
+
+
+def draw_seed(generator: torch.Generator | int | None, name: str = "generator") -> int:
+    """One fresh 63-bit seed from ``generator`` (see module docstring)."""
+    if generator is None:
+        return int(torch.randint(0, 2**62, (), dtype=torch.int64))
+    if isinstance(generator, bool):
+        raise TypeError(f"{name} must be a torch.Generator, an int seed or None, got bool")
+    if isinstance(generator, int):
+        return mix_seed(generator)
+    if isinstance(generator, torch.Generator):
+        return int(torch.randint(0, 2**62, (), dtype=torch.int64, generator=generator))
+    raise TypeError(
+        f"{name} must be a torch.Generator, an int seed or None, got {type(generator).__name__}"
+    )
+
+
+def as_generator(generator: torch.Generator | int | None, name: str = "generator") -> torch.Generator:
+    """A CPU generator: the one given, or a new one seeded from an int / the global RNG."""
+    if isinstance(generator, torch.Generator):
+        return generator
+    return torch.Generator().manual_seed(draw_seed(generator, name))
+
+
+@contextlib.contextmanager
+def global_rng_seeded(seed: int) -> Iterator[None]:
+    """Seed torch's global CPU generator inside the block; restore it afterwards.
+
+    Default initialisers and ``nn.Dropout`` in training draw from the global
+    generator; this makes them reproducible without leaking state.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield

@@ -1,0 +1,422 @@
+"""Consistent MC dropout: K dropout masks held fixed = K coherent functions.
+
+MC dropout (Gal & Ghahramani 2016) reads a dropout network as a distribution
+over functions: every dropout mask ``z ~ Bernoulli(1 - p)`` picks one function
+``f_z``.  For acquisition functions that look at several pool items *jointly*
+(BatchBALD, Kirsch et al. 2019) sample ``k`` must be the *same* function for
+every item, so its masks must be drawn once and held fixed across the whole pool
+-- the tutorial's ``freeze`` / ``unfreeze``.  Here the masks of sample ``k`` in
+layer ``l`` come from a ``torch.Generator`` seeded with
+``mix(mask_seed, l, k)``: they do not depend on the batch size, the order of the
+items, how the pool is chunked, or on how many samples are drawn (the first 20
+samples of K=100 equal those of K=20).  ``resample_masks`` draws a new
+``mask_seed`` (a new set of K functions).
+
+Modes of a :class:`ConsistentMCDropout` layer
+
+- ``train()``: ordinary dropout, a fresh mask per item and call.
+- ``eval()`` outside a sampling context: identity (like ``nn.Dropout``), i.e. the
+  deterministic "mean" network.
+- ``eval()`` inside :func:`mc_sampling`: consistent MC dropout for the sample ids
+  of the context.  With ``expand=True`` the first stochastic layer turns its input
+  ``[n, ...]`` into ``[n * k, ...]`` (item-major: row ``i * k + j`` is item ``i``
+  under sample ``sample_ids[j]``) and later layers see the expanded batch, so the
+  deterministic layers before it run once per item.  With ``expand=False`` (one
+  sample id) the mask is applied to every item of the batch as it is.
+
+No global state: the mask seed lives on each layer, the sampling context is a
+small object shared by the layers of one model while the context is open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+from collections.abc import Iterator, Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from activebayes.models._random import draw_seed, mix_seed
+
+__all__ = [
+    "ConsistentMCDropout",
+    "ConsistentMCDropout2d",
+    "MCDropoutConv2d",
+    "MCDropoutLinear",
+    "mc_dropout",
+    "mc_dropout_layers",
+    "mc_sampling",
+    "resample_masks",
+]
+
+
+def _check_p(p: object) -> float:
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        raise TypeError(f"p must be a float in [0, 1], got {type(p).__name__} {p!r}")
+    p = float(p)
+    if not 0.0 <= p <= 1.0 or math.isnan(p):
+        raise ValueError(f"p must be a dropout probability in [0, 1], got {p}")
+    return p
+
+
+class _SamplingContext:
+    """State shared by the MC dropout layers of one model during :func:`mc_sampling`."""
+
+    def __init__(self, sample_ids: Sequence[int], *, expand: bool) -> None:
+        self.sample_ids = tuple(int(k) for k in sample_ids)
+        self.expand = expand
+        self.batch_size: int | None = None  # items entering the root module this forward
+        self.expanded = False  # has a layer expanded [n] -> [n * k] in this forward?
+
+    def start_forward(self, batch_size: int | None) -> None:
+        self.batch_size = batch_size
+        self.expanded = False
+
+
+class _ConsistentMCDropoutBase(nn.Module):
+    """Shared machinery; subclasses define the mask shape for one item."""
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        self.p = _check_p(p)
+        self.mask_seed: int | None = None
+        self.layer_index = 0
+        self._context: _SamplingContext | None = None
+        self._mask_cache: tuple[tuple, Tensor] | None = None
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+    # -- masks ---------------------------------------------------------------------------
+    def _mask_shape(self, feature_shape: torch.Size) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def set_mask_seed(self, seed: int, layer_index: int = 0) -> None:
+        """Hold the masks given by ``(seed, layer_index, k)`` from now on."""
+        self.mask_seed = int(seed)
+        self.layer_index = int(layer_index)
+        self._mask_cache = None
+
+    def masks(
+        self,
+        sample_ids: Sequence[int],
+        feature_shape: Sequence[int],
+        *,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str = "cpu",
+    ) -> Tensor:
+        """Scaled masks ``[k, *mask_shape]`` (0 or ``1 / (1 - p)``) for ``sample_ids``.
+
+        Mask ``k`` is drawn on the CPU from a generator seeded with
+        ``mix(mask_seed, layer_index, k)``, so it is the same on every device and
+        for every batch.  ``mask_shape`` is the item's feature shape (elementwise)
+        or ``[C, 1, ...]`` (channel-wise).
+        """
+        if self.mask_seed is None:
+            self.set_mask_seed(draw_seed(None), self.layer_index)
+        shape = self._mask_shape(torch.Size(feature_shape))
+        key = (tuple(sample_ids), shape, dtype, str(device), self.mask_seed, self.layer_index)
+        if self._mask_cache is not None and self._mask_cache[0] == key:
+            return self._mask_cache[1]
+        masks = []
+        for k in sample_ids:
+            generator = torch.Generator().manual_seed(mix_seed(self.mask_seed, self.layer_index, k))
+            keep = torch.rand(shape, generator=generator) >= self.p
+            masks.append(keep)
+        keep_k = torch.stack(masks)
+        scale = 0.0 if self.p >= 1.0 else 1.0 / (1.0 - self.p)
+        mask_k = keep_k.to(dtype=dtype) * scale
+        mask_k = mask_k.to(device)
+        self._mask_cache = (key, mask_k)
+        return mask_k
+
+    # -- forward -------------------------------------------------------------------------
+    def _train_forward(self, input: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def forward(self, input: Tensor) -> Tensor:
+        if self.training:
+            return self._train_forward(input)
+        context = self._context
+        if context is None:
+            return input  # eval outside a sampling context: deterministic, like nn.Dropout
+        sample_ids = context.sample_ids
+        k = len(sample_ids)
+        if not context.expand:
+            if k != 1:
+                raise RuntimeError("a non-expanding sampling context must hold one sample id")
+            if self.p == 0.0:
+                return input
+            mask = self.masks(sample_ids, input.shape[1:], dtype=input.dtype, device=input.device)
+            return input * mask[0]
+        feature_shape = input.shape[1:]
+        if not context.expanded:
+            n = input.shape[0]
+            if context.batch_size is not None and n != context.batch_size:
+                raise RuntimeError(
+                    f"{type(self).__name__}: the first stochastic layer got a batch of {n} rows, "
+                    f"but {context.batch_size} items entered the model; the batched MC path "
+                    "needs the batch dimension kept up to the first MC dropout layer. "
+                    "Use predict_log_probs(..., strategy='sequential') for this model."
+                )
+            context.expanded = True
+            if self.p == 0.0:
+                expanded = input.unsqueeze(1).expand(n, k, *feature_shape)
+                return expanded.reshape(n * k, *feature_shape)
+            mask = self.masks(sample_ids, feature_shape, dtype=input.dtype, device=input.device)
+            return (input.unsqueeze(1) * mask.unsqueeze(0)).reshape(n * k, *feature_shape)
+        rows = input.shape[0]
+        if context.batch_size is not None and rows != context.batch_size * k:
+            raise RuntimeError(
+                f"{type(self).__name__}: expected the expanded batch of "
+                f"{context.batch_size} items x {k} samples = {context.batch_size * k} rows, "
+                f"got {rows}; the batched MC path is not valid for this model. "
+                "Use predict_log_probs(..., strategy='sequential')."
+            )
+        if self.p == 0.0:
+            return input
+        mask = self.masks(sample_ids, feature_shape, dtype=input.dtype, device=input.device)
+        n = rows // k
+        return (input.reshape(n, k, *feature_shape) * mask.unsqueeze(0)).reshape(rows, *feature_shape)
+
+
+class ConsistentMCDropout(_ConsistentMCDropoutBase):
+    r"""Elementwise consistent MC dropout.
+
+    Each unit of an item's features ``x`` (shape ``[n, *F]``) is kept with
+    probability ``1 - p`` and scaled: ``y = x * z / (1 - p)``, ``z ~ Bernoulli(1 - p)``.
+    In training a fresh ``z`` per item and call (``F.dropout``); inside
+    :func:`mc_sampling` the mask of sample ``k`` (shape ``F``) is fixed for every
+    item until :func:`resample_masks`; in eval outside a context it is the identity.
+
+    Example:
+        >>> layer = ConsistentMCDropout(0.5).eval()
+        >>> x = torch.ones(3, 4)
+        >>> with mc_sampling(layer, [0, 1]):
+        ...     y = layer(x)          # [3 * 2, 4]: item-major, sample k fixed per item
+        >>> bool((y.view(3, 2, 4)[0] == y.view(3, 2, 4)[2]).all())
+        True
+    """
+
+    def _mask_shape(self, feature_shape: torch.Size) -> tuple[int, ...]:
+        return tuple(feature_shape)
+
+    def _train_forward(self, input: Tensor) -> Tensor:
+        return F.dropout(input, self.p, training=True)
+
+
+class ConsistentMCDropout2d(_ConsistentMCDropoutBase):
+    r"""Channel-wise consistent MC dropout (whole feature maps; Tompson et al. 2015).
+
+    For inputs ``[n, C, *S]`` one Bernoulli ``z_c`` per channel zeroes the whole map:
+    ``y[:, c] = x[:, c] * z_c / (1 - p)``; the mask of sample ``k`` has shape
+    ``[C, 1, ..., 1]``.  Works for any number of spatial dims (1d, 2d, 3d), so it
+    also replaces ``nn.Dropout1d`` / ``nn.Dropout3d``.  Modes as :class:`ConsistentMCDropout`.
+
+    Example:
+        >>> layer = ConsistentMCDropout2d(0.5).eval()
+        >>> with mc_sampling(layer, [0, 1, 2]):
+        ...     y = layer(torch.ones(2, 8, 5, 5))
+        >>> y.shape
+        torch.Size([6, 8, 5, 5])
+    """
+
+    def _mask_shape(self, feature_shape: torch.Size) -> tuple[int, ...]:
+        if len(feature_shape) == 0:
+            raise ValueError("ConsistentMCDropout2d needs inputs [n, C, ...], got [n]")
+        return (feature_shape[0], *([1] * (len(feature_shape) - 1)))
+
+    def _train_forward(self, input: Tensor) -> Tensor:
+        if self.p == 0.0:
+            return input
+        if input.ndim < 2:
+            raise ValueError(
+                f"ConsistentMCDropout2d needs a batched input [n, C, ...], got shape {tuple(input.shape)}"
+            )
+        shape = (input.shape[0], input.shape[1], *([1] * (input.ndim - 2)))
+        keep = torch.empty(shape, dtype=input.dtype, device=input.device).bernoulli_(1.0 - self.p)
+        scale = 0.0 if self.p >= 1.0 else 1.0 / (1.0 - self.p)
+        return input * (keep * scale)
+
+
+class MCDropoutLinear(nn.Module):
+    """Consistent MC dropout on the input, then ``nn.Linear`` (the tutorial's DropoutLinear).
+
+    ``[n, in_features] -> [n, out_features]``: ``y = W (x * z / (1 - p)) + b``.
+
+    Example:
+        >>> layer = MCDropoutLinear(4, 2, p=0.5)
+        >>> layer(torch.randn(3, 4)).shape
+        torch.Size([3, 2])
+    """
+
+    def __init__(self, in_features: int, out_features: int, p: float = 0.5, *, bias: bool = True) -> None:
+        super().__init__()
+        self.dropout = ConsistentMCDropout(p)
+        self.linear = nn.Linear(in_features, out_features, bias=bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return self.linear(self.dropout(input))
+
+
+class MCDropoutConv2d(nn.Module):
+    """Consistent MC dropout on the input, then ``nn.Conv2d`` (the tutorial's DropoutConv2d).
+
+    ``[n, C_in, H, W] -> [n, C_out, H', W']``.  Dropout is channel-wise
+    (:class:`ConsistentMCDropout2d`) unless ``channelwise=False``; the remaining
+    keyword arguments go to ``nn.Conv2d``.
+
+    Example:
+        >>> layer = MCDropoutConv2d(1, 4, 3, p=0.25)
+        >>> layer(torch.randn(2, 1, 8, 8)).shape
+        torch.Size([2, 4, 6, 6])
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] = 1,
+        padding: int | tuple[int, int] | str = 0,
+        *,
+        p: float = 0.5,
+        channelwise: bool = True,
+        **conv_options: object,
+    ) -> None:
+        super().__init__()
+        self.dropout = ConsistentMCDropout2d(p) if channelwise else ConsistentMCDropout(p)
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding, **conv_options)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return self.conv(self.dropout(input))
+
+
+def mc_dropout_layers(module: nn.Module) -> list[_ConsistentMCDropoutBase]:
+    """The consistent MC dropout layers of ``module`` in ``module.modules()`` order."""
+    return [m for m in module.modules() if isinstance(m, _ConsistentMCDropoutBase)]
+
+
+def resample_masks(module: nn.Module, *, generator: torch.Generator | int | None = None) -> int:
+    """Draw a new set of K functions: a new mask seed for every MC dropout layer.
+
+    The tutorial's ``unfreeze`` + ``freeze``.  Layer ``l`` (in ``module.modules()``
+    order) then uses masks ``mix(seed, l, k)`` for sample ``k`` until the next call.
+
+    Args:
+        module: a model holding :class:`ConsistentMCDropout` / ``...2d`` layers.
+        generator: ``torch.Generator`` to draw the seed from, an ``int`` seed used
+            as is, or ``None`` (torch's global generator).
+
+    Returns:
+        The mask seed now held (pass it as ``generator=`` to get the same masks back).
+
+    Example:
+        >>> net = nn.Sequential(nn.Linear(3, 3), ConsistentMCDropout(0.5))
+        >>> resample_masks(net, generator=7)
+        7
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    if isinstance(generator, int) and not isinstance(generator, bool):
+        seed = int(generator)
+    else:
+        seed = draw_seed(generator)
+    for index, layer in enumerate(mc_dropout_layers(module)):
+        layer.set_mask_seed(seed, index)
+    return seed
+
+
+@contextlib.contextmanager
+def mc_sampling(
+    module: nn.Module, sample_ids: Sequence[int], *, expand: bool = True
+) -> Iterator[_SamplingContext]:
+    """Inside this block the MC dropout layers of ``module`` (in eval mode) sample.
+
+    With ``expand=True`` a forward pass ``module(x)`` with ``x`` of shape ``[n, ...]``
+    returns ``[n * k, ...]`` rows (item-major, ``k = len(sample_ids)``) if the
+    model has an MC dropout layer, or ``[n, ...]`` otherwise.  With ``expand=False``
+    exactly one sample id is allowed and every item uses its masks.  The context
+    object yielded tells (``.expanded``) whether the last forward expanded the batch.
+
+    Example:
+        >>> net = nn.Sequential(nn.Linear(3, 5), ConsistentMCDropout(0.5), nn.Linear(5, 2)).eval()
+        >>> with mc_sampling(net, range(4)):
+        ...     net(torch.randn(10, 3)).shape
+        torch.Size([40, 2])
+    """
+    sample_ids = [int(k) for k in sample_ids]
+    if not sample_ids:
+        raise ValueError("sample_ids must not be empty")
+    if not expand and len(sample_ids) != 1:
+        raise ValueError(f"expand=False needs exactly one sample id, got {len(sample_ids)}")
+    layers = mc_dropout_layers(module)
+    if any(layer._context is not None for layer in layers):
+        raise RuntimeError("mc_sampling contexts cannot be nested on the same layers")
+    context = _SamplingContext(sample_ids, expand=expand)
+
+    def pre_hook(_module: nn.Module, args: tuple) -> None:
+        first = args[0] if args else None
+        context.start_forward(first.shape[0] if isinstance(first, Tensor) and first.ndim > 0 else None)
+
+    handle = module.register_forward_pre_hook(pre_hook)
+    for layer in layers:
+        layer._context = context
+    try:
+        yield context
+    finally:
+        handle.remove()
+        for layer in layers:
+            layer._context = None
+
+
+_CONVERSIONS: dict[type[nn.Module], type[_ConsistentMCDropoutBase]] = {
+    nn.Dropout: ConsistentMCDropout,
+    nn.Dropout1d: ConsistentMCDropout2d,
+    nn.Dropout2d: ConsistentMCDropout2d,
+    nn.Dropout3d: ConsistentMCDropout2d,
+}
+
+
+def _convert(module: nn.Module) -> nn.Module:
+    replacement = _CONVERSIONS.get(type(module))
+    if replacement is not None:
+        new = replacement(module.p)
+        new.train(module.training)
+        return new
+    for name, child in list(module._modules.items()):
+        if child is not None:
+            module._modules[name] = _convert(child)
+    return module
+
+
+def mc_dropout(module: nn.Module, *, inplace: bool = False) -> nn.Module:
+    """Turn a user's model into a consistent MC dropout model, without rewriting it.
+
+    Every ``nn.Dropout`` becomes :class:`ConsistentMCDropout` and every
+    ``nn.Dropout1d`` / ``nn.Dropout2d`` / ``nn.Dropout3d`` becomes
+    :class:`ConsistentMCDropout2d` with the same ``p`` and training flag.  In eval
+    mode (outside sampling) and with ``p=0`` the converted model computes exactly
+    what the original did.  Functional dropout (``F.dropout`` inside ``forward``)
+    and ``nn.AlphaDropout`` are not converted.
+
+    Args:
+        module: any ``nn.Module`` (also a bare dropout layer).
+        inplace: modify ``module`` itself; by default a deep copy is converted.
+
+    Returns:
+        The converted module (``module`` itself when ``inplace=True``).
+
+    Example:
+        >>> net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.3), nn.Linear(8, 2))
+        >>> type(mc_dropout(net)[2]).__name__
+        'ConsistentMCDropout'
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    if not inplace:
+        module = copy.deepcopy(module)
+    return _convert(module)

@@ -1,0 +1,82 @@
+"""Deep ensembles: K independently initialised members = K function samples.
+
+Lakshminarayanan et al. 2017 ("Simple and scalable predictive uncertainty
+estimation using deep ensembles"); Beluch et al. 2018 for active learning.
+``predict_log_probs(ensemble, data)`` returns ``[N, E, C]`` with sample ``k``
+= member ``k``, so every acquisition function works with either posterior.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from activebayes._validation import check_positive_int
+from activebayes.models._random import as_generator, draw_seed, global_rng_seeded
+
+__all__ = ["Ensemble"]
+
+
+class Ensemble(nn.Module):
+    """K members, each one function sample; ``forward(x) -> logits [n, K, C]``.
+
+    Members run in whatever mode the ensemble is in; MC dropout layers inside
+    members are not sampled (each member is one deterministic function at
+    prediction time).  ``fit`` trains every member on its own seeded stream.
+
+    Example:
+        >>> ens = Ensemble.from_factory(lambda: nn.Linear(4, 3), 5, generator=0)
+        >>> ens(torch.randn(2, 4)).shape
+        torch.Size([2, 5, 3])
+    """
+
+    def __init__(self, members: Sequence[nn.Module]) -> None:
+        super().__init__()
+        members = list(members)
+        if not members:
+            raise ValueError("members must hold at least one nn.Module, got an empty sequence")
+        for index, member in enumerate(members):
+            if not isinstance(member, nn.Module):
+                raise TypeError(f"members[{index}] must be a torch.nn.Module, got {type(member).__name__}")
+        self.members = nn.ModuleList(members)
+
+    @classmethod
+    def from_factory(
+        cls,
+        factory: Callable[[], nn.Module],
+        size: int,
+        *,
+        generator: torch.Generator | int | None = None,
+    ) -> Ensemble:
+        """``size`` members from ``factory()``, member ``m`` initialised under its own seed.
+
+        The seeds are drawn from ``generator`` (a generator, an int seed, or the
+        global RNG when ``None``), so the same seed gives bitwise the same members.
+        """
+        check_positive_int(size, "size")
+        if not callable(factory):
+            raise TypeError(f"factory must be a callable returning an nn.Module, got {type(factory).__name__}")
+        gen = as_generator(generator)
+        members = []
+        for _ in range(size):
+            with global_rng_seeded(draw_seed(gen)):
+                members.append(factory())
+        return cls(members)
+
+    @property
+    def num_function_samples(self) -> int:
+        """K: one function sample per member."""
+        return len(self.members)
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def forward_samples(self, inputs: Tensor, sample_ids: Sequence[int]) -> Tensor:
+        """Logits ``[n, k, C]`` of the members ``sample_ids``."""
+        return torch.stack([self.members[k](inputs) for k in sample_ids], dim=1)
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        """Logits ``[n, K, C]`` of every member."""
+        return self.forward_samples(inputs, range(len(self.members)))

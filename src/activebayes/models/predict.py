@@ -1,0 +1,353 @@
+"""K function samples for a pool: ``predict_log_probs(model, data, K) -> [N, K, C]``.
+
+The one predictive representation of activebayes: ``log_probs_N_K_C[i, k, c] =
+log p(y_i = c | x_i, w_k)`` with ``w_k`` the k-th function sample (fixed MC
+dropout masks, or the k-th ensemble member).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+from torch.utils.data import Dataset, TensorDataset
+
+from activebayes._validation import check_choice, check_positive_int
+from activebayes.models.dropout import mc_dropout_layers, mc_sampling, resample_masks
+
+__all__ = ["FunctionSampler", "STRATEGIES", "predict_log_probs"]
+
+STRATEGIES = ("batched", "sequential")
+_LIVE_TENSORS = 4  # safety factor: tensors alive at once per layer (input, output, temporaries)
+_DROPOUT_TYPES = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d)
+
+
+@runtime_checkable
+class FunctionSampler(Protocol):
+    """A posterior with a fixed, finite set of function samples (e.g. an :class:`Ensemble`).
+
+    ``forward_samples(inputs_n, sample_ids)`` returns logits ``[n, k, C]`` for the
+    requested samples; ``num_function_samples`` is K.
+    """
+
+    @property
+    def num_function_samples(self) -> int: ...
+
+    def forward_samples(self, inputs: Tensor, sample_ids: Sequence[int]) -> Tensor: ...
+
+
+class _Inputs:
+    """Uniform chunked access to the inputs of a tensor, a tuple or a Dataset."""
+
+    def __init__(self, data: object) -> None:
+        self.tensor: Tensor | None = None
+        self.dataset: Dataset | None = None
+        if isinstance(data, Tensor):
+            self.tensor = data
+        elif isinstance(data, (tuple, list)) and data and isinstance(data[0], Tensor):
+            self.tensor = data[0]
+        elif isinstance(data, TensorDataset):
+            self.tensor = data.tensors[0]
+        elif isinstance(data, Dataset) and hasattr(data, "__len__"):
+            self.dataset = data
+        else:
+            raise TypeError(
+                "data must be a tensor of inputs [N, ...], a tuple (inputs, targets) or a "
+                f"torch Dataset yielding x or (x, y), got {type(data).__name__}"
+            )
+        if self.tensor is not None and self.tensor.ndim == 0:
+            raise ValueError("data must have a leading item dimension [N, ...], got a 0-d tensor")
+        if len(self) == 0:
+            raise ValueError("data is empty: there are no items to predict")
+
+    def __len__(self) -> int:
+        if self.tensor is not None:
+            return int(self.tensor.shape[0])
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def get(self, start: int, end: int) -> Tensor:
+        if self.tensor is not None:
+            return self.tensor[start:end]
+        items = []
+        for index in range(start, end):
+            item = self.dataset[index]  # type: ignore[index]
+            if isinstance(item, (tuple, list)):
+                item = item[0]
+            items.append(torch.as_tensor(item))
+        return torch.stack(items)
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    for tensor in [*model.parameters(), *model.buffers()]:
+        return tensor.device
+    return torch.device("cpu")
+
+
+def _plan_chunks(
+    model: nn.Module, x_1: Tensor, num_samples: int, *, batch_size: int, budget_bytes: float, expand: bool
+) -> tuple[int, int]:
+    """Items per chunk and samples per pass from one probe forward of one item.
+
+    Hooks record every module's output; outputs with ``k_probe`` rows are
+    per-(item, sample) activations of the stochastic tail, the others
+    per-item activations of the deterministic head.  A pass over ``n`` items and
+    ``k`` samples then holds about ``LIVE * (n * head + n * k * tail)`` bytes.
+    """
+    k_probe = 2 if (expand and num_samples >= 2) else 1
+    head_bytes = [x_1.numel() * x_1.element_size()]
+    tail_bytes = [0]
+
+    def record(_module: nn.Module, _args: tuple, output: object) -> None:
+        if isinstance(output, Tensor) and output.ndim > 0:
+            size = output.numel() * output.element_size()
+            if k_probe > 1 and output.shape[0] == k_probe:
+                tail_bytes.append(size // k_probe)
+            elif k_probe == 1:
+                tail_bytes.append(size)
+            else:
+                head_bytes.append(size)
+
+    handles = [m.register_forward_hook(record) for m in model.modules()]
+    try:
+        with mc_sampling(model, range(k_probe), expand=expand):
+            model(x_1)
+    finally:
+        for handle in handles:
+            handle.remove()
+    head, tail = max(head_bytes), max(tail_bytes)
+    usable = budget_bytes / _LIVE_TENSORS
+    if not expand:
+        per_item = max(head, tail, 1)
+        return max(1, min(batch_size, int(usable // per_item))), 1
+    k_chunk = max(1, min(num_samples, int(usable // max(tail, 1))))
+    n_chunk = max(1, min(batch_size, int(usable // max(head + k_chunk * tail, 1))))
+    return n_chunk, k_chunk
+
+
+def _logits_rows(logits: object, rows: int, what: str) -> Tensor:
+    if not isinstance(logits, Tensor) or logits.ndim != 2:
+        shape = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
+        raise ValueError(f"the model must return logits [n, C] for {what}, got {shape}")
+    if logits.shape[0] != rows:
+        raise ValueError(
+            f"the model returned {logits.shape[0]} rows for {what}, expected {rows}; "
+            "if the batched MC path is not valid for this model use strategy='sequential'"
+        )
+    return logits
+
+
+def predict_log_probs(
+    model: nn.Module,
+    data: Tensor | tuple | Dataset,
+    num_samples: int | None = None,
+    *,
+    batch_size: int = 256,
+    generator: torch.Generator | int | None = None,
+    device: torch.device | str | None = None,
+    progress: bool = False,
+    strategy: str = "batched",
+    memory_budget_mb: float = 512.0,
+) -> Tensor:
+    r"""Log-probabilities of K function samples for every item: ``[N, K, C]``.
+
+    ``log_probs_N_K_C[i, k] = log_softmax(f_{w_k}(x_i))`` where ``w_k`` is sample
+    ``k`` of the posterior: consistent MC dropout masks (held fixed for every item,
+    Gal & Ghahramani 2016; Kirsch et al. 2019) or the k-th member of an
+    :class:`Ensemble`.  Everything except MC dropout runs in eval mode (batch norm
+    uses running statistics); the model's train/eval flags are restored afterwards.
+
+    Strategies (``strategy=``):
+
+    - ``"batched"`` (default, fast): layers before the first MC dropout layer run
+      once per item; that layer expands ``[n, ...]`` to ``[n * k, ...]`` and the
+      stochastic tail runs once for all k samples.  Valid when the batch dimension
+      flows unchanged to the first MC dropout layer and later layers treat rows
+      independently (true for feed-forward nets; a clear error otherwise).
+    - ``"sequential"``: K full forward passes, pass k applying masks k to every item
+      (what baal's MC wrapper does, but with consistent masks).  Same result, for
+      any architecture, slower.
+
+    Memory stays bounded for any N and K: a probe forward of one item measures
+    activation sizes, and items (at most ``batch_size`` per chunk) and samples are
+    chunked so a pass fits in ``memory_budget_mb`` (K is split when even one item
+    times K samples would not fit; the head then reruns per K slice).  Only the
+    result ``[N, K, C]`` (float32, on the CPU) grows with N x K.
+
+    Args:
+        model: an ``nn.Module`` returning logits ``[n, C]`` (log-probabilities work
+            too), with consistent MC dropout layers (see ``mc_dropout``), or an
+            :class:`Ensemble` / other :class:`FunctionSampler`.
+        data: inputs ``[N, ...]``, a tuple ``(inputs, targets)``, or a Dataset
+            yielding ``x`` or ``(x, y)``.
+        num_samples: K.  Required for MC dropout models; for an ensemble ``None``
+            or its size; for a model without stochastic layers ``None`` means 1
+            (K > 1 gives K identical copies and a warning).
+        batch_size: most items per chunk through the deterministic head.
+        generator: ``None`` keeps the masks the model holds (drawn once from the
+            global RNG if it holds none), so repeated calls see the same K
+            functions; a generator or int seed first calls
+            ``resample_masks(model, generator=generator)``.
+        device: run on this device (the model is moved there); default: where
+            the model's parameters are.
+        progress: show a tqdm bar over items.
+        strategy: ``"batched"`` or ``"sequential"`` (see above).
+        memory_budget_mb: activation memory allowed per pass.
+
+    Returns:
+        ``log_probs_N_K_C``, float32 on the CPU.
+
+    Example:
+        >>> from activebayes.models import MLP
+        >>> net = MLP(in_features=4, num_classes=3)
+        >>> predict_log_probs(net, torch.randn(10, 4), 5, generator=0).shape
+        torch.Size([10, 5, 3])
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    check_positive_int(batch_size, "batch_size")
+    check_choice(strategy, "strategy", STRATEGIES)
+    if isinstance(memory_budget_mb, bool) or not isinstance(memory_budget_mb, (int, float)):
+        raise TypeError(f"memory_budget_mb must be a number, got {type(memory_budget_mb).__name__}")
+    if not memory_budget_mb > 0:
+        raise ValueError(f"memory_budget_mb must be > 0, got {memory_budget_mb}")
+    inputs = _Inputs(data)
+
+    sampler = model if isinstance(model, FunctionSampler) else None
+    layers = mc_dropout_layers(model) if sampler is None else []
+    if sampler is not None:
+        size = sampler.num_function_samples
+        if num_samples is None:
+            num_samples = size
+        check_positive_int(num_samples, "num_samples")
+        if num_samples != size:
+            raise ValueError(
+                f"num_samples must be None or the ensemble size {size} "
+                f"(one function sample per member), got {num_samples}"
+            )
+    elif num_samples is None:
+        if layers:
+            raise ValueError(
+                "num_samples is required for a model with MC dropout layers (K function "
+                "samples, e.g. num_samples=20), got None"
+            )
+        num_samples = 1
+    else:
+        check_positive_int(num_samples, "num_samples")
+    if sampler is None and not layers and num_samples > 1:
+        plain = any(isinstance(m, _DROPOUT_TYPES) for m in model.modules())
+        hint = " (it has nn.Dropout layers: convert them with mc_dropout(model))" if plain else ""
+        warnings.warn(
+            f"the model has no consistent MC dropout layer{hint}; its {num_samples} "
+            "function samples are identical",
+            stacklevel=2,
+        )
+
+    if device is not None:
+        model.to(device)
+    run_device = _model_device(model)
+    if sampler is None:
+        if generator is not None:
+            resample_masks(model, generator=generator)
+        elif any(layer.mask_seed is None for layer in layers):
+            resample_masks(model)
+
+    N, K = len(inputs), num_samples
+    flags = {module: module.training for module in model.modules()}
+    model.eval()
+    try:
+        with torch.no_grad():
+            return _predict(
+                model,
+                sampler,
+                inputs,
+                N,
+                K,
+                batch_size=batch_size,
+                device=run_device,
+                progress=progress,
+                expand=strategy == "batched",
+                budget_bytes=memory_budget_mb * 2**20,
+            )
+    finally:
+        for module, flag in flags.items():
+            module.training = flag
+
+
+def _predict(
+    model: nn.Module,
+    sampler: FunctionSampler | None,
+    inputs: _Inputs,
+    N: int,
+    K: int,
+    *,
+    batch_size: int,
+    device: torch.device,
+    progress: bool,
+    expand: bool,
+    budget_bytes: float,
+) -> Tensor:
+    from tqdm.auto import tqdm
+
+    if sampler is not None:
+        n_chunk, k_chunk = batch_size, 1
+    else:
+        x_1 = inputs.get(0, 1).to(device)
+        n_chunk, k_chunk = _plan_chunks(
+            model, x_1, K, batch_size=batch_size, budget_bytes=budget_bytes, expand=expand
+        )
+    log_probs_N_K_C: Tensor | None = None
+    with tqdm(total=N, desc="predict", unit="item", disable=not progress, leave=False) as bar:
+        for start in range(0, N, n_chunk):
+            end = min(N, start + n_chunk)
+            x_n = inputs.get(start, end).to(device)
+            n = end - start
+            for k_start in range(0, K, k_chunk):
+                ids = list(range(k_start, min(K, k_start + k_chunk)))
+                log_probs_n_k_C = _forward_chunk(model, sampler, x_n, n, ids, expand=expand)
+                if log_probs_N_K_C is None:
+                    C = log_probs_n_k_C.shape[-1]
+                    log_probs_N_K_C = torch.empty(N, K, C, dtype=torch.float32)
+                log_probs_N_K_C[start:end, ids[0] : ids[-1] + 1] = log_probs_n_k_C.float().cpu()
+            bar.update(n)
+    assert log_probs_N_K_C is not None
+    return log_probs_N_K_C
+
+
+def _forward_chunk(
+    model: nn.Module, sampler: FunctionSampler | None, x_n: Tensor, n: int, ids: list[int], *, expand: bool
+) -> Tensor:
+    """Log-probabilities ``[n, k, C]`` of samples ``ids`` for one chunk of items."""
+    k = len(ids)
+    if sampler is not None:
+        logits_n_k_C = sampler.forward_samples(x_n, ids)
+        if not isinstance(logits_n_k_C, Tensor) or logits_n_k_C.shape[:2] != (n, k):
+            raise ValueError(f"forward_samples must return [n, k, C] = [{n}, {k}, C]")
+        return F.log_softmax(logits_n_k_C.float(), dim=-1)
+    if expand:
+        try:
+            with mc_sampling(model, ids, expand=True) as context:
+                logits = model(x_n)
+            expanded = context.expanded
+        except RuntimeError as error:
+            if "strategy='sequential'" in str(error):
+                raise
+            raise RuntimeError(
+                f"the batched MC forward failed ({error}); if the model mixes activations "
+                "from before and after its first MC dropout layer, use strategy='sequential'"
+            ) from error
+        if not expanded:
+            logits = _logits_rows(logits, n, "a chunk of items")
+            return F.log_softmax(logits.float(), dim=-1).unsqueeze(1).expand(n, k, logits.shape[-1])
+        logits = _logits_rows(logits, n * k, f"{n} items x {k} samples")
+        return F.log_softmax(logits.float(), dim=-1).reshape(n, k, -1)
+    outputs = []
+    for sample_id in ids:
+        with mc_sampling(model, [sample_id], expand=False):
+            logits = _logits_rows(model(x_n), n, "a chunk of items")
+        outputs.append(F.log_softmax(logits.float(), dim=-1))
+    return torch.stack(outputs, dim=1)
