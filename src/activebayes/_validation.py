@@ -46,12 +46,15 @@ def check_log_probs(
     ndim: int = 3,
     shape_doc: str = "[N, K, C] (pool items, function samples, classes)",
     atol: float | None = None,
+    values: bool = True,
 ) -> Tensor:
     """Validate log-probabilities over the last dimension.
 
     Checks type, number of dimensions, a non-empty pool, no NaN / +inf, and that
     ``exp`` of each row sums to 1 within ``atol`` (default: 1e-3 for float32 and
-    below, 1e-6 for float64).
+    below, 1e-6 for float64). With ``values=False`` only the structure (type,
+    dimensions, dtype, non-empty) is checked: callers that stream over chunks check
+    the values chunk by chunk (see :func:`log_probs_tolerance`).
     """
     tensor = check_tensor(log_probs, name)
     check_ndim(tensor, ndim, name, shape_doc)
@@ -61,6 +64,8 @@ def check_log_probs(
         raise ValueError(f"{name} is empty: the pool has no items (shape {tuple(tensor.shape)})")
     if tensor.numel() == 0:
         raise ValueError(f"{name} has a zero-sized dimension: shape {tuple(tensor.shape)}")
+    if not values:
+        return tensor
     check_finite(tensor, name, allow_neg_inf=True)
     if bool((tensor > 1e-4).any()):
         raise ValueError(
@@ -68,7 +73,7 @@ def check_log_probs(
             "did you pass probabilities or logits? Use torch.log_softmax(logits, dim=-1)"
         )
     if atol is None:
-        atol = 1e-6 if tensor.dtype == torch.float64 else 1e-3
+        atol = log_probs_tolerance(tensor.dtype)
     sums = torch.logsumexp(tensor, dim=-1).exp().flatten()
     deviation = (sums - 1).abs()
     worst = int(deviation.argmax())
@@ -78,6 +83,22 @@ def check_log_probs(
             f"but a row sums to {float(sums[worst]):.6g} (tolerance {atol:g})"
         )
     return tensor
+
+
+def log_probs_tolerance(dtype: torch.dtype) -> float:
+    """Default tolerance on ``|sum(exp(row)) - 1|`` for log-probabilities of ``dtype``."""
+    return 1e-6 if dtype == torch.float64 else 1e-3
+
+
+def check_nonnegative_float(value: object, name: str, *, allow_zero: bool = True) -> float:
+    """A finite real number >= 0 (> 0 with ``allow_zero=False``); returns it as float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        expected = "a finite number >= 0" if allow_zero else "a finite number > 0"
+        raise ValueError(f"{name} must be {expected}, got {value!r}")
+    return value
 
 
 def check_positive_int(value: object, name: str, *, allow_zero: bool = False) -> int:
