@@ -1,0 +1,95 @@
+"""Classification metrics: functional (scikit-learn's names) and streaming (update / compute / reset).
+
+Predictions may be labels ``[N]``, probabilities ``[N, C]`` or the Bayesian
+``log_probs_N_K_C`` ``[N, K, C]`` (averaged in probability space); NumPy
+arrays, lists and tensors are all accepted. See docs/metrics.md for which
+formula each average uses.
+
+Example:
+    >>> from activebayes.metrics import f1_score, precision_score, recall_score
+    >>> y_true = [0, 1, 0, 1, 0, 1, 1, 0]
+    >>> y_pred = [0, 1, 0, 0, 1, 1, 0, 0]
+    >>> round(precision_score(y_true, y_pred, average="macro"), 4), recall_score(y_true, y_pred, average="macro")
+    (0.6333, 0.625)
+    >>> round(f1_score(y_true, y_pred, average="macro"), 7)  # mean of per-class F1, not 2PR/(P+R) = 0.6291
+    0.6190476
+"""
+
+from __future__ import annotations
+
+from activebayes.metrics._core import PrecisionRecallF1
+from activebayes.metrics.binary import (
+    BinaryConfusion,
+    PrecisionRecallCurve,
+    RocCurve,
+    ThresholdSweep,
+    average_precision_score,
+    binary_confusion_matrix,
+    positive_class_weight,
+    precision_recall_curve,
+    roc_auc_score,
+    roc_curve,
+    threshold_sweep,
+)
+from activebayes.metrics.calibration import (
+    ReliabilityBins,
+    brier_score,
+    expected_calibration_error,
+    log_loss,
+    reliability_bins,
+)
+from activebayes.metrics.classification import (
+    accuracy_score,
+    confusion_matrix,
+    f1_score,
+    precision_recall_fscore_support,
+    precision_score,
+    recall_score,
+)
+from activebayes.metrics.evaluate import evaluate_classification
+from activebayes.metrics.multilabel import hamming_loss, multilabel_precision_recall_f1
+from activebayes.metrics.streaming import (
+    Accuracy,
+    Calibration,
+    ConfusionMatrix,
+    F1Score,
+    MetricCollection,
+    Precision,
+    Recall,
+)
+
+__all__ = [
+    "Accuracy",
+    "BinaryConfusion",
+    "Calibration",
+    "ConfusionMatrix",
+    "F1Score",
+    "MetricCollection",
+    "Precision",
+    "PrecisionRecallCurve",
+    "PrecisionRecallF1",
+    "Recall",
+    "ReliabilityBins",
+    "RocCurve",
+    "ThresholdSweep",
+    "accuracy_score",
+    "average_precision_score",
+    "binary_confusion_matrix",
+    "brier_score",
+    "confusion_matrix",
+    "evaluate_classification",
+    "expected_calibration_error",
+    "f1_score",
+    "hamming_loss",
+    "log_loss",
+    "multilabel_precision_recall_f1",
+    "positive_class_weight",
+    "precision_recall_curve",
+    "precision_recall_fscore_support",
+    "precision_score",
+    "recall_score",
+    "reliability_bins",
+    "roc_auc_score",
+    "roc_curve",
+    "threshold_sweep",
+]
