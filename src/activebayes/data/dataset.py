@@ -176,8 +176,11 @@ def _to_tensor(values: object, name: str) -> Tensor:
         if values.dtype == object:
             raise TypeError(f"{name} must be a numeric array, got dtype object")
         return torch.from_numpy(np.ascontiguousarray(values))
-    if isinstance(values, Sequence):
-        return torch.as_tensor(np.asarray(values))
+    if isinstance(values, Sequence) and not isinstance(values, str | bytes):
+        array = np.asarray(values)
+        if array.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must hold numbers, got a sequence of dtype {array.dtype}")
+        return torch.from_numpy(np.ascontiguousarray(array))
     raise TypeError(f"{name} must be a NumPy array or torch.Tensor, got {type(values).__name__}")
 
 
