@@ -1,0 +1,121 @@
+"""Turning matplotlib figures into embedded PNGs, degrading gracefully.
+
+matplotlib is an optional extra and :mod:`activebayes.plots` is looked up by
+name at call time, so a missing library or plot function skips that one figure
+(with the reason shown in the report) instead of failing the whole report.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import sys
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from activebayes.report._html import Figure
+
+DPI = 90
+
+
+class FigureSkipped(Exception):
+    """Raised by a figure builder when the figure cannot be drawn (the message says why)."""
+
+
+def matplotlib_missing() -> str | None:
+    """``None`` when matplotlib imports, else the reason it does not."""
+    try:
+        importlib.import_module("matplotlib")
+    except ImportError as error:
+        return f"matplotlib is not installed ({error}); install the 'plots' extra: pip install 'activebayes[plots]'"
+    return None
+
+
+def plot_function(name: str) -> Callable[..., Any]:
+    """``activebayes.plots.<name>``, or :class:`FigureSkipped` when it is not available."""
+    try:
+        plots = importlib.import_module("activebayes.plots")
+    except ImportError as error:
+        raise FigureSkipped(f"activebayes.plots could not be imported ({error})") from None
+    function = getattr(plots, name, None)
+    if function is None:
+        raise FigureSkipped(f"activebayes.plots.{name} is not available in this installation")
+    return function
+
+
+def to_png(figure: Any) -> bytes:
+    """Render a matplotlib Figure to PNG bytes and release it."""
+    buffer = io.BytesIO()
+    try:
+        figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", facecolor="white")
+    finally:
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if pyplot is not None:
+            pyplot.close(figure)
+    return buffer.getvalue()
+
+
+def render(key: str, caption: str, build: Callable[[], Any], *, no_matplotlib: str | None) -> Figure:
+    """Call ``build()`` (returns a matplotlib Figure) and embed it, or record why it was skipped."""
+    if no_matplotlib is not None:
+        return Figure(key, caption, skipped=no_matplotlib)
+    try:
+        figure = build()
+        if figure is None or not hasattr(figure, "savefig"):
+            raise FigureSkipped(f"the plot function returned {type(figure).__name__}, not a matplotlib Figure")
+        png = to_png(figure)
+    except FigureSkipped as reason:
+        return Figure(key, caption, skipped=str(reason))
+    except Exception as error:  # a broken figure must not cost the whole report
+        warnings.warn(f"report figure {key!r} failed: {type(error).__name__}: {error}", RuntimeWarning, stacklevel=2)
+        return Figure(key, caption, skipped=f"drawing failed: {type(error).__name__}: {error}")
+    return Figure(key, caption, png=png)
+
+
+# --------------------------------------------------------------------------- our own figure
+
+
+PHASES = ("fit", "evaluate", "acquire", "label")
+
+
+def seconds_per_round(seconds_by_strategy: Mapping[str, np.ndarray]) -> Any:
+    """Stacked bars of mean seconds per phase (fit / evaluate / acquire / label) per round.
+
+    Args:
+        seconds_by_strategy: ``strategy -> [R, 4]`` mean seconds over seeds, phases in ``PHASES`` order.
+    """
+    from matplotlib.figure import Figure as MplFigure
+
+    names = list(seconds_by_strategy)
+    columns = min(len(names), 3)
+    rows = -(-len(names) // columns)
+    fig = MplFigure(figsize=(4.6 * columns, 3.2 * rows), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(rows, columns, squeeze=False)).ravel()
+    colours = ("#4c72b0", "#dd8452", "#55a868", "#c44e52")
+    for ax, name in zip(axes, names, strict=False):
+        seconds_R_P = np.asarray(seconds_by_strategy[name], dtype=np.float64)
+        rounds_R = np.arange(seconds_R_P.shape[0])
+        bottom_R = np.zeros(seconds_R_P.shape[0])
+        for p, phase in enumerate(PHASES):
+            ax.bar(rounds_R, seconds_R_P[:, p], bottom=bottom_R, color=colours[p], label=phase, width=0.8)
+            bottom_R += seconds_R_P[:, p]
+        ax.set_title(str(name))
+        ax.set_xlabel("round")
+        ax.set_ylabel("seconds")
+    for ax in axes[len(names):]:
+        ax.set_visible(False)
+    axes[0].legend(fontsize="small", loc="upper left")
+    return fig
+
+
+def stack_seconds(rounds_per_seed: Sequence[Sequence[Any]]) -> np.ndarray:
+    """``[R, 4]`` mean over seeds of each round's phase seconds (rounds every seed has)."""
+    length = min(len(rounds) for rounds in rounds_per_seed)
+    values_S_R_P = np.array(
+        [[[float((r.seconds or {}).get(p, 0.0)) for p in PHASES] for r in rounds[:length]] for rounds in rounds_per_seed],
+        dtype=np.float64,
+    ).reshape(len(rounds_per_seed), length, len(PHASES))
+    return values_S_R_P.mean(axis=0)
