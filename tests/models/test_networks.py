@@ -1,0 +1,92 @@
+"""Reference networks and the registry."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from activebayes.models import (
+    MLP,
+    BatchBALDCNN,
+    ConsistentMCDropout,
+    ConsistentMCDropout2d,
+    Ensemble,
+    GalCNN,
+    available_models,
+    build_model,
+    predict_log_probs,
+)
+
+
+def _n_params(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def test_gal_cnn_layout_matches_the_paper():
+    net = GalCNN()
+    convs = [m for m in net.modules() if isinstance(m, nn.Conv2d)]
+    linears = [m for m in net.modules() if isinstance(m, nn.Linear)]
+    drops = [m for m in net.modules() if isinstance(m, ConsistentMCDropout)]
+    assert [(c.out_channels, c.kernel_size) for c in convs] == [(32, (4, 4)), (32, (4, 4))]
+    assert [(l.in_features, l.out_features) for l in linears] == [(32 * 11 * 11, 128), (128, 10)]
+    assert [d.p for d in drops] == [0.25, 0.5]
+    # Keras count for the same layers: conv 1*16*32+32, conv 32*16*32+32, dense 3872*128+128, 128*10+10
+    assert _n_params(net) == (16 * 32 + 32) + (32 * 16 * 32 + 32) + (3872 * 128 + 128) + (128 * 10 + 10)
+
+
+def test_batchbald_cnn_layout_matches_the_reference_example():
+    net = BatchBALDCNN()
+    convs = [m for m in net.modules() if isinstance(m, nn.Conv2d)]
+    linears = [m for m in net.modules() if isinstance(m, nn.Linear)]
+    assert [(c.out_channels, c.kernel_size) for c in convs] == [(32, (5, 5)), (64, (5, 5))]
+    assert [(l.in_features, l.out_features) for l in linears] == [(1024, 128), (128, 10)]
+    kinds = [type(m) for m in net.net if isinstance(m, (ConsistentMCDropout, ConsistentMCDropout2d))]
+    assert kinds == [ConsistentMCDropout2d, ConsistentMCDropout2d, ConsistentMCDropout]
+
+
+@pytest.mark.parametrize("name", ["mlp", "gal_cnn", "batchbald_cnn"])
+@pytest.mark.parametrize("shape", [(1, 28, 28), (1, 8, 8), (3, 12, 12)])
+def test_every_registered_model_works_on_mnist_and_digits_shapes(name, shape):
+    net = build_model(name, num_classes=7, input_shape=shape, generator=0)
+    x = torch.randn(3, *shape)
+    assert net(x).shape == (3, 7)
+    log_probs = predict_log_probs(net, x, 4, generator=0)
+    assert log_probs.shape == (3, 4, 7)
+    assert (log_probs[:, 0] - log_probs[:, 1]).abs().max() > 0  # stochastic
+
+
+def test_registry_names_and_errors():
+    assert available_models() == ["batchbald_cnn", "gal_cnn", "mlp"]
+    with pytest.raises(ValueError, match="unknown model name 'resnet'"):
+        build_model("resnet", num_classes=10, input_shape=(1, 28, 28))
+    with pytest.raises(ValueError, match="square images"):
+        build_model("gal_cnn", num_classes=10, input_shape=(64,))
+    with pytest.raises(ValueError, match="too small"):
+        GalCNN(image_size=6, padding=0)
+
+
+def test_build_model_is_seeded_and_builds_ensembles():
+    a = build_model("mlp", num_classes=3, input_shape=(5,), generator=1)
+    b = build_model("mlp", num_classes=3, input_shape=(5,), generator=1)
+    c = build_model("mlp", num_classes=3, input_shape=(5,), generator=2)
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        assert torch.equal(pa, pb)
+    assert not torch.equal(next(a.parameters()), next(c.parameters()))
+    ens = build_model("mlp", num_classes=3, input_shape=(5,), ensemble_size=4, generator=1)
+    assert isinstance(ens, Ensemble) and len(ens) == 4
+    w = [m.net[1].weight for m in ens.members]
+    assert not torch.equal(w[0], w[1])  # independently initialised
+    ens2 = build_model("mlp", num_classes=3, input_shape=(5,), ensemble_size=4, generator=1)
+    assert all(torch.equal(x, y) for x, y in zip(ens.parameters(), ens2.parameters()))
+
+
+def test_mlp_options_and_ensemble_errors():
+    net = MLP(in_features=10, num_classes=2, hidden=(8, 6, 4), p=0.2)
+    assert [m.p for m in net.modules() if isinstance(m, ConsistentMCDropout)] == [0.2] * 3
+    with pytest.raises(ValueError, match="members"):
+        Ensemble([])
+    with pytest.raises(TypeError, match=r"members\[1\]"):
+        Ensemble([nn.Linear(2, 2), "not a module"])
+    with pytest.raises(ValueError, match="size"):
+        Ensemble.from_factory(lambda: nn.Linear(2, 2), 0)
