@@ -1,0 +1,199 @@
+"""Confusion matrix, accuracy, precision / recall / F1 against scikit-learn and torchmetrics."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import sklearn.metrics as skm
+import torch
+import torchmetrics.functional.classification as tmf
+
+from activebayes import metrics as M
+
+AVERAGES = ["macro", "micro", "weighted", None]
+
+
+def _random_case(rng: np.random.Generator):
+    """Targets / predictions over C classes, often with classes absent from one or both."""
+    C = int(rng.integers(2, 7))
+    N = int(rng.integers(1, 40))
+    used_t = rng.choice(C, size=int(rng.integers(1, C + 1)), replace=False)
+    used_p = rng.choice(C, size=int(rng.integers(1, C + 1)), replace=False)
+    y = rng.choice(used_t, size=N)
+    p = rng.choice(used_p, size=N)
+    return C, y, p
+
+
+def _close(a, b, tol=1e-6):
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    assert a.shape == b.shape
+    np.testing.assert_allclose(a, b, atol=tol, rtol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("zero_division", [0.0, 1.0, math.nan])
+def test_prf_random_multiclass_vs_sklearn(zero_division):
+    rng = np.random.default_rng(0)
+    sk_fns = {"precision": skm.precision_score, "recall": skm.recall_score, "f1": skm.f1_score}
+    ours = {"precision": M.precision_score, "recall": M.recall_score, "f1": M.f1_score}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(25):
+            C, y, p = _random_case(rng)
+            for average in AVERAGES:
+                for name in sk_fns:
+                    # default labels: ids present in y or p (sklearn's default)
+                    expected = sk_fns[name](y, p, average=average, zero_division=zero_division)
+                    got = ours[name](y, p, average=average, zero_division=zero_division)
+                    _close(got, expected)
+                    # num_classes: all C classes count, as sklearn's labels=range(C)
+                    expected = sk_fns[name](
+                        y, p, average=average, labels=list(range(C)), zero_division=zero_division
+                    )
+                    got = ours[name](
+                        torch.as_tensor(y), torch.as_tensor(p), average=average,
+                        num_classes=C, zero_division=zero_division,
+                    )
+                    _close(got, expected)
+                # a subset of labels in a given order
+                labels = list(rng.permutation(C)[: int(rng.integers(1, C + 1))])
+                expected = skm.f1_score(y, p, average=average, labels=labels, zero_division=zero_division)
+                got = M.f1_score(y, p, average=average, labels=labels, zero_division=zero_division)
+                _close(got, expected)
+
+
+def test_prf_random_binary_vs_sklearn_and_torchmetrics():
+    rng = np.random.default_rng(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(80):
+            N = int(rng.integers(1, 30))
+            y = rng.integers(0, 2, N)
+            p = rng.integers(0, 2, N) if rng.random() > 0.2 else np.zeros(N, dtype=int)
+            for pos_label in (0, 1):
+                if len(set(y) | set(p)) == 2 or pos_label in set(y) | set(p) or True:
+                    try:
+                        expected = skm.f1_score(y, p, average="binary", pos_label=pos_label)
+                    except ValueError:
+                        with pytest.raises(ValueError):
+                            M.f1_score(y, p, average="binary", pos_label=pos_label)
+                        continue
+                    _close(M.f1_score(y, p, pos_label=pos_label), expected)
+                    _close(
+                        M.precision_score(y, p, pos_label=pos_label),
+                        skm.precision_score(y, p, pos_label=pos_label),
+                    )
+                    _close(
+                        M.recall_score(y, p, pos_label=pos_label),
+                        skm.recall_score(y, p, pos_label=pos_label),
+                    )
+            # torchmetrics' binary metrics treat class 1 as positive and 0/0 as 0
+            yt, pt = torch.as_tensor(y), torch.as_tensor(p)
+            _close(M.precision_score(y, p), tmf.binary_precision(pt, yt))
+            _close(M.recall_score(y, p), tmf.binary_recall(pt, yt))
+            _close(M.f1_score(y, p), tmf.binary_f1_score(pt, yt))
+
+
+def test_macro_vs_torchmetrics_when_all_classes_present():
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        C = int(rng.integers(2, 6))
+        N = 50
+        y = torch.as_tensor(np.concatenate([np.arange(C), rng.integers(0, C, N - C)]))
+        probs = torch.softmax(torch.as_tensor(rng.normal(size=(N, C))), -1)
+        for avg in ("macro", "micro", "weighted"):
+            _close(
+                M.f1_score(y, probs, average=avg),
+                tmf.multiclass_f1_score(probs, y, num_classes=C, average=avg),
+            )
+            _close(
+                M.precision_score(y, probs, average=avg),
+                tmf.multiclass_precision(probs, y, num_classes=C, average=avg),
+            )
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_confusion_matrix_and_accuracy_vs_sklearn():
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        C, y, p = _random_case(rng)
+        _close(M.confusion_matrix(y, p), skm.confusion_matrix(y, p))
+        _close(M.confusion_matrix(y, p, num_classes=C), skm.confusion_matrix(y, p, labels=range(C)))
+        labels = [int(y[0]), *[c for c in rng.permutation(C)[:2].tolist() if c != y[0]]]
+        _close(M.confusion_matrix(y, p, labels=labels), skm.confusion_matrix(y, p, labels=labels))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for norm in ("true", "pred", "all"):
+                _close(
+                    M.confusion_matrix(y, p, num_classes=C, normalize=norm),
+                    np.nan_to_num(skm.confusion_matrix(y, p, labels=range(C), normalize=norm)),
+                )
+        _close(M.accuracy_score(y, p), skm.accuracy_score(y, p))
+        _close(M.accuracy_score(y, p, normalize=False), skm.accuracy_score(y, p, normalize=False))
+
+
+def test_seed_001_macro_f1_is_not_f1_of_macro_p_and_r():
+    y_true = [0, 1, 0, 1, 0, 1, 1, 0]
+    y_pred = [0, 1, 0, 0, 1, 1, 0, 0]
+    p = M.precision_score(y_true, y_pred, average="macro")
+    r = M.recall_score(y_true, y_pred, average="macro")
+    f1 = M.f1_score(y_true, y_pred, average="macro")
+    assert p == pytest.approx(19 / 30, abs=1e-12)
+    assert r == pytest.approx(5 / 8, abs=1e-12)
+    assert f1 == pytest.approx(0.6190476190476191, abs=1e-7)
+    # mean of per-class F1 (class 0: P 3/5 R 3/4; class 1: P 2/3 R 2/4) ...
+    per_class = [2 * a * b / (a + b) for a, b in ((3 / 5, 3 / 4), (2 / 3, 2 / 4))]
+    assert f1 == pytest.approx(sum(per_class) / 2, abs=1e-12)
+    # ... differs from the harmonic mean of macro P and macro R
+    assert 2 * p * r / (p + r) == pytest.approx(0.6291390728476821, abs=1e-12)
+
+
+def test_probabilities_and_bayesian_inputs_reduce_by_argmax_of_mean():
+    gen = torch.Generator().manual_seed(0)
+    N, K, C = 40, 5, 4
+    log_probs_N_K_C = torch.log_softmax(3 * torch.randn(N, K, C, generator=gen), -1)
+    mean_probs_N_C = log_probs_N_K_C.exp().mean(1)
+    y = torch.randint(0, C, (N,), generator=gen)
+    for fn in (M.f1_score, M.precision_score, M.recall_score):
+        for avg in ("macro", "weighted", None):
+            _close(fn(y, log_probs_N_K_C, average=avg), fn(y, mean_probs_N_C, average=avg))
+            _close(
+                fn(y, log_probs_N_K_C, average=avg),
+                fn(y, mean_probs_N_C.argmax(-1), average=avg, num_classes=C),
+            )
+    assert M.accuracy_score(y, log_probs_N_K_C) == M.accuracy_score(y, mean_probs_N_C.numpy())
+    # the mean is taken over probabilities, not log-probabilities: a case where they disagree
+    lp = torch.log(torch.tensor([[[0.02, 0.98], [0.8, 0.2], [0.8, 0.2]]], dtype=torch.float64))
+    assert M.confusion_matrix([1], lp, num_classes=2).tolist() == [[0, 0], [1, 0]]  # mean p: [0.54, 0.46]
+    assert lp.mean(1).argmax().item() == 1  # a (wrong) mean of log-probs picks class 1
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: M.f1_score([0, 1], [0, 1], average="mean"), "average"),
+        (lambda: M.f1_score([0, 1, 2], [0, 1, 2]), "binary"),
+        (lambda: M.f1_score([0, 1], [0], average="macro"), "same number"),
+        (lambda: M.f1_score([0, 1], [0.2, 0.7], average="macro"), "integer"),
+        (lambda: M.f1_score([0, float("nan")], [0, 1], average="macro"), "NaN"),
+        (lambda: M.f1_score([0, 1], [[0.5, 0.7], [0.2, 0.8]], average="macro"), "sum to 1"),
+        (lambda: M.f1_score([0, 1], [[1.5, -0.5], [0.2, 0.8]], average="macro"), r"\[0, 1\]"),
+        (lambda: M.f1_score([0, 3], [0, 1], num_classes=2, average="macro"), "num_classes"),
+        (lambda: M.f1_score([0, 1], [0, 1], zero_division=0.5), "zero_division"),
+        (lambda: M.f1_score([0, 1], [0, 1], average="macro", num_classes=3.0), "num_classes"),
+        (lambda: M.confusion_matrix([-1, 1], [0, 1]), "non-negative"),
+        (lambda: M.accuracy_score("abc", [0]), "targets"),
+        (lambda: M.f1_score([0, 1], torch.zeros(2, 2, 2, 2), average="macro"), "labels"),
+    ],
+)
+def test_bad_input_raises_clear_errors(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+def test_options_are_keyword_only():
+    with pytest.raises(TypeError):
+        M.f1_score([0, 1], [0, 1], "macro")  # type: ignore[misc]
