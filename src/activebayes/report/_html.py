@@ -82,8 +82,8 @@ body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; mar
        max-width: 1280px; padding: 1.5em 2em; color: #1b1f23; background: #fff; line-height: 1.45; }
 h1 { font-size: 1.7em; margin-bottom: 0.2em; }
 h2 { font-size: 1.3em; border-bottom: 1px solid #d0d7de; padding-bottom: 0.2em; margin-top: 1.8em; }
-nav { font-size: 0.92em; margin: 0.8em 0 1.2em; }
-nav a { margin-right: 0.9em; color: #0550ae; text-decoration: none; white-space: nowrap; }
+nav { font-size: 0.92em; margin: 0.8em 0 1.2em; display: flex; flex-wrap: wrap; gap: 0.3em 1em; }
+nav a { color: #0550ae; text-decoration: none; white-space: nowrap; }
 table { border-collapse: collapse; margin: 0.6em 0 1em; font-size: 0.92em; }
 th, td { border: 1px solid #d0d7de; padding: 0.3em 0.65em; text-align: left; vertical-align: top; }
 th { background: #f6f8fa; }

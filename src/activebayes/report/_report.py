@@ -215,10 +215,13 @@ class _Report:
                 else:
                     cell = f"<strong>{esc(_fmt_labels(reach.median))}</strong>"
                     extra = []
-                    if reach.median is not None:
-                        extra.append(f"IQR {_fmt_labels(reach.q25)}–{_fmt_labels(reach.q75)}")
-                    if reach.minimum is not None:
-                        extra.append(f"range {_fmt_labels(reach.minimum)}–{_fmt_labels(reach.maximum)}")
+                    if reach.minimum is not None and reach.minimum == reach.maximum:
+                        extra.append(f"every seed: {reach.minimum}")
+                    else:
+                        if reach.median is not None:
+                            extra.append(f"IQR {_fmt_labels(reach.q25)}–{_fmt_labels(reach.q75)}")
+                        if reach.minimum is not None:
+                            extra.append(f"range {_fmt_labels(reach.minimum)}–{_fmt_labels(reach.maximum)}")
                     extra.append(f"reached by {reach.n_reached}/{reach.n_seeds} seeds")
                     cell += f'<br><span class="muted">{esc("; ".join(extra))}</span>'
                 row.append(cell)
