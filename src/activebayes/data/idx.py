@@ -20,10 +20,10 @@ import hashlib
 import os
 import zlib
 from collections.abc import Sequence
-from pathlib import Path
 import tempfile
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 
@@ -181,4 +181,4 @@ def download_file(
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-    raise DataError(f"could not download {destination.name}; tried:\n  " + "\n  ".join(failures))
+    raise DataError(f"could not download {destination.name}; tried: " + "; ".join(failures))
