@@ -437,6 +437,9 @@ def _pool_reliability(bins_list: Sequence[Mapping[str, Any]]) -> Any:
     for bins in bins_list:
         if not isinstance(bins, Mapping):
             raise _figures.FigureSkipped(f"stored reliability bins have an unknown form ({type(bins).__name__})")
+        bins = {key.removesuffix("_B"): value for key, value in bins.items()}  # count_B -> count, ...
+        if bins.get("counts", bins.get("count")) is None:
+            raise _figures.FigureSkipped(f"stored reliability bins have no counts (keys: {sorted(bins)})")
         count = np.asarray(bins.get("counts", bins.get("count")), dtype=np.float64)
         if "conf_sum" in bins and "correct_sum" in bins:
             conf_sum = np.asarray(bins["conf_sum"], dtype=np.float64)
