@@ -1,0 +1,138 @@
+"""NLL, Brier, ECE and reliability bins against scikit-learn, torchmetrics and NumPy formulas."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import sklearn.metrics as skm
+import torch
+import torchmetrics.functional.classification as tmf
+
+from activebayes import metrics as M
+
+
+def _close(a, b, tol=1e-6):
+    np.testing.assert_allclose(np.asarray(a, float), np.asarray(b, float), atol=tol, rtol=0, equal_nan=True)
+
+
+def _case(rng, N=80, C=None):
+    C = C or int(rng.integers(2, 7))
+    logits = rng.normal(size=(N, C)) * rng.uniform(0.5, 4)
+    probs = np.exp(logits - logits.max(1, keepdims=True))
+    probs /= probs.sum(1, keepdims=True)
+    y = rng.integers(0, C, N)
+    return C, probs, y
+
+
+def test_log_loss_and_brier_vs_sklearn_and_numpy():
+    rng = np.random.default_rng(20)
+    for _ in range(15):
+        C, probs, y = _case(rng)
+        _close(M.log_loss(y, probs), skm.log_loss(y, probs, labels=list(range(C))))
+        ref_brier = np.mean(np.sum((probs - np.eye(C)[y]) ** 2, axis=1))  # sum over classes, mean over items
+        _close(M.brier_score(y, probs), ref_brier)
+        _close(M.brier_score(y, torch.as_tensor(probs)), skm.brier_score_loss(y, probs, labels=list(range(C)), scale_by_half=False))
+    # binary 1-D probabilities of class 1: scikit-learn's binary Brier (positive class only)
+    y = rng.integers(0, 2, 50)
+    p = rng.random(50)
+    _close(M.brier_score(y, p), skm.brier_score_loss(y, p))
+    _close(M.brier_score(y, p), np.mean((p - y) ** 2))
+    _close(M.log_loss(y, p), skm.log_loss(y, p))
+
+
+def test_log_loss_clips_zero_probabilities():
+    value = M.log_loss([1], [[1.0, 0.0]])
+    assert math.isfinite(value)
+    _close(value, -math.log(np.finfo(np.float64).eps))
+    _close(value, skm.log_loss([1], [[1.0, 0.0]], labels=[0, 1]), tol=1e-3)
+
+
+def test_bayesian_input_equals_mean_probabilities():
+    gen = torch.Generator().manual_seed(1)
+    N, K, C = 50, 7, 4
+    log_probs_N_K_C = torch.log_softmax(2 * torch.randn(N, K, C, generator=gen, dtype=torch.float64), -1)
+    mean_probs_N_C = log_probs_N_K_C.exp().mean(1)
+    y = torch.randint(0, C, (N,), generator=gen)
+    for fn in (M.log_loss, M.brier_score, M.expected_calibration_error):
+        _close(fn(y, log_probs_N_K_C), fn(y, mean_probs_N_C), tol=1e-9)
+    # NLL of the model average, not the average NLL of the samples
+    _close(M.log_loss(y, log_probs_N_K_C), -np.log(mean_probs_N_C.numpy()[np.arange(N), y.numpy()]).mean())
+    b1 = M.reliability_bins(y, log_probs_N_K_C, num_bins=10)
+    b2 = M.reliability_bins(y, mean_probs_N_C, num_bins=10)
+    assert b1.counts.tolist() == b2.counts.tolist()
+
+
+@pytest.mark.parametrize("num_bins", [5, 15])
+def test_ece_vs_torchmetrics_and_numpy(num_bins):
+    rng = np.random.default_rng(21)
+    for _ in range(10):
+        C, probs, y = _case(rng, N=200)
+        ours = M.expected_calibration_error(y, probs, num_bins=num_bins)
+        ref = tmf.multiclass_calibration_error(
+            torch.as_tensor(probs), torch.as_tensor(y), num_classes=C, n_bins=num_bins
+        )
+        _close(ours, ref, tol=1e-5)  # torchmetrics accumulates in float32
+        # NumPy reference: equal-width bins [b/B, (b+1)/B), top-label confidence
+        conf, pred = probs.max(1), probs.argmax(1)
+        bins = np.minimum((conf * num_bins).astype(int), num_bins - 1)
+        ece = sum(
+            abs((pred[bins == b] == y[bins == b]).mean() - conf[bins == b].mean()) * (bins == b).mean()
+            for b in range(num_bins) if (bins == b).any()
+        )
+        _close(ours, ece)
+        mce = M.expected_calibration_error(y, probs, num_bins=num_bins, norm="max")
+        ref_mce = tmf.multiclass_calibration_error(
+            torch.as_tensor(probs), torch.as_tensor(y), num_classes=C, n_bins=num_bins, norm="max"
+        )
+        _close(mce, ref_mce, tol=1e-5)
+
+
+def test_ece_of_calibrated_predictor_is_near_zero_and_of_confidently_wrong_near_one():
+    rng = np.random.default_rng(22)
+    N, C = 20000, 3
+    logits = rng.normal(size=(N, C)) * 2
+    probs = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    # perfectly calibrated: draw each label from the predicted distribution
+    y = (rng.random(N)[:, None] > probs.cumsum(1)).sum(1)
+    assert M.expected_calibration_error(y, probs) < 0.02
+    bins = M.reliability_bins(y, probs, num_bins=10)
+    full = bins.counts > 200
+    assert torch.all((bins.accuracy[full] - bins.confidence[full]).abs() < 0.05)
+    # confidently wrong: 0.999 on a class that is never the label
+    wrong = np.full((N, C), 0.0005)
+    wrong[np.arange(N), (y + 1) % C] = 0.999
+    assert M.expected_calibration_error(y, wrong) > 0.99
+    assert M.brier_score(y, wrong) > 1.9
+
+
+def test_reliability_bins_fields():
+    rng = np.random.default_rng(23)
+    C, probs, y = _case(rng, N=300)
+    bins = M.reliability_bins(y, probs, num_bins=8)
+    assert bins.num_bins == 8 and bins.edges.shape == (9,)
+    assert int(bins.counts.sum()) == 300
+    nonempty = bins.counts > 0
+    assert torch.all(bins.confidence[nonempty] >= bins.edges[:-1][nonempty] - 1e-12)
+    assert torch.all(bins.confidence[nonempty] <= bins.edges[1:][nonempty] + 1e-12)
+    assert torch.isnan(bins.accuracy[~nonempty]).all()
+    weighted_gap = (bins.counts[nonempty] / 300 * (bins.accuracy - bins.confidence)[nonempty].abs()).sum()
+    _close(bins.ece, weighted_gap)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: M.log_loss([0, 1], [[0.5, 0.6], [0.5, 0.5]]), "sum to 1"),
+        (lambda: M.log_loss([0, 2], [[0.5, 0.5], [0.5, 0.5]]), "C=2"),
+        (lambda: M.brier_score([0], [[math.nan, 1.0]]), "NaN"),
+        (lambda: M.expected_calibration_error([0], [[0.5, 0.5]], num_bins=0), "num_bins"),
+        (lambda: M.expected_calibration_error([0], [[0.5, 0.5]], norm="l3"), "norm"),
+        (lambda: M.log_loss([0], torch.zeros(1, 2, 2)), "normalised"),
+        (lambda: M.log_loss([0], [2.0]), r"\[0, 1\]"),
+    ],
+)
+def test_calibration_bad_input(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
