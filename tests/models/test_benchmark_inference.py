@@ -1,0 +1,28 @@
+"""Smoke test: benchmarks/inference.py --quick runs and finds equal results."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "inference.py"
+
+
+@pytest.mark.slow
+def test_inference_benchmark_quick_mode(tmp_path):
+    out = tmp_path / "results.json"
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--no-baal", "--threads", "1", "--json", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "max |ours - K full passes| = 0" in run.stdout or "e-0" in run.stdout
+    import json
+
+    results = json.loads(out.read_text())
+    assert results["speed"]["max_abs_diff"] < 1e-4
+    assert [row["K"] for row in results["memory"]] == [4, 8]
+    assert all(row["peak_rss_mb"] > 0 for row in results["memory"])
