@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +20,7 @@ def test_inference_benchmark_quick_mode(tmp_path):
         capture_output=True, text=True, timeout=120,
     )
     assert run.returncode == 0, run.stderr
-    assert "max |ours - K full passes| = 0" in run.stdout or "e-0" in run.stdout
-    import json
+    assert "| activebayes predict_log_probs (batched tail) |" in run.stdout
 
     results = json.loads(out.read_text())
     assert results["speed"]["max_abs_diff"] < 1e-4

@@ -116,6 +116,13 @@ def _plan_chunks(
     try:
         with mc_sampling(model, range(k_probe), expand=expand):
             model(x_1)
+    except RuntimeError as error:
+        if not expand or "strategy='sequential'" in str(error):
+            raise
+        raise RuntimeError(
+            f"the batched MC forward failed ({error}); if the model mixes activations "
+            "from before and after its first MC dropout layer, use strategy='sequential'"
+        ) from error
     finally:
         for handle in handles:
             handle.remove()
