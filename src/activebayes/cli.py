@@ -263,6 +263,71 @@ def report(directory: str, output: str | None, targets: str) -> None:
     click.echo(f"report: {written}")
 
 
+@cli.command()
+@click.argument("project", type=click.Path(file_okay=False))
+@click.option("--dataset", default=None, help="Label items of this dataset (its labels are ignored).")
+@click.option("--images", type=click.Path(), default=None, help="Label a folder of images.")
+@click.option("--classes", default=None, help="Comma-separated class names (required with --images).")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Folder with the dataset's files.")
+@click.option("--strategy", default=None, help="Acquisition strategy. [bald]")
+@click.option("--model", default=None, help="Model name, or 'auto'. [auto]")
+@click.option("--batch-size", type=int, default=None, help="Items per query. [10]")
+@click.option("--num-samples", type=int, default=None, help="K, function samples. [20]")
+@click.option("--seed", type=int, default=None, help="Random seed. [0]")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
+@_friendly
+def query(project: str, quiet: bool, classes: str | None, **settings: Any) -> None:
+    """Write the next batch of items for a person to label (file oracle).
+
+    The first call creates the labelling project PROJECT; later calls reuse its
+    settings. Fill in the `label` column of the written file, then run
+    `activebayes import FILE --project PROJECT`.
+    """
+    from activebayes.labelling import PROJECT_FILE, LabellingProject, ProjectConfig
+
+    given = {k: v for k, v in settings.items() if v is not None}
+    if classes is not None:
+        given["classes"] = tuple(c.strip() for c in classes.split(",") if c.strip())
+    for name in ("batch_size", "num_samples", "seed"):
+        if name in given and given[name] < 0:
+            raise ValueError(f"--{name.replace('_', '-')} must not be negative, got {given[name]}")
+    if (Path(project) / PROJECT_FILE).is_file():
+        if given:
+            raise ValueError(f"{project} is an existing project; its settings are fixed (drop {', '.join('--' + k.replace('_', '-') for k in given)})")
+        labelling = LabellingProject(project)
+    else:
+        if "dataset" not in given and "images" not in given:
+            raise ValueError("a new project needs --dataset NAME or --images FOLDER")
+        labelling = LabellingProject(project, ProjectConfig(**given))
+    result = labelling.query(progress=not quiet)
+    click.echo(f"round {result.round}: {len(result.indices)} items to label ({result.strategy}, "
+               f"{result.n_labelled} labelled so far)")
+    click.echo(f"query: {result.path}")
+    click.echo(f"fill in its label column, then: activebayes import {result.path} --project {project}")
+
+
+@cli.command(name="import")
+@click.argument("answers", type=click.Path(dir_okay=False))
+@click.option("--project", "project", type=click.Path(file_okay=False), required=True, help="The labelling project directory.")
+@click.option("--allow-partial", is_flag=True, help="Accept a file where some labels are still empty.")
+@click.option("--overwrite", is_flag=True, help="Replace labels imported earlier when the file disagrees.")
+@_friendly
+def import_(answers: str, project: str, allow_partial: bool, overwrite: bool) -> None:
+    """Import a filled-in query file into a labelling project."""
+    from activebayes.labelling import LabellingProject
+
+    labelling = LabellingProject(project)
+    try:
+        imported = labelling.import_answers(answers, allow_partial=allow_partial, overwrite=overwrite)
+    except ValueError as error:
+        problems = getattr(error, "problems", None)
+        if problems:
+            raise ValueError(f"{answers}: {problems[0]}" + (f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else "")) from None
+        raise
+    click.echo(f"imported {len(imported)} label(s); {len(labelling.labels)} labelled in total")
+    click.echo(f"next batch: activebayes query {project}")
+
+
 @cli.command(name="list")
 @click.argument("what", required=False, type=click.Choice(["strategies", "models", "datasets"]))
 def list_(what: str | None) -> None:
