@@ -48,15 +48,22 @@ from activebayes.metrics.classification import (
 )
 from activebayes.metrics.evaluate import evaluate_classification
 from activebayes.metrics.multilabel import hamming_loss, multilabel_precision_recall_f1
-from activebayes.metrics.streaming import (
-    Accuracy,
-    Calibration,
-    ConfusionMatrix,
-    F1Score,
-    MetricCollection,
-    Precision,
-    Recall,
-)
+
+# The streaming classes subclass torchmetrics.Metric; torchmetrics imports matplotlib.pyplot
+# when it loads, so they are loaded on first access instead of at import time.
+_STREAMING = {"Accuracy", "Calibration", "ConfusionMatrix", "F1Score", "MetricCollection", "Precision", "Recall"}
+
+
+def __getattr__(name: str):
+    if name in _STREAMING:
+        from activebayes.metrics import streaming
+
+        return getattr(streaming, name)
+    raise AttributeError(f"module 'activebayes.metrics' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
 
 __all__ = [
     "Accuracy",

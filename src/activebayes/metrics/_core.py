@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from torchmetrics.functional.classification import multiclass_confusion_matrix
 
 AVERAGES = ("binary", "macro", "micro", "weighted", "none")
 # log p(y) is clipped at log(float64 eps) so a confidently wrong item costs ~36 nats, not inf
@@ -22,14 +21,13 @@ LOG_EPS = math.log(torch.finfo(torch.float64).eps)
 def confusion_counts(preds_N: Tensor, targets_N: Tensor, num_classes: int) -> Tensor:
     """``cm_C_C[i, j]`` = number of items with true class ``i`` predicted as ``j`` (int64).
 
-    Rows are truths, columns predictions (scikit-learn's convention). Counting is
-    delegated to torchmetrics' ``multiclass_confusion_matrix`` (a bincount).
+    Rows are truths, columns predictions (scikit-learn's convention). One
+    ``bincount`` of ``i * C + j`` (what torchmetrics' ``multiclass_confusion_matrix``
+    does too; calling it would import torchmetrics, and with it matplotlib.pyplot,
+    on the loop's hot path, so the one line is written here).
     """
-    if num_classes == 1:  # torchmetrics needs >= 2 classes; all items are class 0
-        return torch.tensor([[preds_N.numel()]], dtype=torch.long)
-    return multiclass_confusion_matrix(
-        preds_N, targets_N, num_classes, validate_args=False
-    ).long()
+    flat = targets_N.long() * num_classes + preds_N.long()
+    return torch.bincount(flat, minlength=num_classes * num_classes).reshape(num_classes, num_classes)
 
 
 # --------------------------------------------------------------------------- averaging

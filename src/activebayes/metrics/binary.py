@@ -16,7 +16,6 @@ from dataclasses import dataclass, fields
 
 import torch
 from torch import Tensor
-from torchmetrics.functional.classification import binary_auroc, binary_average_precision
 
 from activebayes._validation import check_choice, check_finite
 from activebayes.metrics._core import safe_divide
@@ -214,6 +213,8 @@ def roc_auc_score(
         >>> round(roc_auc_score([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]), 4)
         0.75
     """
+    from torchmetrics.functional.classification import binary_auroc  # lazy (imports matplotlib)
+
     scores_t = as_tensor(scores, "scores")
     if scores_t.ndim == 1:
         is_pos_N, scores_N = _binary_inputs(targets, scores_t, pos_label)
@@ -244,6 +245,8 @@ def average_precision_score(
         >>> round(average_precision_score([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]), 4)
         0.8333
     """
+    from torchmetrics.functional.classification import binary_average_precision  # lazy
+
     scores_t = as_tensor(scores, "scores")
     if scores_t.ndim == 1:
         is_pos_N, scores_N = _binary_inputs(targets, scores_t, pos_label)

@@ -1,0 +1,70 @@
+"""Shared plumbing: lazy matplotlib, a figure or the caller's axes, atomic saving."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def new_axes(ax: Any, figsize: tuple[float, float]) -> tuple[Any, Any]:
+    """``(figure, axes)``: the caller's axes, or a fresh pyplot-free Figure (Agg, never shown).
+
+    ``matplotlib.figure.Figure`` is used directly, so nothing touches pyplot's
+    global state or the display; the figure is garbage-collected like any object.
+    """
+    if ax is not None:
+        try:
+            fig = ax.get_figure(root=True)  # matplotlib >= 3.10: the top figure, not a SubFigure
+        except TypeError:
+            fig = ax.figure
+        return fig, ax
+    from matplotlib.figure import Figure  # lazy: matplotlib is optional and heavy
+
+    fig = Figure(figsize=figsize, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def as_array(value: object, name: str, *, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
+    """NumPy float/int array from a tensor, array or list, with a clear error on bad shapes."""
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()  # type: ignore[union-attr]
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{name} must be array-like, could not convert: {err}") from None
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
+        raise TypeError(f"{name} must be numeric, got dtype {array.dtype}")
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else ndim
+        if array.ndim not in allowed:
+            raise ValueError(f"{name} must have {' or '.join(map(str, allowed))} dimensions, got shape {array.shape}")
+    return array
+
+
+def save_figure(fig: Any, path: str | os.PathLike[str], *, dpi: int = 100) -> Path:
+    """Write ``fig`` to ``path`` atomically: a temporary file in the same folder, then ``os.replace``.
+
+    A crash mid-write never leaves a truncated image at ``path``. The format comes
+    from the suffix (PNG when there is none). Parent folders are created.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> from activebayes.plots import roc_plot
+        >>> out = save_figure(roc_plot([0, 0.5, 1], [0, 0.8, 1]), pathlib.Path(tempfile.mkdtemp()) / "roc.png")
+        >>> out.stat().st_size > 0
+        True
+    """
+    path = Path(path)
+    fmt = path.suffix.lstrip(".").lower() or "png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fig.savefig(tmp, format=fmt, dpi=dpi)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
