@@ -11,7 +11,6 @@ never enter).
 
 from __future__ import annotations
 
-from torch import Tensor
 
 from activebayes._validation import check_choice, check_finite
 from activebayes.metrics._core import PrecisionRecallF1, prf_from_counts
