@@ -126,3 +126,15 @@ def write_comparison(
     comparison = {"base": base.to_dict(), "strategies": list(strategies), "seeds": list(seeds), "runs": runs}
     (directory / "comparison.json").write_text(json.dumps(comparison, indent=2, sort_keys=True))
     return directory
+
+
+def tiny_png() -> bytes:
+    """A valid 1x1 white PNG, built by hand (signature, IHDR, IDAT, IEND)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)  # 1x1, 8-bit RGB
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00\xff\xff\xff")) + chunk(b"IEND", b"")

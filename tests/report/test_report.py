@@ -46,10 +46,9 @@ def _rounds(run_dir: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def comparison_html(comparison_dir: Path) -> str:
-    written = write_report(comparison_dir)
-    assert written == comparison_dir / "report.html"
-    return written.read_text(encoding="utf-8")
+def comparison_html(comparison_dir: Path, comparison_report: Path) -> str:
+    assert comparison_report == comparison_dir / "report.html"
+    return comparison_report.read_text(encoding="utf-8")
 
 
 def test_comparison_report_has_every_section(comparison_html):
@@ -138,7 +137,7 @@ def test_single_run_report(single_run_dir):
     assert html.count("<img") == sum(v == "img" for v in slots.values())
 
 
-def test_text_is_escaped(tmp_path):
+def test_text_is_escaped(tmp_path, fast_figures):
     hostile = '<b onmouseover="x">&amp;'
     config = LoopConfig(dataset="digits", strategy=hostile, seed=0, initial_size=20, batch_size=10, budget=40)
     run = write_run(tmp_path / "run", config, rounds=2)
@@ -163,7 +162,7 @@ def test_report_without_matplotlib(comparison_dir, tmp_path, monkeypatch):
     assert "Labels to reach" in html and "± " in html  # the tables are still there
 
 
-def test_dataset_that_cannot_be_loaded_skips_only_the_image_grid(tmp_path):
+def test_dataset_that_cannot_be_loaded_skips_only_the_image_grid(tmp_path, fast_figures):
     config = LoopConfig(dataset="mnist", data_dir=str(tmp_path / "nowhere"), strategy="bald", seed=0,
                         initial_size=20, batch_size=10, budget=40)
     run = write_run(tmp_path / "run", config, rounds=3)
@@ -216,7 +215,7 @@ def test_bad_arguments(tmp_path, comparison_dir):
         write_report(comparison_dir, targets=())
 
 
-def test_comparison_with_a_missing_run(tmp_path):
+def test_comparison_with_a_missing_run(tmp_path, fast_figures):
     """A comparison still running: one (strategy, seed) has no directory yet."""
     cmp_dir = write_comparison(tmp_path / "cmp", strategies=("bald",), seeds=(0, 1), rounds=3)
     data = json.loads((cmp_dir / "comparison.json").read_text())

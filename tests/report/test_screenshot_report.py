@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from activebayes.report import write_report
-
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "screenshot_report.py"
 
@@ -25,8 +23,8 @@ def _run(report: Path, out: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300, check=False)
 
 
-def test_comparison_report_renders_every_image_in_chromium(comparison_dir, tmp_path):
-    report = write_report(comparison_dir, output=tmp_path / "report.html")
+def test_comparison_report_renders_every_image_in_chromium(comparison_report, tmp_path):
+    report = comparison_report
     n_img = report.read_text().count("<img")
     assert n_img >= 1
     shot = tmp_path / "report.png"

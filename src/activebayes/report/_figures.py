@@ -107,7 +107,8 @@ def seconds_per_round(seconds_by_strategy: Mapping[str, np.ndarray]) -> Any:
         ax.set_ylabel("seconds")
     for ax in axes[len(names):]:
         ax.set_visible(False)
-    axes[0].legend(fontsize="small", loc="upper left")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside upper center", ncols=len(PHASES), fontsize="small")
     return fig
 
 

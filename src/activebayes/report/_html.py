@@ -89,7 +89,8 @@ th, td { border: 1px solid #d0d7de; padding: 0.3em 0.65em; text-align: left; ver
 th { background: #f6f8fa; }
 td.num, .num td { font-variant-numeric: tabular-nums; }
 .figures { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
-figure { margin: 0; padding: 0.4em; border: 1px solid #eaeef2; border-radius: 4px; }
+figure { margin: 0; padding: 0.4em; border: 1px solid #eaeef2; border-radius: 4px; box-sizing: border-box; }
+.figures.many figure { max-width: calc(50% - 0.5em); }
 figure img { display: block; max-width: 100%; height: auto; }
 figcaption { font-size: 0.85em; color: #57606a; margin-top: 0.3em; max-width: 620px; }
 .skipped, .note { color: #7d4e00; background: #fff8c5; border: 1px solid #eed888; border-radius: 4px;
@@ -114,4 +115,5 @@ def page(title: str, subtitle: str, sections: Sequence[Section]) -> str:
 
 
 def figures_block(figures: Sequence[Figure]) -> str:
-    return '<div class="figures">' + "".join(f.to_html() for f in figures) + "</div>"
+    many = " many" if len(figures) > 1 else ""
+    return f'<div class="figures{many}">' + "".join(f.to_html() for f in figures) + "</div>"

@@ -133,9 +133,22 @@ class _Report:
         return self._dataset
 
     def class_names(self, num_classes: int) -> list[str] | None:
+        """The dataset's class names when it loads and has ``num_classes`` classes, else ``None``."""
+        first = next((run.config for runs in self.runs.values() for run in runs), None)
+        if first is not None:
+            try:
+                self.dataset(first)
+            except _figures.FigureSkipped:
+                return None
         if self._dataset is not None and len(self._dataset.classes) == num_classes:
             return list(self._dataset.classes)
         return None
+
+    def common_n_labelled(self, runs: Sequence[_Run]) -> np.ndarray | None:
+        """``[R]`` label counts of the rounds every seed has, if the seeds agree on them."""
+        length = min(len(run.rounds) for run in runs)
+        counts = {tuple(r.n_labelled for r in run.rounds[:length]) for run in runs}
+        return np.asarray(counts.pop()) if len(counts) == 1 else None
 
     def per_round(self, runs: Sequence[_Run], extract: Callable[[Any], Any]) -> np.ndarray | None:
         """``[R, ...]`` mean over seeds of ``extract(round)`` on the rounds every seed has."""
@@ -183,15 +196,15 @@ class _Report:
 
     def learning_curves(self) -> Section:
         body = paragraph(
-            f"Number of labels against {self.split} accuracy after each round; one line per strategy "
-            "(mean over seeds, band: spread over seeds)."
+            f"Number of labels against {self.split} accuracy after each round; one line per strategy: the mean "
+            "over seeds, with a band of ± one standard deviation over seeds (on the label range all seeds share)."
         )
         if not self.curves:
             return Section("learning-curves", "Learning curves", body + note("No learning curves yet."))
         curves = {s: [(c.n_labelled_R, c.accuracy_R) for c in cs] for s, cs in self.curves.items()}
         fig = self.figure(
             "learning-curves", f"Labels vs {self.split} accuracy",
-            lambda: _figures.plot_function("learning_curves")(curves),
+            lambda: _figures.plot_function("learning_curves")(curves, ylabel=f"{self.split} accuracy"),
         )
         return Section("learning-curves", "Learning curves", body + figures_block([fig]))
 
@@ -278,7 +291,8 @@ class _Report:
                 continue
             figures.append(self.figure(
                 f"reliability-{strategy}", caption,
-                lambda bins=bins: _figures.plot_function("reliability_diagram")(_pool_reliability(bins)),
+                lambda bins=bins, strategy=strategy: _titled(
+                    _figures.plot_function("reliability_diagram")(_pool_reliability(bins)), strategy),
             ))
         if not figures:
             return Section("calibration", "Calibration", note(
@@ -295,10 +309,12 @@ class _Report:
             counts = self.per_round(runs, lambda r: r.class_counts)
             caption = f"{strategy}: labelled-set class counts per round ({self.seeds_text(runs)})"
 
-            def build(counts=counts):
+            def build(counts=counts, runs=runs, strategy=strategy):
                 if counts is None:
                     raise _figures.FigureSkipped("the rounds hold no class counts")
-                return _figures.plot_function("class_balance")(counts)
+                return _titled(_figures.plot_function("class_balance")(
+                    counts, n_labelled=self.common_n_labelled(runs), class_names=self.class_names(counts.shape[1])
+                ), strategy)
 
             figures.append(self.figure(f"class-balance-{strategy}", caption, build))
         return Section("class-balance", "Labelled-set class balance", _or_note(figures))
@@ -313,10 +329,13 @@ class _Report:
                 values = self.per_round(runs, lambda r, keys=keys: _lookup(r.metrics or {}, self.prefix, keys))
                 caption = f"{strategy}: per-class {self.split} {metric} per round ({self.seeds_text(runs)})"
 
-                def build(values=values, metric=metric):
+                def build(values=values, metric=metric, runs=runs, strategy=strategy):
                     if values is None:
                         raise _figures.FigureSkipped(f"the rounds hold no per-class {metric}")
-                    return _figures.plot_function("per_class_over_rounds")(values, metric=metric)
+                    return _titled(_figures.plot_function("per_class_over_rounds")(
+                        values, metric=metric, n_labelled=self.common_n_labelled(runs),
+                        class_names=self.class_names(values.shape[1]),
+                    ), strategy)
 
                 figures.append(self.figure(f"per-class-{metric}-{strategy}", caption, build))
         return Section("per-class", "Per-class precision and recall", _or_note(figures))
@@ -335,7 +354,8 @@ class _Report:
             caption = f"{strategy}: {self.split} confusion matrix of the final round ({which}; rows: true class)"
             figures.append(self.figure(
                 f"confusion-{strategy}", caption,
-                lambda cm=cm: _figures.plot_function("confusion_matrix_plot")(cm, class_names=self.class_names(cm.shape[0])),
+                lambda cm=cm, strategy=strategy: _titled(_figures.plot_function("confusion_matrix_plot")(
+                    cm, class_names=self.class_names(cm.shape[0])), strategy),
             ))
         return Section("confusion", "Confusion matrix", _or_note(figures))
 
@@ -398,6 +418,14 @@ class _Report:
         kind = "comparison" if self.is_comparison else "run"
         return page(f"activebayes report: {self.path.resolve().name}", f"{kind} directory {self.path.resolve()}",
                     self.sections())
+
+
+def _titled(figure: Any, strategy: str) -> Any:
+    """Prefix the main axes' title with the strategy (figures of several strategies sit side by side)."""
+    if figure is not None and getattr(figure, "axes", None):
+        ax = figure.axes[0]
+        ax.set_title(f"{strategy}: {ax.get_title()}" if ax.get_title() else strategy)
+    return figure
 
 
 def _or_note(figures: Sequence[Figure]) -> str:
