@@ -53,7 +53,7 @@ def nan_average(values_L: Tensor, weights_L: Tensor | None = None) -> float:
     return float((values_L * weights_L).sum() / weights_L.sum())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds tensors / arrays: no elementwise ==
 class PrecisionRecallF1:
     """Precision, recall and F1: floats for an average, ``[L]`` tensors for ``average=None``.
 

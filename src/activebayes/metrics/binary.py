@@ -49,7 +49,7 @@ class _Unpackable:
         return iter(getattr(self, f.name) for f in fields(self))  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds tensors / arrays: no elementwise ==
 class RocCurve(_Unpackable):
     """ROC curve: false / true positive rates at decreasing thresholds (``thresholds[0] = inf``)."""
 
@@ -58,7 +58,7 @@ class RocCurve(_Unpackable):
     thresholds: Tensor
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds tensors / arrays: no elementwise ==
 class PrecisionRecallCurve(_Unpackable):
     """PR curve at increasing thresholds; the last point is (recall 0, precision 1) with no threshold."""
 
@@ -342,7 +342,7 @@ def binary_confusion_matrix(
     return BinaryConfusion(tn=tn, fp=fp, fn=fn, tp=tp, threshold=float(threshold))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds tensors / arrays: no elementwise ==
 class ThresholdSweep:
     """Binary metrics at each threshold (all tensors ``[T]``, thresholds increasing)."""
 

@@ -83,7 +83,7 @@ def brier_score(targets: object, predictions: object) -> float:
     return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds tensors / arrays: no elementwise ==
 class ReliabilityBins:
     """Reliability-diagram data: per confidence bin ``b`` (all tensors ``[B]``).
 

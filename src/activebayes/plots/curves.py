@@ -15,7 +15,7 @@ from activebayes.plots._base import as_array, new_axes
 __all__ = ["CurveBand", "aggregate_curves", "class_balance", "learning_curves", "per_class_over_rounds"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds tensors / arrays: no elementwise ==
 class CurveBand:
     """Seeds' curves on a common grid: ``x`` ``[G]`` and per-point statistics ``[G]``."""
 
