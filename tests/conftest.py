@@ -13,3 +13,27 @@ def mnist_dir() -> Path:
     if not (SHARED_MNIST / "t10k-labels-idx1-ubyte.gz").exists():
         pytest.skip(f"real MNIST files not found at {SHARED_MNIST}")
     return SHARED_MNIST
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """Tests run in parallel workers on a 2-core machine: one intra-op thread each."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+# Small, fast loop settings shared by the loop / experiment / CLI tests.
+FAST_FIT = {"max_epochs": 5, "min_samples_per_epoch": 1024, "patience": 2}
+FAST_LOOP = dict(
+    dataset="digits",
+    initial_size=20,
+    validation_size=50,
+    batch_size=10,
+    budget=50,
+    num_samples=4,
+    fit_options=FAST_FIT,
+)

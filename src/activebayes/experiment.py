@@ -163,9 +163,10 @@ def run_experiment(
                 f"{directory.path} already holds a run with a different config "
                 f"(differs in: {', '.join(differences)}); use `activebayes resume` or another --out"
             )
-    else:
+    loop = loop_factory(config)  # validates names and loads data before anything is written
+    if not directory.exists():
         directory.write_config(config)
-    return _continue(directory, config, progress=progress, loop_factory=loop_factory, on_round=on_round, report=report)
+    return _continue(directory, loop, progress=progress, on_round=on_round, report=report)
 
 
 def resume_experiment(
@@ -177,20 +178,19 @@ def resume_experiment(
 ) -> LoopResult:
     """Continue the run stored in ``run_dir`` from its last complete round."""
     directory = RunDirectory(Path(run_dir))
-    config = directory.read_config()
-    return _continue(directory, config, progress=progress, loop_factory=loop_factory, on_round=None, report=report)
+    loop = loop_factory(directory.read_config())
+    return _continue(directory, loop, progress=progress, on_round=None, report=report)
 
 
 def _continue(
     directory: RunDirectory,
-    config: LoopConfig,
+    loop: ActiveLearningLoop,
     *,
     progress: bool,
-    loop_factory: Callable[[LoopConfig], ActiveLearningLoop],
     on_round: Callable[[RoundRecord], None] | None,
     report: bool,
 ) -> LoopResult:
-    loop = loop_factory(config)
+    config = loop.config
     records = directory.read_rounds()
     if records:
         model_state = None

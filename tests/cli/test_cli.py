@@ -1,0 +1,170 @@
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from activebayes.cli import main
+from tests.conftest import FAST_LOOP, ROOT
+
+FAST_TOML = """
+initial_size = 20
+validation_size = 50
+num_samples = 4
+[fit_options]
+max_epochs = 5
+min_samples_per_epoch = 1024
+patience = 2
+"""
+
+
+@pytest.fixture
+def fast_config(tmp_path: Path) -> Path:
+    path = tmp_path / "fast.toml"
+    path.write_text(FAST_TOML)
+    return path
+
+
+def _run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_run_writes_results_and_says_where(tmp_path, fast_config, capsys):
+    out = tmp_path / "run"
+    code, stdout, _ = _run(capsys, "run", "--config", fast_config, "--budget", 40, "--out", out, "--quiet")
+    assert code == 0
+    assert f"results: {out}" in stdout
+    rows = (out / "rounds.jsonl").read_text().splitlines()
+    assert [json.loads(r)["n_labelled"] for r in rows] == [20, 30, 40]
+    config = json.loads((out / "config.json").read_text())
+    assert config["budget"] == 40 and config["strategy"] == "bald" and config["num_samples"] == 4
+
+
+def test_compare_and_resume(tmp_path, fast_config, capsys):
+    out = tmp_path / "cmp"
+    code, stdout, err = _run(capsys, "compare", "--config", fast_config, "--strategy", "random,margin",
+                             "--seeds", "0-1", "--budget", 30, "--out", out, "--quiet")
+    assert code == 0, err
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["margin", "random"]
+    assert json.loads((out / "comparison.json").read_text())["seeds"] == [0, 1]
+    code, stdout, err = _run(capsys, "resume", out, "--quiet")
+    assert code == 0, err
+
+
+def test_list(capsys):
+    code, stdout, _ = _run(capsys, "list")
+    assert code == 0
+    lines = dict(line.split(": ", 1) for line in stdout.strip().splitlines())
+    assert "bald" in lines["strategies"] and "batchbald" in lines["strategies"]
+    assert "gal_cnn" in lines["models"] and "digits" in lines["datasets"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", "--dataset", "mnist", "--data-dir", "/nonexistent/folder"], "/nonexistent/folder"),
+        (["run", "--strategy", "telepathy"], "telepathy"),
+        (["run", "--budget", "25", "--batch-size", "30"], "budget"),
+        (["run", "--batch-size", "-3"], "batch-size"),
+        (["run", "--num-samples", "-1"], "num-samples"),
+        (["run", "--seed", "-1"], "seed"),
+        (["run", "--dataset", "imagenet"], "imagenet"),
+        (["run", "--config", "/nonexistent.toml"], "nonexistent.toml"),
+        (["run", "--bogus-flag"], "bogus-flag"),
+        (["compare", "--seeds", "a,b"], "--seeds"),
+        (["compare", "--strategy", "bald,nope", "--budget", "30"], "nope"),
+        (["resume", "/nonexistent/run"], "/nonexistent/run"),
+        (["report", "/nonexistent/run"], "/nonexistent/run"),
+        (["query", "PROJECT_DIR"], "--dataset"),
+        (["import", "/nonexistent.csv", "--project", "PROJECT_DIR"], "project"),
+    ],
+)
+def test_user_mistakes_give_one_line_and_no_traceback(tmp_path, capsys, args, needle):
+    args = [a.replace("PROJECT_DIR", str(tmp_path / "project")) for a in args]
+    code, stdout, err = _run(capsys, *args, "--out", tmp_path / "out") if args[0] in ("run", "compare") else _run(capsys, *args)
+    assert code != 0
+    assert "Traceback" not in err + stdout
+    lines = [line for line in err.strip().splitlines() if line]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ") and needle in lines[0]
+
+
+def test_unreadable_and_invalid_configs(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("budget = = 3\n")
+    code, _, err = _run(capsys, "run", "--config", bad)
+    assert code != 0 and err.startswith("error: --config") and len(err.strip().splitlines()) == 1
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text("bugdet = 3\n")
+    code, _, err = _run(capsys, "run", "--config", unknown)
+    assert code != 0 and "bugdet" in err and len(err.strip().splitlines()) == 1
+
+
+def test_entry_point_subprocess_has_no_traceback(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run([sys.executable, "-m", "activebayes", "run", "--strategy", "nope", "--out", str(tmp_path)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode != 0
+    assert done.stderr.strip().startswith("error: ") and "Traceback" not in done.stderr
+    assert not any(tmp_path.iterdir())  # nothing written for a rejected command
+
+
+def _fill(query: Path, answers: Path, labels: dict[int, str]) -> None:
+    with query.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        row["label"] = labels.get(int(row["index"]), "")
+    with answers.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_query_import_round_trip(tmp_path, capsys):
+    from activebayes.data import load_dataset
+
+    targets = load_dataset("digits").targets
+    project = tmp_path / "project"
+    code, stdout, err = _run(capsys, "query", project, "--dataset", "digits", "--batch-size", 6, "--quiet")
+    assert code == 0, err
+    query = project / "labels" / "query-0000.csv"
+    assert f"query: {query}" in stdout
+    with query.open(newline="") as f:
+        indices = [int(row["index"]) for row in csv.DictReader(f)]
+    assert len(indices) == len(set(indices)) == 6
+
+    # a second query before answering is refused
+    code, _, err = _run(capsys, "query", project)
+    assert code != 0 and "no label yet" in err
+
+    # a bad file: a label outside the class set -> clear error, nothing imported
+    bad = tmp_path / "bad.csv"
+    _fill(query, bad, {i: ("banana" if n == 0 else str(int(targets[i]))) for n, i in enumerate(indices)})
+    code, _, err = _run(capsys, "import", bad, "--project", project)
+    assert code != 0 and "banana" in err and len(err.strip().splitlines()) == 1
+    assert json.loads((project / "labels" / "oracle.json").read_text())["labels"] == {}
+
+    good = project / "labels" / "query-0000.csv"
+    _fill(query, good, {i: str(int(targets[i])) for i in indices})
+    code, stdout, err = _run(capsys, "import", good, "--project", project)
+    assert code == 0, err
+    assert "imported 6 label(s)" in stdout
+    stored = json.loads((project / "labels" / "oracle.json").read_text())["labels"]
+    assert {int(k): v for k, v in stored.items()} == {i: int(targets[i]) for i in indices}
+    # importing twice changes nothing
+    before = (project / "labels" / "oracle.json").read_bytes()
+    assert _run(capsys, "import", good, "--project", project)[0] == 0
+    assert (project / "labels" / "oracle.json").read_bytes() == before
+    # the next query asks for new items only
+    code, stdout, err = _run(capsys, "query", project, "--quiet")
+    assert code == 0, err
+    with (project / "labels" / "query-0001.csv").open(newline="") as f:
+        second = [int(row["index"]) for row in csv.DictReader(f)]
+    assert not set(second) & set(indices)

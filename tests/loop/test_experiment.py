@@ -1,0 +1,146 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from activebayes.experiment import (
+    Comparison,
+    RunDirectory,
+    RunDirectoryError,
+    load_runs,
+    resume_experiment,
+    run_comparison,
+    run_experiment,
+)
+from activebayes.loop import LoopConfig
+from tests.conftest import FAST_LOOP, ROOT
+
+
+def _without_timings(path: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (path / "rounds.jsonl").read_text().splitlines()]
+    for row in rows:
+        row.pop("seconds")
+    return rows
+
+
+def test_run_directory_contents(tmp_path):
+    config = LoopConfig(strategy="bald", **FAST_LOOP)
+    result = run_experiment(config, tmp_path / "run", progress=False, report=False)
+    run = tmp_path / "run"
+    assert LoopConfig.from_dict(json.loads((run / "config.json").read_text())) == config
+    rows = [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
+    assert len(rows) == len(result.rounds) == 4
+    for row in rows:
+        assert {"round", "n_labelled", "acquired", "scores", "metrics", "class_counts"} <= set(row)
+        assert "test_accuracy" in row["metrics"]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["n_labelled"] == 50 and summary["stop_reason"].startswith("label budget")
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["round_0002.pt", "round_0003.pt"]
+    assert not list(run.glob("*.tmp*")) and not list(run.glob(".*"))
+    # a finished run resumes to the same result without new work
+    again = resume_experiment(run, progress=False, report=False)
+    assert [r.acquired for r in again.rounds] == [r.acquired for r in result.rounds]
+    # the same directory with another config is refused
+    with pytest.raises(RunDirectoryError, match="different config"):
+        run_experiment(config.replace(seed=3), run, progress=False, report=False)
+
+
+def test_resume_from_partial_records_equals_uninterrupted(tmp_path):
+    config = LoopConfig(strategy="entropy", **FAST_LOOP)
+    full = tmp_path / "full"
+    run_experiment(config, full, progress=False, report=False)
+    # simulate a crash after round 1: keep two records, drop the summary
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    (partial / "config.json").write_text((full / "config.json").read_text())
+    lines = (full / "rounds.jsonl").read_text().splitlines(keepends=True)
+    (partial / "rounds.jsonl").write_text("".join(lines[:2]))
+    (partial / ".rounds.jsonl.tmp-dead").write_text("half-written garbage")  # a temp file left by a kill
+    resume_experiment(partial, progress=False, report=False)
+    assert _without_timings(partial) == _without_timings(full)
+
+
+def test_warm_start_resume_uses_the_checkpoint(tmp_path):
+    config = LoopConfig(strategy="bald", warm_start=True, **FAST_LOOP)
+    full = tmp_path / "full"
+    run_experiment(config, full, progress=False, report=False)
+    partial = tmp_path / "partial"
+    (partial / "checkpoints").mkdir(parents=True)
+    (partial / "config.json").write_text((full / "config.json").read_text())
+    lines = (full / "rounds.jsonl").read_text().splitlines(keepends=True)
+    (partial / "rounds.jsonl").write_text("".join(lines[:3]))
+    # the checkpoint of round 2 is the one the full run kept
+    (partial / "checkpoints" / "round_0002.pt").write_bytes((full / "checkpoints" / "round_0002.pt").read_bytes())
+    resume_experiment(partial, progress=False, report=False)
+    assert _without_timings(partial) == _without_timings(full)
+
+
+def test_sigkill_mid_run_then_resume_is_identical(tmp_path):
+    """A real subprocess killed with SIGKILL mid-run resumes to the uninterrupted result."""
+    config = {**FAST_LOOP, "budget": 70, "strategy": "bald"}
+    toml = "\n".join(
+        [f"{k} = {json.dumps(v)}" for k, v in config.items() if k != "fit_options"]
+        + ["[fit_options]"] + [f"{k} = {v}" for k, v in FAST_LOOP["fit_options"].items()]
+    )
+    config_file = tmp_path / "config.toml"
+    config_file.write_text(toml + "\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
+    command = [sys.executable, "-m", "activebayes", "run", "--config", str(config_file), "--quiet"]
+
+    reference = tmp_path / "reference"
+    subprocess.run([*command, "--out", str(reference)], check=True, env=env, capture_output=True, timeout=300)
+
+    killed = tmp_path / "killed"
+    process = subprocess.Popen([*command, "--out", str(killed)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    rounds = killed / "rounds.jsonl"
+    while time.monotonic() < deadline:
+        if rounds.is_file() and len(rounds.read_text().splitlines()) >= 2:
+            break
+        if process.poll() is not None:
+            pytest.fail("the run finished before it could be killed")
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    done_before = len(rounds.read_text().splitlines())
+    assert not (killed / "summary.json").exists() and done_before < 6
+
+    subprocess.run([sys.executable, "-m", "activebayes", "resume", str(killed), "--quiet"],
+                   check=True, env=env, capture_output=True, timeout=300)
+    assert _without_timings(killed) == _without_timings(reference)
+    summary = json.loads((killed / "summary.json").read_text())
+    assert summary == {**json.loads((reference / "summary.json").read_text()), "seconds": summary["seconds"]}
+
+
+def test_comparison_runs_every_pair_and_resumes(tmp_path):
+    base = LoopConfig(**{**FAST_LOOP, "budget": 30})
+    out = tmp_path / "cmp"
+    results = run_comparison(base, ["random", "bald"], [0, 1], out, progress=False, report=False)
+    assert set(results) == {("random", 0), ("random", 1), ("bald", 0), ("bald", 1)}
+    comparison = Comparison.read(out)
+    assert comparison.strategies == ("random", "bald") and comparison.seeds == (0, 1)
+    runs = load_runs(out)
+    assert set(runs) == set(results)
+    for (strategy, seed), (config, rounds) in runs.items():
+        assert config.strategy == strategy and config.seed == seed
+        assert (out / strategy / f"seed_{seed}" / "summary.json").is_file()
+        assert [r.acquired for r in rounds] == [r.acquired for r in results[(strategy, seed)].rounds]
+    with pytest.raises(ValueError, match="unknown .*strategy"):
+        run_comparison(base, ["bald", "nope"], [0], tmp_path / "bad", progress=False, report=False)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_corrupt_run_directory_errors(tmp_path):
+    with pytest.raises(RunDirectoryError, match="not a run directory"):
+        resume_experiment(tmp_path, progress=False)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(RunDirectoryError, match="not a valid config"):
+        RunDirectory(tmp_path).read_config()

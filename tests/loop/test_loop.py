@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from activebayes.loop import ActiveLearningLoop, LoopConfig, Plateau, RoundRecord, TargetAccuracy
+from tests.conftest import FAST_LOOP
+
+
+def _strip(records):
+    """Records without wall-clock timings (the only field allowed to differ between runs)."""
+    return [dataclasses.replace(r, seconds={}) for r in records]
+
+
+@pytest.fixture(scope="module")
+def bald_run():
+    loop = ActiveLearningLoop(LoopConfig(strategy="bald", **FAST_LOOP))
+    return loop, loop.run(progress=False)
+
+
+def test_loop_bookkeeping(bald_run):
+    loop, result = bald_run
+    pool = loop.pool
+    assert [r.n_labelled for r in result.rounds] == [20, 30, 40, 50]
+    assert result.stop_reason.startswith("label budget")
+    seen: set[int] = set()
+    initial = set(pool.labelled_indices.tolist()) - {i for r in result.rounds for i in r.acquired}
+    assert len(initial) == 20
+    validation = set(pool.validation_indices.tolist())
+    for record in result.rounds[:-1]:
+        assert len(record.acquired) == 10 == len(set(record.acquired)) == len(record.scores)
+        assert not (set(record.acquired) & (seen | initial | validation))
+        seen |= set(record.acquired)
+        # simulated oracle: labels are the dataset's
+        assert record.labels == loop.dataset.targets[record.acquired].tolist()
+        assert sum(record.class_counts) == record.n_labelled
+        # BALD scores come in pick order (top-k: non-increasing)
+        assert all(a >= b - 1e-9 for a, b in zip(record.scores, record.scores[1:]))
+    assert result.rounds[-1].acquired == []
+    assert set(pool.labelled_indices.tolist()) == initial | seen
+    assert not (set(pool.unlabelled_indices.tolist()) & (initial | seen | validation))
+    last = result.rounds[-1].metrics
+    assert 0.5 < last["test_accuracy"] <= 1.0
+    assert 0.0 <= last["test_ece"] <= 1.0 and last["test_nll"] > 0
+
+
+def test_bald_picks_are_bald_top_k_of_the_pool(bald_run):
+    """Round 1's picks equal an independent BALD top-k over the whole unlabelled pool."""
+    from activebayes.acquisition import bald
+    from activebayes.models import predict_log_probs
+    from activebayes._seeding import make_generator
+
+    loop, result = bald_run
+    config = loop.config
+    # rebuild round 0's model exactly as the loop did and score the pool by hand
+    replay = ActiveLearningLoop(config)
+    replay.step()
+    candidates = torch.tensor(sorted(set(replay.pool.unlabelled_indices.tolist()) | set(result.rounds[0].acquired)))
+    log_probs = predict_log_probs(replay.model, loop.dataset.inputs[candidates], config.num_samples,
+                                  generator=make_generator(config.seed, 0, "pool"))
+    top = candidates[bald(log_probs).argsort(descending=True)[:10]]
+    assert sorted(top.tolist()) == sorted(result.rounds[0].acquired)
+
+
+def test_same_seed_same_run_and_other_seed_differs(bald_run):
+    _, first = bald_run
+    again = ActiveLearningLoop(LoopConfig(strategy="bald", **FAST_LOOP)).run(progress=False)
+    assert _strip(again.rounds) == _strip(first.rounds)
+    other = ActiveLearningLoop(LoopConfig(strategy="bald", seed=1, **FAST_LOOP)).run(progress=False)
+    assert other.rounds[0].acquired != first.rounds[0].acquired
+
+
+def test_random_strategy_and_uneven_budget():
+    config = LoopConfig(strategy="random", **{**FAST_LOOP, "budget": 45})
+    result = ActiveLearningLoop(config).run(progress=False)
+    assert [r.n_labelled for r in result.rounds] == [20, 30, 40, 45]
+    assert len(result.rounds[-2].acquired) == 5
+
+
+def test_batchbald_ensemble_warm_start_and_subsample():
+    config = LoopConfig(strategy="batchbald", ensemble_size=2, warm_start=True, pool_subsample=200,
+                        **{**FAST_LOOP, "budget": 40})
+    result = ActiveLearningLoop(config).run(progress=False)
+    assert [r.n_labelled for r in result.rounds] == [20, 30, 40]
+    assert all(len(set(r.acquired)) == len(r.acquired) for r in result.rounds)
+
+
+def test_cost_budget_is_never_exceeded():
+    n = 1297
+    costs = torch.linspace(1.0, 3.0, n, dtype=torch.float64)
+    config = LoopConfig(strategy="entropy", cost_budget=25.0, **{**FAST_LOOP, "budget": 200})
+    loop = ActiveLearningLoop(config, costs_N=costs)
+    result = loop.run(progress=False)
+    spent = sum(float(costs[r.acquired].sum()) for r in result.rounds)
+    assert spent <= 25.0 + 1e-9
+    assert result.rounds[-1].cost_spent == pytest.approx(spent)
+    assert "cost budget" in result.stop_reason
+
+
+def test_target_accuracy_stops_early():
+    config = LoopConfig(strategy="random", target_accuracy=0.05, **FAST_LOOP)
+    result = ActiveLearningLoop(config).run(progress=False)
+    assert len(result.rounds) == 1 and "target" in result.stop_reason
+
+
+def _record(r: int, acc: float) -> RoundRecord:
+    return RoundRecord(r, 10 * r, [], [], [], {"validation_accuracy": acc, "test_accuracy": acc}, [], 0.0, {}, {})
+
+
+def test_stopping_criteria_on_synthetic_histories():
+    plateau = Plateau(patience=2, min_delta=0.01)
+    rising = [_record(i, a) for i, a in enumerate([0.5, 0.6, 0.7, 0.8])]
+    flat = [_record(i, a) for i, a in enumerate([0.5, 0.8, 0.805, 0.79])]
+    assert plateau(rising, n_labelled=0, cost_spent=0) is None
+    assert "plateau" in plateau(flat, n_labelled=0, cost_spent=0)
+    assert TargetAccuracy(0.8)(rising, n_labelled=0, cost_spent=0) is not None
+    assert TargetAccuracy(0.81)(rising, n_labelled=0, cost_spent=0) is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"budget": 20}, "budget must be larger than initial_size"),
+        ({"budget": 25, "batch_size": 30}, "budget must be at least batch_size"),
+        ({"batch_size": 0}, "batch_size must be >= 1"),
+        ({"num_samples": -1}, "num_samples must be >= 1"),
+        ({"initial": "lots"}, "unknown initial"),
+        ({"target_accuracy": 1.5}, "target_accuracy"),
+        ({"ensemble_size": 1}, "ensemble_size must be >= 2"),
+    ],
+)
+def test_config_errors(changes, match):
+    with pytest.raises(ValueError, match=match):
+        LoopConfig(**{**FAST_LOOP, **changes})
+
+
+def test_unknown_strategy_fails_before_any_work():
+    with pytest.raises(ValueError, match="unknown .*strategy"):
+        ActiveLearningLoop(LoopConfig(strategy="telepathy", **FAST_LOOP))
+
+
+def test_config_round_trip_and_unknown_key():
+    config = LoopConfig(strategy="bald", **FAST_LOOP)
+    assert LoopConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(ValueError, match="unknown config key"):
+        LoopConfig.from_dict({**config.to_dict(), "bugdet": 3})
