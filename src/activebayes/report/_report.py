@@ -221,10 +221,13 @@ class _Report:
         rows = []
         for strategy, summary in self.summaries.items():
             row = [esc(strategy)]
+            best = max(float(c.accuracy_R.max()) for c in self.curves[strategy])
             for t in self.targets:
                 reach = summary.reach[t]
                 if reach.n_seeds == 1:
                     cell = esc(_fmt_labels(reach.values_S[0]))
+                    if reach.n_reached == 0:
+                        cell += f'<br><span class="muted">best accuracy: {best:.4f}</span>'
                 else:
                     cell = f"<strong>{esc(_fmt_labels(reach.median))}</strong>"
                     extra = []
@@ -236,6 +239,8 @@ class _Report:
                         if reach.minimum is not None:
                             extra.append(f"range {_fmt_labels(reach.minimum)}–{_fmt_labels(reach.maximum)}")
                     extra.append(f"reached by {reach.n_reached}/{reach.n_seeds} seeds")
+                    if reach.n_reached == 0:
+                        extra.append(f"best accuracy of any seed: {best:.4f}")
                     cell += f'<br><span class="muted">{esc("; ".join(extra))}</span>'
                 row.append(cell)
             rows.append(row)
