@@ -1,0 +1,341 @@
+"""select(), the registry, budgets, stochastic batches and BatchBALD against references and peers."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import acq_reference as ref
+import numpy as np
+import pytest
+import torch
+
+from activebayes import acquisition
+from activebayes.acquisition import Selection, select
+from activebayes.acquisition.joint_entropy import (
+    WeightedConfigurations,
+    conditional_entropy_given_configurations,
+    exact_log_joint,
+    joint_entropy,
+)
+
+
+def random_log_probs(N: int, K: int, C: int, *, seed: int = 0, dtype=torch.float64) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    scale_N_1_1 = torch.rand(N, 1, 1, generator=g, dtype=torch.float64) * 5
+    shift_N_1_C = torch.randn(N, 1, C, generator=g, dtype=torch.float64) * 1.5
+    logits = torch.randn(N, K, C, generator=g, dtype=torch.float64) * scale_N_1_1 + shift_N_1_C
+    return torch.log_softmax(logits, dim=-1).to(dtype)
+
+
+def gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+# --- joint entropy: brute-force NumPy reference ---
+
+
+def numpy_joint_entropy(p_BKC: np.ndarray) -> float:
+    B, K, C = p_BKC.shape
+    total = 0.0
+    for config in itertools.product(range(C), repeat=B):
+        q = np.mean(np.prod([p_BKC[i, :, c] for i, c in enumerate(config)], axis=0))
+        total -= q * np.log(q) if q > 0 else 0.0
+    return total
+
+
+def numpy_batch_mi(p_NKC: np.ndarray, indices: list[int]) -> float:
+    conditional = ref.expected_entropy(p_NKC[indices]).sum()
+    return numpy_joint_entropy(p_NKC[indices]) - conditional
+
+
+def test_exact_joint_entropy_matches_brute_force() -> None:
+    log_probs = random_log_probs(4, 5, 3, seed=1)
+    expected = numpy_joint_entropy(log_probs.exp().numpy())
+    assert joint_entropy(log_probs) == pytest.approx(expected, abs=1e-12)
+    # one item: the predictive entropy
+    assert joint_entropy(log_probs[:1]) == pytest.approx(float(acquisition.predictive_entropy(log_probs[:1])), abs=1e-12)
+
+
+def test_conditional_given_configurations_is_chain_rule() -> None:
+    log_probs = random_log_probs(6, 7, 3, seed=2)
+    batch, candidates = log_probs[:3], log_probs[3:]
+    configurations = WeightedConfigurations.from_log_joint(exact_log_joint(batch), None)
+    ours = configurations.entropy + conditional_entropy_given_configurations(
+        configurations, candidates, tile_elements=5
+    )
+    for n in range(3):
+        expected = numpy_joint_entropy(torch.cat([batch, candidates[n : n + 1]]).exp().numpy())
+        assert float(ours[n]) == pytest.approx(expected, abs=1e-12)
+
+
+def test_sampled_joint_entropy_within_sampling_error() -> None:
+    log_probs = random_log_probs(5, 6, 3, seed=3)
+    exact = joint_entropy(log_probs)
+    estimates = [joint_entropy(log_probs, num_samples=3000, generator=gen(s)) for s in range(8)]
+    # standard error of the mean over 8 x 3000 draws is far below 0.02 here
+    assert np.mean(estimates) == pytest.approx(exact, abs=0.02)
+    assert max(abs(e - exact) for e in estimates) < 0.08
+
+
+# --- BatchBALD ---
+
+
+def test_batchbald_exact_region_matches_brute_force() -> None:
+    log_probs = random_log_probs(12, 6, 3, seed=4)
+    selection = select(log_probs, "batchbald", 4, num_samples=1000)
+    probs = log_probs.exp().numpy()
+    for b in range(1, 5):
+        expected = numpy_batch_mi(probs, selection.indices[:b].tolist())
+        assert float(selection.scores[b - 1]) == pytest.approx(expected, abs=1e-10)
+    # greedy: each pick maximises the joint MI among the remaining items
+    chosen = selection.indices[:2].tolist()
+    best = max(
+        (numpy_batch_mi(probs, chosen + [n]), n) for n in range(12) if n not in chosen
+    )
+    assert best[1] == int(selection.indices[2])
+
+
+def test_batchbald_matches_batchbald_redux_exact_region() -> None:
+    bbr = pytest.importorskip("batchbald_redux.batchbald")
+    log_probs = random_log_probs(150, 10, 4, seed=5)
+    ours = select(log_probs, "batchbald", 6, num_samples=5000)
+    theirs = bbr.get_batchbald_batch(log_probs, 6, 5000, dtype=torch.float64)
+    assert ours.indices.tolist() == theirs.indices
+    np.testing.assert_allclose(ours.scores.numpy(), np.array(theirs.scores), atol=1e-10)
+    bald_theirs = bbr.get_bald_batch(log_probs, 7)
+    bald_ours = select(log_probs, "bald", 7)
+    assert bald_ours.indices.tolist() == bald_theirs.indices
+    np.testing.assert_allclose(bald_ours.scores.numpy(), np.array(bald_theirs.scores), atol=1e-10)
+
+
+def test_batchbald_sampled_region_agrees_with_batchbald_redux() -> None:
+    """Beyond the exact region both estimate; the first picks (exact) agree, later scores are close."""
+    bbr = pytest.importorskip("batchbald_redux.batchbald")
+    log_probs = random_log_probs(120, 10, 5, seed=6, dtype=torch.float32)
+    ours = select(log_probs, "batchbald", 5, num_samples=200, generator=gen(0))
+    torch.manual_seed(0)
+    theirs = bbr.get_batchbald_batch(log_probs, 5, 200)
+    assert ours.indices[:4].tolist() == theirs.indices[:4]  # 5^3 = 125 <= 200: exact for picks 1..4
+    np.testing.assert_allclose(ours.scores.numpy()[:4], np.array(theirs.scores[:4]), atol=1e-4)
+    assert abs(float(ours.scores[4]) - theirs.scores[4]) < 0.1
+
+
+def test_batchbald_seed_004_example() -> None:
+    K = 20
+    pairs = [
+        ([0.7, 0.1, 0.1, 0.1], [0.3, 0.3, 0.2, 0.2]),
+        ([0.1, 0.7, 0.1, 0.1], [0.2, 0.3, 0.3, 0.2]),
+        ([0.1, 0.1, 0.7, 0.1], [0.2, 0.2, 0.3, 0.3]),
+        ([0.1, 0.1, 0.1, 0.7], [0.3, 0.2, 0.2, 0.3]),
+    ]
+    weights = np.linspace(0, 1, K)[:, None]
+    log_probs = torch.from_numpy(
+        np.stack([(1 - weights) * np.array(a) + weights * np.array(b) for a, b in pairs])
+    ).log()
+    selection = select(log_probs, "batchbald", 4, num_samples=1000, generator=gen(0))
+    assert sorted(selection.tolist()) == [0, 1, 2, 3]
+    expected = [numpy_batch_mi(log_probs.exp().numpy(), selection.tolist()[:b]) for b in range(1, 5)]
+    np.testing.assert_allclose(selection.scores.numpy(), expected, atol=1e-10)
+
+
+def test_batchbald_float32_and_chunking_and_switch_point() -> None:
+    log_probs = random_log_probs(80, 8, 3, seed=7)
+    reference = select(log_probs, "batchbald", 5, num_samples=10_000)
+    chunked = select(log_probs, "batchbald", 5, num_samples=10_000, chunk_size=7)
+    single = select(log_probs.float(), "batchbald", 5, num_samples=10_000)
+    assert chunked.tolist() == reference.tolist() == single.tolist()
+    np.testing.assert_allclose(single.scores.numpy(), reference.scores.numpy(), atol=1e-4)
+    sampled = select(log_probs, "batchbald", 5, num_samples=20_000, max_exact_configs=3, generator=gen(1))
+    assert sampled.indices[:2].tolist() == reference.indices[:2].tolist()  # 3^1 configs still exact
+    np.testing.assert_allclose(sampled.scores.numpy(), reference.scores.numpy(), atol=0.03)
+
+
+def test_batchbald_duplicates_never_repeat() -> None:
+    base = random_log_probs(5, 6, 3, seed=8)
+    log_probs = torch.cat([base, base, base])  # every item three times
+    selection = select(log_probs, "batchbald", 10, num_samples=50, generator=gen(0))
+    assert len(set(selection.tolist())) == 10
+    # a copy of an input is a second, independent label: it still carries information
+    exact = select(log_probs, "batchbald", 5, num_samples=1000)  # 3^4 configurations: exact
+    expected = [numpy_batch_mi(log_probs.exp().numpy(), exact.tolist()[:b]) for b in range(1, 6)]
+    np.testing.assert_allclose(exact.scores.numpy(), expected, atol=1e-10)
+    assert bool((exact.scores.diff() >= 0).all())
+    # with one-hot samples a copy adds nothing, and BatchBALD prefers any item that does
+    one_hot = torch.nn.functional.one_hot(base.argmax(-1), 3).double().log()
+    pool = torch.cat([one_hot, one_hot])
+    picks = select(pool, "batchbald", 3, num_samples=1000)
+    gains = picks.scores.diff()
+    assert len({int(i) % 5 for i in picks.indices}) == 3 or bool((gains[-1:] == 0).all())
+
+
+def test_batchbald_one_hot_and_k1() -> None:
+    probs = torch.zeros(6, 4, 3, dtype=torch.float64)
+    for n in range(6):
+        probs[n, torch.arange(4), torch.tensor([n % 3, (n + 1) % 3, n % 3, 2])] = 1
+    selection = select(probs.log(), "batchbald", 3)
+    expected = [numpy_batch_mi(probs.numpy(), selection.tolist()[:b]) for b in range(1, 4)]
+    np.testing.assert_allclose(selection.scores.numpy(), expected, atol=1e-12)
+    k1 = select(random_log_probs(10, 1, 4), "batchbald", 3)
+    np.testing.assert_allclose(k1.scores.numpy(), 0.0, atol=1e-12)  # no epistemic uncertainty with one sample
+    assert len(set(k1.tolist())) == 3
+
+
+# --- registry and select ---
+
+
+def test_registry_names_and_aliases() -> None:
+    names = acquisition.available_strategies()
+    for name in ("random", "entropy", "bald", "jackknife_bald", "variation_ratios", "mean_std", "margin",
+                 "least_confidence", "batchbald", "power_bald", "softmax_bald", "softrank_bald", "power_entropy"):
+        assert name in names
+    assert acquisition.get_strategy("max_entropy").name == "entropy"
+    assert acquisition.get_strategy("predictive_entropy").name == "entropy"
+    assert acquisition.get_strategy("random").needs_predictions is False
+    assert acquisition.get_strategy("bald").needs_predictions is True
+    with pytest.raises(ValueError, match="unknown strategy 'nope'; expected one of: .*batchbald"):
+        select(random_log_probs(4, 2, 2), "nope", 1)
+
+
+@pytest.mark.parametrize(
+    "strategy, score",
+    [
+        ("entropy", ref.predictive_entropy),
+        ("bald", ref.bald),
+        ("jackknife_bald", ref.jackknife_bald),
+        ("variation_ratios", ref.variation_ratios),
+        ("mean_std", ref.mean_std),
+        ("margin", ref.margin),
+        ("least_confidence", ref.least_confidence),
+    ],
+)
+def test_topk_strategies_take_the_highest_scores(strategy, score) -> None:
+    log_probs = random_log_probs(64, 5, 4, seed=9)
+    expected_scores = score(log_probs.exp().numpy())
+    selection = select(log_probs, strategy, 6)
+    assert isinstance(selection, Selection) and selection.strategy == strategy
+    np.testing.assert_allclose(selection.scores.numpy(), expected_scores[selection.indices.numpy()], atol=1e-10)
+    np.testing.assert_allclose(selection.scores.numpy(), np.sort(expected_scores)[::-1][:6], atol=1e-10)
+
+
+def test_random_with_pool_size_or_predictions() -> None:
+    by_size = select(50, "random", 7, generator=gen(3))
+    by_predictions = select(random_log_probs(50, 2, 3), "random", 7, generator=gen(3))
+    assert by_size.tolist() == by_predictions.tolist()
+    assert len(set(by_size.tolist())) == 7 and max(by_size.tolist()) < 50
+    assert select(50, "random", 7, generator=gen(4)).tolist() != by_size.tolist()
+    with pytest.raises(TypeError, match="needs predictions"):
+        select(50, "bald", 3)
+
+
+@pytest.mark.parametrize("strategy", ["power_bald", "softmax_bald", "softrank_bald", "power_entropy", "softmax_entropy"])
+def test_stochastic_strategies_seeded_and_without_replacement(strategy: str) -> None:
+    log_probs = random_log_probs(40, 6, 3, seed=10)
+    a = select(log_probs, strategy, 15, generator=gen(1))
+    b = select(log_probs, strategy, 15, generator=gen(1))
+    c = select(log_probs, strategy, 15, generator=gen(2))
+    assert a.tolist() == b.tolist() and a.tolist() != c.tolist()
+    assert len(set(a.tolist())) == 15
+    base = acquisition.bald if strategy.endswith("bald") else acquisition.predictive_entropy
+    np.testing.assert_allclose(a.scores.numpy(), base(log_probs)[a.indices].numpy(), atol=0)
+
+
+def test_stochastic_sampling_distribution() -> None:
+    """First pick frequencies follow p ∝ s^β / exp(βs) / rank^-β (Gumbel-top-k is exact sampling)."""
+    scores = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+    from activebayes.acquisition.selection import stochastic_order
+
+    expected = {
+        "power": scores**2 / (scores**2).sum(),
+        "softmax": torch.softmax(2 * scores, 0),
+        "softrank": torch.tensor([4.0, 3, 2, 1]) ** -2 / (torch.tensor([4.0, 3, 2, 1]) ** -2).sum(),
+    }
+    g = gen(0)
+    for mode, probs in expected.items():
+        firsts = torch.tensor([int(stochastic_order(scores, mode, 2.0, g)[0]) for _ in range(4000)])
+        freq = torch.bincount(firsts, minlength=4).double() / 4000
+        np.testing.assert_allclose(freq.numpy(), probs.numpy(), atol=0.03)
+    # beta = 0: uniform; zero-weight items come last under power sampling
+    order = stochastic_order(torch.tensor([0.0, 0.5, 0.0, 0.2]), "power", 1.0, g)
+    assert sorted(order[:2].tolist()) == [1, 3]
+
+
+def test_budget_constraints() -> None:
+    log_probs = random_log_probs(30, 5, 3, seed=11)
+    scores = acquisition.bald(log_probs)
+    costs = torch.linspace(1.0, 3.0, 30, dtype=torch.float64)
+    for strategy in ("bald", "batchbald", "power_bald", "random"):
+        selection = select(log_probs, strategy, 10, costs_N=costs, budget=7.5, generator=gen(0))
+        assert float(costs[selection.indices].sum()) <= 7.5
+        assert 1 <= len(selection) <= 10 and len(set(selection.tolist())) == len(selection)
+    # greedy by score, skipping what no longer fits
+    selection = select(log_probs, "bald", 10, costs_N=costs, budget=7.5)
+    order = torch.argsort(scores, descending=True).tolist()
+    remaining, expected = 7.5, []
+    for index in order:
+        if costs[index] <= remaining and len(expected) < 10:
+            expected.append(index)
+            remaining -= float(costs[index])
+    assert selection.tolist() == expected
+    # cost-aware: score per unit cost
+    aware = select(log_probs, "bald", 3, costs_N=costs, budget=100.0, cost_aware=True)
+    assert aware.tolist() == torch.argsort(scores / costs, descending=True)[:3].tolist()
+    # BatchBALD's first pick respects the budget too
+    cheap = select(log_probs, "batchbald", 2, costs_N=costs, budget=1.05)
+    assert len(cheap) == 1 and float(costs[cheap.indices].sum()) <= 1.05
+
+
+BAD_SELECT = [
+    (dict(batch_size=0), ValueError, "batch_size must be >= 1"),
+    (dict(batch_size=31), ValueError, "batch_size must be <= the pool size N=30"),
+    (dict(batch_size=2.5), TypeError, "batch_size must be an int"),
+    (dict(costs_N=-torch.ones(30), budget=3.0), ValueError, "costs_N must be >= 0"),
+    (dict(costs_N=torch.ones(29), budget=3.0), ValueError, "costs_N must have shape"),
+    (dict(costs_N=torch.ones(30) * 2, budget=1.0), ValueError, "budget 1 is too small"),
+    (dict(costs_N=torch.ones(30), budget=-1.0), ValueError, "budget must be a finite number >= 0"),
+    (dict(costs_N=torch.ones(30)), ValueError, "budget is missing"),
+    (dict(budget=3.0), ValueError, "costs_N is missing"),
+    (dict(cost_aware=True), ValueError, "cost_aware=True needs costs_N"),
+    (dict(no_such_option=1), TypeError, "unknown option"),
+]
+
+
+@pytest.mark.parametrize("kwargs, error, message", BAD_SELECT)
+@pytest.mark.parametrize("strategy", ["bald", "batchbald"])
+def test_select_errors(strategy: str, kwargs: dict, error: type, message: str) -> None:
+    kwargs = dict(kwargs)
+    batch_size = kwargs.pop("batch_size", 3)
+    with pytest.raises(error, match=message):
+        select(random_log_probs(30, 4, 3, seed=12), strategy, batch_size, **kwargs)
+
+
+def test_select_value_errors() -> None:
+    good = random_log_probs(10, 4, 3)
+    with pytest.raises(ValueError, match="must have 3 dimensions"):
+        select(good[0], "bald", 1)
+    with pytest.raises(ValueError, match="empty"):
+        select(good[:0], "batchbald", 1)
+    bad = good.clone()
+    bad[3, 1, 1] = float("nan")
+    for strategy in ("bald", "batchbald", "softmax_bald"):
+        with pytest.raises(ValueError, match="NaN"):
+            select(bad, strategy, 2)
+    with pytest.raises(ValueError, match="beta must be a finite number >= 0"):
+        select(good, "power_bald", 2, beta=-1.0)
+    with pytest.raises(ValueError, match="power sampling needs non-negative scores"):
+        acquisition.register_strategy("power_margin_test", acquisition.stochastic_strategy(acquisition.margin, "power"), replace=True)
+        select(good, "power_margin_test", 2)
+    with pytest.raises(ValueError, match="already registered"):
+        acquisition.register_strategy("bald", acquisition.topk_strategy(acquisition.bald))
+    with pytest.raises(ValueError, match="num_samples must be >= 1"):
+        select(good, "batchbald", 2, num_samples=0)
+
+
+def test_register_custom_score() -> None:
+    def neg_entropy(log_probs_N_K_C, **kwargs):
+        return -acquisition.predictive_entropy(log_probs_N_K_C, **kwargs)
+
+    acquisition.register_strategy("min_entropy_test", acquisition.topk_strategy(neg_entropy), replace=True)
+    log_probs = random_log_probs(20, 3, 3)
+    picked = select(log_probs, "min_entropy_test", 2)
+    assert picked.tolist() == torch.topk(-acquisition.predictive_entropy(log_probs), 2).indices.tolist()
