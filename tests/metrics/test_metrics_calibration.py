@@ -136,3 +136,26 @@ def test_reliability_bins_fields():
 def test_calibration_bad_input(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+def test_evaluate_classification_reliability_bins_match_numpy():
+    """The stored bins reproduce the record's ECE and a NumPy binning of the same predictions."""
+    import numpy as np
+    import torch
+
+    from activebayes.metrics import evaluate_classification
+
+    g = torch.Generator().manual_seed(3)
+    probs = torch.softmax(3 * torch.randn(400, 5, generator=g, dtype=torch.float64), -1)
+    targets = torch.randint(0, 5, (400,), generator=g)
+    record = evaluate_classification(probs, targets, num_classes=5, num_bins=10)
+    bins = record["reliability"]
+    conf = probs.max(-1).values.numpy()
+    correct = (probs.argmax(-1) == targets).numpy().astype(float)
+    which = np.clip(np.ceil(conf * 10).astype(int) - 1, 0, 9)
+    np.testing.assert_array_equal(bins["count"], np.bincount(which, minlength=10))
+    np.testing.assert_allclose(bins["conf_sum"], np.bincount(which, weights=conf, minlength=10), atol=1e-9)
+    np.testing.assert_allclose(bins["correct_sum"], np.bincount(which, weights=correct, minlength=10), atol=1e-9)
+    count = np.asarray(bins["count"], dtype=float)
+    ece = np.abs(np.asarray(bins["conf_sum"]) - np.asarray(bins["correct_sum"])).sum() / count.sum()
+    assert record["ece"] == pytest.approx(ece, abs=1e-9)

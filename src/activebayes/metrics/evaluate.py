@@ -42,7 +42,9 @@ def evaluate_classification(
         the same for ``_micro`` and ``_weighted``, ``precision_per_class``,
         ``recall_per_class``, ``f1_per_class``, ``support_per_class`` (lists of C),
         ``nll``, ``brier``, ``ece``, ``confusion_matrix`` (C x C nested list, rows =
-        truth), ``num_items``, ``num_classes``.
+        truth), ``num_items``, ``num_classes``, and ``reliability``: a dict of
+        ``count`` / ``conf_sum`` / ``correct_sum`` lists (``num_bins`` equal-width
+        confidence bins: items, summed top-class confidence, summed correctness).
 
     Example:
         >>> record = evaluate_classification([[0.9, 0.1], [0.3, 0.7]], [0, 0], num_classes=2)
@@ -88,5 +90,11 @@ def evaluate_classification(
     record["brier"] = float(sums["brier_sum"]) / n
     record["ece"] = ece_from_sums(sums["count_B"], sums["conf_sum_B"], sums["correct_sum_B"])
     record["confusion_matrix"] = cm.tolist()
+    # reliability bins (for the report's reliability diagram): items, summed confidence and correct per bin
+    record["reliability"] = {
+        "count": [int(v) for v in sums["count_B"]],
+        "conf_sum": [float(v) for v in sums["conf_sum_B"]],
+        "correct_sum": [float(v) for v in sums["correct_sum_B"]],
+    }
     assert all(not (isinstance(v, float) and math.isnan(v)) for v in record.values())
     return record
