@@ -1,0 +1,121 @@
+"""Property tests (hypothesis) over every score and every registered strategy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from activebayes import acquisition
+from activebayes.acquisition import select
+from activebayes.acquisition.joint_entropy import exact_log_joint, joint_entropy, sample_configurations
+
+SCORES = [
+    "predictive_entropy",
+    "expected_entropy",
+    "bald",
+    "jackknife_bald",
+    "variation_ratios",
+    "mean_std",
+    "margin",
+    "least_confidence",
+]
+FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def log_probs_tensors(draw, max_n: int = 8, max_k: int = 5, max_c: int = 4) -> torch.Tensor:
+    N = draw(st.integers(1, max_n))
+    K = draw(st.integers(1, max_k))
+    C = draw(st.integers(1, max_c))
+    logits = draw(arrays(np.float64, (N, K, C), elements=st.floats(-30, 30, allow_nan=False)))
+    return torch.log_softmax(torch.from_numpy(logits), dim=-1)
+
+
+@FAST
+@given(log_probs=log_probs_tensors(), data=st.data())
+def test_permuting_the_pool_permutes_every_score(log_probs: torch.Tensor, data) -> None:
+    permutation = torch.tensor(data.draw(st.permutations(range(log_probs.shape[0]))), dtype=torch.long)
+    for name in SCORES:
+        fn = getattr(acquisition, name)
+        np.testing.assert_allclose(fn(log_probs[permutation]).numpy(), fn(log_probs)[permutation].numpy(), atol=1e-12)
+
+
+@FAST
+@given(log_probs=log_probs_tensors())
+def test_bald_bounds(log_probs: torch.Tensor) -> None:
+    C = log_probs.shape[2]
+    bald = acquisition.bald(log_probs)
+    entropy = acquisition.predictive_entropy(log_probs)
+    assert bool((bald >= 0).all())
+    assert bool((bald <= entropy + 1e-12).all())
+    assert bool((entropy <= math.log(C) + 1e-12).all())
+    assert bool((acquisition.expected_entropy(log_probs) <= entropy + 1e-12).all())
+    for name in ("variation_ratios", "least_confidence"):
+        values = getattr(acquisition, name)(log_probs)
+        assert bool(((values >= -1e-12) & (values <= 1 - 1 / C + 1e-12)).all())
+
+
+@FAST
+@given(log_probs=log_probs_tensors(max_n=10, max_c=5))
+def test_batchbald_batch_of_one_is_balds_top_pick(log_probs: torch.Tensor) -> None:
+    ours = select(log_probs, "batchbald", 1)
+    assert ours.tolist() == select(log_probs, "bald", 1).tolist()
+    np.testing.assert_allclose(ours.scores.numpy(), acquisition.bald(log_probs).max().numpy(), atol=0)
+
+
+@settings(max_examples=10, deadline=None)
+@given(log_probs=log_probs_tensors(max_n=4, max_k=4, max_c=3), seed=st.integers(0, 2**31 - 1))
+def test_exact_and_sampled_joint_entropy_agree(log_probs: torch.Tensor, seed: int) -> None:
+    exact = joint_entropy(log_probs)
+    M = 4000
+    generator = torch.Generator().manual_seed(seed)
+    estimate = joint_entropy(log_probs, num_samples=M, generator=torch.Generator().manual_seed(seed))
+    # the standard error of the Monte Carlo mean of -log q(m)
+    _, _, log_joint_M_K = sample_configurations(log_probs, M, generator=generator)
+    nats_M = -(torch.logsumexp(log_joint_M_K, dim=1) - math.log(log_probs.shape[1]))
+    standard_error = float(nats_M.std()) / math.sqrt(nats_M.numel())
+    assert abs(estimate - exact) <= 6 * standard_error + 1e-9
+    assert exact == joint_entropy(log_probs)  # deterministic
+    assert exact_log_joint(log_probs).shape[0] <= log_probs.shape[2] ** log_probs.shape[0]
+
+
+@settings(max_examples=15, deadline=None)
+@given(log_probs=log_probs_tensors(max_n=9), seed=st.integers(0, 2**31 - 1), data=st.data())
+def test_every_strategy_picks_distinct_indices_and_is_reproducible(log_probs, seed, data) -> None:
+    N = log_probs.shape[0]
+    batch_size = data.draw(st.integers(1, N))
+    for name in acquisition.available_strategies():
+        if name.endswith("_test"):
+            continue  # registered by other tests
+        options = {"num_samples": 200} if name == "batchbald" else {}
+        first = select(log_probs, name, batch_size, generator=torch.Generator().manual_seed(seed), **options)
+        again = select(log_probs, name, batch_size, generator=torch.Generator().manual_seed(seed), **options)
+        assert first.strategy == name
+        assert len(first) == batch_size
+        assert len(set(first.tolist())) == batch_size
+        assert all(0 <= i < N for i in first.tolist())
+        assert first.tolist() == again.tolist()
+        assert torch.equal(first.scores, again.scores)
+        assert first.indices.dtype == torch.long and first.scores.dtype == torch.float64
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    log_probs=log_probs_tensors(max_n=9),
+    costs=arrays(np.float64, 9, elements=st.floats(0, 5)),
+    budget=st.floats(5, 12),
+)
+def test_budget_is_never_exceeded(log_probs, costs, budget) -> None:
+    N = log_probs.shape[0]
+    costs_N = torch.from_numpy(costs[:N].copy())
+    if float(costs_N.min()) > budget:
+        return
+    for name in ("bald", "batchbald", "softrank_entropy", "random", "margin"):
+        picked = select(log_probs, name, N, costs_N=costs_N, budget=budget, generator=torch.Generator().manual_seed(0))
+        assert float(costs_N[picked.indices].sum()) <= budget * (1 + 1e-9)
+        assert len(picked) >= 1 and len(set(picked.tolist())) == len(picked)
