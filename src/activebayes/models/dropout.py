@@ -408,7 +408,8 @@ def mc_dropout(module: nn.Module, *, inplace: bool = False) -> nn.Module:
         inplace: modify ``module`` itself; by default a deep copy is converted.
 
     Returns:
-        The converted module (``module`` itself when ``inplace=True``).
+        The converted module (``module`` itself when ``inplace=True``, except that a
+        bare dropout layer is returned as its replacement).
 
     Example:
         >>> net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.3), nn.Linear(8, 2))
