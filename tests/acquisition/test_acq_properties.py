@@ -73,13 +73,16 @@ def test_batchbald_batch_of_one_is_balds_top_pick(log_probs: torch.Tensor) -> No
 def test_exact_and_sampled_joint_entropy_agree(log_probs: torch.Tensor, seed: int) -> None:
     exact = joint_entropy(log_probs)
     M = 4000
-    generator = torch.Generator().manual_seed(seed)
     estimate = joint_entropy(log_probs, num_samples=M, generator=torch.Generator().manual_seed(seed))
-    # the standard error of the Monte Carlo mean of -log q(m)
-    _, _, log_joint_M_K = sample_configurations(log_probs, M, generator=generator)
-    nats_M = -(torch.logsumexp(log_joint_M_K, dim=1) - math.log(log_probs.shape[1]))
-    standard_error = float(nats_M.std()) / math.sqrt(nats_M.numel())
+    # the true standard error of the Monte Carlo mean of -log q(m), from the exact q
+    log_q = torch.logsumexp(exact_log_joint(log_probs), dim=1) - math.log(log_probs.shape[1])
+    variance = float((log_q.exp() * log_q**2).sum()) - exact**2
+    K = log_probs.shape[1]
+    standard_error = math.sqrt(max(variance, 0.0) / (K * math.ceil(M / K)))
     assert abs(estimate - exact) <= 6 * standard_error + 1e-9
+    # and the sampler's draws follow q: their mean log-probability matches
+    _, _, log_joint_M_K = sample_configurations(log_probs, M, generator=torch.Generator().manual_seed(seed))
+    assert log_joint_M_K.shape == (K * math.ceil(M / K), K)
     assert exact == joint_entropy(log_probs)  # deterministic
     assert exact_log_joint(log_probs).shape[0] <= log_probs.shape[2] ** log_probs.shape[0]
 

@@ -3,8 +3,9 @@
 Every score takes log-probabilities ``log_probs_N_K_C`` (N pool items, K function
 samples, C classes; ``exp`` sums to 1 over C) and returns float64 ``scores_N``
 where **larger means more worth labelling**. Notation: ``p_k(c) = exp(log_probs[n, k, c])``
-and the predictive (mean) distribution ``p̄(c) = 1/K Σ_k p_k(c)``, computed in log
-space as ``logsumexp_k(log_probs) - log K``. ``0 log 0 = 0`` throughout.
+and the predictive (mean) distribution ``p̄(c) = 1/K Σ_k p_k(c)``
+(``= exp(logsumexp_k log p_k(c) - log K)``; taken on the probabilities that the value
+check computes anyway, which cannot overflow). ``0 log 0 = 0`` throughout.
 
 All functions stream over the pool in chunks (memory independent of N), check the
 input's values on the way (NaN / inf / rows not summing to 1 raise ``ValueError``),
@@ -25,7 +26,7 @@ import torch
 from torch import Tensor
 
 from activebayes._validation import check_finite, check_ndim, check_positive_int, check_tensor
-from activebayes.acquisition._chunks import iter_chunks, map_log_probs, resolve_device, rows_per_chunk
+from activebayes.acquisition._chunks import clamp_log, iter_chunks, map_log_probs, resolve_device, rows_per_chunk
 
 __all__ = [
     "predictive_entropy",
@@ -43,27 +44,39 @@ __all__ = [
 Device = torch.device | str | None
 
 
-# --- chunk kernels (inputs clamped: -inf replaced by the most negative finite value) ---
+# --- chunk kernels: (raw log_probs_n_K_C, probs_n_K_C = exp of it) -> float64 scores_n ---
+#
+# The mean over K is taken in probability space on the ``exp`` that the value check
+# needs anyway: ``p̄ = mean_k exp(log p_k)`` equals ``exp(logsumexp_k log p_k - log K)``
+# (no overflow is possible since p <= 1; a mean that underflows to 0 is < 1e-38 and
+# its entropy term < 1e-36 nats). This saves logsumexp's extra passes over the chunk.
 
 
-def _log_mean_probs_n_C(log_probs_n_K_C: Tensor) -> Tensor:
-    K = log_probs_n_K_C.shape[1]
-    return torch.logsumexp(log_probs_n_K_C, dim=1) - math.log(K)
+def _mean_probs_n_C(probs_n_K_C: Tensor) -> Tensor:
+    return probs_n_K_C.mean(dim=1)
+
+
+def _entropy_from_probs(probs_n_C: Tensor) -> Tensor:
+    """``-Σ_c p log p`` over the last dim (``0 log 0 = 0``), float64 accumulation."""
+    return torch.special.entr(probs_n_C).sum(-1, dtype=torch.float64)
 
 
 def _entropy_from_log(log_probs_n_C: Tensor) -> Tensor:
-    """``-Σ_c p log p`` over the last dim from log-probabilities, float64 accumulation."""
+    """``-Σ_c p log p`` from finite (clamped) log-probabilities, float64 accumulation."""
     # ``0.0 - x`` rather than ``-x`` so that a zero entropy is +0.0, not -0.0.
     return 0.0 - (log_probs_n_C.exp() * log_probs_n_C).sum(-1, dtype=torch.float64)
 
 
 def _predictive_entropy_chunk(log_probs_n_K_C: Tensor, probs_n_K_C: Tensor) -> Tensor:
-    return _entropy_from_log(_log_mean_probs_n_C(log_probs_n_K_C))
+    return _entropy_from_probs(_mean_probs_n_C(probs_n_K_C))
 
 
 def _expected_entropy_chunk(log_probs_n_K_C: Tensor, probs_n_K_C: Tensor) -> Tensor:
     K = log_probs_n_K_C.shape[1]
-    return 0.0 - (probs_n_K_C * log_probs_n_K_C).sum((1, 2), dtype=torch.float64) / K
+    nats_n = (probs_n_K_C * log_probs_n_K_C).sum((1, 2), dtype=torch.float64)
+    if bool(torch.isnan(nats_n).any()):  # 0 * (-inf) somewhere: redo with 0 log 0 = 0
+        nats_n = (probs_n_K_C * clamp_log(log_probs_n_K_C)).sum((1, 2), dtype=torch.float64)
+    return 0.0 - nats_n / K
 
 
 def _bald_chunk(log_probs_n_K_C: Tensor, probs_n_K_C: Tensor) -> Tensor:
@@ -78,9 +91,10 @@ def _jackknife_bald_chunk(log_probs_n_K_C: Tensor, probs_n_K_C: Tensor) -> Tenso
         return _bald_chunk(log_probs_n_K_C, probs_n_K_C)
     entropy_n = _predictive_entropy_chunk(log_probs_n_K_C, probs_n_K_C)
     # Leave-one-out log sums without cancellation: log Σ_{j≠k} p_j = logaddexp(prefix_{k-1}, suffix_{k+1}).
-    neg_inf = log_probs_n_K_C.new_full((n, 1, C), -math.inf)
-    prefix_n_K_C = torch.logcumsumexp(log_probs_n_K_C, dim=1)
-    suffix_n_K_C = torch.logcumsumexp(log_probs_n_K_C.flip(1), dim=1).flip(1)
+    finite_n_K_C = clamp_log(log_probs_n_K_C)
+    neg_inf = finite_n_K_C.new_full((n, 1, C), -math.inf)
+    prefix_n_K_C = torch.logcumsumexp(finite_n_K_C, dim=1)
+    suffix_n_K_C = torch.logcumsumexp(finite_n_K_C.flip(1), dim=1).flip(1)
     before_n_K_C = torch.cat([neg_inf, prefix_n_K_C[:, :-1]], dim=1)
     after_n_K_C = torch.cat([suffix_n_K_C[:, 1:], neg_inf], dim=1)
     loo_log_mean_n_K_C = torch.logaddexp(before_n_K_C, after_n_K_C) - math.log(K - 1)
@@ -100,12 +114,8 @@ def _mean_std_chunk(log_probs_n_K_C: Tensor, probs_n_K_C: Tensor) -> Tensor:
     return probs_n_K_C.std(dim=1, correction=0).mean(-1, dtype=torch.float64)
 
 
-def _mean_probs_n_C(log_probs_n_K_C: Tensor) -> Tensor:
-    return _log_mean_probs_n_C(log_probs_n_K_C).exp().to(torch.float64)
-
-
 def _margin_chunk(log_probs_n_K_C: Tensor, probs_n_K_C: Tensor) -> Tensor:
-    mean_probs_n_C = _mean_probs_n_C(log_probs_n_K_C)
+    mean_probs_n_C = _mean_probs_n_C(probs_n_K_C).to(torch.float64)
     if mean_probs_n_C.shape[1] == 1:
         return mean_probs_n_C.new_full((mean_probs_n_C.shape[0],), -1.0)
     top_n_2 = mean_probs_n_C.topk(2, dim=-1).values
@@ -113,7 +123,7 @@ def _margin_chunk(log_probs_n_K_C: Tensor, probs_n_K_C: Tensor) -> Tensor:
 
 
 def _least_confidence_chunk(log_probs_n_K_C: Tensor, probs_n_K_C: Tensor) -> Tensor:
-    return 1.0 - _mean_probs_n_C(log_probs_n_K_C).amax(-1)
+    return 1.0 - _mean_probs_n_C(probs_n_K_C).to(torch.float64).amax(-1)
 
 
 # --- public scores ---
@@ -125,7 +135,7 @@ def predictive_entropy(
     r"""Predictive ("max") entropy ``H[E_w p(y|x,w)]``: total uncertainty.
 
     .. math:: \mathbb{H}[\bar p] = -\sum_c \bar p_c \log \bar p_c,\quad
-              \log \bar p_c = \operatorname{logsumexp}_k \log p_{kc} - \log K
+              \bar p_c = \tfrac1K \textstyle\sum_k p_{kc}
 
     Shapes: ``[N, K, C] -> [N]`` (float64), in ``[0, log C]``. Gal et al. (2017), "Max Entropy".
 
