@@ -1,0 +1,235 @@
+"""Label efficiency: how many labels each acquisition strategy needs (issue 6).
+
+Protocols
+---------
+``mnist``: the real MNIST offline in ``../shared/data/mnist`` (5,000 training
+digits: 500 validation, 4,500 pool including 20 balanced initial labels; the
+official 10,000 test digits), Gal et al. 2017 CNN with consistent MC dropout,
+10 labels per round up to 500 labels, K = 20 function samples.
+
+``digits``: the embedded scikit-learn digits (1,297 train: 100 validation, the
+rest the pool; 500 test), MLP with MC dropout, 10 per round up to 200 labels.
+
+Every (dataset, strategy, seed) is one run directory under
+``benchmarks/results/label_efficiency_runs/<dataset>/<strategy>/seed_<seed>/``
+(config, rounds.jsonl, summary). Finished runs are skipped and unfinished ones
+resume from their last round, so the benchmark can be run in pieces across
+sessions (``--max-minutes``). ``--summarise`` turns whatever is there into
+``benchmarks/results/label_efficiency.json``, the learning-curve plots and the
+tables in ``docs/benchmarks.md``.
+
+Usage::
+
+    python benchmarks/label_efficiency.py --dataset digits --seeds 0,1,2
+    python benchmarks/label_efficiency.py --dataset mnist --seeds 0,1,2 --max-minutes 120
+    python benchmarks/label_efficiency.py --summarise
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "benchmarks" / "results" / "label_efficiency_runs"
+RESULTS_JSON = ROOT / "benchmarks" / "results" / "label_efficiency.json"
+FIGURES = ROOT / "docs" / "figures"
+
+STRATEGIES = (
+    "random",
+    "entropy",
+    "bald",
+    "variation_ratios",
+    "mean_std",
+    "batchbald",
+    "power_bald",
+    "jackknife_bald",
+)
+
+# Published numbers (labels to reach 90% / 95% MNIST test accuracy).
+PAPERS = {
+    "Gal et al. 2017, Table 1 (10% / 5% test error)": {
+        "bald": (145, 335),
+        "variation_ratios": (120, 295),
+        "entropy": (165, 355),
+        "mean_std": (230, 695),
+        "random": (255, 835),
+    },
+    "Kirsch et al. 2019, BatchBALD (median, b=10)": {
+        "batchbald": (90, 200),
+        "bald": (120, 250),
+    },
+}
+
+
+def protocol(dataset: str, data_dir: str | None):
+    from activebayes.loop import LoopConfig
+
+    if dataset == "mnist":
+        return LoopConfig(
+            dataset="mnist",
+            data_dir=data_dir or "../shared/data/mnist",
+            model="gal_cnn",
+            initial="balanced",
+            initial_size=20,
+            validation_size=500,
+            batch_size=10,
+            budget=500,
+            num_samples=20,
+            checkpoints=False,
+        )
+    if dataset == "digits":
+        return LoopConfig(
+            dataset="digits",
+            model="mlp",
+            initial="balanced",
+            initial_size=20,
+            validation_size=100,
+            batch_size=10,
+            budget=200,
+            num_samples=20,
+            checkpoints=False,
+        )
+    raise SystemExit(f"error: unknown --dataset {dataset!r}; expected mnist or digits")
+
+
+def run(args: argparse.Namespace) -> None:
+    import os
+
+    import torch
+
+    from activebayes.experiment import Comparison, RunDirectory, run_experiment
+
+    os.chdir(ROOT)  # data_dir in the configs is relative to the project root
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    base = protocol(args.dataset, args.data_dir)
+    strategies = tuple(args.strategies.split(",")) if args.strategies else STRATEGIES
+    seeds = tuple(int(s) for s in args.seeds.split(","))
+    out = RUNS / args.dataset
+    comparison = Comparison(out, base, strategies, seeds)
+    if (out / "comparison.json").is_file():
+        stored = Comparison.read(out)
+        comparison = Comparison(out, base, tuple(dict.fromkeys([*stored.strategies, *strategies])),
+                                tuple(dict.fromkeys([*stored.seeds, *seeds])))
+    comparison.write()
+    deadline = time.monotonic() + 60 * args.max_minutes if args.max_minutes else None
+    # seeds outer, strategies inner: a partial benchmark covers every strategy early
+    for seed in seeds:
+        for strategy in strategies:
+            run_dir = comparison.run_dir(strategy, seed)
+            if RunDirectory(run_dir).is_finished():
+                continue
+            if deadline is not None and time.monotonic() > deadline:
+                print(f"time limit reached; continue later with the same command", file=sys.stderr)
+                return
+            tic = time.perf_counter()
+            config = base.replace(strategy=strategy, seed=seed)
+            result = run_experiment(config, run_dir, progress=not args.quiet, report=False)
+            n, acc = result.learning_curve
+            print(f"{args.dataset} {strategy:>16} seed {seed}: {n[-1]} labels, final acc {acc[-1]:.4f}, "
+                  f"{time.perf_counter() - tic:.0f} s", flush=True)
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def summarise() -> dict:
+    import numpy as np
+
+    from activebayes.analysis import learning_curves_from_runs, summarise_strategy
+    from activebayes.experiment import load_runs
+
+    results: dict = {"generated": time.strftime("%Y-%m-%d"), "datasets": {}}
+    for dataset_dir in sorted(p for p in RUNS.iterdir() if (p / "comparison.json").is_file()):
+        runs = load_runs(dataset_dir)
+        finished = {key: value for key, value in runs.items()
+                    if value[1] and value[1][-1].stop_reason is not None}
+        curves = learning_curves_from_runs(finished)
+        entries = {}
+        for strategy, strategy_curves in curves.items():
+            summary = summarise_strategy(strategy_curves, targets=(0.9, 0.95), strategy=strategy)
+            per_seed = sorted(strategy_curves, key=lambda c: c.seed)
+            seconds = [
+                [sum(r.seconds.values()) for r in finished[(strategy, c.seed)][1]] for c in per_seed
+            ]
+            entries[strategy] = {
+                "seeds": [c.seed for c in per_seed],
+                "labels_to_90": [c.labels_to_reach(0.9) for c in per_seed],
+                "labels_to_95": [c.labels_to_reach(0.95) for c in per_seed],
+                "median_labels_to_90": summary.reach[0.9].median,
+                "median_labels_to_95": summary.reach[0.95].median,
+                "aulc_mean": summary.aulc_mean,
+                "aulc_std": summary.aulc_std,
+                "final_accuracy_mean": summary.final_accuracy_mean,
+                "learning_curves": [
+                    {"seed": c.seed, "n_labelled": [int(v) for v in c.n_labelled_R],
+                     "test_accuracy": [float(v) for v in c.accuracy_R]}
+                    for c in per_seed
+                ],
+                "seconds_per_round": [float(np.mean(s)) for s in seconds],
+                "total_seconds": [float(np.sum(s)) for s in seconds],
+            }
+        results["datasets"][dataset_dir.name] = entries
+        _plot(dataset_dir.name, curves)
+    RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS_JSON.write_text(json.dumps(results, indent=1) + "\n")
+    print(_markdown(results))
+    return results
+
+
+def _plot(dataset: str, curves) -> None:
+    from activebayes.plots import learning_curves, save_figure
+
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    figure = learning_curves({s: [(c.n_labelled_R, c.accuracy_R) for c in cs] for s, cs in curves.items()})
+    figure.axes[0].set_title(f"{dataset}: test accuracy vs labels (mean ± std over seeds)")
+    save_figure(figure, FIGURES / f"label_efficiency_{dataset}.png")
+
+
+def _fmt(values) -> str:
+    return ", ".join("-" if v is None else str(v) for v in values)
+
+
+def _markdown(results: dict) -> str:
+    lines = []
+    for dataset, entries in results["datasets"].items():
+        lines.append(f"### {dataset}\n")
+        lines.append("| strategy | seeds | labels to 90% (median; per seed) | labels to 95% (median; per seed) "
+                     "| AULC | final acc | s / round | total s |")
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for strategy, e in sorted(entries.items(), key=lambda kv: -kv[1]["aulc_mean"]):
+            med90 = "not reached" if e["median_labels_to_90"] is None else f"{e['median_labels_to_90']:.0f}"
+            med95 = "not reached" if e["median_labels_to_95"] is None else f"{e['median_labels_to_95']:.0f}"
+            lines.append(
+                f"| {strategy} | {len(e['seeds'])} | {med90} ({_fmt(e['labels_to_90'])}) | {med95} ({_fmt(e['labels_to_95'])}) "
+                f"| {e['aulc_mean']:.4f} ± {e['aulc_std']:.4f} | {e['final_accuracy_mean']:.4f} "
+                f"| {sum(e['seconds_per_round']) / len(e['seconds_per_round']):.1f} "
+                f"| {sum(e['total_seconds']) / len(e['total_seconds']):.0f} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", choices=["mnist", "digits"], default="digits")
+    parser.add_argument("--data-dir", default=None, help="MNIST folder (default ../shared/data/mnist)")
+    parser.add_argument("--strategies", default=None, help=f"comma-separated (default: {','.join(STRATEGIES)})")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--max-minutes", type=float, default=None, help="stop starting new runs after this long")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    parser.add_argument("--summarise", action="store_true", help="only summarise the runs on disk")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args()
+    if args.summarise:
+        summarise()
+    else:
+        run(args)
+
+
+if __name__ == "__main__":
+    main()
