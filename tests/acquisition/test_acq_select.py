@@ -339,3 +339,12 @@ def test_register_custom_score() -> None:
     log_probs = random_log_probs(20, 3, 3)
     picked = select(log_probs, "min_entropy_test", 2)
     assert picked.tolist() == torch.topk(-acquisition.predictive_entropy(log_probs), 2).indices.tolist()
+
+
+def test_device_argument_runs_and_returns_cpu_results() -> None:
+    log_probs = random_log_probs(40, 5, 4, seed=13)
+    for strategy in ("bald", "batchbald", "softmax_entropy"):
+        here = select(log_probs, strategy, 4, generator=gen(0))
+        there = select(log_probs, strategy, 4, generator=gen(0), device="cpu")
+        assert here.tolist() == there.tolist() and there.indices.device.type == "cpu"
+    assert acquisition.bald(log_probs, device="cpu").device == log_probs.device

@@ -3,17 +3,13 @@
 The loop and the CLI pass strings; :func:`select` looks the name up in a registry
 and calls the strategy. Built in:
 
-========================  ==============================================================
-name (aliases)            batch
-========================  ==============================================================
-``random``                uniformly random (no predictions needed: pass the pool size)
-``entropy`` (``max_entropy``, ``predictive_entropy``)  top-k predictive entropy
-``bald``                  top-k BALD;  ``jackknife_bald``: top-k jackknife-corrected BALD
-``variation_ratios``, ``mean_std``, ``margin``, ``least_confidence``: top-k of that score
-``batchbald``             greedy BatchBALD (Kirsch et al. 2019), see :mod:`.batchbald`
-``power_bald``, ``softmax_bald``, ``softrank_bald``: stochastic BALD (Kirsch et al. 2021)
-``power_entropy``, ``softmax_entropy``, ``softrank_entropy``: stochastic entropy
-========================  ==============================================================
+- ``random``: uniformly random (needs no predictions: pass the pool size ``N``);
+- top-k of a score: ``entropy`` (aliases ``max_entropy``, ``predictive_entropy``),
+  ``bald``, ``jackknife_bald``, ``variation_ratios``, ``mean_std``, ``margin``,
+  ``least_confidence``;
+- ``batchbald``: greedy BatchBALD (Kirsch et al. 2019), see :mod:`.batchbald`;
+- stochastic batch acquisition (Kirsch et al. 2021): ``power_bald``, ``softmax_bald``,
+  ``softrank_bald``, ``power_entropy``, ``softmax_entropy``, ``softrank_entropy``.
 
 Plug in your own with a score function in two lines::
 
@@ -25,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Protocol
 
 import torch
