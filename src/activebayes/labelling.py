@@ -173,8 +173,7 @@ class LabellingProject:
         strategy = config.strategy
         if len(labels) < config.min_labels or not get_strategy(strategy).needs_predictions:
             strategy = "random" if get_strategy(strategy).needs_predictions else strategy
-            log_probs = torch.zeros(len(candidates_N), 1, 1)
-            selection = select(log_probs, strategy, batch_size, generator=generator)
+            selection = select(len(candidates_N), strategy, batch_size, generator=generator)
         else:
             shape = tuple(self.dataset.input_shape)
             name = config.model

@@ -428,7 +428,7 @@ class ActiveLearningLoop:
 
         # 3. stop?
         class_counts = [int(c) for c in pool.class_counts()]
-        provisional = RoundRecord(r, n_labelled, [], [], [], metrics, class_counts, self.cost_spent, fit_info, seconds)
+        provisional = RoundRecord(r, n_labelled, [], [], [], metrics, class_counts, self.cost_spent, fit_info, _rounded(seconds))
         reason = self._stop_reason([*self.history, provisional], n_labelled)
         if reason is None and len(pool.unlabelled_indices) == 0:
             reason = "the unlabelled pool is empty"
@@ -461,7 +461,7 @@ class ActiveLearningLoop:
             class_counts=class_counts,
             cost_spent=self.cost_spent,
             fit=fit_info,
-            seconds={k: round(v, 4) for k, v in seconds.items()},
+            seconds=_rounded(seconds),
         )
         self.history.append(record)
         return record
@@ -489,9 +489,8 @@ class ActiveLearningLoop:
         generator = make_generator(config.seed, "acquire", r)
         if n_labelled == 0 or not self._strategy.needs_predictions:
             # nothing to be uncertain with yet (or a strategy that ignores the model)
-            log_probs = torch.full((len(candidates_N), 1, 1), 0.0)
             strategy = "random" if self._strategy.needs_predictions else config.strategy
-            selection = select(log_probs, strategy, batch_size, generator=generator, **cost_options)
+            selection = select(len(candidates_N), strategy, batch_size, generator=generator, **cost_options)
         else:
             log_probs = self._predict(model, self.dataset.inputs[candidates_N], key="pool")
             selection = select(log_probs, config.strategy, batch_size, generator=generator,
@@ -527,6 +526,10 @@ class ActiveLearningLoop:
             stop_reason=self.stop_reason or "not finished",
             labelled_indices=[int(i) for i in self.pool.labelled_indices],
         )
+
+
+def _rounded(seconds: Mapping[str, float]) -> dict[str, float]:
+    return {key: round(value, 4) for key, value in seconds.items()}
 
 
 def _fit_summary(fit_result: Any) -> dict[str, Any]:
