@@ -148,6 +148,9 @@ def summarise() -> dict:
         runs = load_runs(dataset_dir)
         finished = {key: value for key, value in runs.items()
                     if value[1] and value[1][-1].stop_reason is not None}
+        if not finished:
+            print(f"{dataset_dir.name}: no finished run yet", file=sys.stderr)
+            continue
         curves = learning_curves_from_runs(finished)
         entries = {}
         for strategy, strategy_curves in curves.items():
