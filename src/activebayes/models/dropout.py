@@ -39,7 +39,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from activebayes.models._random import draw_seed, mix_seed
+from activebayes._seeding import draw_seed, mix_seed
 
 __all__ = [
     "ConsistentMCDropout",

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from activebayes._validation import check_positive_int
-from activebayes.models._random import as_generator, draw_seed, global_rng_seeded
+from activebayes._seeding import as_generator, draw_seed, global_rng_seeded
 
 __all__ = ["Ensemble"]
 

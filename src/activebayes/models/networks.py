@@ -287,7 +287,7 @@ def build_model(
     def make() -> nn.Module:
         return factory(num_classes=num_classes, input_shape=shape, **options)
 
-    from activebayes.models._random import draw_seed, global_rng_seeded
+    from activebayes._seeding import draw_seed, global_rng_seeded
     from activebayes.models.ensemble import Ensemble
 
     if ensemble_size is not None:

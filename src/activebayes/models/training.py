@@ -23,7 +23,7 @@ from torch.nn import functional as F
 from torch.utils.data import Dataset, TensorDataset
 
 from activebayes._validation import check_choice, check_positive_int
-from activebayes.models._random import as_generator, draw_seed, global_rng_seeded
+from activebayes._seeding import as_generator, draw_seed, global_rng_seeded
 from activebayes.models.ensemble import Ensemble
 
 __all__ = ["OPTIMIZERS", "EpochRecord", "FitResult", "fit", "reset_parameters"]
