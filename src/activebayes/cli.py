@@ -20,6 +20,8 @@ from typing import Any
 
 import click
 
+from activebayes._validation import check_choice
+
 DEFAULT_RUNS_DIR = "runs"
 
 # Errors that come from user input; anything else is a bug and keeps its traceback.
@@ -131,11 +133,17 @@ def _parse_seeds(text: str | list[int] | int) -> list[int]:
     return seeds
 
 
-def _parse_strategies(text: str | list[str]) -> list[str]:
+def _parse_names(text: str | list[str], flag: str) -> list[str]:
     names = text if isinstance(text, list) else [s.strip() for s in str(text).split(",") if s.strip()]
     if not names:
-        raise ValueError(f"--strategy must name at least one acquisition strategy, got {text!r}")
+        raise ValueError(f"{flag} must name at least one, got {text!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{flag} must not repeat a name, got {text!r}")
     return names
+
+
+def _parse_strategies(text: str | list[str]) -> list[str]:
+    return _parse_names(text, "--strategy")
 
 
 def _done(path: Path, quiet: bool) -> None:
@@ -206,7 +214,11 @@ def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int |
 @_friendly
 def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: int | None, warm_start: bool | None,
             strategy: str | None, seeds: str | None, **flags: Any) -> None:
-    """Compare several strategies over several seeds."""
+    """Compare several strategies over several seeds (and datasets).
+
+    With one dataset OUT is one comparison directory; with several
+    (`--dataset digits,mnist`) OUT holds one comparison directory per dataset.
+    """
     from activebayes.experiment import run_comparison
 
     file_values = _read_toml(config_file)
@@ -217,12 +229,25 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
     seed_list = _parse_seeds(seeds if seeds is not None else file_values.pop("seeds", "0,1,2"))
     file_values.pop("seeds", None)
     file_values.pop("seed", None)
-    base = _build_config(file_values, flags, strategy=strategies[0], seed=0, max_epochs=max_epochs, warm_start=warm_start)
-    path = Path(out or Path(DEFAULT_RUNS_DIR) / f"{base.dataset}-compare")
-    if not quiet:
-        click.echo(f"compare: {', '.join(strategies)} x seeds {seed_list} on {base.dataset} -> {path}")
-    run_comparison(base, strategies, seed_list, path, progress=not quiet)
-    _done(path, quiet)
+    datasets = _parse_names(flags.pop("dataset", None) or file_values.pop("datasets", None)
+                            or file_values.pop("dataset", None) or "digits", "--dataset")
+    file_values.pop("dataset", None)
+    from activebayes.data import available_datasets
+
+    for name in datasets:
+        check_choice(name, "--dataset", available_datasets())
+    bases = [
+        _build_config(file_values, flags, dataset=name, strategy=strategies[0], seed=0,
+                      max_epochs=max_epochs, warm_start=warm_start)
+        for name in datasets
+    ]  # every config is validated before any run starts
+    root = Path(out or Path(DEFAULT_RUNS_DIR) / f"{'-'.join(datasets)}-compare")
+    for base in bases:
+        path = root / base.dataset if len(bases) > 1 else root
+        if not quiet:
+            click.echo(f"compare: {', '.join(strategies)} x seeds {seed_list} on {base.dataset} -> {path}")
+        run_comparison(base, strategies, seed_list, path, progress=not quiet)
+        _done(path, quiet)
 
 
 @cli.command()
@@ -238,8 +263,16 @@ def resume(directory: str, quiet: bool) -> None:
         raise FileNotFoundError(f"DIRECTORY: no such run directory {directory}")
     if is_comparison(path):
         resume_comparison(path, progress=not quiet)
-    else:
+    elif (path / "config.json").is_file():
         resume_experiment(path, progress=not quiet)
+    else:  # a multi-dataset comparison: one comparison directory per dataset
+        parts = sorted(p for p in path.iterdir() if is_comparison(p))
+        if not parts:
+            raise ValueError(f"DIRECTORY: {directory} holds no run (config.json) or comparison (comparison.json)")
+        for part in parts:
+            resume_comparison(part, progress=not quiet)
+            _done(part, quiet)
+        return
     _done(path, quiet)
 
 

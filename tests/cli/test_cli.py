@@ -79,6 +79,8 @@ def test_list(capsys):
         (["run", "--config", "/nonexistent.toml"], "nonexistent.toml"),
         (["run", "--bogus-flag"], "bogus-flag"),
         (["compare", "--seeds", "a,b"], "--seeds"),
+        (["compare", "--dataset", "digits,imagenet"], "imagenet"),
+        (["compare", "--dataset", "digits,digits"], "repeat"),
         (["compare", "--strategy", "bald,nope", "--budget", "30"], "nope"),
         (["resume", "/nonexistent/run"], "/nonexistent/run"),
         (["report", "/nonexistent/run"], "/nonexistent/run"),
