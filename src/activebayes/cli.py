@@ -62,6 +62,8 @@ _LOOP_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "batch_size": ("--batch-size", {"type": int, "help": "Labels acquired per round. [10]"}),
     "budget": ("--budget", {"type": int, "help": "Total labels (initial ones included). [150]"}),
     "num_samples": ("--num-samples", {"type": int, "help": "K, function samples per prediction. [20]"}),
+    "cost_budget": ("--cost-budget", {"type": float, "help": "Stop when this total labelling cost is spent (needs --costs)."}),
+    "costs_file": ("--costs", {"type": click.Path(dir_okay=False), "help": "Per-item labelling costs: .npy or one number per line, in dataset order."}),
     "pool_subsample": ("--pool-subsample", {"type": int, "help": "Score a random subset of this many pool items per round."}),
     "target_accuracy": ("--target-accuracy", {"type": float, "help": "Stop once test accuracy reaches this."}),
     "plateau_patience": ("--plateau-patience", {"type": int, "help": "Stop after this many rounds without validation improvement."}),

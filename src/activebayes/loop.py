@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from pathlib import Path
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -66,6 +67,7 @@ class LoopConfig:
     batch_size: int = 10
     budget: int = 150
     cost_budget: float | None = None
+    costs_file: str | None = None
     num_samples: int = 20
     pool_subsample: int | None = None
     target_accuracy: float | None = None
@@ -111,6 +113,8 @@ class LoopConfig:
             raise ValueError(f"target_accuracy must be in (0, 1], got {self.target_accuracy}")
         if self.cost_budget is not None and not self.cost_budget > 0:
             raise ValueError(f"cost_budget must be > 0, got {self.cost_budget}")
+        if self.costs_file is not None and self.cost_budget is None:
+            raise ValueError("costs_file needs cost_budget (the total labelling cost allowed)")
         # freeze the nested option mappings into plain dicts (JSON round trip)
         for name in ("fit_options", "model_options", "acquisition_options"):
             value = getattr(self, name)
@@ -252,7 +256,8 @@ class ActiveLearningLoop:
     ``dataset`` / ``test`` (``ArrayDataset``) to use your own data, an ``oracle``
     (any callable ``indices_B -> labels_B``, e.g. a ``SimulatedOracle``), a
     ``model_factory`` (``generator -> nn.Module``) for your own network, and
-    ``costs_N`` (per-item labelling cost, indexed by original dataset index).
+    ``costs_N`` (per-item labelling cost, indexed by original dataset index;
+    ``config.costs_file`` loads them from a file instead).
     """
 
     def __init__(
@@ -285,6 +290,8 @@ class ActiveLearningLoop:
                 f"dataset {getattr(dataset, 'name', '')!r} has {len(dataset)} items, fewer than "
                 f"initial_size + validation_size + batch_size = {needed}"
             )
+        if costs_N is None and config.costs_file is not None:
+            costs_N = _read_costs(config.costs_file)
         self.costs_N = self._check_costs(costs_N, len(dataset))
         self.pool = Pool.create(
             dataset,
@@ -526,6 +533,20 @@ class ActiveLearningLoop:
             stop_reason=self.stop_reason or "not finished",
             labelled_indices=[int(i) for i in self.pool.labelled_indices],
         )
+
+
+def _read_costs(path: str) -> Tensor:
+    """Per-item labelling costs from a ``.npy`` file or a text file with one number per line."""
+    import numpy as np
+
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"costs_file: no such file {path}")
+    try:
+        values = np.load(file) if file.suffix == ".npy" else np.loadtxt(file, dtype=np.float64, ndmin=1)
+    except (ValueError, OSError) as error:
+        raise ValueError(f"costs_file: {path} is not a .npy array or a text file of numbers ({error})") from None
+    return torch.as_tensor(np.asarray(values, dtype=np.float64).reshape(-1))
 
 
 def _rounded(seconds: Mapping[str, float]) -> dict[str, float]:

@@ -170,3 +170,25 @@ def test_query_import_round_trip(tmp_path, capsys):
     with (project / "labels" / "query-0001.csv").open(newline="") as f:
         second = [int(row["index"]) for row in csv.DictReader(f)]
     assert not set(second) & set(indices)
+
+
+def test_cost_budget_from_a_costs_file(tmp_path, fast_config, capsys):
+    import numpy as np
+
+    costs = np.linspace(1.0, 2.0, 1297)
+    np.save(tmp_path / "costs.npy", costs)
+    out = tmp_path / "run"
+    code, _, err = _run(capsys, "run", "--config", fast_config, "--strategy", "entropy", "--budget", 500,
+                        "--costs", tmp_path / "costs.npy", "--cost-budget", 30, "--out", out, "--quiet")
+    assert code == 0, err
+    rows = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
+    spent = sum(costs[r["acquired"]].sum() for r in rows)
+    assert spent <= 30 + 1e-9 and rows[-1]["cost_spent"] == pytest.approx(spent)
+    assert "cost budget" in rows[-1]["stop_reason"]
+    # a costs file of the wrong length or without numbers: one-line errors
+    (tmp_path / "short.txt").write_text("1\n2\n")
+    code, _, err = _run(capsys, "run", "--costs", tmp_path / "short.txt", "--cost-budget", 5, "--out", tmp_path / "x")
+    assert code != 0 and "costs_N must have shape [1297]" in err and len(err.strip().splitlines()) == 1
+    (tmp_path / "words.txt").write_text("cheap\n")
+    code, _, err = _run(capsys, "run", "--costs", tmp_path / "words.txt", "--cost-budget", 5, "--out", tmp_path / "y")
+    assert code != 0 and "costs_file" in err
