@@ -339,14 +339,19 @@ class ActiveLearningLoop:
         options = dict(config.model_options)
         if config.ensemble_size is not None:
             options["ensemble_size"] = config.ensemble_size
-        with seeded_global_rng(int(generator.initial_seed())):
-            return build_model(
-                name,
-                num_classes=self.dataset.num_classes,
-                input_shape=input_shape,
-                generator=generator,
-                **options,
-            )
+        return build_model(
+            name,
+            num_classes=self.dataset.num_classes,
+            input_shape=input_shape,
+            generator=generator,
+            **options,
+        )
+
+    def _build_model(self, r: int) -> torch.nn.Module:
+        """Round ``r``'s freshly initialised model; the global RNG is seeded too, so
+        factories that use PyTorch's default initialisers are reproducible."""
+        with seeded_global_rng(self.config.seed, "model-init", r):
+            return self.model_factory(make_generator(self.config.seed, "model", r))
 
     def _predict(self, model: torch.nn.Module, inputs: Tensor, *, key: str) -> Tensor:
         from activebayes.models import Ensemble, predict_log_probs
@@ -376,7 +381,7 @@ class ActiveLearningLoop:
             if record.stop_reason:
                 self.stop_reason = record.stop_reason
         if model_state is not None:
-            self.model = self.model_factory(make_generator(self.config.seed, "model", len(records) - 1))
+            self.model = self._build_model(len(records) - 1)
             self.model.load_state_dict(model_state)
 
     @property
@@ -401,7 +406,7 @@ class ActiveLearningLoop:
         # 1. fit
         tic = time.perf_counter()
         if self.model is None or not config.warm_start:
-            self.model = self.model_factory(make_generator(config.seed, "model", r))
+            self.model = self._build_model(r)
         model = self.model
         validation = pool.validation_data() if config.validation_size else None
         if n_labelled > 0:
