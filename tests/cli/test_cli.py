@@ -192,3 +192,37 @@ def test_cost_budget_from_a_costs_file(tmp_path, fast_config, capsys):
     (tmp_path / "words.txt").write_text("cheap\n")
     code, _, err = _run(capsys, "run", "--costs", tmp_path / "words.txt", "--cost-budget", 5, "--out", tmp_path / "y")
     assert code != 0 and "costs_file" in err
+
+
+def test_query_a_folder_of_images(tmp_path, capsys):
+    """A real labelling job: unlabelled PNGs, class names given, thumbnails and paths in the query."""
+    from PIL import Image
+    import numpy as np
+
+    folder = tmp_path / "images"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(30):
+        Image.fromarray(rng.integers(0, 255, (12, 12), dtype=np.uint8)).save(folder / f"img_{i:02d}.png")
+    project = tmp_path / "project"
+    code, stdout, err = _run(capsys, "query", project, "--images", folder, "--classes", "cat,dog", "--batch-size", 4, "--quiet")
+    assert code == 0, err
+    with (project / "labels" / "query-0000.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4
+    for row in rows:
+        assert Path(row["path"]).parent == folder.resolve() and Path(row["path"]).is_file()
+        assert Path(row["thumbnail"]).is_file()
+    for row in rows:
+        row["label"] = "dog"
+    answers = tmp_path / "answers.csv"
+    with answers.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    code, stdout, err = _run(capsys, "import", answers, "--project", project)
+    assert code == 0, err
+    assert "imported 4 label(s)" in stdout
+    # without --classes a folder of images is refused with a one-line message
+    code, _, err = _run(capsys, "query", tmp_path / "other", "--images", folder)
+    assert code != 0 and "--classes" in err and len(err.strip().splitlines()) == 1
