@@ -74,6 +74,7 @@ _LOOP_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
 def _loop_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for name, (flag, kwargs) in reversed(list(_LOOP_FLAGS.items())):
         command = click.option(flag, name, default=None, **kwargs)(command)
+    command = click.option("--download/--no-download", "download", default=None, help="Download missing dataset files from their official sources (md5-checked).")(command)
     command = click.option("--warm-start/--no-warm-start", "warm_start", default=None, help="Keep weights between rounds instead of re-initialising.")(command)
     command = click.option("--max-epochs", "max_epochs", type=int, default=None, help="Training epochs per round (upper bound with early stopping).")(command)
     command = click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None, help="TOML file with any of these options (flags win).")(command)
@@ -186,7 +187,7 @@ def main(args: list[str] | None = None) -> int:
 @click.option("--seed", "seed", type=int, default=None, help="Random seed. [0]")
 @_friendly
 def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int | None, warm_start: bool | None,
-        strategy: str | None, seed: int | None, **flags: Any) -> None:
+        download: bool | None, strategy: str | None, seed: int | None, **flags: Any) -> None:
     """Run one active learning experiment (default: BALD on the embedded digits)."""
     from activebayes.experiment import run_experiment
 
@@ -196,7 +197,8 @@ def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int |
     file_values.pop("seeds", None)
     if seed is not None and seed < 0:
         raise ValueError(f"--seed must be >= 0, got {seed}")
-    config = _build_config(file_values, flags, strategy=strategy, seed=seed, max_epochs=max_epochs, warm_start=warm_start)
+    config = _build_config(file_values, flags, strategy=strategy, seed=seed, max_epochs=max_epochs,
+                           warm_start=warm_start, download=download)
     path = Path(out or Path(DEFAULT_RUNS_DIR) / f"{config.dataset}-{config.strategy}-seed{config.seed}")
     if not quiet:
         click.echo(f"run: {config.strategy} on {config.dataset}, seed {config.seed}, "
@@ -215,7 +217,7 @@ def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int |
 @click.option("--seeds", "seeds", default=None, help="Seeds: '0,1,2' or '0-4'. [0,1,2]")
 @_friendly
 def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: int | None, warm_start: bool | None,
-            strategy: str | None, seeds: str | None, **flags: Any) -> None:
+            download: bool | None, strategy: str | None, seeds: str | None, **flags: Any) -> None:
     """Compare several strategies over several seeds (and datasets).
 
     With one dataset OUT is one comparison directory; with several
@@ -240,7 +242,7 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
         check_choice(name, "--dataset", available_datasets())
     bases = [
         _build_config(file_values, flags, dataset=name, strategy=strategies[0], seed=0,
-                      max_epochs=max_epochs, warm_start=warm_start)
+                      max_epochs=max_epochs, warm_start=warm_start, download=download)
         for name in datasets
     ]  # every config is validated before any run starts
     root = Path(out or Path(DEFAULT_RUNS_DIR) / f"{'-'.join(datasets)}-compare")

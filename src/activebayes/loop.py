@@ -57,6 +57,7 @@ class LoopConfig:
 
     dataset: str = "digits"
     data_dir: str | None = None
+    download: bool = False
     strategy: str = "bald"
     model: str = "auto"
     ensemble_size: int | None = None
@@ -277,9 +278,9 @@ class ActiveLearningLoop:
         self.config = config = config or LoopConfig()
         self._strategy = get_strategy(config.strategy)  # fails early on unknown names
         if dataset is None:
-            dataset = load_dataset(config.dataset, data_dir=config.data_dir, split="train")
+            dataset = load_dataset(config.dataset, data_dir=config.data_dir, download=config.download, split="train")
             if test is None and config.evaluate_test:
-                test = load_dataset(config.dataset, data_dir=config.data_dir, split="test")
+                test = load_dataset(config.dataset, data_dir=config.data_dir, download=config.download, split="test")
         self.dataset = dataset
         self.test = test if config.evaluate_test else None
         self.oracle: Oracle = oracle if oracle is not None else SimulatedOracle(dataset)

@@ -226,3 +226,18 @@ def test_query_a_folder_of_images(tmp_path, capsys):
     # without --classes a folder of images is refused with a one-line message
     code, _, err = _run(capsys, "query", tmp_path / "other", "--images", folder)
     assert code != 0 and "--classes" in err and len(err.strip().splitlines()) == 1
+
+
+def test_download_flag_reaches_the_loader(tmp_path, capsys, monkeypatch):
+    import activebayes.data
+
+    seen = []
+
+    def fake_load(name, *, data_dir=None, download=False, split="train", **kwargs):
+        seen.append((name, data_dir, download, split))
+        raise activebayes.data.DataError(f"stop here ({name}, download={download})")
+
+    monkeypatch.setattr(activebayes.data, "load_dataset", fake_load)
+    code, _, err = _run(capsys, "run", "--dataset", "kmnist", "--data-dir", tmp_path, "--download", "--out", tmp_path / "o")
+    assert code != 0 and "download=True" in err
+    assert seen == [("kmnist", str(tmp_path), True, "train")]
