@@ -175,12 +175,9 @@ class LabellingProject:
             strategy = "random" if get_strategy(strategy).needs_predictions else strategy
             selection = select(len(candidates_N), strategy, batch_size, generator=generator)
         else:
-            shape = tuple(self.dataset.input_shape)
-            name = config.model
-            if name == "auto":
-                name = "mlp" if len(shape) < 3 or shape[-1] < 20 else "gal_cnn"
             with seeded_global_rng(config.seed, "model", r):
-                model = build_model(name, num_classes=self.dataset.num_classes, input_shape=shape,
+                model = build_model(config.model, num_classes=self.dataset.num_classes,
+                                    input_shape=tuple(self.dataset.input_shape),
                                     generator=make_generator(config.seed, "model", r))
                 fit(model, pool.labelled_data(), generator=make_generator(config.seed, "fit", r),
                     progress=progress, **dict(config.fit_options))

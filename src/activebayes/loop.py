@@ -51,8 +51,9 @@ class LoopConfig:
     """Everything that defines one active learning run (JSON-serialisable).
 
     Label counts include the initial labelled set: ``budget=200`` stops once
-    200 items are labelled. ``model="auto"`` picks an MLP for 8x8 inputs and the
-    Gal et al. 2017 CNN for larger images.
+    200 items are labelled. ``model="auto"`` picks an MLP for vectors and small
+    images (the 8x8 digits) and the BatchBALD CNN for larger images
+    (:func:`activebayes.models.default_model_name`).
     """
 
     dataset: str = "digits"
@@ -333,17 +334,13 @@ class ActiveLearningLoop:
         from activebayes.models import build_model
 
         config = self.config
-        name = config.model
-        input_shape = tuple(self.dataset.input_shape)
-        if name == "auto":
-            name = "mlp" if len(input_shape) < 3 or input_shape[-1] < 20 else "gal_cnn"
         options = dict(config.model_options)
         if config.ensemble_size is not None:
             options["ensemble_size"] = config.ensemble_size
         return build_model(
-            name,
+            config.model,
             num_classes=self.dataset.num_classes,
-            input_shape=input_shape,
+            input_shape=tuple(self.dataset.input_shape),
             generator=generator,
             **options,
         )

@@ -57,7 +57,7 @@ def test_every_registered_model_works_on_mnist_and_digits_shapes(name, shape):
 
 
 def test_registry_names_and_errors():
-    assert available_models() == ["batchbald_cnn", "gal_cnn", "mlp"]
+    assert available_models() == ["auto", "batchbald_cnn", "gal_cnn", "mlp"]
     with pytest.raises(ValueError, match="unknown model name 'resnet'"):
         build_model("resnet", num_classes=10, input_shape=(1, 28, 28))
     with pytest.raises(ValueError, match="square images"):
@@ -90,3 +90,14 @@ def test_mlp_options_and_ensemble_errors():
         Ensemble([nn.Linear(2, 2), "not a module"])
     with pytest.raises(ValueError, match="size"):
         Ensemble.from_factory(lambda: nn.Linear(2, 2), 0)
+
+
+def test_auto_model_choice():
+    from activebayes.models import BatchBALDCNN, MLP, available_models, build_model, default_model_name
+
+    assert default_model_name((64,)) == "mlp"
+    assert default_model_name((1, 8, 8)) == "mlp"
+    assert default_model_name((1, 28, 28)) == "batchbald_cnn"
+    assert "auto" in available_models()
+    assert isinstance(build_model("auto", num_classes=10, input_shape=(1, 8, 8), generator=0), MLP)
+    assert isinstance(build_model("auto", num_classes=10, input_shape=(1, 28, 28), generator=0), BatchBALDCNN)

@@ -30,6 +30,7 @@ from activebayes.models.networks import (
     GalCNN,
     available_models,
     build_model,
+    default_model_name,
     register_model,
 )
 from activebayes.models.predict import STRATEGIES, FunctionSampler, predict_log_probs
@@ -51,6 +52,7 @@ __all__ = [
     "MCDropoutLinear",
     "available_models",
     "build_model",
+    "default_model_name",
     "fit",
     "mc_dropout",
     "mc_dropout_layers",
