@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> None:
             if RunDirectory(run_dir).is_finished():
                 continue
             if deadline is not None and time.monotonic() > deadline:
-                print(f"time limit reached; continue later with the same command", file=sys.stderr)
+                print("time limit reached; continue later with the same command", file=sys.stderr)
                 return
             tic = time.perf_counter()
             config = base.replace(strategy=strategy, seed=seed)

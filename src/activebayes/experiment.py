@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -351,11 +351,6 @@ def load_runs(path: str | os.PathLike[str]) -> dict[tuple[str, int], tuple[LoopC
         config = directory.read_config()
         runs[(config.strategy, config.seed)] = (config, directory.read_rounds())
     return runs
-
-
-def config_from_mapping(data: Mapping[str, Any]) -> LoopConfig:
-    """A LoopConfig from a (TOML) mapping, with a clear error for unknown keys."""
-    return LoopConfig.from_dict(data)
 
 
 __all__ = [

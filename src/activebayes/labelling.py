@@ -205,11 +205,4 @@ class LabellingProject:
         return None
 
 
-def labelled_dataset(project: LabellingProject) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(inputs, labels)`` of everything labelled so far, in original index order."""
-    labels = project.labels
-    index = torch.tensor(sorted(labels), dtype=torch.long)
-    return project.dataset.inputs[index], torch.tensor([labels[int(i)] for i in index], dtype=torch.long)
-
-
-__all__ = ["LabellingProject", "ProjectConfig", "QueryResult", "labelled_dataset"]
+__all__ = ["LabellingProject", "ProjectConfig", "QueryResult"]

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from activebayes._seeding import derive_seed, make_generator, seeded_global_rng
+from activebayes._seeding import make_generator, seeded_global_rng
 from activebayes._validation import check_choice, check_positive_int
 
 # --------------------------------------------------------------------------- config
@@ -581,5 +581,4 @@ __all__ = [
     "RoundRecord",
     "StoppingCriterion",
     "TargetAccuracy",
-    "derive_seed",
 ]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 
 import acq_reference as ref
 import numpy as np

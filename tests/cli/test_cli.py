@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from activebayes.cli import main
-from tests.conftest import FAST_LOOP, ROOT
+from tests.conftest import ROOT
 
 FAST_TOML = """
 initial_size = 20

@@ -7,7 +7,6 @@ dropout masks, or the k-th ensemble member).
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
