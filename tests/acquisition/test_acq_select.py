@@ -321,9 +321,13 @@ def test_select_value_errors() -> None:
             select(bad, strategy, 2)
     with pytest.raises(ValueError, match="beta must be a finite number >= 0"):
         select(good, "power_bald", 2, beta=-1.0)
-    with pytest.raises(ValueError, match="power sampling needs non-negative scores"):
-        acquisition.register_strategy("power_margin_test", acquisition.stochastic_strategy(acquisition.margin, "power"), replace=True)
-        select(good, "power_margin_test", 2)
+    acquisition.register_strategy("power_margin_test", acquisition.stochastic_strategy(acquisition.margin, "power"))
+    try:
+        with pytest.raises(ValueError, match="power sampling needs non-negative scores"):
+            select(good, "power_margin_test", 2)
+    finally:
+        acquisition.unregister_strategy("power_margin_test")
+    assert "power_margin_test" not in acquisition.available_strategies()
     with pytest.raises(ValueError, match="already registered"):
         acquisition.register_strategy("bald", acquisition.topk_strategy(acquisition.bald))
     with pytest.raises(ValueError, match="num_samples must be >= 1"):
@@ -334,9 +338,13 @@ def test_register_custom_score() -> None:
     def neg_entropy(log_probs_N_K_C, **kwargs):
         return -acquisition.predictive_entropy(log_probs_N_K_C, **kwargs)
 
-    acquisition.register_strategy("min_entropy_test", acquisition.topk_strategy(neg_entropy), replace=True)
-    log_probs = random_log_probs(20, 3, 3)
-    picked = select(log_probs, "min_entropy_test", 2)
+    acquisition.register_strategy("min_entropy_test", acquisition.topk_strategy(neg_entropy), aliases=("lowest_entropy_test",))
+    try:
+        log_probs = random_log_probs(20, 3, 3)
+        picked = select(log_probs, "lowest_entropy_test", 2)
+    finally:
+        acquisition.unregister_strategy("min_entropy_test")
+    assert not {"min_entropy_test", "lowest_entropy_test"} & set(acquisition.available_strategies(aliases=True))
     assert picked.tolist() == torch.topk(-acquisition.predictive_entropy(log_probs), 2).indices.tolist()
 
 

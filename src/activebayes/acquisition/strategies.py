@@ -116,6 +116,12 @@ class StrategyRegistry:
             self._names[key] = name
         return entry
 
+    def unregister(self, name: str) -> None:
+        entry = self.get(name)
+        del self._entries[entry.name]
+        for key in (entry.name, *entry.aliases):
+            self._names.pop(key, None)
+
     def get(self, name: str) -> Strategy:
         if not isinstance(name, str) or name not in self._names:
             raise ValueError(f"unknown strategy {name!r}; expected one of: {', '.join(self.names(aliases=True))}")
@@ -245,6 +251,11 @@ def register_strategy(
     size instead of ``log_probs_N_K_C``. Registering a taken name raises unless ``replace``.
     """
     return REGISTRY.register(name, fn, needs_predictions=needs_predictions, aliases=aliases, replace=replace)
+
+
+def unregister_strategy(name: str) -> None:
+    """Remove the strategy ``name`` (or the one an alias names) and its aliases."""
+    REGISTRY.unregister(name)
 
 
 def get_strategy(name: str) -> Strategy:
