@@ -13,7 +13,7 @@ entropy of a few labels. Extend with :func:`register_strategy` and :func:`topk_s
 
 from __future__ import annotations
 
-from activebayes.acquisition.batchbald import batchbald
+from activebayes.acquisition.greedy_batchbald import batchbald
 from activebayes.acquisition.joint_entropy import joint_entropy
 from activebayes.acquisition.scores import (
     bald,

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from activebayes._validation import check_log_probs, check_nonnegative_float, check_positive_int
 from activebayes.acquisition import scores as _scores
-from activebayes.acquisition.batchbald import batchbald
+from activebayes.acquisition.greedy_batchbald import batchbald
 from activebayes.acquisition.selection import (
     BudgetPlan,
     Selection,
