@@ -159,8 +159,14 @@ def _done(path: Path, quiet: bool) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="activebayes")
-def cli() -> None:
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="CPU threads for torch (on a busy machine, 1 is often fastest). [torch's default]")
+def cli(threads: int | None) -> None:
     """Bayesian deep active learning: fit, acquire, label, repeat."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def main(args: list[str] | None = None) -> int:

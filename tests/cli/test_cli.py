@@ -66,6 +66,17 @@ def test_list(capsys):
     assert "gal_cnn" in lines["models"] and "digits" in lines["datasets"]
 
 
+def test_threads_option_sets_torch_threads(capsys):
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        code, _, _ = _run(capsys, "--threads", "1", "list")
+        assert code == 0 and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -86,6 +97,7 @@ def test_list(capsys):
         (["report", "/nonexistent/run"], "/nonexistent/run"),
         (["query", "PROJECT_DIR"], "--dataset"),
         (["import", "/nonexistent.csv", "--project", "PROJECT_DIR"], "project"),
+        (["--threads", "0", "list"], "--threads"),
     ],
 )
 def test_user_mistakes_give_one_line_and_no_traceback(tmp_path, capsys, args, needle):
