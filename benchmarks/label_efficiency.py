@@ -5,7 +5,9 @@ Protocols
 ``mnist``: the real MNIST offline in ``../shared/data/mnist`` (5,000 training
 digits: 500 validation, 4,500 pool including 20 balanced initial labels; the
 official 10,000 test digits), Gal et al. 2017 CNN with consistent MC dropout,
-10 labels per round up to 500 labels, K = 20 function samples.
+10 labels per round up to 500 labels, K = 100 function samples to score the
+pool and K = 20 for the test predictive (the library's defaults; the BatchBALD
+paper's K = 100).
 
 ``digits``: the embedded scikit-learn digits (1,297 train: 100 validation, the
 rest the pool; 500 test), MLP with MC dropout, 10 per round up to 200 labels.
@@ -78,7 +80,8 @@ def protocol(dataset: str, data_dir: str | None):
             validation_size=500,
             batch_size=10,
             budget=500,
-            num_samples=20,
+            num_samples=100,
+            eval_samples=20,
             checkpoints=False,
         )
     if dataset == "digits":
@@ -90,7 +93,8 @@ def protocol(dataset: str, data_dir: str | None):
             validation_size=100,
             batch_size=10,
             budget=200,
-            num_samples=20,
+            num_samples=100,
+            eval_samples=20,
             checkpoints=False,
         )
     raise SystemExit(f"error: unknown --dataset {dataset!r}; expected mnist or digits")
@@ -111,6 +115,9 @@ def run(args: argparse.Namespace) -> None:
     if args.model is not None and args.model != base.model:
         base = base.replace(model=args.model)
         name = f"{args.dataset}-{args.model}"  # its own cache: runs of one comparison share a model
+    if args.num_samples is not None and args.num_samples != base.num_samples:
+        base = base.replace(num_samples=args.num_samples)
+        name = f"{name}-k{args.num_samples}"  # an ablation of K for scoring the pool, its own cache
     strategies = tuple(args.strategies.split(",")) if args.strategies else STRATEGIES
     seeds = tuple(int(s) for s in args.seeds.split(","))
     out = RUNS / name
@@ -276,6 +283,9 @@ def main() -> None:
     parser.add_argument("--model", default=None,
                         help="network (default: the protocol's, gal_cnn for mnist, mlp for digits); "
                              "another model caches its runs under <dataset>-<model>")
+    parser.add_argument("--num-samples", type=int, default=None,
+                        help="K for scoring the pool (default: the protocol's 100); another K caches "
+                             "its runs under <dataset>-k<K>")
     parser.add_argument("--strategies", default=None, help=f"comma-separated (default: {','.join(STRATEGIES)})")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--max-minutes", type=float, default=None, help="stop starting new runs after this long")

@@ -35,5 +35,6 @@ FAST_LOOP = dict(
     batch_size=10,
     budget=50,
     num_samples=4,
+    eval_samples=4,
     fit_options=FAST_FIT,
 )

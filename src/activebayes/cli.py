@@ -61,7 +61,8 @@ _LOOP_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "validation_size": ("--validation-size", {"type": int, "help": "Validation items held out of the pool. [100]"}),
     "batch_size": ("--batch-size", {"type": int, "help": "Labels acquired per round. [10]"}),
     "budget": ("--budget", {"type": int, "help": "Total labels (initial ones included). [150]"}),
-    "num_samples": ("--num-samples", {"type": int, "help": "K, function samples per prediction. [20]"}),
+    "num_samples": ("--num-samples", {"type": int, "help": "K, function samples for scoring the pool. [100]"}),
+    "eval_samples": ("--eval-samples", {"type": int, "help": "K for the validation / test predictive. [20]"}),
     "cost_budget": ("--cost-budget", {"type": float, "help": "Stop when this total labelling cost is spent (needs --costs)."}),
     "costs_file": ("--costs", {"type": click.Path(dir_okay=False), "help": "Per-item labelling costs: .npy or one number per line, in dataset order."}),
     "pool_subsample": ("--pool-subsample", {"type": int, "help": "Score a random subset of this many pool items per round."}),
@@ -107,7 +108,7 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **ov
         if max_epochs <= 0:
             raise ValueError(f"--max-epochs must be >= 1, got {max_epochs}")
         values["fit_options"] = {**dict(values.get("fit_options", {})), "max_epochs": max_epochs}
-    for name in ("batch_size", "budget", "num_samples", "initial_size", "validation_size", "ensemble_size", "pool_subsample"):
+    for name in ("batch_size", "budget", "num_samples", "eval_samples", "initial_size", "validation_size", "ensemble_size", "pool_subsample"):
         value = values.get(name)
         if isinstance(value, int) and value < 0:
             raise ValueError(f"--{name.replace('_', '-')} must not be negative, got {value}")
@@ -315,7 +316,7 @@ def report(directory: str, output: str | None, targets: str) -> None:
 @click.option("--strategy", default=None, help="Acquisition strategy. [bald]")
 @click.option("--model", default=None, help="Model name, or 'auto'. [auto]")
 @click.option("--batch-size", type=int, default=None, help="Items per query. [10]")
-@click.option("--num-samples", type=int, default=None, help="K, function samples. [20]")
+@click.option("--num-samples", type=int, default=None, help="K, function samples for scoring the pool. [100]")
 @click.option("--seed", type=int, default=None, help="Random seed. [0]")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @_friendly

@@ -77,7 +77,7 @@ class RunDirectory:
         if not self.config_path.is_file():
             raise RunDirectoryError(f"{self.path} is not a run directory: {CONFIG_FILE} is missing")
         try:
-            return LoopConfig.from_dict(json.loads(self.config_path.read_text()))
+            return LoopConfig.from_stored(json.loads(self.config_path.read_text()))
         except (json.JSONDecodeError, TypeError) as error:
             raise RunDirectoryError(f"{self.config_path} is not a valid config: {error}") from None
 
@@ -263,7 +263,7 @@ class Comparison:
             raise RunDirectoryError(f"{path} is not a comparison directory: {COMPARISON_FILE} is missing")
         try:
             data = json.loads(file.read_text())
-            return cls(path, LoopConfig.from_dict(data["base"]), tuple(data["strategies"]), tuple(data["seeds"]))
+            return cls(path, LoopConfig.from_stored(data["base"]), tuple(data["strategies"]), tuple(data["seeds"]))
         except (json.JSONDecodeError, KeyError, TypeError) as error:
             raise RunDirectoryError(f"{file} is not a valid comparison file: {error}") from None
 

@@ -46,7 +46,7 @@ class ProjectConfig:
     strategy: str = "bald"
     model: str = "auto"
     batch_size: int = 10
-    num_samples: int = 20
+    num_samples: int = 100
     seed: int = 0
     min_labels: int = 10
     fit_options: Mapping[str, Any] = field(default_factory=lambda: {"max_epochs": 10})

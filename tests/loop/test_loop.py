@@ -126,6 +126,7 @@ def test_stopping_criteria_on_synthetic_histories():
         ({"budget": 25, "batch_size": 30}, "budget must be at least batch_size"),
         ({"batch_size": 0}, "batch_size must be >= 1"),
         ({"num_samples": -1}, "num_samples must be >= 1"),
+        ({"eval_samples": 0}, "eval_samples must be >= 1"),
         ({"initial": "lots"}, "unknown initial"),
         ({"target_accuracy": 1.5}, "target_accuracy"),
         ({"ensemble_size": 1}, "ensemble_size must be >= 2"),
@@ -146,6 +147,43 @@ def test_config_round_trip_and_unknown_key():
     assert LoopConfig.from_dict(config.to_dict()) == config
     with pytest.raises(ValueError, match="unknown config key"):
         LoopConfig.from_dict({**config.to_dict(), "bugdet": 3})
+
+
+def test_pool_and_evaluation_use_their_own_sample_counts(monkeypatch):
+    """num_samples is K for scoring the pool, eval_samples K for validation / test."""
+    import activebayes.models as models
+
+    calls: list[tuple[int, int]] = []
+    real = models.predict_log_probs
+
+    def spy(model, inputs, num_samples=None, **kwargs):
+        out = real(model, inputs, num_samples, **kwargs)
+        calls.append((inputs.shape[0], out.shape[1]))
+        return out
+
+    monkeypatch.setattr(models, "predict_log_probs", spy)
+    config = LoopConfig(strategy="bald", **{**FAST_LOOP, "budget": 30, "num_samples": 7, "eval_samples": 3})
+    loop = ActiveLearningLoop(config)
+    loop.run(progress=False)
+    n_validation, n_test = 50, len(loop.test.inputs)
+    n_pool_first = len(loop.dataset.inputs) - n_validation - 20
+    assert calls[:3] == [(n_validation, 3), (n_test, 3), (n_pool_first, 7)]
+    assert {k for n, k in calls if n in (n_validation, n_test)} == {3}
+
+
+def test_random_runs_do_not_depend_on_the_pool_sample_count():
+    """Random acquisition never scores the pool: K for the pool changes nothing."""
+    a = ActiveLearningLoop(LoopConfig(strategy="random", **FAST_LOOP)).run(progress=False)
+    b = ActiveLearningLoop(LoopConfig(strategy="random", **{**FAST_LOOP, "num_samples": 9})).run(progress=False)
+    assert _strip(a.rounds) == _strip(b.rounds)
+
+
+def test_configs_stored_before_eval_samples_evaluate_with_num_samples():
+    stored = LoopConfig(strategy="bald", **FAST_LOOP).to_dict()
+    del stored["eval_samples"]
+    stored["num_samples"] = 6
+    assert LoopConfig.from_stored(stored).eval_samples == 6
+    assert LoopConfig.from_dict(stored).eval_samples == 20  # a new config takes the default
 
 
 def test_users_own_model_through_the_converter():
