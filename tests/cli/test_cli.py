@@ -16,6 +16,7 @@ FAST_TOML = """
 initial_size = 20
 validation_size = 50
 num_samples = 4
+eval_samples = 4
 [fit_options]
 max_epochs = 5
 min_samples_per_epoch = 1024
