@@ -74,7 +74,7 @@ def protocol(dataset: str, data_dir: str | None):
         return LoopConfig(
             dataset="mnist",
             data_dir=data_dir or "../shared/data/mnist",
-            model="gal_cnn",
+            model="batchbald_cnn",  # what model="auto" builds for 28x28 images
             initial="balanced",
             initial_size=20,
             validation_size=500,
@@ -100,16 +100,10 @@ def protocol(dataset: str, data_dir: str | None):
     raise SystemExit(f"error: unknown --dataset {dataset!r}; expected mnist or digits")
 
 
-def run(args: argparse.Namespace) -> None:
-    import os
+def _grid(args: argparse.Namespace):
+    """The comparison to run (written to disk once) and its unfinished (strategy, seed) pairs."""
+    from activebayes.experiment import Comparison, RunDirectory
 
-    import torch
-
-    from activebayes.experiment import Comparison, RunDirectory, run_experiment
-
-    os.chdir(ROOT)  # data_dir in the configs is relative to the project root
-    if args.threads:
-        torch.set_num_threads(args.threads)
     base = protocol(args.dataset, args.data_dir)
     name = args.dataset
     if args.model is not None and args.model != base.model:
@@ -118,6 +112,8 @@ def run(args: argparse.Namespace) -> None:
     if args.num_samples is not None and args.num_samples != base.num_samples:
         base = base.replace(num_samples=args.num_samples)
         name = f"{name}-k{args.num_samples}"  # an ablation of K for scoring the pool, its own cache
+    if args.device is not None:
+        base = base.replace(device=args.device)
     strategies = tuple(args.strategies.split(",")) if args.strategies else STRATEGIES
     seeds = tuple(int(s) for s in args.seeds.split(","))
     out = RUNS / name
@@ -127,22 +123,63 @@ def run(args: argparse.Namespace) -> None:
         comparison = Comparison(out, base, tuple(dict.fromkeys([*stored.strategies, *strategies])),
                                 tuple(dict.fromkeys([*stored.seeds, *seeds])))
     comparison.write()
-    deadline = time.monotonic() + 60 * args.max_minutes if args.max_minutes else None
     # seeds outer, strategies inner: a partial benchmark covers every strategy early
-    for seed in seeds:
-        for strategy in strategies:
-            run_dir = comparison.run_dir(strategy, seed)
-            if RunDirectory(run_dir).is_finished():
-                continue
+    todo = [(strategy, seed) for seed in seeds for strategy in strategies
+            if not RunDirectory(comparison.run_dir(strategy, seed)).is_finished()]
+    return name, comparison, todo
+
+
+def _run_one(name: str, config, run_dir: Path, threads: int | None, progress: bool) -> str:
+    """One (strategy, seed) run; at module level so that worker processes can call it."""
+    import os
+
+    import torch
+
+    from activebayes.experiment import run_experiment
+
+    os.chdir(ROOT)  # data_dir in the configs is relative to the project root
+    if threads:
+        torch.set_num_threads(threads)
+    tic = time.perf_counter()
+    result = run_experiment(config, run_dir, progress=progress, report=False)
+    n, acc = result.learning_curve
+    return (f"{name} {config.strategy:>16} seed {config.seed}: {n[-1]} labels, final acc {acc[-1]:.4f}, "
+            f"{time.perf_counter() - tic:.0f} s")
+
+
+def run(args: argparse.Namespace) -> None:
+    import os
+
+    os.chdir(ROOT)
+    name, comparison, todo = _grid(args)
+    deadline = time.monotonic() + 60 * args.max_minutes if args.max_minutes else None
+    jobs = [(name, comparison.base.replace(strategy=s, seed=seed), comparison.run_dir(s, seed)) for s, seed in todo]
+    if args.jobs <= 1:
+        for job in jobs:
             if deadline is not None and time.monotonic() > deadline:
                 print("time limit reached; continue later with the same command", file=sys.stderr)
                 return
-            tic = time.perf_counter()
-            config = base.replace(strategy=strategy, seed=seed)
-            result = run_experiment(config, run_dir, progress=not args.quiet, report=False)
-            n, acc = result.learning_curve
-            print(f"{name} {strategy:>16} seed {seed}: {n[-1]} labels, final acc {acc[-1]:.4f}, "
-                  f"{time.perf_counter() - tic:.0f} s", flush=True)
+            print(_run_one(*job, args.threads, not args.quiet), flush=True)
+        return
+    # Several runs at once, one process each: runs are independent, each writes only its
+    # own run directory, and the comparison file was written above, once.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    print(f"{name}: {len(jobs)} unfinished runs, {args.jobs} at a time", flush=True)
+    context = multiprocessing.get_context("spawn")
+    failed = 0
+    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=context) as executor:
+        futures = {executor.submit(_run_one, *job, args.threads or 1, False): job for job in jobs}
+        for future in as_completed(futures):
+            _, config, _ = futures[future]
+            try:
+                print(future.result(), flush=True)
+            except Exception as error:  # one failed run must not lose the others
+                failed += 1
+                print(f"{name} {config.strategy} seed {config.seed}: FAILED: {error!r}", file=sys.stderr, flush=True)
+    if failed:
+        raise SystemExit(f"error: {failed} of {len(jobs)} runs failed (finished rounds are cached)")
 
 
 # --------------------------------------------------------------------------- summary
@@ -319,15 +356,20 @@ def main() -> None:
     parser.add_argument("--dataset", choices=["mnist", "digits"], default="digits")
     parser.add_argument("--data-dir", default=None, help="MNIST folder (default ../shared/data/mnist)")
     parser.add_argument("--model", default=None,
-                        help="network (default: the protocol's, gal_cnn for mnist, mlp for digits); "
+                        help="network (default: the protocol's, batchbald_cnn for mnist, mlp for digits); "
                              "another model caches its runs under <dataset>-<model>")
     parser.add_argument("--num-samples", type=int, default=None,
                         help="K for scoring the pool (default: the protocol's 100); another K caches "
                              "its runs under <dataset>-k<K>")
     parser.add_argument("--strategies", default=None, help=f"comma-separated (default: {','.join(STRATEGIES)})")
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--max-minutes", type=float, default=None, help="stop starting new runs after this long")
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    parser.add_argument("--max-minutes", type=float, default=None, help="stop starting new runs after this long (sequential runs, --jobs 1)")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (1 per run with --jobs)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs at a time, each in its own process (e.g. 2 on a 2-core CPU, ~16-24 on one GPU)")
+    parser.add_argument("--device", default=None,
+                        help="torch device for fitting, prediction and acquisition, e.g. cuda (default: CPU); "
+                             "stored in each run's config")
     parser.add_argument("--summarise", action="store_true", help="only summarise the runs on disk")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
