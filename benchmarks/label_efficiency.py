@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "benchmarks" / "results" / "label_efficiency_runs"
 RESULTS_JSON = ROOT / "benchmarks" / "results" / "label_efficiency.json"
 FIGURES = ROOT / "docs" / "figures"
+DOCS = ROOT / "docs" / "benchmarks.md"
 
 STRATEGIES = (
     "random",
@@ -192,6 +193,7 @@ def summarise() -> dict:
     from activebayes.experiment import load_runs
 
     results: dict = {"generated": time.strftime("%Y-%m-%d"), "datasets": {}}
+    all_curves: dict = {}
     for dataset_dir in sorted(p for p in RUNS.iterdir() if (p / "comparison.json").is_file()):
         runs = load_runs(dataset_dir)
         finished = {key: value for key, value in runs.items()
@@ -214,6 +216,7 @@ def summarise() -> dict:
             config = finished[(strategy, per_seed[0].seed)][0]
             entries[strategy] = {
                 "model": config.model,
+                "device": config.device,
                 "num_samples": config.num_samples,
                 "eval_samples": config.eval_samples,
                 "seeds": [c.seed for c in per_seed],
@@ -233,11 +236,12 @@ def summarise() -> dict:
                 "total_seconds": [float(np.sum(s)) for s in seconds],
             }
         results["datasets"][dataset_dir.name] = entries
+        all_curves[dataset_dir.name] = curves
         _plot(dataset_dir.name, curves)
     from activebayes._io import atomic_write_text
 
     atomic_write_text(RESULTS_JSON, json.dumps(results, indent=1) + "\n")
-    tables = _markdown(results)
+    tables = _markdown(results, all_curves)
     _write_docs(tables)
     print(tables)
     return results
@@ -250,7 +254,7 @@ def _write_docs(tables: str) -> None:
     """Replace the generated block of docs/benchmarks.md with the current tables."""
     from activebayes._io import atomic_write_text
 
-    docs = ROOT / "docs" / "benchmarks.md"
+    docs = DOCS
     text = docs.read_text()
     if BEGIN not in text or END not in text:
         raise SystemExit(f"error: {docs} lacks the {BEGIN} / {END} markers")
@@ -288,46 +292,62 @@ def _papers_table(entries: dict) -> list[str]:
     return lines
 
 
-def _ablation_tables(datasets: dict) -> list[str]:
-    """Side by side: each ``<dataset>-k<K>`` cache against the protocol's ``<dataset>``."""
+def _variant_base(name: str, names) -> str | None:
+    """The cache a variant ablates: the longest other name that ``name`` extends with ``-...``
+    (``mnist-gal_cnn-k20`` -> ``mnist-gal_cnn`` -> ``mnist``; ``digits-k20`` -> ``digits``)."""
+    bases = [other for other in names if other != name and name.startswith(other + "-")]
+    return max(bases, key=len) if bases else None
+
+
+def _variant_tables(results: dict, curves: dict) -> list[str]:
+    """Each ablation cache beside the protocol it varies, on the seeds both have finished."""
+    from activebayes.analysis import summarise_strategy
+
     lines: list[str] = []
-    for name, ablated in datasets.items():
-        base, _, k = name.rpartition("-k")
-        if not base or not k.isdigit() or base not in datasets:
+    datasets = results["datasets"]
+    for name, variant in datasets.items():
+        base = _variant_base(name, datasets)
+        if base is None:
             continue
         default = datasets[base]
-        k_default = next(iter(default.values()))["num_samples"]
-        lines += [f"### {base}: K = {k_default} vs K = {k} to score the pool\n",
-                  "Same protocol (pools and models per seed, test predictive K = 20); only the number of "
-                  "samples behind the acquisition scores differs. Labels to reach 90% / 95% (median; per "
-                  "seed), and AULC with the number of finished seeds.\n",
-                  f"| strategy | K = {k_default}: 90% | 95% | AULC | K = {k}: 90% | 95% | AULC |",
-                  "|---|---|---|---|---|---|---|"]
+        first_b, first_v = next(iter(default.values())), next(iter(variant.values()))
+        changed = [f"{key} {first_b[key]} -> {first_v[key]}" for key in ("model", "num_samples", "eval_samples")
+                   if first_b[key] != first_v[key]]
+        lines += [f"### {base} vs {name} ({'; '.join(changed) or 'same settings'})\n",
+                  "Same pools, initial labels and seeds; only the setting named above differs. Each row uses "
+                  "only the seeds finished in both (n), so the medians compare like with like: labels to "
+                  "reach 90% / 95% (median; per seed) and AULC.\n",
+                  f"| strategy | n | {base}: 90% | 95% | AULC | {name}: 90% | 95% | AULC |",
+                  "|---|---|---|---|---|---|---|---|"]
         for strategy in STRATEGIES:
-            if strategy not in default and strategy not in ablated:
+            if strategy not in curves[base] or strategy not in curves[name]:
+                continue
+            seeds = sorted({c.seed for c in curves[base][strategy]} & {c.seed for c in curves[name][strategy]})
+            if not seeds:
                 continue
             cells = []
-            for entries in (default, ablated):
-                e = entries.get(strategy)
-                if e is None:
-                    cells += ["-", "-", "-"]
-                    continue
-                for key, per_seed in (("median_labels_to_90", "labels_to_90"), ("median_labels_to_95", "labels_to_95")):
-                    median = "not reached" if e[key] is None else f"{e[key]:.0f}"
-                    cells.append(f"{median} ({_fmt(e[per_seed])})")
-                cells.append(f"{e['aulc_mean']:.4f} (n={len(e['seeds'])})")
-            lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
+            for dataset in (base, name):
+                chosen = sorted((c for c in curves[dataset][strategy] if c.seed in seeds), key=lambda c: c.seed)
+                summary = summarise_strategy(chosen, targets=(0.9, 0.95), strategy=strategy)
+                for target in (0.9, 0.95):
+                    median = summary.reach[target].median
+                    shown = "not reached" if median is None else f"{median:.0f}"
+                    cells.append(f"{shown} ({_fmt([c.labels_to_reach(target) for c in chosen])})")
+                cells.append(f"{summary.aulc_mean:.4f}")
+            lines.append(f"| {strategy} | {len(seeds)} | " + " | ".join(cells) + " |")
         lines.append("")
     return lines
 
 
-def _markdown(results: dict) -> str:
+def _markdown(results: dict, curves: dict) -> str:
     lines = [f"_Generated by `python benchmarks/label_efficiency.py --summarise` on {results['generated']}._", ""]
     for dataset, entries in results["datasets"].items():
         lines.append(f"### {dataset}\n")
         first = next(iter(entries.values()))
+        devices = sorted({e["device"] or "cpu" for e in entries.values()})
         lines.append(f"Model: `{first['model']}`; K = {first['num_samples']} function samples to score the pool, "
-                     f"{first['eval_samples']} to evaluate.\n")
+                     f"{first['eval_samples']} to evaluate; device: {', '.join(f'`{d}`' for d in devices)} "
+                     "(s / round is wall-clock there, see the protocol for how many runs shared it).\n")
         lines.append(f"![{dataset} learning curves](figures/label_efficiency_{dataset}.png)\n")
         lines.append("| strategy | seeds | labels to 90% (median; per seed) | labels to 95% (median; per seed) "
                      "| AULC | final acc | s / round | total s |")
@@ -344,14 +364,14 @@ def _markdown(results: dict) -> str:
         if dataset.startswith("mnist"):
             lines.extend(_papers_table(entries))
         lines.append("")
-    lines.extend(_ablation_tables(results["datasets"]))
+    lines.extend(_variant_tables(results, curves))
     for dataset, runs in results.get("in_progress", {}).items():
         shown = ", ".join(f"{run} (at {labels} labels)" for run, labels in runs.items())
         lines.append(f"Unfinished {dataset} runs (cached, they resume where they stopped): {shown}.\n")
     return "\n".join(lines)
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", choices=["mnist", "digits"], default="digits")
     parser.add_argument("--data-dir", default=None, help="MNIST folder (default ../shared/data/mnist)")
@@ -372,7 +392,11 @@ def main() -> None:
                              "stored in each run's config")
     parser.add_argument("--summarise", action="store_true", help="only summarise the runs on disk")
     parser.add_argument("--quiet", action="store_true")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     if args.summarise:
         summarise()
     else:

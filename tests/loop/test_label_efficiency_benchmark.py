@@ -1,0 +1,102 @@
+"""benchmarks/label_efficiency.py: parallel runs equal sequential ones; the summary
+agrees with the run directories it reads; ablation caches find their base."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture()
+def bench(monkeypatch, tmp_path):
+    # importable by name, so that spawned worker processes can unpickle `_run_one`
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import label_efficiency as module
+
+    from activebayes.loop import LoopConfig
+
+    def small_protocol(dataset, data_dir):
+        assert dataset == "digits"
+        return LoopConfig(dataset="digits", model="mlp", initial="balanced", initial_size=20,
+                          validation_size=100, batch_size=10, budget=40, num_samples=30,
+                          eval_samples=10, checkpoints=False)
+
+    monkeypatch.setattr(module, "protocol", small_protocol)
+    monkeypatch.setattr(module, "RESULTS_JSON", tmp_path / "label_efficiency.json")
+    monkeypatch.setattr(module, "FIGURES", tmp_path / "figures")
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text(f"# head\n\n{module.BEGIN}\nold tables\n{module.END}\n\n# tail\n")
+    monkeypatch.setattr(module, "DOCS", docs)
+    return module
+
+
+def _records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "rounds.jsonl").read_text().splitlines()]
+
+
+def _first_reach(n_labelled, accuracy, target):
+    # independent of activebayes.analysis: the first round at or above the target
+    return next((n for n, a in zip(n_labelled, accuracy) if a >= target), None)
+
+
+@pytest.mark.slow
+def test_parallel_runs_equal_sequential_runs_and_summary_matches(bench, tmp_path, monkeypatch):
+    argv = ["--dataset", "digits", "--strategies", "random,bald", "--seeds", "0", "--threads", "1", "--quiet"]
+    for jobs, folder in ((2, "parallel"), (1, "sequential")):
+        monkeypatch.setattr(bench, "RUNS", tmp_path / folder)
+        bench.run(bench.build_parser().parse_args([*argv, "--jobs", str(jobs)]))
+
+    for strategy in ("random", "bald"):
+        parallel = _records(tmp_path / "parallel" / "digits" / strategy / "seed_0")
+        sequential = _records(tmp_path / "sequential" / "digits" / strategy / "seed_0")
+        assert [r["n_labelled"] for r in parallel] == [20, 30, 40]
+        assert [r["acquired"] for r in parallel] == [r["acquired"] for r in sequential]
+        assert [r["metrics"]["test_accuracy"] for r in parallel] == [r["metrics"]["test_accuracy"] for r in sequential]
+
+    # finished runs are skipped: a second call starts nothing and changes nothing
+    monkeypatch.setattr(bench, "RUNS", tmp_path / "parallel")
+    before = (tmp_path / "parallel" / "digits" / "bald" / "seed_0" / "rounds.jsonl").read_bytes()
+    _, _, todo = bench._grid(bench.build_parser().parse_args([*argv, "--jobs", "2"]))
+    assert todo == []
+    assert (tmp_path / "parallel" / "digits" / "bald" / "seed_0" / "rounds.jsonl").read_bytes() == before
+
+    results = bench.summarise()
+    stored = json.loads(bench.RESULTS_JSON.read_text())
+    assert stored["datasets"] == json.loads(json.dumps(results["datasets"]))
+    for strategy in ("random", "bald"):
+        records = _records(tmp_path / "parallel" / "digits" / strategy / "seed_0")
+        n_R = [r["n_labelled"] for r in records]
+        acc_R = [r["metrics"]["test_accuracy"] for r in records]
+        entry = stored["datasets"]["digits"][strategy]
+        assert entry["learning_curves"] == [{"seed": 0, "n_labelled": n_R, "test_accuracy": acc_R}]
+        assert entry["labels_to_90"] == [_first_reach(n_R, acc_R, 0.9)]
+        assert entry["labels_to_95"] == [_first_reach(n_R, acc_R, 0.95)]
+        assert entry["device"] is None and entry["model"] == "mlp"
+    docs = bench.DOCS.read_text()
+    assert "old tables" not in docs and docs.startswith("# head") and docs.rstrip().endswith("# tail")
+    assert "| bald | 1 |" in docs and "device: `cpu`" in docs
+    assert (bench.FIGURES / "label_efficiency_digits.png").stat().st_size > 0
+
+
+def test_variant_caches_find_the_protocol_they_vary(bench):
+    names = ["digits", "digits-k20", "mnist", "mnist-gal_cnn", "mnist-gal_cnn-k20"]
+    assert bench._variant_base("digits-k20", names) == "digits"
+    assert bench._variant_base("mnist-gal_cnn", names) == "mnist"
+    assert bench._variant_base("mnist-gal_cnn-k20", names) == "mnist-gal_cnn"
+    assert bench._variant_base("mnist", names) is None
+    assert bench._variant_base("digits", names) is None
+
+
+def test_unknown_dataset_is_a_clear_error():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import label_efficiency as module
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    with pytest.raises(SystemExit, match="unknown --dataset 'cifar'"):
+        module.protocol("cifar", None)
