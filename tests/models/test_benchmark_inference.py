@@ -25,4 +25,6 @@ def test_inference_benchmark_quick_mode(tmp_path):
     results = json.loads(out.read_text())
     assert results["speed"]["max_abs_diff"] < 1e-4
     assert [row["K"] for row in results["memory"]] == [4, 8]
+    assert results["reorder"]["max_abs_diff"] == 0.0
+    assert set(results["reorder"]["times_s"]) == {"reordered", "original_order"}
     assert all(row["peak_rss_mb"] > 0 for row in results["memory"])

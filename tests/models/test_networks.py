@@ -101,3 +101,40 @@ def test_auto_model_choice():
     assert "auto" in available_models()
     assert isinstance(build_model("auto", num_classes=10, input_shape=(1, 8, 8), generator=0), MLP)
     assert isinstance(build_model("auto", num_classes=10, input_shape=(1, 28, 28), generator=0), BatchBALDCNN)
+
+
+def _original_order(net: BatchBALDCNN) -> nn.Module:
+    """batchbald_redux's order (channel dropout straight after each conv), built from the
+    same module objects: same weights, same held masks."""
+    m = net.net
+    return nn.Sequential(m[0], m[3], m[1], m[2], m[4], m[7], m[5], m[6], *m[8:])
+
+
+@pytest.mark.parametrize("image_size", [28, 8])
+def test_batchbald_cnn_reordered_dropout_is_the_same_function(image_size):
+    # channel dropout after max-pool + relu instead of before: exact for scales z/(1-p) >= 0
+    net = build_model("batchbald_cnn", num_classes=10, input_shape=(1, image_size, image_size), generator=0)
+    assert list(net.state_dict()) == ["net.0.weight", "net.0.bias", "net.4.weight", "net.4.bias",
+                                      "net.9.weight", "net.9.bias", "net.12.weight", "net.12.bias"]
+    x = torch.randn(37, 1, image_size, image_size)
+    ours_N_K_C = predict_log_probs(net, x, 16, generator=3, batch_size=8)  # draws and holds masks
+    reference_N_K_C = predict_log_probs(_original_order(net), x, 16, batch_size=5)  # the held masks
+    assert torch.equal(ours_N_K_C, reference_N_K_C)
+    net.eval()
+    assert torch.equal(net(x), _original_order(net)(x))
+
+
+def test_batchbald_cnn_reordered_dropout_trains_to_the_same_weights():
+    from activebayes.models import fit
+
+    torch.manual_seed(0)
+    x, y = torch.randn(48, 1, 28, 28), torch.randint(0, 10, (48,))
+    net = build_model("batchbald_cnn", num_classes=10, input_shape=(1, 28, 28), generator=1)
+    reference = BatchBALDCNN()
+    reference.load_state_dict(net.state_dict())
+    reference.net = _original_order(reference)
+    options = dict(validation=(x[:16], y[:16]), max_epochs=2, min_samples_per_epoch=96, generator=5)
+    fit(net, (x, y), **options)
+    fit(reference, (x, y), **options)
+    for name, value in net.state_dict().items():
+        assert torch.allclose(value, reference.state_dict()[name], atol=1e-6), name

@@ -120,12 +120,19 @@ class GalCNN(nn.Module):
 class BatchBALDCNN(nn.Module):
     """The BatchBALD paper's MNIST CNN (Kirsch et al. 2019) with consistent MC dropout.
 
-    ``[n, in_channels, S, S] -> logits [n, num_classes]``; layout of the
-    batchbald_redux example: conv 32 5x5 -> MC dropout2d -> max-pool 2 -> relu ->
+    ``[n, in_channels, S, S] -> logits [n, num_classes]``: the function of the
+    batchbald_redux example (conv 32 5x5 -> MC dropout2d -> max-pool 2 -> relu ->
     conv 64 5x5 -> MC dropout2d -> max-pool 2 -> relu -> flatten (64 x 4 x 4 = 1024
-    for 28x28) -> dense 128 -> MC dropout -> relu -> dense C.  Valid convolutions;
-    ``padding="auto"`` switches to "same" (2) for small images (8x8 digits: 64 x 2 x 2).
-    Its first dropout follows conv1, so only conv1 runs once per item.
+    for 28x28) -> dense 128 -> MC dropout -> relu -> dense C), with each channel
+    dropout moved after its max-pool and relu. That is the same function: a channel
+    dropout multiplies channel ``c`` by ``m_c = z_c / (1 - p) >= 0``, and for
+    ``m >= 0``, ``maxpool(m x) = m maxpool(x)`` and ``relu(m x) = m relu(x)`` (exactly,
+    also in floating point, since rounding is monotone). The masks have shape
+    ``[C, 1, 1]`` in either place, so training draws the same random numbers. The
+    reordering lets :func:`predict_log_probs` run conv1, its pool and relu once per
+    item instead of K times (about 2x faster MC prediction on the CPU; a test checks
+    the outputs equal the original order's). Valid convolutions; ``padding="auto"``
+    switches to "same" (2) for small images (8x8 digits: 64 x 2 x 2).
 
     Example:
         >>> BatchBALDCNN(image_size=8)(torch.randn(2, 1, 8, 8)).shape
@@ -150,14 +157,15 @@ class BatchBALDCNN(nn.Module):
         pad = _resolve_padding(padding, image_size, kernels, pools)
         side = _spatial(image_size, pad, kernels, pools)
         self.net = nn.Sequential(
+            # parameter indices 0, 4, 9, 12 as in the original order (same state_dict keys)
             nn.Conv2d(in_channels, 32, 5, padding=pad),
-            ConsistentMCDropout2d(p_conv),
             nn.MaxPool2d(2),
             nn.ReLU(),
+            ConsistentMCDropout2d(p_conv),
             nn.Conv2d(32, 64, 5, padding=pad),
-            ConsistentMCDropout2d(p_conv),
             nn.MaxPool2d(2),
             nn.ReLU(),
+            ConsistentMCDropout2d(p_conv),
             nn.Flatten(),
             nn.Linear(64 * side * side, 128),
             ConsistentMCDropout(p_fc),
@@ -256,7 +264,7 @@ def default_model_name(input_shape: Sequence[int]) -> str:
     accurate than ``"gal_cnn"`` with few labels (balanced sets, 2 seeds, same
     ``fit`` defaults; test accuracy 60.5% vs 51.9% at 20 labels, 83.3% vs 75.4% at
     60, 89.4% vs 87.0% at 150; see docs/models.md), at the price of a slower MC
-    prediction (its first dropout follows the first convolution).
+    prediction (its first dropout comes before the second convolution, which runs K times).
     """
     shape = tuple(int(s) for s in input_shape)
     if len(shape) < 2 or min(shape[-2:]) < 20:
