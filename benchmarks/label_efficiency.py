@@ -165,22 +165,49 @@ def run(args: argparse.Namespace) -> None:
     # Several runs at once, one process each: runs are independent, each writes only its
     # own run directory, and the comparison file was written above, once.
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    import signal
 
     print(f"{name}: {len(jobs)} unfinished runs, {args.jobs} at a time", flush=True)
     context = multiprocessing.get_context("spawn")
     failed = 0
-    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=context) as executor:
-        futures = {executor.submit(_run_one, *job, args.threads or 1, False): job for job in jobs}
-        for future in as_completed(futures):
-            _, config, _ = futures[future]
-            try:
-                print(future.result(), flush=True)
-            except Exception as error:  # one failed run must not lose the others
-                failed += 1
-                print(f"{name} {config.strategy} seed {config.seed}: FAILED: {error!r}", file=sys.stderr, flush=True)
+    pool = context.Pool(processes=min(args.jobs, len(jobs)) or 1, initializer=_ignore_sigint)
+    previous_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # no orphaned workers
+    try:
+        for ok, line in pool.imap_unordered(_run_one_safe, [(*job, args.threads or 1) for job in jobs]):
+            failed += not ok
+            print(line, flush=True, file=sys.stdout if ok else sys.stderr)
+        pool.close()
+    except KeyboardInterrupt:
+        # every finished round is already on disk (atomic writes), so stopping mid-round loses
+        # only that round
+        pool.terminate()
+        raise SystemExit("interrupted: finished rounds are cached; run the same command to continue") from None
+    finally:
+        pool.join()
+        signal.signal(signal.SIGTERM, previous_sigterm)
     if failed:
         raise SystemExit(f"error: {failed} of {len(jobs)} runs failed (finished rounds are cached)")
+
+
+def _raise_keyboard_interrupt(signum, frame) -> None:
+    """SIGTERM to the parent stops the workers too, as Ctrl-C does."""
+    raise KeyboardInterrupt
+
+
+def _ignore_sigint() -> None:
+    """Worker processes leave Ctrl-C to the parent, which stops them all at once."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _run_one_safe(job) -> tuple[bool, str]:
+    """``_run_one`` in a worker: a failed run reports itself and does not stop the others."""
+    name, config, run_dir, threads = job
+    try:
+        return True, _run_one(name, config, run_dir, threads, False)
+    except Exception as error:
+        return False, f"{name} {config.strategy} seed {config.seed}: FAILED: {error!r}"
 
 
 # --------------------------------------------------------------------------- summary
