@@ -40,6 +40,7 @@ from activebayes.acquisition.selection import (
 )
 
 __all__ = [
+    "SCORE_MODES",
     "Strategy",
     "StrategyFn",
     "StrategyRegistry",
@@ -52,6 +53,9 @@ __all__ = [
 ]
 
 Device = torch.device | str | None
+
+#: How a per-item score becomes a batch: top-k, or stochastic batch acquisition.
+SCORE_MODES = ("topk", "power", "softmax", "softrank")
 
 
 class StrategyFn(Protocol):
@@ -78,12 +82,21 @@ class StrategyFn(Protocol):
 
 @dataclass(frozen=True)
 class Strategy:
-    """A registry entry: the canonical ``name``, the implementation and its metadata."""
+    """A registry entry: the canonical ``name``, the implementation and its metadata.
+
+    ``score_fn`` and ``mode`` describe strategies that rank items by a per-item
+    score (``score_fn(log_probs_n_K_C) -> scores_n``, so it can run chunk by chunk
+    over a pool of any size): ``mode`` is ``"topk"`` or a stochastic mode
+    (``"power"``, ``"softmax"``, ``"softrank"``). Both are ``None`` for strategies
+    that choose a batch jointly (BatchBALD) or ignore the model (random).
+    """
 
     name: str
     fn: StrategyFn
     needs_predictions: bool = True
     aliases: tuple[str, ...] = field(default=())
+    score_fn: Callable[..., Tensor] | None = None
+    mode: str | None = None
 
 
 class StrategyRegistry:
@@ -101,6 +114,8 @@ class StrategyRegistry:
         needs_predictions: bool = True,
         aliases: Iterable[str] = (),
         replace: bool = False,
+        score_fn: Callable[..., Tensor] | None = None,
+        mode: str | None = None,
     ) -> Strategy:
         aliases = tuple(aliases)
         for key in (name, *aliases):
@@ -110,7 +125,11 @@ class StrategyRegistry:
                 raise ValueError(f"strategy name {key!r} is already registered (pass replace=True to override)")
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-        entry = Strategy(name, fn, bool(needs_predictions), aliases)
+        if mode is not None and mode not in SCORE_MODES:
+            raise ValueError(f"mode must be one of {', '.join(SCORE_MODES)} or None, got {mode!r}")
+        if (mode is None) != (score_fn is None):
+            raise ValueError("score_fn and mode go together: give both (a per-item score) or neither")
+        entry = Strategy(name, fn, bool(needs_predictions), aliases, score_fn, mode)
         self._entries[name] = entry
         for key in (name, *aliases):
             self._names[key] = name
@@ -222,14 +241,17 @@ def _default_registry() -> StrategyRegistry:
     registry = StrategyRegistry()
     registry.register("random", _random_strategy, needs_predictions=False)
     registry.register(
-        "entropy", topk_strategy(_scores.predictive_entropy), aliases=("max_entropy", "predictive_entropy")
+        "entropy", topk_strategy(_scores.predictive_entropy), aliases=("max_entropy", "predictive_entropy"),
+        score_fn=_scores.predictive_entropy, mode="topk",
     )
     for score_name in ("bald", "jackknife_bald", "variation_ratios", "mean_std", "margin", "least_confidence"):
-        registry.register(score_name, topk_strategy(getattr(_scores, score_name)))
+        score_fn = getattr(_scores, score_name)
+        registry.register(score_name, topk_strategy(score_fn), score_fn=score_fn, mode="topk")
     registry.register("batchbald", _batchbald_strategy)
     for mode in ("power", "softmax", "softrank"):
-        registry.register(f"{mode}_bald", stochastic_strategy(_scores.bald, mode))
-        registry.register(f"{mode}_entropy", stochastic_strategy(_scores.predictive_entropy, mode))
+        registry.register(f"{mode}_bald", stochastic_strategy(_scores.bald, mode), score_fn=_scores.bald, mode=mode)
+        registry.register(f"{mode}_entropy", stochastic_strategy(_scores.predictive_entropy, mode),
+                          score_fn=_scores.predictive_entropy, mode=mode)
     return registry
 
 
@@ -244,13 +266,18 @@ def register_strategy(
     needs_predictions: bool = True,
     aliases: Iterable[str] = (),
     replace: bool = False,
+    score_fn: Callable[..., Tensor] | None = None,
+    mode: str | None = None,
 ) -> Strategy:
     """Register ``fn`` under ``name`` (and ``aliases``) so :func:`select` and the CLI find it.
 
     ``needs_predictions=False`` tells the loop it may skip inference and pass the pool
-    size instead of ``log_probs_N_K_C``. Registering a taken name raises unless ``replace``.
+    size instead of ``log_probs_N_K_C``. ``score_fn`` with ``mode`` (see
+    :class:`Strategy`) lets big pools be scored chunk by chunk and on Ray.
+    Registering a taken name raises unless ``replace``.
     """
-    return REGISTRY.register(name, fn, needs_predictions=needs_predictions, aliases=aliases, replace=replace)
+    return REGISTRY.register(name, fn, needs_predictions=needs_predictions, aliases=aliases, replace=replace,
+                             score_fn=score_fn, mode=mode)
 
 
 def unregister_strategy(name: str) -> None:
