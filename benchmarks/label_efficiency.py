@@ -103,7 +103,7 @@ def protocol(dataset: str, data_dir: str | None):
 
 def _grid(args: argparse.Namespace):
     """The comparison to run (written to disk once) and its unfinished (strategy, seed) pairs."""
-    from activebayes.experiment import Comparison, RunDirectory
+    from activebayes.rundir import Comparison, RunDirectory
 
     base = protocol(args.dataset, args.data_dir)
     name = args.dataset
@@ -214,7 +214,7 @@ def summarise() -> dict:
     import numpy as np
 
     from activebayes.analysis import learning_curves_from_runs, summarise_strategy
-    from activebayes.experiment import load_runs
+    from activebayes.rundir import load_runs
 
     results: dict = {"generated": time.strftime("%Y-%m-%d"), "datasets": {}}
     for dataset_dir in sorted(p for p in RUNS.iterdir() if (p / "comparison.json").is_file()):

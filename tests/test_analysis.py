@@ -215,7 +215,7 @@ def test_learning_curves_fall_back_to_validation_accuracy():
 
 
 def test_learning_curves_from_real_run_directory_format(tmp_path):
-    from activebayes.experiment import load_runs
+    from activebayes.rundir import load_runs
     from activebayes.loop import LoopConfig
 
     run = tmp_path / "run"

@@ -213,8 +213,8 @@ def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int |
     result = run_experiment(config, path, progress=not quiet)
     if not quiet and result.rounds:
         last = result.rounds[-1]
-        acc = last.metrics.get("test_accuracy", last.metrics.get("validation_accuracy"))
-        click.echo(f"finished: {result.stop_reason}; {last.n_labelled} labels, accuracy {acc:.4f}")
+        acc = "-" if last.accuracy is None else f"{last.accuracy:.4f}"
+        click.echo(f"finished: {result.stop_reason}; {last.n_labelled} labels, accuracy {acc}")
     _done(path, quiet)
 
 
@@ -263,25 +263,28 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
 
 @cli.command()
 @click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--device", default=None, help="Continue on this torch device (e.g. cuda); results do not depend on it.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @_friendly
-def resume(directory: str, quiet: bool) -> None:
+def resume(directory: str, device: str | None, quiet: bool) -> None:
     """Resume a run or comparison directory after an interruption."""
-    from activebayes.experiment import is_comparison, resume_comparison, resume_experiment
+    from activebayes.experiment import resume_comparison, resume_experiment
+    from activebayes.rundir import is_comparison, is_run
 
     path = Path(directory)
     if not path.is_dir():
         raise FileNotFoundError(f"DIRECTORY: no such run directory {directory}")
+    runtime = {"device": device}
     if is_comparison(path):
-        resume_comparison(path, progress=not quiet)
-    elif (path / "config.json").is_file():
-        resume_experiment(path, progress=not quiet)
+        resume_comparison(path, progress=not quiet, runtime=runtime)
+    elif is_run(path):
+        resume_experiment(path, progress=not quiet, runtime=runtime)
     else:  # a multi-dataset comparison: one comparison directory per dataset
         parts = sorted(p for p in path.iterdir() if is_comparison(p))
         if not parts:
             raise ValueError(f"DIRECTORY: {directory} holds no run (config.json) or comparison (comparison.json)")
         for part in parts:
-            resume_comparison(part, progress=not quiet)
+            resume_comparison(part, progress=not quiet, runtime=runtime)
             _done(part, quiet)
         return
     _done(path, quiet)

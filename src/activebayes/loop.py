@@ -13,6 +13,12 @@ One round ``r`` of :class:`ActiveLearningLoop`:
    ``batch_size`` items;
 5. ask the oracle for their labels and add them to the labelled set.
 
+Steps 1-4 are :meth:`ActiveLearningLoop.propose`, which returns a
+:class:`~activebayes.records.Proposal`; step 5 is the oracle followed by
+:meth:`ActiveLearningLoop.commit`. A simulation calls :meth:`~ActiveLearningLoop.step`
+(both at once); a person labels between the two calls (the file round trip and
+the labelling app).
+
 Every random step draws from a generator derived from ``(seed, round, purpose)``
 (:mod:`activebayes._seeding`), so a round is a pure function of the config and
 the labelled set at its start: a run resumed from its records ends exactly as an
@@ -31,184 +37,30 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from pathlib import Path
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from activebayes._seeding import make_generator, seeded_global_rng
-from activebayes._validation import check_choice, check_positive_int
-
-# --------------------------------------------------------------------------- config
-
-INITIAL_CHOICES = ("balanced", "random", "empty")
-
-
-@dataclass(frozen=True)
-class LoopConfig:
-    """Everything that defines one active learning run (JSON-serialisable).
-
-    Label counts include the initial labelled set: ``budget=200`` stops once
-    200 items are labelled. ``model="auto"`` picks an MLP for vectors and small
-    images (the 8x8 digits) and the BatchBALD CNN for larger images
-    (:func:`activebayes.models.default_model_name`).
-
-    Two sample counts: ``num_samples`` (K for scoring the pool) and
-    ``eval_samples`` (K for the validation / test predictive, the mean of the K
-    probabilities). Acquisition needs many: BALD is a small difference of two
-    entropies, and on real MNIST with the Gal CNN two independent K = 20 draws
-    agree on only 15-25% of the top 10 BALD picks (55-60% at K = 100; see
-    docs/benchmarks.md). The predictive mean needs few. The defaults, 100 and 20,
-    follow the BatchBALD reference setup.
-    """
-
-    dataset: str = "digits"
-    data_dir: str | None = None
-    download: bool = False
-    strategy: str = "bald"
-    model: str = "auto"
-    ensemble_size: int | None = None
-    seed: int = 0
-    initial: str = "balanced"
-    initial_size: int = 20
-    validation_size: int = 100
-    batch_size: int = 10
-    budget: int = 150
-    cost_budget: float | None = None
-    costs_file: str | None = None
-    num_samples: int = 100
-    eval_samples: int = 20
-    pool_subsample: int | None = None
-    target_accuracy: float | None = None
-    plateau_patience: int | None = None
-    plateau_min_delta: float = 0.0
-    warm_start: bool = False
-    evaluate_test: bool = True
-    fit_options: Mapping[str, Any] = field(default_factory=dict)
-    model_options: Mapping[str, Any] = field(default_factory=dict)
-    acquisition_options: Mapping[str, Any] = field(default_factory=dict)
-    predict_batch_size: int = 512
-    checkpoints: bool = True
-    device: str | None = None
-
-    def __post_init__(self) -> None:
-        check_choice(self.initial, "initial", INITIAL_CHOICES)
-        for name in ("batch_size", "budget", "num_samples", "eval_samples", "predict_batch_size"):
-            check_positive_int(getattr(self, name), name)
-        for name in ("initial_size", "validation_size"):
-            check_positive_int(getattr(self, name), name, allow_zero=True)
-        check_positive_int(self.seed, "seed", allow_zero=True)
-        if self.initial == "empty" and self.initial_size:
-            object.__setattr__(self, "initial_size", 0)
-        if self.initial != "empty" and self.initial_size == 0:
-            raise ValueError("initial_size must be >= 1 unless initial='empty', got 0")
-        if self.budget <= self.initial_size:
-            raise ValueError(
-                f"budget must be larger than initial_size (the labels already given), "
-                f"got budget={self.budget} and initial_size={self.initial_size}"
-            )
-        if self.budget < self.batch_size:
-            raise ValueError(
-                f"budget must be at least batch_size, got budget={self.budget} "
-                f"and batch_size={self.batch_size}"
-            )
-        for name in ("ensemble_size", "pool_subsample", "plateau_patience"):
-            value = getattr(self, name)
-            if value is not None:
-                check_positive_int(value, name)
-        if self.ensemble_size is not None and self.ensemble_size < 2:
-            raise ValueError(f"ensemble_size must be >= 2, got {self.ensemble_size}")
-        if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
-            raise ValueError(f"target_accuracy must be in (0, 1], got {self.target_accuracy}")
-        if self.cost_budget is not None and not self.cost_budget > 0:
-            raise ValueError(f"cost_budget must be > 0, got {self.cost_budget}")
-        if self.costs_file is not None and self.cost_budget is None:
-            raise ValueError("costs_file needs cost_budget (the total labelling cost allowed)")
-        # freeze the nested option mappings into plain dicts (JSON round trip)
-        for name in ("fit_options", "model_options", "acquisition_options"):
-            value = getattr(self, name)
-            if not isinstance(value, Mapping):
-                raise TypeError(f"{name} must be a mapping, got {type(value).__name__}")
-            object.__setattr__(self, name, dict(value))
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LoopConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(
-                f"unknown config key(s) {', '.join(map(repr, unknown))}; "
-                f"expected some of: {', '.join(sorted(known))}"
-            )
-        return cls(**dict(data))
-
-    @classmethod
-    def from_stored(cls, data: Mapping[str, Any]) -> LoopConfig:
-        """A config read back from a run directory, written by any earlier version.
-
-        Configs written before ``eval_samples`` existed evaluated with
-        ``num_samples`` function samples; they keep doing so on resume.
-        """
-        data = dict(data)
-        if "eval_samples" not in data and "num_samples" in data:
-            data["eval_samples"] = data["num_samples"]
-        return cls.from_dict(data)
-
-    def replace(self, **changes: Any) -> LoopConfig:
-        return dataclasses.replace(self, **changes)
-
-
-# --------------------------------------------------------------------------- records
-
-
-@dataclass(frozen=True)
-class RoundRecord:
-    """What one round did, as stored in ``rounds.jsonl``.
-
-    ``n_labelled`` is the size of the labelled set the model of this round was
-    trained on (and evaluated with); ``acquired`` are the original dataset
-    indices chosen this round, in pick order, with their ``scores``.
-    """
-
-    round: int
-    n_labelled: int
-    acquired: list[int]
-    scores: list[float]
-    labels: list[int]
-    metrics: dict[str, Any]
-    class_counts: list[int]
-    cost_spent: float
-    fit: dict[str, Any]
-    seconds: dict[str, float]
-    stop_reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RoundRecord:
-        return cls(**{f.name: data.get(f.name) for f in dataclasses.fields(cls)})
-
-
-@dataclass(frozen=True)
-class LoopResult:
-    config: LoopConfig
-    rounds: list[RoundRecord]
-    stop_reason: str
-    labelled_indices: list[int]
-
-    @property
-    def learning_curve(self) -> tuple[list[int], list[float]]:
-        """``(n_labelled, test_accuracy)`` per round (validation accuracy without a test set)."""
-        key = "test_accuracy" if self.rounds and "test_accuracy" in self.rounds[0].metrics else "validation_accuracy"
-        return [r.n_labelled for r in self.rounds], [r.metrics[key] for r in self.rounds]
-
+from activebayes.acquisition import get_strategy, select
+from activebayes.data import Pool, load_dataset
+from activebayes.metrics import evaluate_classification
+from activebayes.models import Ensemble, build_model, fit, predict_log_probs
+from activebayes.oracles import SimulatedOracle
+from activebayes.records import (
+    INITIAL_CHOICES,
+    LoopConfig,
+    LoopResult,
+    Proposal,
+    RoundRecord,
+    headline_metric,
+)
 
 # --------------------------------------------------------------------------- stopping
 
@@ -240,13 +92,20 @@ class CostBudget:
 
 @dataclass(frozen=True)
 class TargetAccuracy:
+    """Stop once ``metric`` reaches ``target`` (default: the headline metric, test accuracy
+    when there is a test set, else validation accuracy)."""
+
     target: float
-    metric: str = "test_accuracy"
+    metric: str | None = None
 
     def __call__(self, history: Sequence[RoundRecord], *, n_labelled: int, cost_spent: float) -> str | None:
-        value = history[-1].metrics.get(self.metric) if history else None
+        if not history:
+            return None
+        metrics = history[-1].metrics
+        metric = self.metric or headline_metric(metrics)
+        value = metrics.get(metric)
         if value is not None and value >= self.target:
-            return f"target {self.metric} {self.target:g} reached ({value:.4f})"
+            return f"target {metric} {self.target:g} reached ({value:.4f})"
         return None
 
 
@@ -276,12 +135,18 @@ Oracle = Callable[[Tensor], Tensor]
 class ActiveLearningLoop:
     """The fit / evaluate / acquire / label loop over a :class:`~activebayes.data.Pool`.
 
+    One acquisition path, in two calls: :meth:`propose` (fit, evaluate, check the
+    stopping criteria, score the pool, select a batch) and :meth:`commit` (the
+    answers: labels for some unlabelled items). Every oracle uses these two: the
+    simulated loop (:meth:`step` = ``propose`` + ``oracle`` + ``commit``), the
+    file round trip (``activebayes query`` / ``import``) and the labelling app.
+
     Parameters are keyword-only overrides of what ``config`` would load: pass a
     ``dataset`` / ``test`` (``ArrayDataset``) to use your own data, an ``oracle``
-    (any callable ``indices_B -> labels_B``, e.g. a ``SimulatedOracle``), a
-    ``model_factory`` (``generator -> nn.Module``) for your own network, and
-    ``costs_N`` (per-item labelling cost, indexed by original dataset index;
-    ``config.costs_file`` loads them from a file instead).
+    (any callable ``indices_B -> labels_B``, e.g. a ``SimulatedOracle``; needed
+    only by :meth:`step`), a ``model_factory`` (``generator -> nn.Module``) for
+    your own network, and ``costs_N`` (per-item labelling cost, indexed by
+    original dataset index; ``config.costs_file`` loads them from a file instead).
     """
 
     def __init__(
@@ -295,9 +160,6 @@ class ActiveLearningLoop:
         costs_N: Tensor | None = None,
         stopping: Sequence[StoppingCriterion] = (),
     ) -> None:
-        from activebayes.acquisition import get_strategy
-        from activebayes.data import Pool, SimulatedOracle, load_dataset
-
         self.config = config = config or LoopConfig()
         self._strategy = get_strategy(config.strategy)  # fails early on unknown names
         if dataset is None:
@@ -306,7 +168,7 @@ class ActiveLearningLoop:
                 test = load_dataset(config.dataset, data_dir=config.data_dir, download=config.download, split="test")
         self.dataset = dataset
         self.test = test if config.evaluate_test else None
-        self.oracle: Oracle = oracle if oracle is not None else SimulatedOracle(dataset)
+        self._oracle = oracle
         self.model_factory = model_factory or self._default_model_factory
         needed = config.initial_size + config.validation_size + config.batch_size
         if needed > len(dataset):
@@ -327,17 +189,24 @@ class ActiveLearningLoop:
         self.stopping: list[StoppingCriterion] = [LabelBudget(config.budget), *stopping]
         if config.cost_budget is not None:
             if self.costs_N is None:
-                raise ValueError("cost_budget needs per-item costs: pass costs_N")
+                raise ValueError("--cost-budget needs per-item labelling costs: give --costs FILE (costs_file)")
             self.stopping.append(CostBudget(config.cost_budget, float(self.costs_N.min())))
         if config.target_accuracy is not None:
-            metric = "test_accuracy" if self.test is not None else "validation_accuracy"
-            self.stopping.append(TargetAccuracy(config.target_accuracy, metric))
+            self.stopping.append(TargetAccuracy(config.target_accuracy))
         if config.plateau_patience is not None:
             self.stopping.append(Plateau(config.plateau_patience, config.plateau_min_delta))
         self.history: list[RoundRecord] = []
         self.cost_spent = 0.0
         self.model: torch.nn.Module | None = None
         self.stop_reason: str | None = None
+        self.pending: Proposal | None = None
+
+    @property
+    def oracle(self) -> Oracle:
+        """The oracle :meth:`step` asks (default: the dataset's own targets)."""
+        if self._oracle is None:
+            self._oracle = SimulatedOracle(self.dataset)
+        return self._oracle
 
     # ----------------------------------------------------------------- helpers
 
@@ -353,8 +222,6 @@ class ActiveLearningLoop:
         return costs_N
 
     def _default_model_factory(self, generator: torch.Generator) -> torch.nn.Module:
-        from activebayes.models import build_model
-
         config = self.config
         options = dict(config.model_options)
         if config.ensemble_size is not None:
@@ -374,8 +241,6 @@ class ActiveLearningLoop:
             return self.model_factory(make_generator(self.config.seed, "model", r))
 
     def _predict(self, model: torch.nn.Module, inputs: Tensor, *, key: str, num_samples: int) -> Tensor:
-        from activebayes.models import Ensemble, predict_log_probs
-
         k = None if isinstance(model, Ensemble) else num_samples
         return predict_log_probs(
             model,
@@ -408,20 +273,31 @@ class ActiveLearningLoop:
     def finished(self) -> bool:
         return self.stop_reason is not None
 
+    @property
+    def round(self) -> int:
+        """The index of the round the next :meth:`propose` runs."""
+        return len(self.history)
+
     # ----------------------------------------------------------------- one round
 
-    def step(self) -> RoundRecord:
-        """Run one round and return its record (see the module docstring)."""
-        from activebayes.metrics import evaluate_classification
-        from activebayes.models import fit
+    def propose(self, *, lookahead: int = 0) -> Proposal:
+        """Fit, evaluate, check the stopping criteria, score the pool and select a batch.
 
+        Returns the round's :class:`Proposal`; the round ends with :meth:`commit`.
+        When a stopping criterion fires the proposal has no items and its
+        ``stop_reason`` set; the round is then recorded at once and the loop is
+        finished. ``lookahead`` extends ``ranking`` beyond the batch (for a
+        labelling app that must never wait for the next round).
+        """
         if self.finished:
             raise RuntimeError(f"the loop has already stopped: {self.stop_reason}")
+        if lookahead < 0:
+            raise ValueError(f"lookahead must be >= 0, got {lookahead}")
         config = self.config
-        r = len(self.history)
+        r = self.round
         seconds: dict[str, float] = {}
         pool = self.pool
-        n_labelled = len(pool.labelled_indices)
+        n_labelled = int(pool.n_labelled)
 
         # 1. fit
         tic = time.perf_counter()
@@ -446,57 +322,121 @@ class ActiveLearningLoop:
 
         # 2. evaluate
         tic = time.perf_counter()
-        metrics: dict[str, Any] = {}
-        num_classes = self.dataset.num_classes
-        if validation is not None:
-            log_probs = self._predict(model, validation[0], key="validation", num_samples=config.eval_samples)
-            for name, value in evaluate_classification(log_probs, validation[1], num_classes=num_classes).items():
-                metrics[f"validation_{name}"] = value
-        if self.test is not None and self.test.targets is not None:
-            log_probs = self._predict(model, self.test.inputs, key="test", num_samples=config.eval_samples)
-            for name, value in evaluate_classification(log_probs, self.test.targets, num_classes=num_classes).items():
-                metrics[f"test_{name}"] = value
+        metrics = self._evaluate(model, validation)
         seconds["evaluate"] = time.perf_counter() - tic
 
         # 3. stop?
         class_counts = [int(c) for c in pool.class_counts()]
-        provisional = RoundRecord(r, n_labelled, [], [], [], metrics, class_counts, self.cost_spent, fit_info, _rounded(seconds))
+        provisional = RoundRecord(r, n_labelled, [], [], [], metrics, class_counts, self.cost_spent, fit_info,
+                                  _rounded(seconds))
         reason = self._stop_reason([*self.history, provisional], n_labelled)
-        if reason is None and len(pool.unlabelled_indices) == 0:
+        if reason is None and pool.n_unlabelled == 0:
             reason = "the unlabelled pool is empty"
         if reason is not None:
-            record = dataclasses.replace(provisional, stop_reason=reason)
-            self.history.append(record)
+            self.history.append(dataclasses.replace(provisional, stop_reason=reason))
             self.stop_reason = reason
-            return record
+            self.pending = None
+            return Proposal(r, n_labelled, [], [], [], [], [], metrics, class_counts, self.cost_spent, fit_info,
+                            _rounded(seconds), config.strategy, stop_reason=reason)
 
-        # 4. acquire
+        # 4. score the pool and select
         tic = time.perf_counter()
-        acquired, scores = self._acquire(model, n_labelled, r, fit_info)
+        batch_size, ranking_N, ranking_scores, strategy = self._acquire(model, n_labelled, r, lookahead)
         seconds["acquire"] = time.perf_counter() - tic
-
-        # 5. label
-        tic = time.perf_counter()
-        labels = torch.as_tensor(self.oracle(acquired), dtype=torch.long)
-        pool.label(acquired, labels)
-        if self.costs_N is not None:
-            self.cost_spent += float(self.costs_N[acquired].sum())
-        seconds["label"] = time.perf_counter() - tic
-
-        record = RoundRecord(
+        probs = []
+        if n_labelled > 0 and len(ranking_N):
+            log_probs = self._predict(model, self.dataset.inputs[ranking_N], key="ranking",
+                                      num_samples=config.eval_samples)
+            probs = [[float(p) for p in row] for row in log_probs.exp().mean(1)]
+        ranking = [int(i) for i in ranking_N]
+        scores = [float(s) for s in ranking_scores]
+        self.pending = Proposal(
             round=r,
             n_labelled=n_labelled,
-            acquired=[int(i) for i in acquired],
-            scores=[float(s) for s in scores],
-            labels=[int(y) for y in labels],
+            indices=ranking[:batch_size],
+            scores=scores[:batch_size],
+            ranking=ranking,
+            ranking_scores=scores,
+            probs=probs,
             metrics=metrics,
             class_counts=class_counts,
             cost_spent=self.cost_spent,
             fit=fit_info,
             seconds=_rounded(seconds),
+            strategy=strategy,
+        )
+        return self.pending
+
+    def commit(self, indices: object, labels: object, *, proposal: Proposal | None = None) -> RoundRecord:
+        """End the proposed round with the answers: ``labels[i]`` for ``indices[i]``.
+
+        ``indices`` are original dataset indices of unlabelled items (the proposed
+        batch, part of it, or any others a person chose to label), ``labels``
+        class ids. The round's record keeps the proposal's metrics and each
+        item's score in the proposal's ranking (NaN for items outside it).
+        ``proposal`` commits a proposal made by another process (the file round
+        trip stores it between ``query`` and ``import``); by default the one
+        :meth:`propose` returned.
+        """
+        proposal = proposal if proposal is not None else self.pending
+        if proposal is None:
+            raise RuntimeError("commit() needs a proposal: call propose() first")
+        if proposal.stop_reason is not None:
+            raise RuntimeError(f"the proposal of round {proposal.round} stopped the run: {proposal.stop_reason}")
+        if proposal.round != self.round:
+            raise ValueError(f"proposal is for round {proposal.round}, but the loop is at round {self.round}")
+        index_B = self.dataset.check_indices(indices, "indices")
+        labels_B = torch.as_tensor(labels, dtype=torch.long).reshape(-1)
+        if labels_B.shape != index_B.shape:
+            raise ValueError(f"labels must have one label per index ({len(index_B)}), got {len(labels_B)}")
+        tic = time.perf_counter()
+        self.pool.label(index_B, labels_B)  # validates: unlabelled, distinct, labels in range
+        if self.costs_N is not None and len(index_B):
+            self.cost_spent += float(self.costs_N[index_B].sum())
+        score_of = dict(zip(proposal.ranking, proposal.ranking_scores, strict=True))
+        seconds = dict(proposal.seconds)
+        seconds["label"] = time.perf_counter() - tic
+        record = RoundRecord(
+            round=proposal.round,
+            n_labelled=proposal.n_labelled,
+            acquired=[int(i) for i in index_B],
+            scores=[float(score_of.get(int(i), math.nan)) for i in index_B],
+            labels=[int(y) for y in labels_B],
+            metrics=proposal.metrics,
+            class_counts=proposal.class_counts,
+            cost_spent=self.cost_spent,
+            fit=proposal.fit,
+            seconds=_rounded(seconds),
         )
         self.history.append(record)
+        self.pending = None
         return record
+
+    def step(self) -> RoundRecord:
+        """One whole round with the loop's oracle: ``propose``, ask, ``commit``."""
+        proposal = self.propose()
+        if proposal.stop_reason is not None:
+            return self.history[-1]
+        tic = time.perf_counter()
+        labels = torch.as_tensor(self.oracle(torch.tensor(proposal.indices, dtype=torch.long)), dtype=torch.long)
+        asked = time.perf_counter() - tic
+        record = self.commit(proposal.indices, labels)
+        record.seconds["label"] = round(record.seconds["label"] + asked, 4)
+        return record
+
+    def _evaluate(self, model: torch.nn.Module, validation: tuple[Tensor, Tensor] | None) -> dict[str, Any]:
+        metrics: dict[str, Any] = {}
+        num_classes = self.dataset.num_classes
+        eval_samples = self.config.eval_samples
+        if validation is not None:
+            log_probs = self._predict(model, validation[0], key="validation", num_samples=eval_samples)
+            for name, value in evaluate_classification(log_probs, validation[1], num_classes=num_classes).items():
+                metrics[f"validation_{name}"] = value
+        if self.test is not None and self.test.targets is not None:
+            log_probs = self._predict(model, self.test.inputs, key="test", num_samples=eval_samples)
+            for name, value in evaluate_classification(log_probs, self.test.targets, num_classes=num_classes).items():
+                metrics[f"test_{name}"] = value
+        return metrics
 
     def _stop_reason(self, history: Sequence[RoundRecord], n_labelled: int) -> str | None:
         for criterion in self.stopping:
@@ -505,29 +445,31 @@ class ActiveLearningLoop:
                 return reason
         return None
 
-    def _acquire(self, model: torch.nn.Module, n_labelled: int, r: int, fit_info: Mapping[str, Any]) -> tuple[Tensor, Tensor]:
-        from activebayes.acquisition import select
-
+    def _acquire(self, model: torch.nn.Module, n_labelled: int, r: int,
+                 lookahead: int) -> tuple[int, Tensor, Tensor, str]:
+        """``(batch_size, ranking_N, scores, strategy)``: the batch is the ranking's prefix."""
         config = self.config
         candidates_N = self.pool.unlabelled_indices
         if config.pool_subsample is not None and len(candidates_N) > config.pool_subsample:
             keep = torch.randperm(len(candidates_N), generator=make_generator(config.seed, "subsample", r))
             candidates_N = candidates_N[keep[: config.pool_subsample]].sort().values
         batch_size = min(config.batch_size, config.budget - n_labelled, len(candidates_N))
+        ranked = min(batch_size + lookahead, len(candidates_N))
         options = dict(config.acquisition_options)
         cost_options: dict[str, Any] = {}
         if self.costs_N is not None and config.cost_budget is not None:
             cost_options = {"costs_N": self.costs_N[candidates_N], "budget": config.cost_budget - self.cost_spent}
         generator = make_generator(config.seed, "acquire", r)
+        strategy = config.strategy
         if n_labelled == 0 or not self._strategy.needs_predictions:
             # nothing to be uncertain with yet (or a strategy that ignores the model)
             strategy = "random" if self._strategy.needs_predictions else config.strategy
-            selection = select(len(candidates_N), strategy, batch_size, generator=generator, **cost_options)
+            selection = select(len(candidates_N), strategy, ranked, generator=generator, **cost_options)
         else:
             log_probs = self._predict(model, self.dataset.inputs[candidates_N], key="pool", num_samples=config.num_samples)
-            selection = select(log_probs, config.strategy, batch_size, generator=generator,
+            selection = select(log_probs, strategy, ranked, generator=generator,
                                device=config.device, **cost_options, **options)
-        return candidates_N[selection.indices], selection.scores
+        return min(batch_size, len(selection.indices)), candidates_N[selection.indices], selection.scores, strategy
 
     # ----------------------------------------------------------------- all rounds
 
@@ -537,8 +479,6 @@ class ActiveLearningLoop:
             yield self.step()
 
     def run(self, *, progress: bool = True, on_round: Callable[[RoundRecord], None] | None = None) -> LoopResult:
-        from tqdm.auto import tqdm
-
         config = self.config
         total = math.ceil((config.budget - config.initial_size) / config.batch_size) + 1
         with tqdm(total=total, initial=len(self.history), disable=not progress,
@@ -546,7 +486,7 @@ class ActiveLearningLoop:
             for record in self.rounds():
                 if on_round is not None:
                     on_round(record)
-                acc = record.metrics.get("test_accuracy", record.metrics.get("validation_accuracy"))
+                acc = record.accuracy
                 bar.set_postfix(labels=record.n_labelled, acc=f"{acc:.3f}" if acc is not None else "-")
                 bar.update(1)
         return self.result()
@@ -562,8 +502,6 @@ class ActiveLearningLoop:
 
 def _read_costs(path: str) -> Tensor:
     """Per-item labelling costs from a ``.npy`` file or a text file with one number per line."""
-    import numpy as np
-
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"costs_file: no such file {path}")
@@ -594,12 +532,14 @@ def _fit_summary(fit_result: Any) -> dict[str, Any]:
 
 
 __all__ = [
+    "INITIAL_CHOICES",
     "ActiveLearningLoop",
     "CostBudget",
     "LabelBudget",
     "LoopConfig",
     "LoopResult",
     "Plateau",
+    "Proposal",
     "RoundRecord",
     "StoppingCriterion",
     "TargetAccuracy",

@@ -243,6 +243,7 @@ def test_query_a_folder_of_images(tmp_path, capsys):
 
 def test_download_flag_reaches_the_loader(tmp_path, capsys, monkeypatch):
     import activebayes.data
+    import activebayes.loop
 
     seen = []
 
@@ -250,7 +251,7 @@ def test_download_flag_reaches_the_loader(tmp_path, capsys, monkeypatch):
         seen.append((name, data_dir, download, split))
         raise activebayes.data.DataError(f"stop here ({name}, download={download})")
 
-    monkeypatch.setattr(activebayes.data, "load_dataset", fake_load)
+    monkeypatch.setattr(activebayes.loop, "load_dataset", fake_load)
     code, _, err = _run(capsys, "run", "--dataset", "kmnist", "--data-dir", tmp_path, "--download", "--out", tmp_path / "o")
     assert code != 0 and "download=True" in err
     assert seen == [("kmnist", str(tmp_path), True, "train")]

@@ -10,15 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from activebayes.experiment import (
-    Comparison,
-    RunDirectory,
-    RunDirectoryError,
-    load_runs,
-    resume_experiment,
-    run_comparison,
-    run_experiment,
-)
+from activebayes.experiment import resume_experiment, run_comparison, run_experiment
+from activebayes.rundir import Comparison, RunDirectory, RunDirectoryError, load_runs
 from activebayes.loop import LoopConfig
 from tests.conftest import FAST_LOOP, ROOT
 

@@ -151,17 +151,17 @@ def test_config_round_trip_and_unknown_key():
 
 def test_pool_and_evaluation_use_their_own_sample_counts(monkeypatch):
     """num_samples is K for scoring the pool, eval_samples K for validation / test."""
-    import activebayes.models as models
+    import activebayes.loop as loop_module
 
     calls: list[tuple[int, int]] = []
-    real = models.predict_log_probs
+    real = loop_module.predict_log_probs
 
     def spy(model, inputs, num_samples=None, **kwargs):
         out = real(model, inputs, num_samples, **kwargs)
         calls.append((inputs.shape[0], out.shape[1]))
         return out
 
-    monkeypatch.setattr(models, "predict_log_probs", spy)
+    monkeypatch.setattr(loop_module, "predict_log_probs", spy)
     config = LoopConfig(strategy="bald", **{**FAST_LOOP, "budget": 30, "num_samples": 7, "eval_samples": 3})
     loop = ActiveLearningLoop(config)
     loop.run(progress=False)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from synthetic_runs import write_comparison, write_run
 
-from activebayes.experiment import RunDirectoryError
+from activebayes.rundir import RunDirectoryError
 from activebayes.loop import LoopConfig
 from activebayes.report import write_report
 

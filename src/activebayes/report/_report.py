@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -20,6 +19,7 @@ from activebayes.analysis import (
     summarise_strategy,
 )
 from activebayes.report import _figures
+from activebayes.rundir import headline_metric, is_comparison, load_runs, read_config_text
 from activebayes.report._html import Figure, Section, esc, figures_block, note, page, paragraph, preformatted, table
 
 DEFAULT_FILE = "report.html"
@@ -82,8 +82,6 @@ class _Report:
     """Collects the data of one directory and produces its sections."""
 
     def __init__(self, path: Path, targets: Sequence[float]) -> None:
-        from activebayes.experiment import COMPARISON_FILE, CONFIG_FILE, is_comparison, load_runs
-
         self.path = path
         self.targets = tuple(targets)
         self.is_comparison = is_comparison(path)
@@ -93,11 +91,10 @@ class _Report:
             self.runs.setdefault(str(strategy), []).append(_Run(str(strategy), int(seed), config, list(rounds)))
         for runs in self.runs.values():
             runs.sort(key=lambda run: run.seed)
-        config_file = path / (COMPARISON_FILE if self.is_comparison else CONFIG_FILE)
-        self.config_text = json.dumps(json.loads(config_file.read_text()), indent=2, sort_keys=True)
+        self.config_text = read_config_text(path)
         all_metrics = [r.metrics or {} for runs in self.runs.values() for run in runs for r in run.rounds]
-        self.prefix = "test_" if any("test_accuracy" in m for m in all_metrics) else "validation_"
-        self.split = "test" if self.prefix == "test_" else "validation"
+        self.split = headline_metric(all_metrics).removesuffix("_accuracy")
+        self.prefix = f"{self.split}_"
         self.curves: dict[str, list[LearningCurve]] = learning_curves_from_runs(loaded, metric=f"{self.prefix}accuracy")
         self.summaries: dict[str, StrategySummary] = {
             s: summarise_strategy(c, targets=self.targets, strategy=s) for s, c in self.curves.items()

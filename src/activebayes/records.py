@@ -1,0 +1,299 @@
+"""What a run is and what it did: the config, the round records, the headline metric.
+
+These small dataclasses are shared by the loop (which produces them), the run
+directory (:mod:`activebayes.rundir`, which stores them) and everything that
+reads runs back (the report, the benchmarks). They import nothing heavier than
+the validation helpers, so reading a run never needs the loop.
+
+Two kinds of config fields:
+
+* **identity**: everything that changes a run's results (dataset, strategy,
+  model, seed, sizes, K, ...). A run directory is tied to these.
+* **runtime** (:data:`RUNTIME_FIELDS`): how the run executes, not what it
+  computes: ``device``, ``predict_batch_size``, ``download``, ``checkpoints``.
+  They may differ between the start of a run and its resumption, so a run
+  started on a CPU continues on a GPU (``activebayes resume DIR --device cuda``).
+
+The **headline metric** of a round is its test accuracy, or its validation
+accuracy when the run has no test set (:func:`headline_metric`): the learning
+curve, the target-accuracy stop, the report and the progress bar all use it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from activebayes._validation import check_choice, check_positive_int
+
+__all__ = [
+    "HEADLINE_METRICS",
+    "INITIAL_CHOICES",
+    "RUNTIME_FIELDS",
+    "LoopConfig",
+    "LoopResult",
+    "Proposal",
+    "RoundRecord",
+    "headline_accuracy",
+    "headline_metric",
+]
+
+INITIAL_CHOICES = ("balanced", "random", "empty")
+
+#: Config fields that do not change a run's results (not part of its identity).
+RUNTIME_FIELDS = ("device", "predict_batch_size", "download", "checkpoints")
+
+#: The metric a round is judged by, in order of preference.
+HEADLINE_METRICS = ("test_accuracy", "validation_accuracy")
+
+
+def headline_metric(metrics: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> str:
+    """The name of the headline metric: ``"test_accuracy"`` if present, else ``"validation_accuracy"``.
+
+    Given several rounds' metrics, the test accuracy wins if any round has it.
+
+    >>> headline_metric({"validation_accuracy": 0.8})
+    'validation_accuracy'
+    >>> headline_metric([{"validation_accuracy": 0.8, "test_accuracy": 0.7}])
+    'test_accuracy'
+    """
+    all_metrics = [metrics] if isinstance(metrics, Mapping) else list(metrics)
+    for name in HEADLINE_METRICS[:-1]:
+        if any(m.get(name) is not None for m in all_metrics):
+            return name
+    return HEADLINE_METRICS[-1]
+
+
+def headline_accuracy(metrics: Mapping[str, Any]) -> float | None:
+    """The headline metric's value in one round's ``metrics`` (``None`` if it has neither)."""
+    value = metrics.get(headline_metric(metrics))
+    return None if value is None else float(value)
+
+
+# --------------------------------------------------------------------------- config
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """Everything that defines one active learning run (JSON-serialisable).
+
+    Label counts include the initial labelled set: ``budget=200`` stops once
+    200 items are labelled. ``model="auto"`` picks an MLP for vectors and small
+    images (the 8x8 digits) and the BatchBALD CNN for larger images
+    (:func:`activebayes.models.default_model_name`).
+
+    Two sample counts: ``num_samples`` (K for scoring the pool) and
+    ``eval_samples`` (K for the validation / test predictive, the mean of the K
+    probabilities). Acquisition needs many: BALD is a small difference of two
+    entropies, and two independent K = 20 draws agree on few of the top BALD
+    picks (see the acquisition docs). The predictive mean needs few. The
+    defaults, 100 and 20, follow the BatchBALD reference setup.
+
+    ``cost_budget`` (with ``costs_file``) stops the run once the labelling cost
+    is spent; ``budget`` always counts labels.
+    """
+
+    dataset: str = "digits"
+    data_dir: str | None = None
+    download: bool = False
+    strategy: str = "bald"
+    model: str = "auto"
+    ensemble_size: int | None = None
+    seed: int = 0
+    initial: str = "balanced"
+    initial_size: int = 20
+    validation_size: int = 100
+    batch_size: int = 10
+    budget: int = 150
+    cost_budget: float | None = None
+    costs_file: str | None = None
+    num_samples: int = 100
+    eval_samples: int = 20
+    pool_subsample: int | None = None
+    target_accuracy: float | None = None
+    plateau_patience: int | None = None
+    plateau_min_delta: float = 0.0
+    warm_start: bool = False
+    evaluate_test: bool = True
+    fit_options: Mapping[str, Any] = field(default_factory=dict)
+    model_options: Mapping[str, Any] = field(default_factory=dict)
+    acquisition_options: Mapping[str, Any] = field(default_factory=dict)
+    predict_batch_size: int = 512
+    checkpoints: bool = True
+    device: str | None = None
+
+    def __post_init__(self) -> None:
+        check_choice(self.initial, "initial", INITIAL_CHOICES)
+        for name in ("batch_size", "budget", "num_samples", "eval_samples", "predict_batch_size"):
+            check_positive_int(getattr(self, name), name)
+        for name in ("initial_size", "validation_size"):
+            check_positive_int(getattr(self, name), name, allow_zero=True)
+        check_positive_int(self.seed, "seed", allow_zero=True)
+        if self.initial == "empty" and self.initial_size:
+            object.__setattr__(self, "initial_size", 0)
+        if self.initial != "empty" and self.initial_size == 0:
+            raise ValueError("initial_size must be >= 1 unless initial='empty', got 0")
+        if self.budget <= self.initial_size:
+            raise ValueError(
+                f"budget must be larger than initial_size (the labels already given), "
+                f"got budget={self.budget} and initial_size={self.initial_size}"
+            )
+        if self.budget < self.batch_size:
+            raise ValueError(
+                f"budget must be at least batch_size, got budget={self.budget} and batch_size={self.batch_size}"
+            )
+        for name in ("ensemble_size", "pool_subsample", "plateau_patience"):
+            value = getattr(self, name)
+            if value is not None:
+                check_positive_int(value, name)
+        if self.ensemble_size is not None and self.ensemble_size < 2:
+            raise ValueError(f"ensemble_size must be >= 2, got {self.ensemble_size}")
+        if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
+            raise ValueError(f"target_accuracy must be in (0, 1], got {self.target_accuracy}")
+        if self.cost_budget is not None and not self.cost_budget > 0:
+            raise ValueError(f"cost_budget must be > 0, got {self.cost_budget}")
+        if self.costs_file is not None and self.cost_budget is None:
+            raise ValueError("costs_file needs cost_budget (the total labelling cost allowed)")
+        # freeze the nested option mappings into plain dicts (JSON round trip)
+        for name in ("fit_options", "model_options", "acquisition_options"):
+            value = getattr(self, name)
+            if not isinstance(value, Mapping):
+                raise TypeError(f"{name} must be a mapping, got {type(value).__name__}")
+            object.__setattr__(self, name, dict(value))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that change results (everything but :data:`RUNTIME_FIELDS`)."""
+        return {k: v for k, v in self.to_dict().items() if k not in RUNTIME_FIELDS}
+
+    def same_run(self, other: LoopConfig) -> bool:
+        """Whether ``other`` computes the same run (equal identities)."""
+        return self.identity() == other.identity()
+
+    def differences(self, other: LoopConfig) -> list[str]:
+        """Names of the identity fields in which ``other`` differs."""
+        mine, theirs = self.identity(), other.identity()
+        return sorted(k for k in mine if mine[k] != theirs.get(k))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoopConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(
+                f"unknown config key(s) {', '.join(map(repr, unknown))}; expected some of: {', '.join(sorted(known))}"
+            )
+        return cls(**dict(data))
+
+    @classmethod
+    def from_stored(cls, data: Mapping[str, Any]) -> LoopConfig:
+        """A config read back from a run directory, written by any earlier version.
+
+        Configs written before ``eval_samples`` existed evaluated with
+        ``num_samples`` function samples; they keep doing so on resume.
+        """
+        data = dict(data)
+        if "eval_samples" not in data and "num_samples" in data:
+            data["eval_samples"] = data["num_samples"]
+        return cls.from_dict(data)
+
+    def replace(self, **changes: Any) -> LoopConfig:
+        return dataclasses.replace(self, **changes)
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What :meth:`ActiveLearningLoop.propose` found: round ``round``'s batch to label.
+
+    ``indices`` are original dataset indices in pick order (empty when the run
+    stops: ``stop_reason`` says why), with their acquisition ``scores`` at pick
+    time. ``ranking`` extends the batch with up to ``lookahead`` further items in
+    the strategy's order (the batch is its prefix), with ``ranking_scores`` and
+    the model's predictive class probabilities ``probs`` (``[len(ranking)][C]``,
+    the mean over function samples; empty before the first model). ``strategy``
+    is the strategy actually used (``"random"`` while nothing is labelled).
+    """
+
+    round: int
+    n_labelled: int
+    indices: list[int]
+    scores: list[float]
+    ranking: list[int]
+    ranking_scores: list[float]
+    probs: list[list[float]]
+    metrics: dict[str, Any]
+    class_counts: list[int]
+    cost_spent: float
+    fit: dict[str, Any]
+    seconds: dict[str, float]
+    strategy: str
+    stop_reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Proposal:
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """What one round did, as stored in ``rounds.jsonl``.
+
+    ``n_labelled`` is the size of the labelled set the model of this round was
+    trained on (and evaluated with); ``acquired`` are the original dataset
+    indices labelled this round (in pick order for an oracle that answers the
+    whole batch), with their ``scores`` and ``labels``.
+    """
+
+    round: int
+    n_labelled: int
+    acquired: list[int]
+    scores: list[float]
+    labels: list[int]
+    metrics: dict[str, Any]
+    class_counts: list[int]
+    cost_spent: float
+    fit: dict[str, Any]
+    seconds: dict[str, float]
+    stop_reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RoundRecord:
+        return cls(**{f.name: data.get(f.name) for f in dataclasses.fields(cls)})
+
+    @property
+    def accuracy(self) -> float | None:
+        """The round's headline accuracy (:func:`headline_accuracy`)."""
+        return headline_accuracy(self.metrics)
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    config: LoopConfig
+    rounds: list[RoundRecord]
+    stop_reason: str
+    labelled_indices: list[int]
+
+    @property
+    def metric(self) -> str:
+        """The headline metric of this run (:func:`headline_metric`)."""
+        return headline_metric([r.metrics for r in self.rounds])
+
+    @property
+    def learning_curve(self) -> tuple[list[int], list[float]]:
+        """``(n_labelled, accuracy)`` per round, in the headline metric."""
+        metric = self.metric
+        rounds = [r for r in self.rounds if r.metrics.get(metric) is not None]
+        return [r.n_labelled for r in rounds], [float(r.metrics[metric]) for r in rounds]

@@ -1,0 +1,322 @@
+"""The run-directory format: the one module that knows file names and layouts.
+
+A run directory holds one active learning run::
+
+    RUN/
+      config.json          the LoopConfig (written once, atomically)
+      rounds.jsonl         one JSON object per finished round (rewritten atomically)
+      proposal.json        a proposed batch waiting for its labels (file round trip)
+      checkpoints/         model weights after each round (latest few kept)
+      summary.json         written when the run has finished
+      report.html          the run's report (see activebayes.report)
+
+A comparison directory holds one run directory per (strategy, seed), laid out as
+``COMPARISON/<strategy>/seed_<seed>/`` plus ``comparison.json`` naming them.
+
+Every file is written to a temporary file and renamed into place
+(:mod:`activebayes._io`), and a round's record is written only once the round
+is complete, so a directory is never half-written. A run directory is tied to
+its config's *identity* (:meth:`LoopConfig.identity`): runtime settings such as
+the device may change when the run is resumed.
+
+The experiment runner (:mod:`activebayes.experiment`) writes these directories;
+the report and the benchmarks read them through :func:`load_runs`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from activebayes._io import atomic_write_bytes, atomic_write_text
+from activebayes.records import (
+    HEADLINE_METRICS,
+    LoopConfig,
+    LoopResult,
+    Proposal,
+    RoundRecord,
+    headline_accuracy,
+    headline_metric,
+)
+
+__all__ = [
+    "CHECKPOINT_DIR",
+    "COMPARISON_FILE",
+    "CONFIG_FILE",
+    "HEADLINE_METRICS",
+    "PROPOSAL_FILE",
+    "REPORT_FILE",
+    "ROUNDS_FILE",
+    "SUMMARY_FILE",
+    "Comparison",
+    "RunDirectory",
+    "RunDirectoryError",
+    "headline_accuracy",
+    "headline_metric",
+    "is_comparison",
+    "is_run",
+    "load_runs",
+    "read_config_text",
+]
+
+CONFIG_FILE = "config.json"
+ROUNDS_FILE = "rounds.jsonl"
+PROPOSAL_FILE = "proposal.json"
+SUMMARY_FILE = "summary.json"
+COMPARISON_FILE = "comparison.json"
+REPORT_FILE = "report.html"
+CHECKPOINT_DIR = "checkpoints"
+KEEP_CHECKPOINTS = 2
+
+
+class RunDirectoryError(ValueError):
+    """A run directory is missing, corrupt, or belongs to a different config."""
+
+
+def _json_text(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+# --------------------------------------------------------------------------- one run
+
+
+@dataclass(frozen=True)
+class RunDirectory:
+    """Reads and writes one run's files (see the module docstring)."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / CONFIG_FILE
+
+    @property
+    def rounds_path(self) -> Path:
+        return self.path / ROUNDS_FILE
+
+    @property
+    def proposal_path(self) -> Path:
+        return self.path / PROPOSAL_FILE
+
+    @property
+    def summary_path(self) -> Path:
+        return self.path / SUMMARY_FILE
+
+    @property
+    def report_path(self) -> Path:
+        return self.path / REPORT_FILE
+
+    def exists(self) -> bool:
+        return self.config_path.is_file()
+
+    def is_finished(self) -> bool:
+        return self.summary_path.is_file()
+
+    # ----------------------------------------------------------------- config
+
+    def read_config(self) -> LoopConfig:
+        if not self.config_path.is_file():
+            raise RunDirectoryError(f"{self.path} is not a run directory: {CONFIG_FILE} is missing")
+        try:
+            return LoopConfig.from_stored(json.loads(self.config_path.read_text()))
+        except (json.JSONDecodeError, TypeError, ValueError) as error:
+            raise RunDirectoryError(f"{self.config_path} is not a valid config: {error}") from None
+
+    def write_config(self, config: LoopConfig) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.config_path, _json_text(config.to_dict()))
+
+    def check_config(self, config: LoopConfig) -> None:
+        """Raise unless the stored config computes the same run as ``config``."""
+        stored = self.read_config()
+        if not stored.same_run(config):
+            raise RunDirectoryError(
+                f"{self.path} already holds a run with a different config "
+                f"(differs in: {', '.join(stored.differences(config))}); "
+                "use `activebayes resume` or another --out"
+            )
+
+    # ----------------------------------------------------------------- rounds
+
+    def read_rounds(self) -> list[RoundRecord]:
+        if not self.rounds_path.is_file():
+            return []
+        records = []
+        for number, line in enumerate(self.rounds_path.read_text().splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                records.append(RoundRecord.from_dict(json.loads(line)))
+            except (json.JSONDecodeError, TypeError, AttributeError) as error:
+                raise RunDirectoryError(f"{self.rounds_path}:{number} is not a valid round record: {error}") from None
+        for expected, record in enumerate(records):
+            if record.round != expected:
+                raise RunDirectoryError(
+                    f"{self.rounds_path}: round {record.round} found where round {expected} was expected"
+                )
+        return records
+
+    def write_rounds(self, records: Sequence[RoundRecord]) -> None:
+        text = "".join(json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in records)
+        atomic_write_text(self.rounds_path, text)
+
+    # ----------------------------------------------------------------- pending proposal
+
+    def read_proposal(self) -> Proposal | None:
+        """The proposed batch still waiting for labels, if any."""
+        if not self.proposal_path.is_file():
+            return None
+        try:
+            return Proposal.from_dict(json.loads(self.proposal_path.read_text()))
+        except (json.JSONDecodeError, TypeError) as error:
+            raise RunDirectoryError(f"{self.proposal_path} is not a valid proposal: {error}") from None
+
+    def write_proposal(self, proposal: Proposal) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.proposal_path, _json_text(proposal.to_dict()))
+
+    def clear_proposal(self) -> None:
+        self.proposal_path.unlink(missing_ok=True)
+
+    # ----------------------------------------------------------------- checkpoints
+
+    def checkpoint_path(self, round_index: int) -> Path:
+        return self.path / CHECKPOINT_DIR / f"round_{round_index:04d}.pt"
+
+    def write_checkpoint(self, round_index: int, model: torch.nn.Module) -> None:
+        path = self.checkpoint_path(round_index)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        buffer = io.BytesIO()
+        torch.save(model.state_dict(), buffer)
+        atomic_write_bytes(path, buffer.getvalue())
+        for old in sorted(path.parent.glob("round_*.pt"))[:-KEEP_CHECKPOINTS]:
+            old.unlink(missing_ok=True)
+
+    def read_checkpoint(self, round_index: int) -> dict[str, Any] | None:
+        path = self.checkpoint_path(round_index)
+        if not path.is_file():
+            return None
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+    # ----------------------------------------------------------------- summary
+
+    def write_summary(self, result: LoopResult) -> None:
+        labels, accuracy = result.learning_curve
+        summary = {
+            "stop_reason": result.stop_reason,
+            "rounds": len(result.rounds),
+            "n_labelled": labels[-1] if labels else 0,
+            "metric": result.metric,
+            "final_metrics": result.rounds[-1].metrics if result.rounds else {},
+            "learning_curve": {"n_labelled": labels, "accuracy": accuracy},
+            "labelled_indices": result.labelled_indices,
+            "seconds": sum(sum(r.seconds.values()) for r in result.rounds),
+        }
+        atomic_write_text(self.summary_path, _json_text(summary))
+
+    def read_summary(self) -> dict[str, Any] | None:
+        if not self.summary_path.is_file():
+            return None
+        try:
+            return json.loads(self.summary_path.read_text())
+        except json.JSONDecodeError as error:
+            raise RunDirectoryError(f"{self.summary_path} is not valid JSON: {error}") from None
+
+
+# --------------------------------------------------------------------------- comparisons
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Several strategies x seeds of one base config, each in its own run directory."""
+
+    path: Path
+    base: LoopConfig
+    strategies: tuple[str, ...]
+    seeds: tuple[int, ...]
+
+    def run_dir(self, strategy: str, seed: int) -> Path:
+        return Path(self.path) / strategy / f"seed_{seed}"
+
+    def configs(self) -> Iterable[tuple[Path, LoopConfig]]:
+        for strategy in self.strategies:
+            for seed in self.seeds:
+                yield self.run_dir(strategy, seed), self.base.replace(strategy=strategy, seed=seed)
+
+    def write(self) -> None:
+        path = Path(self.path)
+        path.mkdir(parents=True, exist_ok=True)
+        data = {
+            "base": self.base.to_dict(),
+            "strategies": list(self.strategies),
+            "seeds": list(self.seeds),
+            "runs": [str(p.relative_to(path)) for p, _ in self.configs()],
+        }
+        atomic_write_text(path / COMPARISON_FILE, _json_text(data))
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> Comparison:
+        path = Path(path)
+        file = path / COMPARISON_FILE
+        if not file.is_file():
+            raise RunDirectoryError(f"{path} is not a comparison directory: {COMPARISON_FILE} is missing")
+        try:
+            data = json.loads(file.read_text())
+            return cls(path, LoopConfig.from_stored(data["base"]), tuple(data["strategies"]), tuple(data["seeds"]))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+            raise RunDirectoryError(f"{file} is not a valid comparison file: {error}") from None
+
+
+def is_comparison(path: str | os.PathLike[str]) -> bool:
+    return (Path(path) / COMPARISON_FILE).is_file()
+
+
+def is_run(path: str | os.PathLike[str]) -> bool:
+    return (Path(path) / CONFIG_FILE).is_file()
+
+
+def read_config_text(path: str | os.PathLike[str]) -> str:
+    """The stored configuration of a run or comparison directory, pretty-printed JSON."""
+    path = Path(path)
+    file = path / (COMPARISON_FILE if is_comparison(path) else CONFIG_FILE)
+    try:
+        return json.dumps(json.loads(file.read_text()), indent=2, sort_keys=True)
+    except (OSError, json.JSONDecodeError) as error:
+        raise RunDirectoryError(f"{file} cannot be read: {error}") from None
+
+
+def load_runs(path: str | os.PathLike[str]) -> dict[tuple[str, int], tuple[LoopConfig, list[RoundRecord]]]:
+    """Every run under ``path`` (a run or a comparison directory): ``(strategy, seed) -> (config, rounds)``."""
+    path = Path(path)
+    if is_comparison(path):
+        comparison = Comparison.read(path)
+        dirs = [comparison.run_dir(s, seed) for s in comparison.strategies for seed in comparison.seeds]
+    elif is_run(path):
+        dirs = [path]
+    else:
+        raise RunDirectoryError(
+            f"{path} is neither a run directory ({CONFIG_FILE}) nor a comparison ({COMPARISON_FILE})"
+        )
+    runs: dict[tuple[str, int], tuple[LoopConfig, list[RoundRecord]]] = {}
+    for run_dir in dirs:
+        directory = RunDirectory(run_dir)
+        if not directory.exists():
+            continue
+        config = directory.read_config()
+        runs[(config.strategy, config.seed)] = (config, directory.read_rounds())
+    return runs
+
+
+def stored_metrics(rounds: Sequence[RoundRecord | Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The ``metrics`` of each round (records or plain dicts as stored)."""
+    return [(r.get("metrics") if isinstance(r, Mapping) else r.metrics) or {} for r in rounds]
