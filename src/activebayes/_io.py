@@ -37,18 +37,35 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _current_umask() -> int:
+    # Linux reports it without changing it (thread-safe); elsewhere os.umask can
+    # only be read by setting it, so set it straight back.
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_with(path: str | os.PathLike[str], write: Callable[[BinaryIO], None]) -> Path:
     """Call ``write(handle)`` on a temporary file next to ``path``, then rename it over ``path``.
 
     The temporary file lives in the same folder (so the rename is atomic) and is
     removed if ``write`` raises; ``path`` is then left untouched. Missing parent
-    folders are created. Returns ``path`` as a :class:`~pathlib.Path`.
+    folders are created. The file gets the permissions any new file would get
+    (``0o666`` minus the umask), not the owner-only mode of a temporary file.
+    Returns ``path`` as a :class:`~pathlib.Path`.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     tmp = Path(tmp_name)
     try:
+        os.fchmod(fd, 0o666 & ~_current_umask())
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()

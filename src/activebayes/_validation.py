@@ -13,6 +13,8 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
+
 
 def check_tensor(value: object, name: str) -> Tensor:
     if not isinstance(value, Tensor):
@@ -115,3 +117,29 @@ def check_choice(value: object, name: str, choices: Iterable[str]) -> str:
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"unknown {name} {value!r}; expected one of: {', '.join(choices)}")
     return value
+
+
+def available_devices() -> list[str]:
+    """The torch devices this machine can run on, e.g. ``["cpu", "cuda", "cuda:0"]``."""
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices += ["cuda", *(f"cuda:{i}" for i in range(torch.cuda.device_count()))]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        devices.append("mps")
+    return devices
+
+
+def check_device(device: object, name: str = "device") -> str | None:
+    """``None`` (the default device) or a device string this machine has, else a clear error."""
+    if device is None:
+        return None
+    available = available_devices()
+    if not isinstance(device, str | torch.device):
+        raise InvalidTypeError(f"{name} must be a device name such as 'cpu' or 'cuda', got {type(device).__name__}")
+    text = str(device)
+    if text not in available:
+        raise InvalidArgumentError(
+            f"{name} must be a device this machine has ({', '.join(available)}), got {text!r}"
+        )
+    return text

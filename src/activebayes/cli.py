@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from activebayes._validation import check_choice
+from activebayes._validation import check_choice, check_device
 
 DEFAULT_RUNS_DIR = "runs"
 
@@ -103,6 +103,7 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **ov
     values = dict(file_values)
     values.update({k: v for k, v in flags.items() if v is not None})
     values.update({k: v for k, v in overrides.items() if v is not None})
+    check_device(values.get("device"), "--device")
     max_epochs = values.pop("max_epochs", None)
     if max_epochs is not None:
         if max_epochs <= 0:
@@ -150,7 +151,7 @@ def _parse_strategies(text: str | list[str]) -> list[str]:
     return _parse_names(text, "--strategy")
 
 
-def _done(path: Path, quiet: bool) -> None:
+def _print_results(path: Path) -> None:
     report = path / "report.html"
     click.echo(f"results: {path}" + (f"\nreport:  {report}" if report.is_file() else ""))
 
@@ -215,7 +216,7 @@ def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int |
         last = result.rounds[-1]
         acc = "-" if last.accuracy is None else f"{last.accuracy:.4f}"
         click.echo(f"finished: {result.stop_reason}; {last.n_labelled} labels, accuracy {acc}")
-    _done(path, quiet)
+    _print_results(path)
 
 
 @cli.command()
@@ -258,7 +259,7 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
         if not quiet:
             click.echo(f"compare: {', '.join(strategies)} x seeds {seed_list} on {base.dataset} -> {path}")
         run_comparison(base, strategies, seed_list, path, progress=not quiet)
-        _done(path, quiet)
+        _print_results(path)
 
 
 @cli.command()
@@ -274,7 +275,7 @@ def resume(directory: str, device: str | None, quiet: bool) -> None:
     path = Path(directory)
     if not path.is_dir():
         raise FileNotFoundError(f"DIRECTORY: no such run directory {directory}")
-    runtime = {"device": device}
+    runtime = {"device": check_device(device, "--device")}
     if is_comparison(path):
         resume_comparison(path, progress=not quiet, runtime=runtime)
     elif is_run(path):
@@ -285,9 +286,9 @@ def resume(directory: str, device: str | None, quiet: bool) -> None:
             raise ValueError(f"DIRECTORY: {directory} holds no run (config.json) or comparison (comparison.json)")
         for part in parts:
             resume_comparison(part, progress=not quiet, runtime=runtime)
-            _done(part, quiet)
+            _print_results(part)
         return
-    _done(path, quiet)
+    _print_results(path)
 
 
 @cli.command()

@@ -48,6 +48,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from activebayes._seeding import make_generator, seeded_global_rng
+from activebayes._validation import check_device
 from activebayes.acquisition import get_strategy, select
 from activebayes.data import Pool, load_dataset
 from activebayes.metrics import evaluate_classification
@@ -162,6 +163,7 @@ class ActiveLearningLoop:
     ) -> None:
         self.config = config = config or LoopConfig()
         self._strategy = get_strategy(config.strategy)  # fails early on unknown names
+        check_device(config.device)  # before any data is loaded or anything written
         if dataset is None:
             dataset = load_dataset(config.dataset, data_dir=config.data_dir, download=config.download, split="train")
             if test is None and config.evaluate_test:

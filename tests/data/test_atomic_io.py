@@ -35,3 +35,18 @@ def test_type_errors(tmp_path):
     with pytest.raises(TypeError, match="data must be bytes"):
         atomic_write_bytes(tmp_path / "x", "text")
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_written_files_follow_the_umask(tmp_path, umask):
+    """A written file gets 0o666 minus the umask, like any new file, not a temp file's 0600."""
+    import os
+
+    previous = os.umask(umask)
+    try:
+        reference = tmp_path / "plain.txt"
+        reference.write_text("x")  # what open() gives under this umask
+        written = atomic_write_text(tmp_path / "atomic.txt", "x")
+    finally:
+        os.umask(previous)
+    assert (written.stat().st_mode & 0o777) == (reference.stat().st_mode & 0o777) == 0o666 & ~umask
