@@ -3,7 +3,7 @@
 Part 1 (speed, one process, same machine, same model, same inputs):
   - ours:        predict_log_probs(GalCNN, x, K): the convolutions run once per image,
                  only the dropout tail runs K times, batched;
-  - K passes:    strategy="sequential": K full forward passes of the whole network with the
+  - K passes:    sampling="sequential": K full forward passes of the whole network with the
                  same consistent masks (what baal's MC wrapper costs) -> must equal ours;
   - baal:        baal 2.x ModelWrapper(MCDropoutModule(net)).predict_on_batch(x, iterations=K)
                  on the same architecture with nn.Dropout (its own random masks; timing only).
@@ -87,7 +87,7 @@ def speed(args: argparse.Namespace) -> dict:
     print(f"\n## Speed: GalCNN, N={N:,} {source}, K={K}, torch threads={torch.get_num_threads()}")
     ours_s, ours = timed(lambda: predict_log_probs(net, x, K, generator=0, batch_size=args.batch_size), args.repeats)
     naive_s, naive = timed(
-        lambda: predict_log_probs(net, x, K, generator=0, batch_size=args.batch_size, strategy="sequential"),
+        lambda: predict_log_probs(net, x, K, generator=0, batch_size=args.batch_size, sampling="sequential"),
         args.repeats,
     )
     max_diff = float((ours - naive).abs().max())

@@ -9,6 +9,7 @@ from torch import nn
 from torch.utils.data import Dataset, TensorDataset
 
 from activebayes.models import (
+    BatchedSamplingError,
     MLP,
     BatchBALDCNN,
     ConsistentMCDropout,
@@ -93,7 +94,7 @@ def test_fast_path_equals_naive_reference_mlp(images):
 
 def test_fast_path_equals_sequential_full_passes(net, images):
     fast = predict_log_probs(net, images, 5, generator=6)
-    naive = predict_log_probs(net, images, 5, strategy="sequential", batch_size=13)
+    naive = predict_log_probs(net, images, 5, sampling="sequential", batch_size=13)
     torch.testing.assert_close(fast, naive, rtol=0, atol=ATOL)
 
 
@@ -191,9 +192,9 @@ def test_models_the_batched_path_cannot_handle_get_a_clear_error_and_sequential_
     torch.manual_seed(8)
     net = _Residual()
     x = torch.randn(5, 4)
-    with pytest.raises(RuntimeError, match="sequential"):
+    with pytest.raises(BatchedSamplingError, match="sampling='sequential'"):
         predict_log_probs(net, x, 3, generator=0)
-    seq = predict_log_probs(net, x, 3, generator=0, strategy="sequential")
+    seq = predict_log_probs(net, x, 3, generator=0, sampling="sequential")
     net.eval()
     h = net.inp(x)
     for k in range(3):
@@ -220,8 +221,8 @@ def test_bad_inputs_raise_clear_errors():
         predict_log_probs(net, [[1.0, 2.0, 3.0]], 2)
     with pytest.raises(ValueError, match="empty"):
         predict_log_probs(net, torch.empty(0, 3), 2)
-    with pytest.raises(ValueError, match="strategy"):
-        predict_log_probs(net, x, 2, strategy="fast")
+    with pytest.raises(ValueError, match="sampling"):
+        predict_log_probs(net, x, 2, sampling="fast")
     with pytest.raises(ValueError, match="batch_size"):
         predict_log_probs(net, x, 2, batch_size=0)
     with pytest.raises(TypeError, match="model"):

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from activebayes.models.dropout import (
+    BatchedSamplingError,
     ConsistentMCDropout,
     ConsistentMCDropout2d,
     MCDropoutConv2d,
@@ -33,13 +34,14 @@ from activebayes.models.networks import (
     default_model_name,
     register_model,
 )
-from activebayes.models.predict import STRATEGIES, FunctionSampler, predict_log_probs
+from activebayes.models.predict import SAMPLING_MODES, FunctionSampler, predict_log_probs
 from activebayes.models.training import OPTIMIZERS, EpochRecord, FitResult, fit, reset_parameters
 
 __all__ = [
+    "BatchedSamplingError",
     "MLP",
     "OPTIMIZERS",
-    "STRATEGIES",
+    "SAMPLING_MODES",
     "BatchBALDCNN",
     "ConsistentMCDropout",
     "ConsistentMCDropout2d",

@@ -42,6 +42,7 @@ from torch.nn import functional as F
 from activebayes._seeding import draw_seed, mix_seed
 
 __all__ = [
+    "BatchedSamplingError",
     "ConsistentMCDropout",
     "ConsistentMCDropout2d",
     "MCDropoutConv2d",
@@ -60,6 +61,14 @@ def _check_p(p: object) -> float:
     if not 0.0 <= p <= 1.0 or math.isnan(p):
         raise ValueError(f"p must be a dropout probability in [0, 1], got {p}")
     return p
+
+
+class BatchedSamplingError(RuntimeError):
+    """The batched MC path (expand at the first MC dropout layer) does not fit this model.
+
+    Raised when the batch dimension does not reach the first stochastic layer
+    unchanged; ``predict_log_probs(..., sampling="sequential")`` works for any model.
+    """
 
 
 class _SamplingContext:
@@ -156,11 +165,11 @@ class _ConsistentMCDropoutBase(nn.Module):
         if not context.expanded:
             n = input.shape[0]
             if context.batch_size is not None and n != context.batch_size:
-                raise RuntimeError(
+                raise BatchedSamplingError(
                     f"{type(self).__name__}: the first stochastic layer got a batch of {n} rows, "
                     f"but {context.batch_size} items entered the model; the batched MC path "
                     "needs the batch dimension kept up to the first MC dropout layer. "
-                    "Use predict_log_probs(..., strategy='sequential') for this model."
+                    "Use predict_log_probs(..., sampling='sequential') for this model."
                 )
             context.expanded = True
             if self.p == 0.0:
@@ -170,11 +179,11 @@ class _ConsistentMCDropoutBase(nn.Module):
             return (input.unsqueeze(1) * mask.unsqueeze(0)).reshape(n * k, *feature_shape)
         rows = input.shape[0]
         if context.batch_size is not None and rows != context.batch_size * k:
-            raise RuntimeError(
+            raise BatchedSamplingError(
                 f"{type(self).__name__}: expected the expanded batch of "
                 f"{context.batch_size} items x {k} samples = {context.batch_size * k} rows, "
                 f"got {rows}; the batched MC path is not valid for this model. "
-                "Use predict_log_probs(..., strategy='sequential')."
+                "Use predict_log_probs(..., sampling='sequential')."
             )
         if self.p == 0.0:
             return input

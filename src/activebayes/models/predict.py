@@ -17,11 +17,11 @@ from torch.nn import functional as F
 from torch.utils.data import Dataset, TensorDataset
 
 from activebayes._validation import check_choice, check_positive_int
-from activebayes.models.dropout import mc_dropout_layers, mc_sampling, resample_masks
+from activebayes.models.dropout import BatchedSamplingError, mc_dropout_layers, mc_sampling, resample_masks
 
 __all__ = ["FunctionSampler", "STRATEGIES", "predict_log_probs"]
 
-STRATEGIES = ("batched", "sequential")
+SAMPLING_MODES = ("batched", "sequential")
 _LIVE_TENSORS = 4  # safety factor: tensors alive at once per layer (input, output, temporaries)
 _DROPOUT_TYPES = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d)
 
@@ -115,12 +115,14 @@ def _plan_chunks(
     try:
         with mc_sampling(model, range(k_probe), expand=expand):
             model(x_1)
+    except BatchedSamplingError:
+        raise
     except RuntimeError as error:
-        if not expand or "strategy='sequential'" in str(error):
+        if not expand:
             raise
-        raise RuntimeError(
+        raise BatchedSamplingError(
             f"the batched MC forward failed ({error}); if the model mixes activations "
-            "from before and after its first MC dropout layer, use strategy='sequential'"
+            "from before and after its first MC dropout layer, use sampling='sequential'"
         ) from error
     finally:
         for handle in handles:
@@ -142,7 +144,7 @@ def _logits_rows(logits: object, rows: int, what: str) -> Tensor:
     if logits.shape[0] != rows:
         raise ValueError(
             f"the model returned {logits.shape[0]} rows for {what}, expected {rows}; "
-            "if the batched MC path is not valid for this model use strategy='sequential'"
+            "if the batched MC path is not valid for this model use sampling='sequential'"
         )
     return logits
 
@@ -156,7 +158,7 @@ def predict_log_probs(
     generator: torch.Generator | int | None = None,
     device: torch.device | str | None = None,
     progress: bool = False,
-    strategy: str = "batched",
+    sampling: str = "batched",
     memory_budget_mb: float = 512.0,
 ) -> Tensor:
     r"""Log-probabilities of K function samples for every item: ``[N, K, C]``.
@@ -167,7 +169,7 @@ def predict_log_probs(
     :class:`Ensemble`.  Everything except MC dropout runs in eval mode (batch norm
     uses running statistics); the model's train/eval flags are restored afterwards.
 
-    Strategies (``strategy=``):
+    Two ways to sample (``sampling=``):
 
     - ``"batched"`` (default, fast): layers before the first MC dropout layer run
       once per item; that layer expands ``[n, ...]`` to ``[n * k, ...]`` and the
@@ -201,7 +203,7 @@ def predict_log_probs(
         device: run on this device (the model is moved there); default: where
             the model's parameters are.
         progress: show a tqdm bar over items.
-        strategy: ``"batched"`` or ``"sequential"`` (see above).
+        sampling: ``"batched"`` or ``"sequential"`` (see above).
         memory_budget_mb: activation memory allowed per pass.
 
     Returns:
@@ -216,7 +218,7 @@ def predict_log_probs(
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     check_positive_int(batch_size, "batch_size")
-    check_choice(strategy, "strategy", STRATEGIES)
+    check_choice(sampling, "sampling", SAMPLING_MODES)
     if isinstance(memory_budget_mb, bool) or not isinstance(memory_budget_mb, (int, float)):
         raise TypeError(f"memory_budget_mb must be a number, got {type(memory_budget_mb).__name__}")
     if not memory_budget_mb > 0:
@@ -276,7 +278,7 @@ def predict_log_probs(
                 batch_size=batch_size,
                 device=run_device,
                 progress=progress,
-                expand=strategy == "batched",
+                expand=sampling == "batched",
                 budget_bytes=memory_budget_mb * 2**20,
             )
     finally:
@@ -339,12 +341,12 @@ def _forward_chunk(
             with mc_sampling(model, ids, expand=True) as context:
                 logits = model(x_n)
             expanded = context.expanded
+        except BatchedSamplingError:
+            raise
         except RuntimeError as error:
-            if "strategy='sequential'" in str(error):
-                raise
-            raise RuntimeError(
+            raise BatchedSamplingError(
                 f"the batched MC forward failed ({error}); if the model mixes activations "
-                "from before and after its first MC dropout layer, use strategy='sequential'"
+                "from before and after its first MC dropout layer, use sampling='sequential'"
             ) from error
         if not expanded:
             logits = _logits_rows(logits, n, "a chunk of items")
