@@ -19,8 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import click
+import torch
 
 from activebayes._validation import check_choice, check_device
+from activebayes.acquisition import available_strategies
+from activebayes.data import available_datasets
+from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
+from activebayes.models import available_models
+from activebayes.records import LoopConfig
+from activebayes.report import write_report
+from activebayes.rundir import is_comparison, is_run
 
 DEFAULT_RUNS_DIR = "runs"
 
@@ -98,8 +106,6 @@ def _read_toml(path: str | None) -> dict[str, Any]:
 
 
 def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **overrides: Any) -> Any:
-    from activebayes.loop import LoopConfig
-
     values = dict(file_values)
     values.update({k: v for k, v in flags.items() if v is not None})
     values.update({k: v for k, v in overrides.items() if v is not None})
@@ -166,8 +172,6 @@ def _print_results(path: Path) -> None:
 def cli(threads: int | None) -> None:
     """Bayesian deep active learning: fit, acquire, label, repeat."""
     if threads is not None:
-        import torch
-
         torch.set_num_threads(threads)
 
 
@@ -197,8 +201,6 @@ def main(args: list[str] | None = None) -> int:
 def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int | None, warm_start: bool | None,
         download: bool | None, strategy: str | None, seed: int | None, **flags: Any) -> None:
     """Run one active learning experiment (default: BALD on the embedded digits)."""
-    from activebayes.experiment import run_experiment
-
     file_values = _read_toml(config_file)
     out = out or file_values.pop("out", None)
     file_values.pop("strategies", None)
@@ -231,8 +233,6 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
     With one dataset OUT is one comparison directory; with several
     (`--dataset digits,mnist`) OUT holds one comparison directory per dataset.
     """
-    from activebayes.experiment import run_comparison
-
     file_values = _read_toml(config_file)
     out = out or file_values.pop("out", None)
     strategies = _parse_strategies(strategy or file_values.pop("strategies", None) or file_values.pop("strategy", None)
@@ -244,8 +244,6 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
     datasets = _parse_names(flags.pop("dataset", None) or file_values.pop("datasets", None)
                             or file_values.pop("dataset", None) or "digits", "--dataset")
     file_values.pop("dataset", None)
-    from activebayes.data import available_datasets
-
     for name in datasets:
         check_choice(name, "--dataset", available_datasets())
     bases = [
@@ -269,9 +267,6 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
 @_friendly
 def resume(directory: str, device: str | None, quiet: bool) -> None:
     """Resume a run or comparison directory after an interruption."""
-    from activebayes.experiment import resume_comparison, resume_experiment
-    from activebayes.rundir import is_comparison, is_run
-
     path = Path(directory)
     if not path.is_dir():
         raise FileNotFoundError(f"DIRECTORY: no such run directory {directory}")
@@ -298,8 +293,6 @@ def resume(directory: str, device: str | None, quiet: bool) -> None:
 @_friendly
 def report(directory: str, output: str | None, targets: str) -> None:
     """Write the HTML report of a run or comparison directory."""
-    from activebayes.report import write_report
-
     path = Path(directory)
     if not path.is_dir():
         raise FileNotFoundError(f"DIRECTORY: no such run directory {directory}")
@@ -380,10 +373,6 @@ def import_(answers: str, project: str, allow_partial: bool, overwrite: bool) ->
 @click.argument("what", required=False, type=click.Choice(["strategies", "models", "datasets"]))
 def list_(what: str | None) -> None:
     """List acquisition strategies, models and datasets."""
-    from activebayes.acquisition import available_strategies
-    from activebayes.data import available_datasets
-    from activebayes.models import available_models
-
     sections = {
         "strategies": available_strategies(),
         "models": available_models(),

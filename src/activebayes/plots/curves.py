@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from activebayes._validation import check_choice
+from activebayes.metrics._core import prf_from_confusion
 from activebayes.plots._base import as_array, new_axes
 
 __all__ = ["CurveBand", "aggregate_curves", "class_balance", "learning_curves", "per_class_over_rounds"]
@@ -199,7 +200,6 @@ def per_class_over_rounds(
     check_choice(metric, "metric", ("precision", "recall", "f1"))
     values = as_array(values_R_C, "values_R_C", ndim=(2, 3))
     if values.ndim == 3:
-        from activebayes.metrics._core import prf_from_confusion
 
         R, C, C2 = values.shape
         if C != C2:

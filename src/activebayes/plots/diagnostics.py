@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from activebayes._validation import check_choice
+from activebayes.metrics.calibration import ReliabilityBins, reliability_bins
 from activebayes.plots._base import as_array, new_axes
 
 __all__ = ["confusion_matrix_plot", "pr_plot", "reliability_diagram", "roc_plot"]
@@ -88,7 +89,6 @@ def reliability_diagram(
         >>> fig.axes[0].get_title()
         'Reliability diagram (ECE 0.400)'
     """
-    from activebayes.metrics.calibration import ReliabilityBins, reliability_bins
 
     if bins is None:
         if predictions is None or targets is None:
