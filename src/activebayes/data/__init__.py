@@ -35,11 +35,3 @@ __all__ = [
     "read_idx",
 ]
 
-
-def __getattr__(name: str) -> object:
-    # the loop imports SimulatedOracle from here; it lives in activebayes.oracles
-    if name == "SimulatedOracle":
-        from ..oracles import SimulatedOracle
-
-        return SimulatedOracle
-    raise AttributeError(f"module 'activebayes.data' has no attribute {name!r}")
