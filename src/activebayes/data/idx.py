@@ -6,6 +6,12 @@ values in C order (big-endian for multi-byte types). ``dtype`` is one of
 0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32, 0x0E float64.
 Files are usually gzip-compressed (``*.gz``).
 
+Checksums are over content: a file is accepted when either the md5 of the file
+as stored matches the official ``.gz`` or the sha256 of its decoded (uncompressed)
+IDX bytes matches the official content, so official data that was re-compressed
+(another gzip level, a mirror that re-gzips) or is stored uncompressed loads, and
+anything else is rejected naming the file.
+
 Example:
     >>> import numpy as np
     >>> blob = bytes([0, 0, 0x08, 1]) + (3).to_bytes(4, "big") + bytes([7, 8, 9])
@@ -18,18 +24,18 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-import zlib
-from collections.abc import Sequence
 import tempfile
 import urllib.error
 import urllib.request
+import zlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from .dataset import DataError
 
-__all__ = ["parse_idx", "read_idx", "file_md5", "download_file"]
+__all__ = ["parse_idx", "read_idx", "decode_idx_bytes", "file_md5", "download_file"]
 
 _IDX_DTYPES: dict[int, np.dtype] = {
     0x08: np.dtype(np.uint8),
@@ -71,46 +77,91 @@ def parse_idx(data: bytes, *, source: str = "<bytes>") -> np.ndarray:
     return values.astype(dtype.newbyteorder("="), copy=True)
 
 
+def decode_idx_bytes(raw: bytes, *, source: str = "<bytes>") -> bytes:
+    """The uncompressed IDX bytes of a file's content: gunzipped if it starts with ``1f 8b``.
+
+    Raises :class:`DataError` naming ``source`` for broken or truncated gzip data.
+    """
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DataError(f"{source}: corrupt or truncated gzip data ({exc})") from None
+
+
 def read_idx(
     path: str | os.PathLike[str],
     *,
     md5: str | None = None,
+    content_sha256: str | None = None,
     expected_ndim: int | None = None,
 ) -> np.ndarray:
-    """Read an IDX file (gzip-compressed or not), optionally checking its md5 first.
+    """Read an IDX file (gzip-compressed or not), optionally verifying it first.
 
     Args:
         path: the file; gzip is detected from its first two bytes (``1f 8b``).
-        md5: expected hex md5 of the file as stored on disk (the ``.gz``); checked
-            before decoding.
+        md5: hex md5 of the official file as distributed (the ``.gz``).
+        content_sha256: hex sha256 of the official *decoded* IDX bytes (the file
+            uncompressed). When ``md5`` or ``content_sha256`` is given, the file
+            passes if either matches: the official ``.gz`` itself, or any copy
+            whose content is the official content (re-compressed at another gzip
+            level, or stored uncompressed).
         expected_ndim: if given, the number of dimensions the array must have
             (3 for images ``[N, H, W]``, 1 for labels ``[N]``).
 
-    Raises :class:`DataError` for a missing file, a checksum mismatch, broken
-    gzip data, or a malformed IDX payload. The file is only read.
+    Raises :class:`DataError` naming the file for a missing file, a checksum
+    mismatch (giving what was expected and what was found), broken gzip data,
+    or a malformed IDX payload. The file is only read.
+
+    Example:
+        >>> import gzip, hashlib, tempfile, pathlib
+        >>> blob = bytes([0, 0, 0x08, 1]) + (2).to_bytes(4, "big") + bytes([5, 6])
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "x-idx1-ubyte.gz"
+        >>> _ = path.write_bytes(gzip.compress(blob, compresslevel=1))
+        >>> read_idx(path, content_sha256=hashlib.sha256(blob).hexdigest()).tolist()
+        [5, 6]
     """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     raw = path.read_bytes()
-    if md5 is not None:
-        actual = hashlib.md5(raw, usedforsecurity=False).hexdigest()
-        if actual != md5.lower():
-            raise DataError(
-                f"{path}: checksum mismatch: md5 {actual}, expected {md5.lower()} "
-                "(corrupt or partial download, or a different dataset's file); delete it and download again"
-            )
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise DataError(f"{path}: corrupt or truncated gzip data ({exc})") from None
-    array = parse_idx(raw, source=str(path))
+    if md5 is not None or content_sha256 is not None:
+        data = _verified_content(path, raw, md5=md5, content_sha256=content_sha256)
+    else:
+        data = decode_idx_bytes(raw, source=str(path))
+    array = parse_idx(data, source=str(path))
     if expected_ndim is not None and array.ndim != expected_ndim:
         raise DataError(
             f"{path}: expected an IDX array with {expected_ndim} dimension(s), got shape {array.shape}"
         )
     return array
+
+
+def _verified_content(path: Path, raw: bytes, *, md5: str | None, content_sha256: str | None) -> bytes:
+    """The decoded bytes of ``raw`` if the file or its content is the official one, else DataError."""
+    problems: list[str] = []
+    if md5 is not None:
+        actual_md5 = hashlib.md5(raw, usedforsecurity=False).hexdigest()
+        if actual_md5 == md5.lower():
+            return decode_idx_bytes(raw, source=str(path))
+        problems.append(f"md5 {actual_md5}, expected {md5.lower()} (the official file as distributed)")
+    try:
+        data = decode_idx_bytes(raw, source=str(path))
+    except DataError as exc:
+        problems.append("the content cannot be decoded: " + str(exc).removeprefix(f"{path}: "))
+    else:
+        if content_sha256 is not None:
+            actual_sha = hashlib.sha256(data).hexdigest()
+            if actual_sha == content_sha256.lower():
+                return data
+            problems.append(f"uncompressed content sha256 {actual_sha}, expected {content_sha256.lower()}")
+    if content_sha256 is None:
+        problems.append("no content checksum is known for this file, so only the official .gz is accepted")
+    raise DataError(
+        f"{path}: checksum mismatch: {'; '.join(problems)}. The file is corrupt, partial or another "
+        "dataset's file: delete it and download again"
+    )
 
 
 def file_md5(path: str | os.PathLike[str], *, chunk_size: int = 1 << 20) -> str:
