@@ -159,3 +159,99 @@ def test_evaluate_classification_reliability_bins_match_numpy():
     count = np.asarray(bins["count"], dtype=float)
     ece = np.abs(np.asarray(bins["conf_sum"]) - np.asarray(bins["correct_sum"])).sum() / count.sum()
     assert record["ece"] == pytest.approx(ece, abs=1e-9)
+
+
+# --------------------------------------------------------------------------- pooling stored bins
+
+
+def _numpy_bins(probs: np.ndarray, y: np.ndarray, num_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(count_B, conf_mean_B, acc_B)`` by NumPy: equal-width bins [b/B, (b+1)/B), the last one closed."""
+    conf, correct = probs.max(1), (probs.argmax(1) == y).astype(np.float64)
+    which = np.minimum(np.floor(conf * num_bins).astype(int), num_bins - 1)
+    count = np.bincount(which, minlength=num_bins).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return count, np.bincount(which, conf, num_bins) / count, np.bincount(which, correct, num_bins) / count
+
+
+def _numpy_ece(probs: np.ndarray, y: np.ndarray, num_bins: int) -> float:
+    count, conf, acc = _numpy_bins(probs, y, num_bins)
+    full = count > 0
+    return float(np.sum(count[full] / count.sum() * np.abs(acc[full] - conf[full])))
+
+
+def test_pooled_bins_equal_numpy_bins_of_the_pooled_predictions():
+    """Pool the bins runs store (evaluate_classification's record) and compare with NumPy on all items at once."""
+    rng = np.random.default_rng(30)
+    num_bins, C = 10, 4
+    parts = []
+    for N in (150, 90, 260):  # seeds of different test-set sizes
+        _, probs, y = _case(rng, N=N, C=C)
+        parts.append((probs, y))
+    records = [M.evaluate_classification(p, y, num_classes=C, num_bins=num_bins)["reliability"] for p, y in parts]
+    pooled = M.ReliabilityBins.pool([M.ReliabilityBins.from_record(r) for r in records])
+    all_probs = np.concatenate([p for p, _ in parts])
+    all_y = np.concatenate([y for _, y in parts])
+    count, conf, acc = _numpy_bins(all_probs, all_y, num_bins)
+    np.testing.assert_array_equal(pooled.counts.numpy(), count)
+    _close(pooled.confidence, conf, tol=1e-12)
+    _close(pooled.accuracy, acc, tol=1e-12)
+    _close(pooled.ece, _numpy_ece(all_probs, all_y, num_bins), tol=1e-12)
+    assert pooled.num_items == 500
+    # the pooled ECE is the ECE of the pooled predictions, not the mean of the parts' ECEs
+    per_part = [_numpy_ece(p, y, num_bins) for p, y in parts]
+    assert abs(pooled.ece - np.mean(per_part)) > 1e-3
+    weighted = np.average(per_part, weights=[len(y) for _, y in parts])
+    assert pooled.ece <= weighted + 1e-12  # triangle inequality, bin by bin
+
+
+def test_pooled_ece_is_at_most_the_mean_for_equal_sizes_and_cancels_opposite_errors():
+    rng = np.random.default_rng(31)
+    bins = []
+    for _ in range(4):
+        _, probs, y = _case(rng, N=200, C=3)
+        bins.append(M.reliability_bins(y, probs, num_bins=15))
+    pooled = M.ReliabilityBins.pool(bins)
+    assert pooled.ece <= np.mean([b.ece for b in bins]) + 1e-12
+    # one seed over-confident, one under-confident in the same bin: the pooled bin is calibrated
+    over = M.ReliabilityBins.from_record({"count": [0, 10], "conf_sum": [0.0, 8.0], "correct_sum": [0, 6]})
+    under = M.ReliabilityBins.from_record({"count": [0, 10], "conf_sum": [0.0, 8.0], "correct_sum": [0, 10]})
+    _close([over.ece, under.ece, M.ReliabilityBins.pool([over, under]).ece], [0.2, 0.2, 0.0], tol=1e-12)
+
+
+def test_record_round_trip_and_sums():
+    rng = np.random.default_rng(32)
+    _, probs, y = _case(rng, N=120, C=5)
+    record = M.evaluate_classification(probs, y, num_classes=5, num_bins=8)
+    bins = M.ReliabilityBins.from_record(record["reliability"])
+    assert bins.to_record() == record["reliability"]
+    _close(bins.ece, record["ece"], tol=1e-12)
+    direct = M.reliability_bins(y, probs, num_bins=8)
+    assert bins.counts.tolist() == direct.counts.tolist()
+    _close(bins.conf_sum, direct.conf_sum, tol=1e-12)
+    _close(bins.correct_sum, direct.correct_sum, tol=1e-12)
+    single = M.ReliabilityBins.pool([bins])
+    _close([single.ece, single.mce], [bins.ece, bins.mce], tol=0)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: M.ReliabilityBins.pool([]), ValueError, "at least one"),
+        (lambda: M.ReliabilityBins.pool(M.reliability_bins([0], [[0.6, 0.4]])), TypeError, "sequence"),
+        (lambda: M.ReliabilityBins.pool([{"count": [1]}]), TypeError, r"bins\[0\] must be a ReliabilityBins"),
+        (lambda: M.ReliabilityBins.pool([M.reliability_bins([0], [[0.6, 0.4]], num_bins=n) for n in (5, 6)]),
+         ValueError, r"same number of bins, got \[5, 6\]"),
+        (lambda: M.ReliabilityBins.from_record({"counts": [1], "confidence": [0.5]}), ValueError,
+         "missing count, conf_sum, correct_sum"),
+        (lambda: M.ReliabilityBins.from_record([1, 2]), TypeError, "mapping"),
+        (lambda: M.ReliabilityBins.from_record({"count": [1, 2], "conf_sum": [0.5], "correct_sum": [1]}),
+         ValueError, "same length"),
+        (lambda: M.ReliabilityBins.from_record({"count": [1.5], "conf_sum": [0.5], "correct_sum": [1]}),
+         ValueError, "whole numbers"),
+        (lambda: M.ReliabilityBins.from_record({"count": [1], "conf_sum": [0.5], "correct_sum": [2]}),
+         ValueError, r"\[0, count\]"),
+    ],
+)
+def test_pool_and_record_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
