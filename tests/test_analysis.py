@@ -12,12 +12,20 @@ from activebayes.analysis import (
     LearningCurve,
     ReachSummary,
     area_under_learning_curve,
+    check_targets,
+    final_metric,
+    final_reliability,
     labels_to_reach,
     learning_curves_from_runs,
     mean_learning_curve,
+    per_round_mean,
+    phase_seconds,
     summarise_runs,
     summarise_strategy,
 )
+from activebayes.metrics import evaluate_classification
+from activebayes.records import LoopConfig
+from activebayes.rundir import load_runs
 
 _trapezoid = getattr(np, "trapezoid", None) or np.trapz  # NumPy 2 renamed trapz
 
@@ -215,9 +223,6 @@ def test_learning_curves_fall_back_to_validation_accuracy():
 
 
 def test_learning_curves_from_real_run_directory_format(tmp_path):
-    from activebayes.rundir import load_runs
-    from activebayes.loop import LoopConfig
-
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.json").write_text(json.dumps(LoopConfig(strategy="bald", seed=3, budget=40).to_dict()))
@@ -233,3 +238,120 @@ def test_learning_curves_from_real_run_directory_format(tmp_path):
     assert curve.seed == 3 and curve.labels_to_reach(0.8) == 40
     assert curve.area() == pytest.approx(((0.61 + 0.74) / 2 * 10 + (0.74 + 0.83) / 2 * 10) / 20)
     assert isinstance(curve, LearningCurve) and curve.final_accuracy == 0.83 and curve.final_n_labelled == 40
+
+
+# --------------------------------------------------------------------------- other records over seeds
+
+
+def _seed_rounds(rng: np.random.Generator, n_rounds: int, *, C: int = 4, start: int = 20) -> list[dict]:
+    """Round records in the stored (rounds.jsonl) form with random values."""
+    return [
+        {
+            "n_labelled": start + 10 * r,
+            "class_counts": rng.integers(0, 9, C).tolist(),
+            "seconds": {"fit": float(rng.random()), "evaluate": float(rng.random()),
+                        **({"acquire": float(rng.random())} if r < n_rounds - 1 else {})},
+            "metrics": {"test_ece": float(rng.random()), "test_recall_per_class": rng.random(C).tolist(),
+                        "test_confusion_matrix": rng.integers(0, 20, (C, C)).tolist()},
+        }
+        for r in range(n_rounds)
+    ]
+
+
+def test_final_metric_against_numpy():
+    rng = np.random.default_rng(40)
+    seeds = [_seed_rounds(rng, n) for n in (5, 3, 4)]
+    stats = final_metric(seeds, "test_ece")
+    finals = np.array([rounds[-1]["metrics"]["test_ece"] for rounds in seeds])
+    np.testing.assert_array_equal(stats.values_S, finals)
+    assert stats.n_seeds == 3
+    assert stats.mean == pytest.approx(finals.mean()) and stats.std == pytest.approx(finals.std(ddof=1))
+    recall = final_metric(seeds, "test_recall_per_class")
+    expected = np.array([rounds[-1]["metrics"]["test_recall_per_class"] for rounds in seeds])
+    np.testing.assert_allclose(recall.mean, expected.mean(0))
+    np.testing.assert_allclose(recall.std, expected.std(0, ddof=1))
+    cm = final_metric(seeds, "test_confusion_matrix")
+    np.testing.assert_array_equal(cm.total, sum(np.array(r[-1]["metrics"]["test_confusion_matrix"]) for r in seeds))
+    # a seed without rounds, or without the key, is left out; one seed has std 0
+    del seeds[1][-1]["metrics"]["test_ece"]
+    one = final_metric([seeds[0], [], seeds[1]], "test_ece")
+    assert one.values_S.tolist() == [finals[0]] and one.std == 0.0
+    assert final_metric(seeds, "test_nothing") is None and final_metric([[], []], "test_ece") is None
+    seeds[2][-1]["metrics"]["test_recall_per_class"] = [0.5]
+    with pytest.raises(ValueError, match="differ in shape"):
+        final_metric(seeds, "test_recall_per_class")
+
+
+def test_per_round_mean_against_numpy():
+    rng = np.random.default_rng(41)
+    seeds = [_seed_rounds(rng, n) for n in (6, 4, 5)]
+    mean = per_round_mean(seeds, lambda r: r["class_counts"])
+    expected = np.mean([[r["class_counts"] for r in rounds[:4]] for rounds in seeds], axis=0)
+    np.testing.assert_allclose(mean.mean_R, expected)
+    assert mean.n_seeds == 3 and mean.n_labelled_R.tolist() == [20, 30, 40, 50]
+    recall = per_round_mean(seeds, lambda r: r["metrics"]["test_recall_per_class"])
+    np.testing.assert_allclose(
+        recall.mean_R, np.mean([[r["metrics"]["test_recall_per_class"] for r in s[:4]] for s in seeds], axis=0)
+    )
+    seeds[1] = _seed_rounds(rng, 4, start=25)  # label counts that differ between seeds: no common x axis
+    assert per_round_mean(seeds, lambda r: r["class_counts"]).n_labelled_R is None
+    assert per_round_mean(seeds, lambda r: r.get("missing")) is None
+    assert per_round_mean([seeds[0], []], lambda r: r["class_counts"]) is None
+    with pytest.raises(TypeError, match="extract"):
+        per_round_mean(seeds, "class_counts")
+    with pytest.raises(TypeError, match="rounds_per_seed"):
+        per_round_mean({"bald": seeds}, lambda r: r["class_counts"])
+
+
+def test_phase_seconds_against_numpy():
+    rng = np.random.default_rng(42)
+    seeds = [_seed_rounds(rng, n) for n in (3, 5)]
+    phases = ("fit", "evaluate", "acquire", "label")
+    seconds = phase_seconds(seeds, phases)
+
+    def row(r):
+        return [r["seconds"].get(p, 0.0) for p in phases]
+
+    np.testing.assert_allclose(seconds.per_round.mean_R, np.mean([[row(r) for r in s[:3]] for s in seeds], axis=0))
+    np.testing.assert_allclose(seconds.totals.values_S, [np.sum([row(r) for r in s], axis=0) for s in seeds])
+    assert seconds.totals.values_S[:, 3].tolist() == [0.0, 0.0]  # no round recorded a label phase
+    assert phase_seconds([[], []], phases) is None
+
+
+def test_final_reliability_pools_the_stored_bins_like_numpy_on_all_predictions():
+    rng = np.random.default_rng(43)
+    num_bins, C, N = 10, 3, 300
+    targets = rng.integers(0, C, N)  # one test set, several seeds' models
+    probs_S = []
+    seeds = []
+    for _ in range(3):
+        logits = rng.normal(size=(N, C)) * rng.uniform(1, 4)
+        probs = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+        probs_S.append(probs)
+        record = evaluate_classification(probs, targets, num_classes=C, num_bins=num_bins)
+        seeds.append([{"metrics": {"test_reliability": {"count": [1] + [0] * (num_bins - 1),
+                                                        "conf_sum": [0.1] + [0.0] * (num_bins - 1),
+                                                        "correct_sum": [0] * num_bins}}},  # an earlier round
+                      {"metrics": {f"test_{k}": v for k, v in record.items()}}])
+    pooled = final_reliability(seeds)
+    probs = np.concatenate(probs_S)
+    y = np.tile(targets, 3)
+    conf, correct = probs.max(1), probs.argmax(1) == y
+    which = np.minimum(np.floor(conf * num_bins).astype(int), num_bins - 1)
+    count = np.bincount(which, minlength=num_bins)
+    gap = np.abs(np.bincount(which, conf, num_bins) - np.bincount(which, correct, num_bins))
+    assert pooled.counts.tolist() == count.tolist()
+    assert pooled.ece == pytest.approx(gap.sum() / (3 * N), abs=1e-12)
+    per_seed = final_metric(seeds, "test_ece")
+    assert pooled.ece <= per_seed.mean + 1e-12  # one shared test set: pooling can only cancel gaps
+    assert final_reliability([[], seeds[0][:1][:0]]) is None
+
+
+def test_check_targets():
+    assert check_targets([0.9, 0.95, 0.9, 1]) == (0.9, 0.95, 1.0)
+    with pytest.raises(ValueError, match=r"targets must be an accuracy in \(0, 1\], got 95"):
+        check_targets([0.9, 95])
+    with pytest.raises(TypeError, match="targets"):
+        check_targets("0.9")
+    with pytest.raises(ValueError, match="at least one"):
+        check_targets([])

@@ -7,6 +7,15 @@ A strategy run with several seeds ``S`` has one curve per seed. Everything here
 is a pure NumPy (float64) function of those arrays; the report
 (:mod:`activebayes.report`) and the label-efficiency benchmark build on it.
 
+Besides the curves, the other per-round records of a strategy's seeds are
+aggregated here too: a final-round metric over seeds (:func:`final_metric`,
+mean and sample standard deviation), the final round's reliability bins pooled
+over seeds (:func:`final_reliability`), a per-round quantity averaged over
+seeds (:func:`per_round_mean`: class counts, per-class recall, seconds).
+``rounds_per_seed`` is always one list of round records per seed (the
+``RoundRecord`` objects :func:`activebayes.rundir.load_runs` returns, or the
+plain dicts of ``rounds.jsonl``).
+
 The two headline numbers, as in Gal, Islam & Ghahramani 2017 (Table 1: labels
 to reach 10 % / 5 % MNIST test error) and Kirsch, van Amersfoort & Gal 2019
 (median labels to reach 90 % / 95 % accuracy):
@@ -29,21 +38,32 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes.metrics.calibration import ReliabilityBins
+
 __all__ = [
     "LearningCurve",
+    "MeanCurve",
+    "OverSeeds",
+    "PerRoundMean",
+    "PhaseSeconds",
     "ReachSummary",
     "StrategySummary",
     "area_under_learning_curve",
+    "check_targets",
+    "final_metric",
+    "final_reliability",
     "labels_to_reach",
     "learning_curves_from_runs",
     "mean_learning_curve",
-    "MeanCurve",
+    "per_round_mean",
+    "phase_seconds",
     "summarise_runs",
     "summarise_strategy",
 ]
@@ -81,11 +101,26 @@ def _check_curve(n_labelled_R: object, accuracy_R: object) -> tuple[np.ndarray, 
 
 def _check_target(target: object, name: str = "target") -> float:
     if isinstance(target, bool) or not isinstance(target, int | float | np.floating | np.integer):
-        raise TypeError(f"{name} must be a number in (0, 1], got {target!r}")
+        raise InvalidTypeError(f"{name} must be a number in (0, 1], got {target!r}")
     value = float(target)
     if not 0.0 < value <= 1.0:
-        raise ValueError(f"{name} must be an accuracy in (0, 1], got {target!r}")
+        raise InvalidArgumentError(f"{name} must be an accuracy in (0, 1], got {target!r}")
     return value
+
+
+def check_targets(targets: Iterable[float], name: str = "targets") -> tuple[float, ...]:
+    """Target accuracies as a tuple of floats in ``(0, 1]``, duplicates dropped, order kept.
+
+    Example:
+        >>> check_targets([0.9, 0.95, 0.9])
+        (0.9, 0.95)
+    """
+    if isinstance(targets, str | bytes) or not isinstance(targets, Iterable):
+        raise InvalidTypeError(f"{name} must be a sequence of accuracies in (0, 1], got {targets!r}")
+    values = tuple(dict.fromkeys(_check_target(t, name) for t in targets))
+    if not values:
+        raise InvalidArgumentError(f"{name} must hold at least one accuracy in (0, 1], got none")
+    return values
 
 
 # --------------------------------------------------------------------------- one curve
@@ -448,3 +483,208 @@ def mean_learning_curve(curves: Sequence[CurveLike]) -> MeanCurve:
         max_P=values_S_P.max(axis=0) if common else np.zeros(0),
         n_seeds=len(lookups),
     )
+
+
+# --------------------------------------------------------------------------- other records over seeds
+
+RoundsPerSeed = Sequence[Sequence[Any]]  # one list of round records (RoundRecord or stored dict) per seed
+
+
+def _field(record: Any, name: str) -> Any:
+    return record.get(name) if isinstance(record, Mapping) else getattr(record, name)
+
+
+def _check_rounds_per_seed(rounds_per_seed: object) -> list[Sequence[Any]]:
+    if isinstance(rounds_per_seed, str | bytes | Mapping) or not isinstance(rounds_per_seed, Sequence):
+        raise InvalidTypeError(
+            f"rounds_per_seed must be a sequence with one list of round records per seed, "
+            f"got {type(rounds_per_seed).__name__}"
+        )
+    for s, rounds in enumerate(rounds_per_seed):
+        if isinstance(rounds, str | bytes | Mapping) or not isinstance(rounds, Sequence):
+            raise InvalidTypeError(f"rounds_per_seed[{s}] must be a list of round records, got {type(rounds).__name__}")
+    return list(rounds_per_seed)
+
+
+@dataclass(frozen=True, eq=False)  # holds arrays: no elementwise ==
+class OverSeeds:
+    """One quantity from each of ``S`` seeds: ``values_S`` (float64 ``[S]`` or ``[S, ...]``).
+
+    ``mean`` and ``std`` are taken over seeds, pointwise (``std`` is the sample
+    standard deviation, ``ddof=1``, and zeros for one seed); ``total`` is the
+    sum over seeds (e.g. confusion matrices of the same test set).
+    """
+
+    values_S: np.ndarray
+
+    def __post_init__(self) -> None:
+        values = np.asarray(self.values_S, dtype=np.float64)
+        if values.ndim == 0 or values.shape[0] == 0:
+            raise InvalidArgumentError(f"values_S must hold one value per seed, at least one, got shape {values.shape}")
+        object.__setattr__(self, "values_S", values)
+
+    @property
+    def n_seeds(self) -> int:
+        return int(self.values_S.shape[0])
+
+    @property
+    def mean(self) -> np.ndarray | float:
+        mean = self.values_S.mean(axis=0)
+        return float(mean) if mean.ndim == 0 else mean
+
+    @property
+    def std(self) -> np.ndarray | float:
+        if self.n_seeds == 1:
+            std = np.zeros(self.values_S.shape[1:])
+        else:
+            std = self.values_S.std(axis=0, ddof=1)
+        return float(std) if std.ndim == 0 else std
+
+    @property
+    def total(self) -> np.ndarray | float:
+        total = self.values_S.sum(axis=0)
+        return float(total) if total.ndim == 0 else total
+
+
+def final_metric(rounds_per_seed: RoundsPerSeed, key: str) -> OverSeeds | None:
+    """``metrics[key]`` of each seed's last round, over seeds.
+
+    Seeds with no rounds yet, or whose last round lacks ``key``, are left out;
+    ``None`` when no seed has it. Values may be numbers or equally shaped lists
+    (per-class values, confusion matrices).
+
+    Example:
+        >>> rounds = [[{"metrics": {"test_ece": 0.2}}, {"metrics": {"test_ece": 0.1}}],
+        ...           [{"metrics": {"test_ece": 0.3}}]]
+        >>> stats = final_metric(rounds, "test_ece")
+        >>> stats.values_S.tolist(), round(stats.mean, 3)
+        ([0.1, 0.3], 0.2)
+    """
+    values = []
+    for rounds in _check_rounds_per_seed(rounds_per_seed):
+        value = (_field(rounds[-1], "metrics") or {}).get(key) if rounds else None
+        if value is not None:
+            values.append(np.asarray(value, dtype=np.float64))
+    if not values:
+        return None
+    shapes = sorted({v.shape for v in values})
+    if len(shapes) != 1:
+        raise InvalidArgumentError(f"the seeds' final {key!r} differ in shape: {shapes}")
+    return OverSeeds(np.stack(values))
+
+
+def final_reliability(rounds_per_seed: RoundsPerSeed, key: str = "test_reliability") -> ReliabilityBins | None:
+    """The reliability bins of each seed's last round, pooled over seeds.
+
+    The stored bins (``metrics[key]``, see
+    :meth:`~activebayes.metrics.ReliabilityBins.from_record`) are added with
+    :meth:`~activebayes.metrics.ReliabilityBins.pool`, so the result is the
+    reliability of all seeds' test predictions together, and its ``ece`` is the
+    *pooled* ECE (at most the mean of the seeds' ECEs when the seeds share one
+    test set). ``None`` when no seed stored bins.
+
+    Example:
+        >>> seed_0 = [{"metrics": {"test_reliability": {"count": [0, 10], "conf_sum": [0, 8], "correct_sum": [0, 6]}}}]
+        >>> seed_1 = [{"metrics": {"test_reliability": {"count": [0, 10], "conf_sum": [0, 8], "correct_sum": [0, 10]}}}]
+        >>> round(final_reliability([seed_0, seed_1]).ece, 6)   # the seeds' ECEs are 0.2 and 0.2
+        0.0
+    """
+    bins = []
+    for s, rounds in enumerate(_check_rounds_per_seed(rounds_per_seed)):
+        record = (_field(rounds[-1], "metrics") or {}).get(key) if rounds else None
+        if record is not None:
+            bins.append(ReliabilityBins.from_record(record, name=f"seed {s}'s final {key}"))
+    return ReliabilityBins.pool(bins) if bins else None
+
+
+@dataclass(frozen=True, eq=False)  # holds arrays: no elementwise ==
+class PerRoundMean:
+    """A per-round quantity averaged over seeds on the ``R`` rounds every seed has.
+
+    Attributes:
+        mean_R: ``[R]`` or ``[R, ...]`` mean over seeds, round by round.
+        n_labelled_R: ``[R]`` the rounds' label counts when all seeds agree on them, else ``None``.
+        n_seeds: seeds averaged.
+    """
+
+    mean_R: np.ndarray
+    n_labelled_R: np.ndarray | None
+    n_seeds: int
+
+
+def per_round_mean(rounds_per_seed: RoundsPerSeed, extract: Callable[[Any], Any]) -> PerRoundMean | None:
+    """The mean over seeds of ``extract(round)``, round by round, on the rounds every seed has.
+
+    Runs of a comparison that is still running (or stopped early) are shorter:
+    only the first ``R = min_s R_s`` rounds are averaged. ``None`` when a seed
+    has no rounds or ``extract`` gives ``None`` for one of those rounds (records
+    that do not hold the quantity).
+
+    Args:
+        rounds_per_seed: one list of round records per seed.
+        extract: ``round record -> number or list`` (the same shape every round).
+
+    Example:
+        >>> seeds = [[{"n_labelled": 20, "class_counts": [1, 1]}, {"n_labelled": 30, "class_counts": [3, 1]}],
+        ...          [{"n_labelled": 20, "class_counts": [1, 1]}]]
+        >>> m = per_round_mean(seeds, lambda r: r["class_counts"])
+        >>> m.mean_R.tolist(), m.n_labelled_R.tolist(), m.n_seeds
+        ([[1.0, 1.0]], [20], 2)
+    """
+    runs = _check_rounds_per_seed(rounds_per_seed)
+    if not callable(extract):
+        raise InvalidTypeError(f"extract must be a callable round -> value, got {type(extract).__name__}")
+    if not runs:
+        return None
+    length = min(len(rounds) for rounds in runs)
+    if length == 0:
+        return None
+    stacks = []
+    for rounds in runs:
+        values = [extract(r) for r in rounds[:length]]
+        if any(v is None for v in values):
+            return None
+        stacks.append(np.asarray(values, dtype=np.float64))
+    shapes = sorted({stack.shape for stack in stacks})
+    if len(shapes) != 1:
+        raise InvalidArgumentError(f"the seeds' per-round values differ in shape: {shapes}")
+    counts = {tuple(int(_field(r, "n_labelled")) for r in rounds[:length]) for rounds in runs}
+    n_labelled_R = np.asarray(counts.pop(), dtype=np.int64) if len(counts) == 1 else None
+    return PerRoundMean(mean_R=np.mean(stacks, axis=0), n_labelled_R=n_labelled_R, n_seeds=len(stacks))
+
+
+@dataclass(frozen=True, eq=False)  # holds arrays: no elementwise ==
+class PhaseSeconds:
+    """Seconds spent per phase (``phases``, ``P`` of them).
+
+    Attributes:
+        per_round: mean over seeds of each round's seconds, ``mean_R`` ``[R, P]``.
+        totals: each run's total seconds per phase, ``values_S`` ``[S, P]``.
+    """
+
+    phases: tuple[str, ...]
+    per_round: PerRoundMean
+    totals: OverSeeds
+
+
+def phase_seconds(rounds_per_seed: RoundsPerSeed, phases: Sequence[str]) -> PhaseSeconds | None:
+    """Seconds per phase (a phase a round did not run counts 0), per round and per run.
+
+    Example:
+        >>> seeds = [[{"n_labelled": 20, "seconds": {"fit": 1.0, "acquire": 0.5}}, {"n_labelled": 30, "seconds": {"fit": 2.0}}]]
+        >>> t = phase_seconds(seeds, ("fit", "acquire"))
+        >>> t.per_round.mean_R.tolist(), t.totals.values_S.tolist()
+        ([[1.0, 0.5], [2.0, 0.0]], [[3.0, 0.5]])
+    """
+    phases = tuple(phases)
+    runs = [rounds for rounds in _check_rounds_per_seed(rounds_per_seed) if rounds]
+
+    def seconds_P(record: Any) -> list[float]:
+        seconds = _field(record, "seconds") or {}
+        return [float(seconds.get(p, 0.0)) for p in phases]
+
+    per_round = per_round_mean(runs, seconds_P)
+    if per_round is None:
+        return None
+    totals = OverSeeds(np.array([np.sum([seconds_P(r) for r in rounds], axis=0) for rounds in runs]))
+    return PhaseSeconds(phases=phases, per_round=per_round, totals=totals)
