@@ -119,8 +119,10 @@ def batchbald(
         max_exact_configs: exact while ``C^(picked so far)`` is at most this
             (default: ``num_samples``, so the exact table is never larger than the sampled one).
         generator: seeds the sampled configurations (CPU generator).
-        costs_N, budget, cost_aware: optional labelling costs; candidates that no longer
-            fit are skipped; ``cost_aware=True`` maximises gain per unit cost.
+        costs_N: optional per-item labelling costs ``[N]``; candidates that no longer
+            fit the budget are skipped.
+        budget: total labelling cost allowed (with ``costs_N``).
+        cost_aware: ``True`` maximises the gain per unit cost.
         device: run the per-candidate products there (e.g. ``"cuda"``).
         dtype: working precision of the per-candidate products (default: input's).
         chunk_size: candidates per chunk (default: ``1024 // C``; the configurations are tiled

@@ -315,9 +315,9 @@ def select(
         batch_size: at most this many picks, ``1 <= batch_size <= N``.
         generator: seeds every random choice (random, stochastic, BatchBALD's sampled
             configurations); ``None`` uses torch's global generator.
-        costs_N, budget: optional per-item labelling cost (``[N]``, >= 0) and total
-            budget: items are taken in the strategy's order, skipping those that no
-            longer fit; the total never exceeds ``budget`` (fewer picks possible).
+        costs_N: optional per-item labelling cost (``[N]``, >= 0), with ``budget``.
+        budget: total labelling cost: items are taken in the strategy's order, skipping
+            those that no longer fit; the total never exceeds ``budget`` (fewer picks possible).
         device: compute there (e.g. ``"cuda"``); results come back on the CPU.
         **options: strategy options, e.g. ``num_samples`` / ``max_exact_configs`` for
             ``"batchbald"``, ``beta`` for stochastic strategies, ``cost_aware=True`` to

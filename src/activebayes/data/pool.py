@@ -123,7 +123,8 @@ class Pool:
                 distinct randomly chosen classes, so counts differ by at most one and
                 are equal when ``C`` divides ``initial_size``), ``"random"`` (uniform
                 over the non-validation items) or ``"empty"``.
-            seed, generator: randomness (default ``seed=0``); the same seed gives the same pool.
+            seed: randomness (default 0); the same seed gives the same pool.
+            generator: a ``torch.Generator`` to draw from instead of ``seed``.
 
         The initial set is drawn after (and disjoint from) the validation set and is
         labelled with ``dataset.targets`` (a simulated oracle).

@@ -166,10 +166,16 @@ def fit(
 
     Args:
         model: returns logits ``[n, C]`` (log-probabilities also work).
-        train / validation: ``(inputs [N, ...], targets [N])`` tensors, or Datasets of ``(x, y)``.
+        train: ``(inputs [N, ...], targets [N])`` tensors, or a Dataset of ``(x, y)``.
+        validation: the same form, for early stopping (optional).
         optimizer: ``"adam"`` or ``"sgd"``.
-        lr, weight_decay, momentum (SGD only), batch_size: as usual.
-        max_epochs, min_epochs, patience: epoch limits and early-stopping patience.
+        lr: learning rate.
+        weight_decay: L2 penalty of the optimizer.
+        momentum: SGD only.
+        batch_size: items per optimizer step.
+        max_epochs: at most this many epochs.
+        min_epochs: at least this many epochs before early stopping may stop.
+        patience: epochs without improvement before stopping.
         min_samples_per_epoch: samples drawn per epoch at least (1 = plain epochs).
         generator: torch.Generator, int seed or None (global RNG).
         device: train there (the model is moved); default: where its parameters are.
