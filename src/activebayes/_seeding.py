@@ -81,3 +81,73 @@ def make_generator(seed: int, *keys: object) -> torch.Generator:
 def seeded_global_rng(seed: int, *keys: object) -> contextlib.AbstractContextManager[None]:
     """:func:`global_rng_seeded` with ``derive_seed(seed, *keys)``."""
     return global_rng_seeded(derive_seed(seed, *keys))
+
+
+# --- counter-based per-item randomness -------------------------------------------------
+#
+# Distributed and streamed scoring need random numbers that belong to an item, not to
+# the position it happens to have in a chunk: item ``i``'s draw is a pure function of
+# ``(seed, i)``, so any partition of the pool, in any order, sees the same numbers.
+# splitmix64 (Steele, Lea & Flood 2014, the finaliser of Java's SplittableRandom) is a
+# bijective 64-bit mixer with full avalanche; it runs vectorised on int64 tensors
+# (two's-complement wrapping multiplication, logical shifts emulated with a mask).
+
+_SPLITMIX_GAMMA = 0x9E3779B97F4A7C15
+_SPLITMIX_MUL1 = 0xBF58476D1CE4E5B9
+_SPLITMIX_MUL2 = 0x94D049BB133111EB
+
+
+def _as_int64(value: int) -> int:
+    """The int64 with the same 64 bits as ``value`` (two's complement)."""
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _shift_right_logical(x: torch.Tensor, bits: int) -> torch.Tensor:
+    return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def splitmix64(x_N: torch.Tensor) -> torch.Tensor:
+    """splitmix64 of every element of an int64 tensor (bits as unsigned 64-bit, wrapping).
+
+    ``z = x + γ; z = (z ^ z >> 30) · m1; z = (z ^ z >> 27) · m2; z ^ z >> 31`` with
+    ``γ = 0x9E3779B97F4A7C15``, ``m1 = 0xBF58476D1CE4E5B9``, ``m2 = 0x94D049BB133111EB``
+    and logical shifts, all modulo 2^64. A bijection of the 64-bit words.
+
+    >>> splitmix64(torch.tensor([0])).item() == _as_int64(0xE220A8397B1DCDAF)
+    True
+    """
+    if x_N.dtype != torch.int64:
+        raise TypeError(f"x_N must be an int64 tensor, got dtype {x_N.dtype}")
+    z = x_N + _as_int64(_SPLITMIX_GAMMA)
+    z = (z ^ _shift_right_logical(z, 30)) * _as_int64(_SPLITMIX_MUL1)
+    z = (z ^ _shift_right_logical(z, 27)) * _as_int64(_SPLITMIX_MUL2)
+    return z ^ _shift_right_logical(z, 31)
+
+
+def keyed_uniform(seed: int, keys_N: torch.Tensor) -> torch.Tensor:
+    """Uniform ``(0, 1)`` float64 numbers, one per key, a pure function of ``(seed, key)``.
+
+    ``u = (⌊h / 2^11⌋ + 1/2) / 2^53`` with ``h = splitmix64(splitmix64(key) ⊕ s)`` and
+    ``s`` a 63-bit hash of ``seed`` (:func:`mix_seed`): 53 random bits, never exactly 0
+    or 1. Keys are item indices, so the number an item gets does not depend on how the
+    pool is chunked, ordered or spread over machines.
+
+    Args:
+        seed: any int (e.g. a round's selection seed).
+        keys_N: int64 tensor of keys (e.g. original dataset indices), any shape.
+
+    Returns:
+        float64 tensor shaped like ``keys_N``, on its device.
+
+    >>> u = keyed_uniform(7, torch.arange(5))
+    >>> bool(((u > 0) & (u < 1)).all()), torch.equal(u[2:], keyed_uniform(7, torch.arange(2, 5)))
+    (True, True)
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    if not isinstance(keys_N, torch.Tensor) or keys_N.dtype != torch.int64:
+        got = keys_N.dtype if isinstance(keys_N, torch.Tensor) else type(keys_N).__name__
+        raise TypeError(f"keys_N must be an int64 tensor, got {got}")
+    hashed = splitmix64(splitmix64(keys_N) ^ mix_seed(seed))
+    return (_shift_right_logical(hashed, 11).to(torch.float64) + 0.5) * 2.0**-53

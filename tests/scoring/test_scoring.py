@@ -1,0 +1,417 @@
+"""score_pool: streamed pool scoring equals in-memory selection and does not depend on chunking.
+
+References: ``select(predict_log_probs(model, all candidates), ...)`` (the in-memory path),
+NumPy lexicographic sorts for the tie rule, a pure-Python splitmix64, and the sampling
+distribution of Gumbel-top-k (chi-square against ``p ∝ w``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from activebayes._seeding import keyed_uniform, splitmix64
+from activebayes.acquisition import available_strategies, batchbald, bald, get_strategy, select
+from activebayes.acquisition import register_strategy, topk_strategy, unregister_strategy
+from activebayes.acquisition.selection import Selection
+from activebayes.models import MLP, Ensemble, predict_log_probs, resample_masks
+from activebayes.scoring import (
+    BaldPrefilter,
+    LocalExecutor,
+    RowsAccumulator,
+    TopCandidates,
+    _order_keys,
+    lexicographic_top,
+    score_pool,
+)
+
+N_ALL, FEATURES, C, K = 600, 6, 4, 8
+MASK_SEED, SELECTION_SEED = 11, 5
+
+PER_ITEM = sorted(name for name in available_strategies() if get_strategy(name).mode is not None)
+TOPK = [name for name in PER_ITEM if get_strategy(name).mode == "topk"]
+STOCHASTIC = [name for name in PER_ITEM if get_strategy(name).mode != "topk"]
+
+
+@pytest.fixture(scope="module")
+def net() -> MLP:
+    torch.manual_seed(0)
+    return MLP(in_features=FEATURES, num_classes=C, hidden=(16,), p=0.5)
+
+
+@pytest.fixture(scope="module")
+def pool() -> torch.Tensor:
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(N_ALL, FEATURES, generator=g) * torch.rand(N_ALL, 1, generator=g) * 4
+
+
+@pytest.fixture(scope="module")
+def candidates() -> torch.Tensor:
+    return torch.randperm(N_ALL, generator=torch.Generator().manual_seed(2))[:450]
+
+
+class RecordingInputs:
+    """Pool inputs that remember how many items every read asked for."""
+
+    def __init__(self, inputs: torch.Tensor) -> None:
+        self.inputs = inputs
+        self.reads: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.inputs)
+
+    def __getitem__(self, index: torch.Tensor) -> torch.Tensor:
+        self.reads.append(len(index))
+        return self.inputs[index]
+
+
+class Dataset:
+    def __init__(self, inputs) -> None:
+        self.inputs = inputs
+
+
+def full_log_probs(net, pool, indices) -> torch.Tensor:
+    resample_masks(net, generator=MASK_SEED)
+    return predict_log_probs(net, pool[indices], K)
+
+
+def score(net, pool, candidates, strategy, batch_size, **kwargs) -> Selection:
+    kwargs.setdefault("chunk_size", 64)
+    return score_pool(net, pool, candidates, strategy, batch_size, num_samples=K, mask_generator=MASK_SEED,
+                      selection_seed=SELECTION_SEED, **kwargs)
+
+
+def assert_same(a: Selection, b: Selection) -> None:
+    assert a.indices.tolist() == b.indices.tolist()
+    torch.testing.assert_close(a.scores, b.scores, rtol=1e-5, atol=1e-6)  # float32 predictions
+    assert a.strategy == b.strategy
+
+
+def lexsort_top(scores: np.ndarray, indices: np.ndarray, k: int) -> np.ndarray:
+    """Reference tie rule: score descending, then original index ascending."""
+    return indices[np.lexsort((indices, -scores))][:k]
+
+
+# ------------------------------------------------------------------ deterministic top-k
+
+
+@pytest.mark.parametrize("strategy", TOPK)
+def test_topk_equals_in_memory_select(net, pool, candidates, strategy):
+    sorted_candidates = candidates.sort().values
+    log_probs = full_log_probs(net, pool, sorted_candidates)
+    scores_N = get_strategy(strategy).score_fn(log_probs).numpy()
+    reference = select(log_probs, strategy, 9)
+    got = score(net, pool, candidates, strategy, 9)
+    # the picked scores are the 9 largest (whatever the tie rule) ...
+    torch.testing.assert_close(got.scores, reference.scores, rtol=1e-6, atol=1e-9)
+    # ... and ties go to the lower original index
+    assert got.indices.tolist() == lexsort_top(scores_N, sorted_candidates.numpy(), 9).tolist()
+    if len(np.unique(scores_N)) == len(scores_N):  # no ties: exactly select's picks
+        assert got.indices.tolist() == sorted_candidates[reference.indices].tolist()
+
+
+@pytest.mark.parametrize("strategy", PER_ITEM + ["batchbald", "random"])
+def test_invariant_to_chunk_size_and_candidate_order(net, pool, candidates, strategy):
+    first = score(net, pool, candidates, strategy, 6, chunk_size=len(candidates))
+    shuffled = candidates[torch.randperm(len(candidates), generator=torch.Generator().manual_seed(9))]
+    for chunk_size, cands in [(37, shuffled), (64, candidates.flip(0))]:
+        assert_same(score(net, pool, cands, strategy, 6, chunk_size=chunk_size), first)
+    # tiny chunks (forwards of one or two items) on a smaller pool
+    small = candidates[:40]
+    assert_same(score(net, pool, small, strategy, 6, chunk_size=3), score(net, pool, small, strategy, 6, chunk_size=40))
+
+
+def test_reads_at_most_chunk_size_items(net, pool, candidates):
+    inputs = RecordingInputs(pool)
+    score(net, Dataset(inputs), candidates, "bald", 5, chunk_size=50)
+    assert max(inputs.reads) <= 50 and sum(inputs.reads) == len(candidates) + 0  # one read per item
+    inputs.reads.clear()
+    score(net, Dataset(inputs), candidates, "random", 5)
+    assert inputs.reads == []  # random predicts nothing
+
+
+def test_kept_rows_stay_bounded():
+    """Top-k and pre-filter passes hold O(keep) rows however many chunks arrive."""
+    for work in (TopCandidates(bald, "topk", keep=5, seed=0), BaldPrefilter(keep=5)):
+        accumulator = RowsAccumulator(work)
+        most = 0
+        g = torch.Generator().manual_seed(0)
+        for start in range(0, 2000, 40):
+            log_probs = torch.log_softmax(torch.randn(40, 3, 4, generator=g), -1)
+            accumulator.add(work.map(torch.arange(start, start + 40), None, log_probs))
+            most = max(most, accumulator.pending)
+        assert most <= 3 * 5
+        rows = accumulator.result()
+        assert len(rows["index"]) == 5
+
+
+def test_memmap_dataset_gives_the_same_picks(net, pool, candidates, tmp_path):
+    path = tmp_path / "pool.npy"
+    np.save(path, pool.numpy())
+
+    class MemmapInputs:
+        def __init__(self, file) -> None:
+            self.array = np.load(file, mmap_mode="r")
+
+        def __len__(self) -> int:
+            return len(self.array)
+
+        def __getitem__(self, index: torch.Tensor) -> torch.Tensor:
+            return torch.from_numpy(np.asarray(self.array[index.numpy()]))
+
+    for strategy in ("bald", "power_entropy", "batchbald"):
+        assert_same(score(net, Dataset(MemmapInputs(path)), candidates, strategy, 4),
+                    score(net, pool, candidates, strategy, 4))
+
+
+def test_ensemble(pool, candidates):
+    torch.manual_seed(3)
+    ensemble = Ensemble([MLP(in_features=FEATURES, num_classes=C, hidden=(8,), p=0.0) for _ in range(3)])
+    sorted_candidates = candidates.sort().values
+    reference = select(predict_log_probs(ensemble, pool[sorted_candidates]), "bald", 4)
+    got = score_pool(ensemble, pool, candidates, "bald", 4, num_samples=None, mask_generator=None,
+                     selection_seed=0, chunk_size=100)
+    assert got.indices.tolist() == sorted_candidates[reference.indices].tolist()
+
+
+# ------------------------------------------------------------------------ cost budgets
+
+
+@pytest.mark.parametrize("cost_aware", [False, True])
+@pytest.mark.parametrize("strategy", ["bald", "entropy", "margin"])
+def test_cost_budget_topk_equals_select(net, pool, candidates, strategy, cost_aware):
+    if strategy == "margin" and cost_aware:
+        pytest.skip("margin scores are negative: no score per unit cost")
+    costs = torch.rand(len(candidates), generator=torch.Generator().manual_seed(4), dtype=torch.float64) * 3 + 0.1
+    order = torch.argsort(candidates)
+    sorted_candidates = candidates[order]
+    log_probs = full_log_probs(net, pool, sorted_candidates)
+    reference = select(log_probs, strategy, 8, costs_N=costs[order], budget=4.0, cost_aware=cost_aware)
+    got = score(net, pool, candidates, strategy, 8, costs_N=costs, cost_budget=4.0,
+                options={"cost_aware": cost_aware})
+    assert got.indices.tolist() == sorted_candidates[reference.indices].tolist()
+    torch.testing.assert_close(got.scores, reference.scores, rtol=1e-6, atol=1e-9)
+    by_index = dict(zip(candidates.tolist(), costs.tolist(), strict=True))
+    assert sum(by_index[i] for i in got.indices.tolist()) <= 4.0 + 1e-9
+
+
+@pytest.mark.parametrize("strategy", ["bald", "power_bald", "softmax_entropy", "random"])
+def test_slack_budget_equals_no_budget(net, pool, candidates, strategy):
+    """The budget walk (all scores kept) and the chunk-wise top-k path pick the same items."""
+    costs = torch.ones(len(candidates), dtype=torch.float64)
+    unconstrained = score(net, pool, candidates, strategy, 7)
+    with_budget = score(net, pool, candidates, strategy, 7, costs_N=costs, cost_budget=float(len(candidates)))
+    assert_same(with_budget, unconstrained)
+
+
+@pytest.mark.parametrize("strategy", STOCHASTIC)
+def test_stochastic_budget_is_respected_and_partition_free(net, pool, candidates, strategy):
+    costs = torch.rand(len(candidates), generator=torch.Generator().manual_seed(6), dtype=torch.float64) + 0.5
+    first = score(net, pool, candidates, strategy, 10, costs_N=costs, cost_budget=3.0, chunk_size=450)
+    perm = torch.randperm(len(candidates), generator=torch.Generator().manual_seed(1))
+    again = score(net, pool, candidates[perm], strategy, 10, costs_N=costs[perm], cost_budget=3.0, chunk_size=33)
+    assert_same(again, first)
+    by_index = dict(zip(candidates.tolist(), costs.tolist(), strict=True))
+    assert sum(by_index[i] for i in first.indices.tolist()) <= 3.0 + 1e-9
+
+
+# ------------------------------------------------------------------------ stochastic
+
+
+def test_stochastic_differs_across_seeds_and_depends_on_scores(net, pool, candidates):
+    picks = {tuple(score_pool(net, pool, candidates, "power_bald", 5, num_samples=K, mask_generator=MASK_SEED,
+                              selection_seed=seed).tolist()) for seed in range(5)}
+    assert len(picks) > 1
+    # beta -> infinity approaches top-k
+    cold = score(net, pool, candidates, "softmax_bald", 3, options={"beta": 1e6})
+    assert cold.indices.tolist() == score(net, pool, candidates, "bald", 3).indices.tolist()
+
+
+@pytest.mark.parametrize("mode", ["power", "softmax", "softrank"])
+def test_keyed_gumbel_top_k_samples_proportionally(mode):
+    """First pick ~ w / sum(w), second pick ~ w / (sum(w) - w_first): successive sampling."""
+    scores_N = torch.tensor([0.05, 0.2, 0.4, 0.8, 1.6], dtype=torch.float64)
+    indices_N = torch.tensor([3, 10, 11, 40, 41])
+    beta = 1.0
+    if mode == "power":
+        weights = scores_N.numpy() ** beta
+    elif mode == "softmax":
+        weights = np.exp(beta * scores_N.numpy())
+    else:
+        ranks = np.argsort(np.argsort(-scores_N.numpy())) + 1
+        weights = ranks.astype(float) ** -beta
+    trials = 3000
+    first = np.zeros(5)
+    second_after_top = np.zeros(5)
+    n_top_first = 0
+    for seed in range(trials):
+        primary, secondary = _order_keys(scores_N, indices_N, mode, beta, seed)
+        order = lexicographic_top(primary, secondary, indices_N, 2).tolist()
+        first[order[0]] += 1
+        if order[0] == 4:
+            n_top_first += 1
+            second_after_top[order[1]] += 1
+    expected_first = trials * weights / weights.sum()
+    assert stats.chisquare(first, expected_first).pvalue > 1e-3
+    rest = weights.copy()
+    rest[4] = 0
+    expected_second = n_top_first * rest / rest.sum()
+    assert stats.chisquare(second_after_top[:4], expected_second[:4]).pvalue > 1e-3
+
+
+def test_power_zero_scores_come_last():
+    scores_N = torch.tensor([0.0, 0.3, 0.0, 0.1], dtype=torch.float64)
+    indices_N = torch.arange(4)
+    for seed in range(20):
+        primary, secondary = _order_keys(scores_N, indices_N, "power", 1.0, seed)
+        assert set(lexicographic_top(primary, secondary, indices_N, 2).tolist()) == {1, 3}
+
+
+# ------------------------------------------------------------------------ BatchBALD
+
+
+@pytest.mark.parametrize("bb_options", [{}, {"num_samples": 200, "max_exact_configs": 16}])
+def test_batchbald_prefilter_at_least_n_equals_full_batchbald(net, pool, candidates, bb_options):
+    sorted_candidates = candidates.sort().values
+    log_probs = full_log_probs(net, pool, sorted_candidates)
+    reference = batchbald(log_probs, 5, generator=torch.Generator().manual_seed(SELECTION_SEED), **bb_options)
+    got = score(net, pool, candidates, "batchbald", 5, options={"prefilter": len(candidates), **bb_options})
+    assert got.indices.tolist() == sorted_candidates[reference.indices].tolist()
+    torch.testing.assert_close(got.scores, reference.scores, rtol=1e-6, atol=1e-9)
+
+
+def test_batchbald_prefilter_is_batchbald_on_the_top_bald_items(net, pool, candidates):
+    sorted_candidates = candidates.sort().values
+    log_probs = full_log_probs(net, pool, sorted_candidates)
+    bald_N = bald(log_probs).numpy()
+    top = np.sort(np.argsort(-bald_N, kind="stable")[:40])  # positions of the 40 highest BALD, by index
+    reference = batchbald(log_probs[top], 5, generator=torch.Generator().manual_seed(SELECTION_SEED))
+    got = score(net, pool, candidates, "batchbald", 5, options={"prefilter": 40}, chunk_size=17)
+    assert got.indices.tolist() == sorted_candidates[top][reference.indices].tolist()
+    # the first pick is BALD's top item
+    assert got.indices[0] == sorted_candidates[int(np.argmax(bald_N))]
+
+
+def test_batchbald_prefilter_with_costs(net, pool, candidates):
+    costs = torch.rand(len(candidates), generator=torch.Generator().manual_seed(8), dtype=torch.float64) + 0.2
+    got = score(net, pool, candidates, "batchbald", 6, costs_N=costs, cost_budget=2.0,
+                options={"prefilter": len(candidates), "cost_aware": True})
+    order = torch.argsort(candidates)
+    reference = batchbald(full_log_probs(net, pool, candidates[order]), 6, costs_N=costs[order], budget=2.0,
+                          cost_aware=True, generator=torch.Generator().manual_seed(SELECTION_SEED))
+    assert got.indices.tolist() == candidates[order][reference.indices].tolist()
+
+
+# ------------------------------------------------------------------------ fallback and random
+
+
+def test_strategy_without_score_fn_uses_select(net, pool, candidates):
+    def lowest_confidence_joint(log_probs, batch_size, *, name, generator, plan, device, **options):
+        picked = torch.argsort(log_probs.exp().mean(1).amax(-1))[:batch_size]
+        return Selection(picked, torch.zeros(batch_size, dtype=torch.float64), name)
+
+    register_strategy("test_in_memory_joint", lowest_confidence_joint)
+    try:
+        sorted_candidates = candidates.sort().values
+        log_probs = full_log_probs(net, pool, sorted_candidates)
+        reference = select(log_probs, "test_in_memory_joint", 5)
+        got = score(net, pool, candidates, "test_in_memory_joint", 5)
+        assert got.indices.tolist() == sorted_candidates[reference.indices].tolist()
+    finally:
+        unregister_strategy("test_in_memory_joint")
+    register_strategy("test_score_only", topk_strategy(bald))  # no score_fn: in-memory path
+    try:
+        got = score(net, pool, candidates, "test_score_only", 5)
+        assert got.indices.tolist() == score(net, pool, candidates, "bald", 5).indices.tolist()
+    finally:
+        unregister_strategy("test_score_only")
+
+
+def test_random_is_uniform_and_needs_no_model(candidates, pool):
+    class Exploding(torch.nn.Module):
+        def forward(self, x):
+            raise AssertionError("random must not predict")
+
+    counts = np.zeros(N_ALL)
+    for seed in range(400):
+        picks = score_pool(Exploding(), pool, candidates, "random", 20, num_samples=K, mask_generator=None,
+                           selection_seed=seed)
+        counts[picks.indices.numpy()] += 1
+    assert counts[np.setdiff1d(np.arange(N_ALL), candidates.numpy())].sum() == 0
+    observed = counts[candidates.numpy()]
+    assert stats.chisquare(observed).pvalue > 1e-3
+
+
+# ------------------------------------------------------------------------ seeding
+
+
+def splitmix64_reference(x: int) -> int:
+    mask = (1 << 64) - 1
+    z = (x + 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return z ^ (z >> 31)
+
+
+def test_splitmix64_matches_python_reference():
+    g = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.randint(-(2**63), 2**63 - 1, (200,), generator=g), torch.tensor([0, -1, 2**63 - 1])])
+    got = splitmix64(x).tolist()
+    for value, hashed in zip(x.tolist(), got, strict=True):
+        assert hashed & ((1 << 64) - 1) == splitmix64_reference(value & ((1 << 64) - 1))
+
+
+def test_keyed_uniform_is_uniform_and_keyed():
+    u = keyed_uniform(3, torch.arange(20000))
+    assert bool(((u > 0) & (u < 1)).all())
+    assert stats.kstest(u.numpy(), "uniform").pvalue > 1e-3
+    keys = torch.tensor([5, 17, 2])
+    assert torch.equal(keyed_uniform(3, keys), keyed_uniform(3, torch.arange(20))[keys])
+    assert not torch.equal(keyed_uniform(4, keys), keyed_uniform(3, keys))
+    assert abs(float(np.corrcoef(u[:-1].numpy(), u[1:].numpy())[0, 1])) < 0.03
+
+
+# ------------------------------------------------------------------------ validation
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"candidates": [1, 2, 2]}, ValueError, "distinct"),
+        ({"candidates": [1, N_ALL]}, IndexError, "candidates_N"),
+        ({"candidates": []}, ValueError, "empty"),
+        ({"batch_size": 3, "candidates": [0, 1]}, ValueError, "batch_size"),
+        ({"options": {"bogus": 1}}, TypeError, "bogus"),
+        ({"strategy": "batchbald", "options": {"prefilter": 2}}, ValueError, "prefilter"),
+        ({"options": {"cost_aware": True}}, ValueError, "cost_budget"),
+        ({"costs_N": torch.ones(3), "cost_budget": 1.0}, ValueError, "costs_N"),
+        ({"chunk_size": 0}, ValueError, "chunk_size"),
+        ({"selection_seed": 1.5}, TypeError, "selection_seed"),
+        ({"strategy": "nope"}, ValueError, "unknown strategy"),
+    ],
+)
+def test_errors_name_the_argument(net, pool, kwargs, error, match):
+    args = {"candidates": list(range(50)), "strategy": "bald", "batch_size": 3}
+    args.update(kwargs)
+    candidates_, strategy, batch_size = args.pop("candidates"), args.pop("strategy"), args.pop("batch_size")
+    args.setdefault("selection_seed", 0)
+    with pytest.raises(error, match=match):
+        score_pool(net, pool, candidates_, strategy, batch_size, num_samples=K, mask_generator=0, **args)
+
+
+def test_dataset_without_inputs_is_rejected(net):
+    with pytest.raises(TypeError, match="dataset"):
+        score_pool(net, object(), [0], "bald", 1, num_samples=K, mask_generator=0, selection_seed=0)
+    with pytest.raises(ValueError, match="float tensor"):
+        score_pool(net, Dataset(torch.zeros(5, FEATURES, dtype=torch.long)), [0, 1], "bald", 1, num_samples=K,
+                   mask_generator=0, selection_seed=0)
+
+
+def test_local_executor_is_the_default(net, pool, candidates):
+    assert_same(score(net, pool, candidates, "entropy", 4, executor=LocalExecutor()),
+                score(net, pool, candidates, "entropy", 4))
+    assert math.isfinite(float(score(net, pool, candidates, "entropy", 4).scores.sum()))
