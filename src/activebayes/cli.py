@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-import torch
 
+from activebayes._threads import automatic_threads
 from activebayes._validation import check_choice, check_device
 from activebayes.acquisition import available_strategies
 from activebayes.data import available_datasets
@@ -168,11 +168,15 @@ def _print_results(path: Path) -> None:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="activebayes")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="CPU threads for torch (on a busy machine, 1 is often fastest). [torch's default]")
+              help="CPU threads for torch, overriding the automatic choice (one thread for small "
+                   "models or when other processes keep the cores busy, more for large convolutions "
+                   "on free cores; OMP_NUM_THREADS / MKL_NUM_THREADS are honoured). [auto]")
 def cli(threads: int | None) -> None:
     """Bayesian deep active learning: fit, acquire, label, repeat."""
-    if threads is not None:
-        torch.set_num_threads(threads)
+    # The thread count for the whole command (restored when it ends): --threads N, else
+    # OMP_NUM_THREADS / MKL_NUM_THREADS, else chosen per fit / predict from the work and the
+    # free cores (activebayes._threads explains the rule and what was measured).
+    click.get_current_context().with_resource(automatic_threads(threads))
 
 
 def main(args: list[str] | None = None) -> int:

@@ -24,6 +24,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 from activebayes._validation import check_choice, check_positive_int
 from activebayes._seeding import as_generator, draw_seed, global_rng_seeded
+from activebayes._threads import threads_for
 from activebayes.models.ensemble import Ensemble
 
 __all__ = ["OPTIMIZERS", "EpochRecord", "FitResult", "fit", "reset_parameters"]
@@ -278,7 +279,7 @@ def _fit_one(
     n = inputs.shape[0]
     target = max(n, min_samples_per_epoch)
     was_training = model.training
-    with global_rng_seeded(draw_seed(generator)), tqdm(
+    with global_rng_seeded(draw_seed(generator)), threads_for(model, inputs.shape[1:], batch_size), tqdm(
         total=max_epochs, desc="fit", unit="epoch", disable=not progress, leave=False
     ) as bar:
         for epoch in range(1, max_epochs + 1):
