@@ -1,9 +1,13 @@
 """Datasets and the active learning pool.
 
-- :class:`ArrayDataset`: inputs / targets / class names held as tensors;
-  :func:`from_arrays` (NumPy / tensors), :func:`image_folder` (a folder of images),
-  :func:`load_dataset` (``"digits"`` embedded, ``"mnist"``, ``"fashion_mnist"``,
-  ``"kmnist"`` from md5-checked IDX files, downloaded on request).
+- :class:`ArrayDataset`: inputs / targets / class names; inputs held as a float32
+  tensor, or as :class:`LazyInputs` read from disk on demand (pools larger than memory);
+  :func:`from_arrays` (NumPy / tensors), :func:`image_folder` (a folder of images,
+  in memory or ``lazy=True``), :func:`load_dataset` (``"digits"`` embedded,
+  ``"mnist"``, ``"fashion_mnist"``, ``"kmnist"`` from checksum-verified IDX files,
+  downloaded on request; ``"memmap"`` folders).
+- The memory-mapped format: :func:`convert_to_memmap` (IDX files or an image folder,
+  once), :func:`write_memmap` (arrays), :func:`load_memmap`.
 - :class:`Pool`: labelled / unlabelled / validation index sets over one dataset,
   in original dataset indices, without copying data.
 
@@ -12,18 +16,27 @@ See ``docs/data.md``.
 
 from __future__ import annotations
 
+from ._core import normalize_pixels
+from .convert import convert_to_memmap
 from .dataset import ArrayDataset, DataError, from_arrays
 from .datasets import IDX_DATASETS, available_datasets, default_data_dir, digits_split_indices, load_dataset
 from .idx import download_file, file_md5, parse_idx, read_idx
-from .image_folder import image_folder
+from .image_folder import ImageFileInputs, image_folder
+from .lazy import LazyInputs, MemmapInputs
+from .memmap import MEMMAP_FORMAT, load_memmap, write_memmap
 from .pool import Pool
 
 __all__ = [
     "ArrayDataset",
     "DataError",
     "IDX_DATASETS",
+    "ImageFileInputs",
+    "LazyInputs",
+    "MEMMAP_FORMAT",
+    "MemmapInputs",
     "Pool",
     "available_datasets",
+    "convert_to_memmap",
     "default_data_dir",
     "digits_split_indices",
     "download_file",
@@ -31,7 +44,9 @@ __all__ = [
     "from_arrays",
     "image_folder",
     "load_dataset",
+    "load_memmap",
+    "normalize_pixels",
     "parse_idx",
     "read_idx",
+    "write_memmap",
 ]
-

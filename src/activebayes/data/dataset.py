@@ -1,7 +1,10 @@
-"""The in-memory dataset every part of activebayes works on: :class:`ArrayDataset`.
+"""The dataset every part of activebayes works on: :class:`ArrayDataset`.
 
 A dataset is a float32 input tensor ``inputs_N_...`` (e.g. ``[N, 1, 28, 28]``,
-standardised), optional integer labels ``targets_N`` in ``0 .. C-1`` (``None`` for
+standardised) held in memory, or a :class:`~activebayes.data.LazyInputs` of the
+same shape whose rows are read from disk on demand (pools larger than memory:
+:func:`~activebayes.data.load_memmap`, ``image_folder(..., lazy=True)``), optional
+integer labels ``targets_N`` in ``0 .. C-1`` (``None`` for
 unlabelled data), the class names, a name, and for image folders the file path
 of every item. Everything downstream (the pool, oracles, the loop) refers to
 items by their row ``0 .. N-1`` in this dataset.
@@ -25,68 +28,20 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..errors import ActiveBayesError
+from ._core import DataError, as_index_tensor, normalize_pixels
+from .lazy import LazyInputs
 
 __all__ = ["ArrayDataset", "DataError", "from_arrays", "as_index_tensor", "normalize_pixels"]
 
 
-class DataError(ActiveBayesError, ValueError):
-    """A data file or array is missing, corrupt, truncated or fails its checksum."""
-
-
-def normalize_pixels(pixels: Tensor, normalization: tuple[float, float] | None, *, scale: float = 255.0) -> Tensor:
-    """Integer pixels to float32 inputs: ``(pixels / scale - mean) / std`` (``pixels / scale`` if ``None``).
-
-    The one transform every image dataset applies (in memory, memory-mapped or
-    read lazily from image files), in float32 and in this order, so all of them
-    give bitwise identical inputs for the same pixels and constants.
-
-    Example:
-        >>> normalize_pixels(torch.tensor([0, 255], dtype=torch.uint8), (0.5, 0.5)).tolist()
-        [-1.0, 1.0]
-    """
-    inputs = pixels.to(torch.float32, copy=True).div_(scale)
-    if normalization is not None:
-        mean, std = normalization
-        inputs.sub_(mean).div_(std)
-    return inputs
-
-
-def as_index_tensor(indices: object, name: str = "indices") -> Tensor:
-    """Turn a sequence / NumPy array / tensor of integer indices into a 1-D LongTensor.
-
-    Raises ``TypeError`` for non-integer values (floats, bools) and ``ValueError``
-    for anything that is not one-dimensional.
-    """
-    if isinstance(indices, Tensor):
-        tensor = indices.detach().cpu()
-    elif isinstance(indices, np.ndarray):
-        tensor = torch.from_numpy(np.ascontiguousarray(indices))
-    elif isinstance(indices, int | np.integer) and not isinstance(indices, bool):
-        tensor = torch.tensor([int(indices)])
-    elif isinstance(indices, Sequence | range):
-        values = list(indices)
-        for value in values:
-            if isinstance(value, bool) or not isinstance(value, int | np.integer):
-                raise TypeError(f"{name} must hold integers, got {type(value).__name__} {value!r}")
-        tensor = torch.tensor([int(v) for v in values], dtype=torch.long)
-    else:
-        raise TypeError(f"{name} must be a sequence, NumPy array or tensor of integers, got {type(indices).__name__}")
-    if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
-        raise TypeError(f"{name} must hold integers, got dtype {tensor.dtype}")
-    if tensor.ndim == 0:
-        tensor = tensor.reshape(1)
-    if tensor.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {tuple(tensor.shape)}")
-    return tensor.to(torch.long)
-
-
 @dataclass(frozen=True, eq=False)
 class ArrayDataset:
-    """Inputs, optional labels and class names held in memory as tensors.
+    """Inputs, optional labels and class names.
 
     Attributes:
-        inputs: float32 tensor ``[N, ...]`` (images ``[N, 1, H, W]``, standardised).
+        inputs: float32 tensor ``[N, ...]`` (images ``[N, 1, H, W]``, standardised), or a
+            :class:`~activebayes.data.LazyInputs` of that shape and dtype read on demand
+            (indexing it gives the same float32 tensors; see :meth:`rows`).
         targets: int64 tensor ``[N]`` with values in ``0 .. C-1``, or ``None`` when unlabelled.
         classes: the C class names; ``targets == c`` means class ``classes[c]``.
         name: a short name ("digits", "mnist", a folder name, ...).
@@ -99,7 +54,7 @@ class ArrayDataset:
     copied, so do not modify them in place.
     """
 
-    inputs: Tensor
+    inputs: Tensor | LazyInputs
     targets: Tensor | None
     classes: tuple[str, ...]
     name: str
@@ -108,8 +63,8 @@ class ArrayDataset:
 
     def __post_init__(self) -> None:
         inputs = self.inputs
-        if not isinstance(inputs, Tensor):
-            raise TypeError(f"inputs must be a torch.Tensor, got {type(inputs).__name__}")
+        if not isinstance(inputs, Tensor | LazyInputs):
+            raise TypeError(f"inputs must be a torch.Tensor or LazyInputs, got {type(inputs).__name__}")
         if inputs.dtype != torch.float32:
             raise TypeError(f"inputs must be float32, got dtype {inputs.dtype}; use from_arrays() to convert")
         if inputs.ndim < 2:
@@ -168,6 +123,24 @@ class ArrayDataset:
         """Whether the dataset carries targets."""
         return self.targets is not None
 
+    @property
+    def is_lazy(self) -> bool:
+        """Whether the inputs are read from disk on demand (a :class:`LazyInputs`) rather than held in memory."""
+        return isinstance(self.inputs, LazyInputs)
+
+    def rows(self, indices: object) -> Tensor | LazyInputs:
+        """The inputs of rows ``indices`` (in that order), as cheaply as the storage allows.
+
+        In memory: the tensor ``inputs[indices]``. Out of core: a lazy view that
+        reads nothing until indexed, so ``predict_log_probs(model, ds.rows(pool_N), K)``
+        streams the rows from disk chunk by chunk instead of materialising
+        ``[n, ...]`` float32 inputs. Either way ``rows(i)[j]`` equals ``inputs[i[j]]``.
+        """
+        index = self.check_indices(indices)
+        if isinstance(self.inputs, LazyInputs):
+            return self.inputs.rows(index)
+        return self.inputs[index]
+
     def check_indices(self, indices: object, name: str = "indices") -> Tensor:
         """Validate dataset row indices (``0 <= i < N``) and return them as a LongTensor."""
         index = as_index_tensor(indices, name)
@@ -179,11 +152,14 @@ class ArrayDataset:
         return index
 
     def subset(self, indices: object) -> ArrayDataset:
-        """A new dataset holding rows ``indices`` (in that order); inputs are copied by indexing."""
+        """A new dataset holding rows ``indices`` (in that order).
+
+        In-memory inputs are copied by indexing; lazy inputs become a lazy view (nothing is read).
+        """
         index = self.check_indices(indices)
         return dataclasses.replace(
             self,
-            inputs=self.inputs[index],
+            inputs=self.rows(index),
             targets=None if self.targets is None else self.targets[index],
             paths=None if self.paths is None else tuple(self.paths[i] for i in index.tolist()),
         )

@@ -26,6 +26,7 @@ import torch
 from .._validation import check_choice
 from .dataset import ArrayDataset, DataError, normalize_pixels
 from .idx import download_file, read_idx
+from .memmap import load_memmap_split
 
 __all__ = [
     "available_datasets",
@@ -372,6 +373,7 @@ def _idx_loader(spec: IdxDatasetSpec) -> Callable[..., ArrayDataset]:
 _REGISTRY: dict[str, Callable[..., ArrayDataset]] = {
     "digits": _load_digits,
     **{name: _idx_loader(spec) for name, spec in IDX_DATASETS.items()},
+    "memmap": load_memmap_split,
 }
 
 
@@ -395,10 +397,14 @@ def load_dataset(
         name: one of :func:`available_datasets`: ``"digits"`` (embedded 8x8 digits,
             1,797 images: a fixed stratified 1,297 / 500 train / test split, see
             :func:`digits_split_indices`), ``"mnist"``, ``"fashion_mnist"``, ``"kmnist"``
-            (28x28, from their standard gzipped IDX files).
+            (28x28, from their standard gzipped IDX files), ``"memmap"`` (a
+            memory-mapped dataset folder written by :func:`convert_to_memmap`, read
+            on demand: see :func:`load_memmap`).
         data_dir: folder holding the IDX files, directly or in ``<data_dir>/<name>``
             or the torchvision layout ``<data_dir>/MNIST/raw``; default
-            :func:`default_data_dir`. Ignored for digits.
+            :func:`default_data_dir`. Ignored for digits. For ``"memmap"`` (required):
+            the dataset folder (split ``"train"``) or a folder holding ``train/`` and
+            ``test/`` dataset folders.
         download: fetch missing files from the official mirrors into
             ``<data_dir>/<name>`` (md5-verified, atomic).
         split: ``"train"`` or ``"test"``. MNIST ``"train"`` uses the official 60,000

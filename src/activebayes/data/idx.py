@@ -28,14 +28,23 @@ import tempfile
 import urllib.error
 import urllib.request
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from .dataset import DataError
+from ._core import DataError
 
-__all__ = ["parse_idx", "read_idx", "decode_idx_bytes", "file_md5", "download_file"]
+__all__ = [
+    "IdxStream",
+    "check_idx_checksums",
+    "checksum_error",
+    "decode_idx_bytes",
+    "download_file",
+    "file_md5",
+    "parse_idx",
+    "read_idx",
+]
 
 _IDX_DTYPES: dict[int, np.dtype] = {
     0x08: np.dtype(np.uint8),
@@ -140,28 +149,152 @@ def read_idx(
 
 def _verified_content(path: Path, raw: bytes, *, md5: str | None, content_sha256: str | None) -> bytes:
     """The decoded bytes of ``raw`` if the file or its content is the official one, else DataError."""
-    problems: list[str] = []
-    if md5 is not None:
-        actual_md5 = hashlib.md5(raw, usedforsecurity=False).hexdigest()
-        if actual_md5 == md5.lower():
-            return decode_idx_bytes(raw, source=str(path))
-        problems.append(f"md5 {actual_md5}, expected {md5.lower()} (the official file as distributed)")
+    actual_md5 = hashlib.md5(raw, usedforsecurity=False).hexdigest()
+    if md5 is not None and actual_md5 == md5.lower():
+        return decode_idx_bytes(raw, source=str(path))
     try:
         data = decode_idx_bytes(raw, source=str(path))
     except DataError as exc:
-        problems.append("the content cannot be decoded: " + str(exc).removeprefix(f"{path}: "))
-    else:
-        if content_sha256 is not None:
-            actual_sha = hashlib.sha256(data).hexdigest()
-            if actual_sha == content_sha256.lower():
-                return data
-            problems.append(f"uncompressed content sha256 {actual_sha}, expected {content_sha256.lower()}")
+        problem = str(exc).removeprefix(f"{path}: ")
+        raise checksum_error(path, actual_md5=actual_md5, md5=md5, content_sha256=content_sha256,
+                             decode_problem=problem) from None
+    actual_sha = hashlib.sha256(data).hexdigest()
+    check_idx_checksums(path, actual_md5=actual_md5, actual_content_sha256=actual_sha, md5=md5,
+                        content_sha256=content_sha256)
+    return data
+
+
+def check_idx_checksums(
+    path: str | os.PathLike[str],
+    *,
+    actual_md5: str,
+    actual_content_sha256: str,
+    md5: str | None,
+    content_sha256: str | None,
+) -> None:
+    """Raise :class:`DataError` unless the file's md5 or its content's sha256 is the expected one.
+
+    The rule of :func:`read_idx` for callers that hash while streaming (the converter).
+    """
+    if md5 is not None and actual_md5 == md5.lower():
+        return
+    if content_sha256 is not None and actual_content_sha256 == content_sha256.lower():
+        return
+    if md5 is None and content_sha256 is None:
+        return
+    raise checksum_error(path, actual_md5=actual_md5, md5=md5, content_sha256=content_sha256,
+                         actual_content_sha256=actual_content_sha256)
+
+
+def checksum_error(
+    path: str | os.PathLike[str],
+    *,
+    actual_md5: str,
+    md5: str | None,
+    content_sha256: str | None,
+    actual_content_sha256: str | None = None,
+    decode_problem: str | None = None,
+) -> DataError:
+    """The one checksum-mismatch message: what was expected and what was found, naming the file."""
+    problems: list[str] = []
+    if md5 is not None:
+        problems.append(f"md5 {actual_md5}, expected {md5.lower()} (the official file as distributed)")
+    if decode_problem is not None:
+        problems.append(f"the content cannot be decoded: {decode_problem}")
+    elif content_sha256 is not None:
+        problems.append(f"uncompressed content sha256 {actual_content_sha256}, expected {content_sha256.lower()}")
     if content_sha256 is None:
         problems.append("no content checksum is known for this file, so only the official .gz is accepted")
-    raise DataError(
+    return DataError(
         f"{path}: checksum mismatch: {'; '.join(problems)}. The file is corrupt, partial or another "
         "dataset's file: delete it and download again"
     )
+
+
+class IdxStream:
+    """An IDX file (gzip or plain) read item by item in chunks, hashing the decoded bytes as they pass.
+
+    For files too large to decode at once (the converter streams them). Use as a
+    context manager; ``shape`` and ``dtype`` come from the header, :meth:`chunks`
+    yields native-endian arrays ``[n, *shape[1:]]``, and :meth:`finish` checks that
+    nothing is missing or left over and returns the sha256 of the whole decoded file
+    (header included, as :func:`read_idx` verifies it).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "x-idx1-ubyte"
+        >>> _ = path.write_bytes(bytes([0, 0, 0x08, 1]) + (3).to_bytes(4, "big") + bytes([7, 8, 9]))
+        >>> with IdxStream(path) as stream:
+        ...     [c.tolist() for c in stream.chunks(2)], len(stream.finish())
+        ([[7, 8], [9]], 64)
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise DataError(f"{self.path}: file not found")
+        with open(self.path, "rb") as probe:
+            compressed = probe.read(2) == b"\x1f\x8b"
+        self._handle = gzip.open(self.path, "rb") if compressed else open(self.path, "rb")  # noqa: SIM115
+        try:
+            magic = self._read(4, "header")
+            if len(magic) < 4 or magic[0] != 0 or magic[1] != 0 or magic[2] not in _IDX_DTYPES:
+                raise DataError(
+                    f"{self.path}: not an IDX file: wrong magic number 0x{magic.hex()} "
+                    "(expected 00 00 <type code 08/09/0b/0c/0d/0e> <ndim>)"
+                )
+            ndim = magic[3]
+            dims = self._read(4 * ndim, "header")
+            if ndim == 0 or len(dims) < 4 * ndim:
+                raise DataError(f"{self.path}: truncated IDX header ({4 + len(dims)} bytes for {ndim} dimension(s))")
+        except BaseException:
+            self._handle.close()
+            raise
+        self.dtype = _IDX_DTYPES[magic[2]]
+        self.shape = tuple(int.from_bytes(dims[4 * i : 4 * i + 4], "big") for i in range(ndim))
+        self._item_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+        self._digest = hashlib.sha256(magic + dims)
+        self._done = 0
+
+    def _read(self, n_bytes: int, what: str) -> bytes:
+        try:
+            return self._handle.read(n_bytes)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise DataError(f"{self.path}: corrupt or truncated gzip data in the {what} ({exc})") from None
+
+    def chunks(self, n_items: int) -> Iterator[np.ndarray]:
+        """The remaining items, at most ``n_items`` per chunk."""
+        while self._done < self.shape[0]:
+            n = min(n_items, self.shape[0] - self._done)
+            data = self._read(n * self._item_bytes, "data")
+            if len(data) != n * self._item_bytes:
+                expected = 4 + 4 * len(self.shape) + self.shape[0] * self._item_bytes
+                got = 4 + 4 * len(self.shape) + self._done * self._item_bytes + len(data)
+                raise DataError(
+                    f"{self.path}: IDX file truncated: header says shape {self.shape} ({expected} bytes), "
+                    f"the data ends after {got} bytes"
+                )
+            self._digest.update(data)
+            self._done += n
+            array = np.frombuffer(data, dtype=self.dtype).reshape(n, *self.shape[1:])
+            yield array.astype(self.dtype.newbyteorder("="), copy=False)
+
+    def finish(self) -> str:
+        """Check the file ends where its header says; return the sha256 of the decoded file."""
+        if self._done != self.shape[0]:
+            raise DataError(f"{self.path}: only {self._done} of {self.shape[0]} items were read")
+        if self._read(1, "data"):
+            raise DataError(f"{self.path}: IDX file has trailing bytes after the {self.shape} array its header declares")
+        return self._digest.hexdigest()
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> IdxStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def file_md5(path: str | os.PathLike[str], *, chunk_size: int = 1 << 20) -> str:

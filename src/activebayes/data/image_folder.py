@@ -7,29 +7,208 @@ Two layouts:
 - one subfolder per class: ``folder/<class>/*.png`` -> labelled items, classes
   are the subfolder names in sorted order.
 
-Images are converted to grayscale (or RGB), resized to ``size = (height, width)``,
-scaled to ``[0, 1]`` and standardised by the folder's own pixel mean and std.
-Pillow is imported only when this function runs.
+Images are converted to grayscale (or RGB), resized to ``size = (height, width)``
+(bilinear) and kept as 8-bit pixels; inputs are ``(pixels / 255 - mean) / std``
+(:func:`~activebayes.data.normalize_pixels`) with the folder's own pixel mean and
+population std, computed exactly from integer pixel sums (so they do not depend on
+the order or the chunking of the pass), or with given constants.
+
+Small folders are decoded at once into memory (``lazy=False``, the default). With
+``lazy=True`` nothing is decoded up front (except one pass for the mean and std,
+skipped when ``normalization=`` is given): the inputs are an
+:class:`ImageFileInputs` that reads and decodes each item when it is indexed and
+pickles as its list of paths (usable in DataLoader workers). For a pool that is
+read many times (every round), convert the folder once with
+:func:`~activebayes.data.convert_to_memmap` instead: decoding a JPEG costs far
+more than reading 784 bytes.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from PIL import Image
+from torch import Tensor
+from tqdm.auto import tqdm
 
-from .dataset import ArrayDataset, DataError
+from ._core import DataError, normalize_pixels
+from .dataset import ArrayDataset
+from .lazy import LazyInputs
 
-__all__ = ["image_folder", "IMAGE_EXTENSIONS"]
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "ImageFileInputs",
+    "ImageListing",
+    "PixelStats",
+    "decode_image",
+    "folder_pixel_stats",
+    "image_folder",
+    "list_images",
+]
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".pgm", ".ppm"})
 
 
 def _images_in(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+
+
+@dataclass(frozen=True)
+class ImageListing:
+    """The items of an image folder in dataset order: files, class ids (or ``None``) and class names."""
+
+    files: tuple[Path, ...]
+    targets: tuple[int, ...] | None
+    classes: tuple[str, ...]
+
+
+def list_images(path: str | os.PathLike[str], *, classes: Sequence[str] | None = None) -> ImageListing:
+    """List an image folder (flat or one subfolder per class) in the order :func:`image_folder` uses.
+
+    Raises :class:`DataError` for a missing or empty folder and ``ValueError`` when
+    ``classes`` does not match the class subfolders.
+    """
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise DataError(f"image folder {folder} does not exist or is not a folder")
+    files = _images_in(folder)
+    if files:
+        class_names = tuple(str(c) for c in classes) if classes is not None else ()
+        return ImageListing(tuple(files), None, class_names)
+    subfolders = sorted(p for p in folder.iterdir() if p.is_dir() and _images_in(p))
+    if not subfolders:
+        raise DataError(
+            f"image folder {folder} holds no images ({', '.join(sorted(IMAGE_EXTENSIONS))}) "
+            "directly or in class subfolders"
+        )
+    found = [p.name for p in subfolders]
+    if classes is not None:
+        class_names = tuple(str(c) for c in classes)
+        if set(class_names) != set(found):
+            raise ValueError(f"classes {list(class_names)} do not match the subfolders of {folder}: {found}")
+    else:
+        class_names = tuple(found)
+    by_name = {p.name: p for p in subfolders}
+    targets: list[int] = []
+    for class_id, class_name in enumerate(class_names):
+        members = _images_in(by_name[class_name])
+        files.extend(members)
+        targets.extend([class_id] * len(members))
+    return ImageListing(tuple(files), tuple(targets), class_names)
+
+
+def decode_image(file: str | os.PathLike[str], size: tuple[int, int], grayscale: bool) -> np.ndarray:
+    """One image file as uint8 pixels ``[C, H, W]`` (C = 1 grayscale, 3 RGB), resized bilinearly.
+
+    Raises :class:`DataError` naming the file when it cannot be read or decoded.
+    """
+    height, width = size
+    try:
+        with Image.open(file) as image:
+            image = image.convert("L" if grayscale else "RGB").resize((width, height), Image.Resampling.BILINEAR)
+            pixels = np.asarray(image, dtype=np.uint8)
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise DataError(f"{file}: cannot read image ({exc})") from None
+    return pixels.reshape(height, width, -1).transpose(2, 0, 1)
+
+
+class PixelStats:
+    """Exact mean and population std of 8-bit pixels scaled to ``[0, 1]``, accumulated chunk by chunk.
+
+    Keeps the integer sums ``S1 = sum p`` and ``S2 = sum p^2`` over n pixel values
+    ``p`` in ``0 .. 255``; then ``mean = S1 / (255 n)`` and
+    ``var = (n S2 - S1^2) / (255^2 n^2)``, each rounded once, so the constants do
+    not depend on how the pixels were split into chunks.
+
+    Example:
+        >>> stats = PixelStats()
+        >>> stats.update(np.array([0, 255], dtype=np.uint8))
+        >>> stats.normalization()
+        (0.5, 0.5)
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = 0
+        self.total_squares = 0
+
+    def update(self, pixels: np.ndarray) -> None:
+        if pixels.dtype != np.uint8:
+            raise TypeError(f"pixels must be uint8, got {pixels.dtype}")
+        values = pixels.reshape(-1).astype(np.int64)
+        self.count += int(values.size)
+        self.total += int(values.sum())
+        self.total_squares += int(np.dot(values, values))
+
+    def normalization(self) -> tuple[float, float]:
+        """``(mean, std)`` of ``pixels / 255``; std 1.0 when every pixel is equal."""
+        n = self.count
+        if n == 0:
+            raise ValueError("no pixels were seen")
+        mean = self.total / (255 * n)
+        std = math.sqrt((n * self.total_squares - self.total**2) / (255**2 * n * n))
+        return mean, (std if std > 0 else 1.0)
+
+
+class ImageFileInputs(LazyInputs):
+    """Image files decoded on demand: row i is ``decode_image(paths[i])`` normalised.
+
+    Pickles as its paths and options (no pixels), so a DataLoader worker can read it.
+    Raises :class:`DataError` naming the file when an image cannot be read.
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        *,
+        size: tuple[int, int] = (28, 28),
+        grayscale: bool = True,
+        normalization: tuple[float, float] | None,
+    ) -> None:
+        height, width = _check_size(size)
+        self.paths = tuple(str(p) for p in paths)
+        self.size = (height, width)
+        self.grayscale = bool(grayscale)
+        self.normalization = None if normalization is None else (float(normalization[0]), float(normalization[1]))
+        super().__init__((len(self.paths), 1 if grayscale else 3, height, width))
+
+    def read_pixels(self, rows: Iterable[int]) -> np.ndarray:
+        """uint8 pixels ``[n, C, H, W]`` of rows ``rows``."""
+        return np.stack([decode_image(self.paths[int(i)], self.size, self.grayscale) for i in rows])
+
+    def _read(self, rows: np.ndarray) -> Tensor:
+        return normalize_pixels(torch.from_numpy(self.read_pixels(rows)), self.normalization)
+
+
+def _check_size(size: tuple[int, int]) -> tuple[int, int]:
+    if (
+        not isinstance(size, tuple | list)
+        or len(size) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in size)
+        or min(size) < 1
+    ):
+        raise ValueError(f"size must be (height, width) with positive ints, got {size!r}")
+    return int(size[0]), int(size[1])
+
+
+def folder_pixel_stats(
+    files: Sequence[str | os.PathLike[str]],
+    *,
+    size: tuple[int, int],
+    grayscale: bool,
+    progress: bool = False,
+) -> tuple[float, float]:
+    """The exact ``(mean, std)`` of every image's resized pixels (one decoding pass, with a progress bar)."""
+    stats = PixelStats()
+    for file in tqdm(files, desc="pixel statistics", unit="image", disable=not progress, leave=False):
+        stats.update(decode_image(file, size, grayscale))
+    return stats.normalization()
 
 
 def image_folder(
@@ -39,7 +218,10 @@ def image_folder(
     grayscale: bool = True,
     classes: Sequence[str] | None = None,
     standardize: bool = True,
+    normalization: tuple[float, float] | None = None,
     name: str | None = None,
+    lazy: bool = False,
+    progress: bool = False,
 ) -> ArrayDataset:
     """Load every image in ``path`` (flat) or in its class subfolders.
 
@@ -52,71 +234,55 @@ def image_folder(
             subfolder names must equal this set (and their order defines the ids).
         standardize: subtract the folder's pixel mean and divide by its std
             (kept in ``dataset.normalization``); otherwise inputs stay in ``[0, 1]``.
+        normalization: ``(mean, std)`` to use instead of the folder's own
+            (e.g. the constants of the pool a model was trained on).
         name: dataset name; default the folder name.
+        lazy: ``False``: decode everything now, inputs in memory. ``True``: inputs
+            are an :class:`ImageFileInputs` decoding each item when read (for
+            folders larger than memory); items are bitwise the same either way.
+        progress: progress bars over the decoding (or statistics) pass.
 
     Returns an :class:`ArrayDataset` with ``inputs [N, 1 or 3, H, W]`` and
     ``paths`` (absolute file paths, in item order). Raises :class:`DataError` for
     a missing / empty folder or an unreadable image (naming the file).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> for i in range(3):
+        ...     Image.fromarray(np.full((4, 4), 100 * i, dtype=np.uint8)).save(folder / f"{i}.png")
+        >>> ds = image_folder(folder, size=(2, 2), standardize=False)
+        >>> ds.inputs[:, 0, 0, 0].mul(255).round().tolist()
+        [0.0, 100.0, 200.0]
+        >>> torch.equal(image_folder(folder, size=(2, 2), lazy=True).inputs[:], image_folder(folder, size=(2, 2)).inputs)
+        True
     """
+    height, width = _check_size(size)
     folder = Path(path).expanduser()
-    if not folder.is_dir():
-        raise DataError(f"image folder {folder} does not exist or is not a folder")
-    height, width = size
-    if min(height, width) < 1:
-        raise ValueError(f"size must be (height, width) with positive ints, got {size!r}")
-    try:
-        from PIL import Image
-    except ImportError as exc:  # pragma: no cover - pillow is a test dependency
-        raise ImportError("image_folder needs Pillow: pip install pillow") from exc
-
-    files = _images_in(folder)
-    targets: list[int] | None = None
-    if files:
-        class_names = tuple(str(c) for c in classes) if classes is not None else ()
+    listing = list_images(folder, classes=classes)
+    paths = tuple(str(f.resolve()) for f in listing.files)
+    targets = None if listing.targets is None else torch.tensor(listing.targets, dtype=torch.long)
+    if lazy:
+        if normalization is None and standardize:
+            normalization = folder_pixel_stats(paths, size=(height, width), grayscale=grayscale, progress=progress)
+        inputs: Tensor | LazyInputs = ImageFileInputs(
+            paths, size=(height, width), grayscale=grayscale, normalization=normalization
+        )
     else:
-        subfolders = sorted(p for p in folder.iterdir() if p.is_dir() and _images_in(p))
-        if not subfolders:
-            raise DataError(
-                f"image folder {folder} holds no images ({', '.join(sorted(IMAGE_EXTENSIONS))}) "
-                "directly or in class subfolders"
-            )
-        found = [p.name for p in subfolders]
-        if classes is not None:
-            class_names = tuple(str(c) for c in classes)
-            if set(class_names) != set(found):
-                raise ValueError(f"classes {list(class_names)} do not match the subfolders of {folder}: {found}")
-        else:
-            class_names = tuple(found)
-        by_name = {p.name: p for p in subfolders}
-        targets = []
-        for class_id, class_name in enumerate(class_names):
-            members = _images_in(by_name[class_name])
-            files.extend(members)
-            targets.extend([class_id] * len(members))
-
-    mode = "L" if grayscale else "RGB"
-    arrays = np.empty((len(files), height, width, 1 if grayscale else 3), dtype=np.float32)
-    for i, file in enumerate(files):
-        try:
-            with Image.open(file) as image:
-                image = image.convert(mode).resize((width, height), Image.Resampling.BILINEAR)
-                pixels = np.asarray(image, dtype=np.float32) / 255.0
-        except (OSError, ValueError, SyntaxError) as exc:
-            raise DataError(f"{file}: cannot read image ({exc})") from None
-        arrays[i] = pixels.reshape(height, width, -1)
-    inputs = torch.from_numpy(arrays).permute(0, 3, 1, 2).contiguous()
-    normalization: tuple[float, float] | None = None
-    if standardize:
-        mean = float(inputs.mean())
-        std = float(inputs.std(unbiased=False))
-        std = std if std > 0 else 1.0
-        inputs = (inputs - mean) / std
-        normalization = (mean, std)
+        channels = 1 if grayscale else 3
+        pixels = np.empty((len(paths), channels, height, width), dtype=np.uint8)
+        stats = PixelStats()
+        for i, file in enumerate(tqdm(paths, desc="decode", unit="image", disable=not progress, leave=False)):
+            pixels[i] = decode_image(file, (height, width), grayscale)
+            stats.update(pixels[i])
+        if normalization is None and standardize:
+            normalization = stats.normalization()
+        inputs = normalize_pixels(torch.from_numpy(pixels), normalization)
     return ArrayDataset(
         inputs=inputs,
-        targets=None if targets is None else torch.tensor(targets, dtype=torch.long),
-        classes=class_names,
+        targets=targets,
+        classes=listing.classes,
         name=name or folder.name,
-        paths=tuple(str(f.resolve()) for f in files),
+        paths=paths,
         normalization=normalization,
     )
