@@ -8,7 +8,8 @@ dropout masks, or the k-th ensemble member).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -41,23 +42,36 @@ class FunctionSampler(Protocol):
 
 
 class _Inputs:
-    """Uniform chunked access to the inputs of a tensor, a tuple or a Dataset."""
+    """Uniform chunked access to the inputs of a tensor, a tuple, an array-like read on demand, or a Dataset.
+
+    Array-likes are objects with ``shape``, a torch ``dtype``, ``len()`` and
+    ``x[start:end]`` giving a tensor: :class:`activebayes.data.LazyInputs` (memory-mapped
+    pools, lazy image folders, and views of their rows). They are read one chunk at
+    a time, the next chunk being read in a background thread while the model runs
+    on the current one, so memory holds about two chunks of inputs whatever N.
+    """
 
     def __init__(self, data: object) -> None:
         self.tensor: Tensor | None = None
+        self.array: object | None = None
         self.dataset: Dataset | None = None
         if isinstance(data, Tensor):
             self.tensor = data
         elif isinstance(data, (tuple, list)) and data and isinstance(data[0], Tensor):
             self.tensor = data[0]
+        elif isinstance(data, (tuple, list)) and data and _is_array_like(data[0]):
+            self.array = data[0]
         elif isinstance(data, TensorDataset):
             self.tensor = data.tensors[0]
+        elif _is_array_like(data):
+            self.array = data
         elif isinstance(data, Dataset) and hasattr(data, "__len__"):
             self.dataset = data
         else:
             raise TypeError(
-                "data must be a tensor of inputs [N, ...], a tuple (inputs, targets) or a "
-                f"torch Dataset yielding x or (x, y), got {type(data).__name__}"
+                "data must be a tensor of inputs [N, ...], a tuple (inputs, targets), lazy inputs "
+                "(activebayes.data.LazyInputs) or a torch Dataset yielding x or (x, y), "
+                f"got {type(data).__name__}"
             )
         if self.tensor is not None and self.tensor.ndim == 0:
             raise ValueError("data must have a leading item dimension [N, ...], got a 0-d tensor")
@@ -67,11 +81,15 @@ class _Inputs:
     def __len__(self) -> int:
         if self.tensor is not None:
             return int(self.tensor.shape[0])
+        if self.array is not None:
+            return len(self.array)  # type: ignore[arg-type]
         return len(self.dataset)  # type: ignore[arg-type]
 
     def get(self, start: int, end: int) -> Tensor:
         if self.tensor is not None:
             return self.tensor[start:end]
+        if self.array is not None:
+            return torch.as_tensor(self.array[start:end])  # type: ignore[index]
         items = []
         for index in range(start, end):
             item = self.dataset[index]  # type: ignore[index]
@@ -79,6 +97,33 @@ class _Inputs:
                 item = item[0]
             items.append(torch.as_tensor(item))
         return torch.stack(items)
+
+    def chunks(self, n_chunk: int) -> Iterator[tuple[int, int, Tensor]]:
+        """``(start, end, inputs[start:end])`` for consecutive chunks of ``n_chunk`` items."""
+        bounds = [(start, min(len(self), start + n_chunk)) for start in range(0, len(self), n_chunk)]
+        if self.array is None or len(bounds) == 1:
+            for start, end in bounds:
+                yield start, end, self.get(start, end)
+            return
+        # read ahead: chunk i + 1 is read from disk while the model runs on chunk i
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="activebayes-read") as reader:
+            pending = reader.submit(self.get, *bounds[0])
+            for i, (start, end) in enumerate(bounds):
+                chunk = pending.result()
+                if i + 1 < len(bounds):
+                    pending = reader.submit(self.get, *bounds[i + 1])
+                yield start, end, chunk
+
+
+def _is_array_like(data: object) -> bool:
+    """Tensor-like inputs read on demand: ``shape``, a torch ``dtype``, ``len()`` and slicing to tensors."""
+    return (
+        not isinstance(data, (Tensor, Dataset, tuple, list))
+        and isinstance(getattr(data, "dtype", None), torch.dtype)
+        and hasattr(data, "shape")
+        and hasattr(data, "__getitem__")
+        and hasattr(data, "__len__")
+    )
 
 
 def _model_device(model: nn.Module) -> torch.device:
@@ -190,7 +235,9 @@ def predict_log_probs(
         model: an ``nn.Module`` returning logits ``[n, C]`` (log-probabilities work
             too), with consistent MC dropout layers (see ``mc_dropout``), or an
             :class:`Ensemble` / other :class:`FunctionSampler`.
-        data: inputs ``[N, ...]``, a tuple ``(inputs, targets)``, or a Dataset
+        data: inputs ``[N, ...]``, a tuple ``(inputs, targets)``, inputs read on
+            demand (:class:`activebayes.data.LazyInputs`, e.g. ``dataset.rows(pool_N)``
+            of a memory-mapped dataset: streamed chunk by chunk), or a Dataset
             yielding ``x`` or ``(x, y)``.
         num_samples: K.  Required for MC dropout models; for an ensemble ``None``
             or its size; for a model without stochastic layers ``None`` means 1
@@ -310,9 +357,8 @@ def _predict(
         )
     log_probs_N_K_C: Tensor | None = None
     with tqdm(total=N, desc="predict", unit="item", disable=not progress, leave=False) as bar:
-        for start in range(0, N, n_chunk):
-            end = min(N, start + n_chunk)
-            x_n = inputs.get(start, end).to(device)
+        for start, end, x_n in inputs.chunks(n_chunk):
+            x_n = x_n.to(device)
             n = end - start
             for k_start in range(0, K, k_chunk):
                 ids = list(range(k_start, min(K, k_start + k_chunk)))
