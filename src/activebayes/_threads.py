@@ -198,10 +198,11 @@ def free_cores(*, cores: int | None = None, busy: float | None = None) -> int:
 def work_flops(model: nn.Module, item_shape: Sequence[int], batch: int) -> float:
     r"""Floating point operations of one forward of ``model`` over ``batch`` items (an estimate).
 
-    ``2 * batch * (sum of parameters of non-convolution layers + sum over convolutions
-    of weights * positions)`` with ``positions = prod(item_shape[1:])`` (the spatial
-    size of a channels-first item; an upper bound, strides and pooling ignored):
-    every weight is used once per item, a convolution's once per position.
+    ``2 * batch * (sum of dense weights + sum over convolutions of weights * positions)``
+    with ``positions = prod(item_shape[1:])`` (the spatial size of a channels-first
+    item; an upper bound, strides and pooling ignored): one multiply-add per weight
+    and item, per position for a convolution.  Biases are not counted (as in
+    ``torch.utils.flop_counter``); other layers count their parameters once.
 
     Args:
         model: any module (an ensemble counts all its members).
@@ -209,14 +210,18 @@ def work_flops(model: nn.Module, item_shape: Sequence[int], batch: int) -> float
         batch: items per step (a minibatch in ``fit``, a chunk in ``predict_log_probs``).
 
     Example:
-        >>> work_flops(nn.Linear(64, 10), (64,), batch=2)  # 2 * 2 * (640 + 10)
-        2600.0
+        >>> work_flops(nn.Linear(64, 10), (64,), batch=2)  # 2 * 2 * 64 * 10
+        2560.0
     """
     positions = math.prod(int(size) for size in item_shape[1:]) if len(item_shape) > 1 else 1
     per_item = 0
     for module in model.modules():
-        weights = sum(p.numel() for p in module.parameters(recurse=False))
-        per_item += weights * positions if isinstance(module, _CONV_TYPES) else weights
+        if isinstance(module, _CONV_TYPES):
+            per_item += module.weight.numel() * positions
+        elif isinstance(module, nn.Linear):
+            per_item += module.weight.numel()
+        else:
+            per_item += sum(p.numel() for p in module.parameters(recurse=False))
     return 2.0 * batch * per_item
 
 

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.data import Dataset, TensorDataset
 
+from activebayes._threads import threads_for
 from activebayes._validation import check_choice, check_positive_int
 from activebayes.models.dropout import BatchedSamplingError, mc_dropout_layers, mc_sampling, resample_masks
 
@@ -315,7 +316,7 @@ def predict_log_probs(
     flags = {module: module.training for module in model.modules()}
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), threads_for(model, lambda: inputs.get(0, 1).shape[1:], min(N, batch_size)):
             return _predict(
                 model,
                 sampler,
