@@ -140,15 +140,10 @@ def test_calibration_bad_input(call, match):
 
 def test_evaluate_classification_reliability_bins_match_numpy():
     """The stored bins reproduce the record's ECE and a NumPy binning of the same predictions."""
-    import numpy as np
-    import torch
-
-    from activebayes.metrics import evaluate_classification
-
     g = torch.Generator().manual_seed(3)
     probs = torch.softmax(3 * torch.randn(400, 5, generator=g, dtype=torch.float64), -1)
     targets = torch.randint(0, 5, (400,), generator=g)
-    record = evaluate_classification(probs, targets, num_classes=5, num_bins=10)
+    record = M.evaluate_classification(probs, targets, num_classes=5, num_bins=10)
     bins = record["reliability"]
     conf = probs.max(-1).values.numpy()
     correct = (probs.argmax(-1) == targets).numpy().astype(float)

@@ -1,34 +1,80 @@
-"""Fixtures: a synthetic comparison directory (2 strategies x 2 seeds) and a single run."""
+"""Fixtures: a real comparison (2 strategies x 2 seeds on digits) written once by the product's own runner.
+
+The report tests read exactly what :func:`activebayes.experiment.run_comparison`
+writes, so a format the loop never produces cannot creep back in. Runtime: about
+3 s for the runs and 4 s for the report, once per session.
+"""
 
 from __future__ import annotations
 
+import functools
+import struct
+import sys
+import zlib
 from pathlib import Path
 
 import pytest
-from synthetic_runs import tiny_png, write_comparison, write_run
 
-from activebayes.loop import LoopConfig
+from activebayes import plots
+from activebayes.experiment import run_comparison
+from activebayes.records import LoopConfig
+from activebayes.report import _figures, write_report
+from tests.conftest import FAST_LOOP
+
+STRATEGIES = ("bald", "random")
+SEEDS = (0, 1)
+# activebayes.plots functions whose inputs the session report records (see comparison_report)
+RECORDED = ("learning_curves", "reliability_diagram", "class_balance", "per_class_over_rounds",
+            "confusion_matrix_plot", "image_grid")
 
 
 @pytest.fixture(scope="session")
 def comparison_dir(tmp_path_factory) -> Path:
-    return write_comparison(tmp_path_factory.mktemp("cmp") / "compare")
+    """``run_comparison`` of bald and random, seeds 0 and 1, 20 -> 40 labels (3 rounds each)."""
+    out = tmp_path_factory.mktemp("real") / "compare"
+    base = LoopConfig(**{**FAST_LOOP, "budget": 40})
+    run_comparison(base, STRATEGIES, SEEDS, out, progress=False, report=False)
+    return out
 
 
 @pytest.fixture(scope="session")
-def comparison_report(comparison_dir) -> Path:
-    """The comparison's report, drawn once per session (matplotlib figures cost ~0.5 s each)."""
-    from activebayes.report import write_report
+def comparison_report(comparison_dir, tmp_path_factory) -> tuple[Path, dict[str, list[tuple[tuple, dict]]]]:
+    """The comparison's report (drawn once per session), and every call to the plot functions it made.
 
-    return write_report(comparison_dir)
+    Returns ``(report path, {function name: [(args, kwargs), ...]})``: what each
+    figure was drawn from, so tests can check the pictures' data, not only the text.
+    """
+    calls: dict[str, list[tuple[tuple, dict]]] = {name: [] for name in RECORDED}
+
+    def recording(name, original):
+        @functools.wraps(original)
+        def wrapper(*args, **kwargs):
+            calls[name].append((args, kwargs))
+            return original(*args, **kwargs)
+
+        return wrapper
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name in RECORDED:
+            patch.setattr(plots, name, recording(name, getattr(plots, name)))
+        path = write_report(comparison_dir, output=tmp_path_factory.mktemp("report") / "report.html")
+    return path, calls
+
+
+def tiny_png() -> bytes:
+    """A valid 1x1 white PNG, built by hand (signature, IHDR, IDAT, IEND)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)  # 1x1, 8-bit RGB
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00\xff\xff\xff"))
+            + chunk(b"IEND", b""))
 
 
 @pytest.fixture
 def fast_figures(monkeypatch):
     """Figures are still built, but saved as a 1x1 PNG: for tests about text, not pictures."""
-    import sys
-
-    from activebayes.report import _figures
 
     def stub(figure):
         pyplot = sys.modules.get("matplotlib.pyplot")
@@ -37,9 +83,3 @@ def fast_figures(monkeypatch):
         return tiny_png()
 
     monkeypatch.setattr(_figures, "to_png", stub)
-
-
-@pytest.fixture(scope="module")
-def single_run_dir(tmp_path_factory) -> Path:
-    config = LoopConfig(dataset="digits", strategy="batchbald", seed=7, initial_size=20, batch_size=10, budget=60)
-    return write_run(tmp_path_factory.mktemp("run") / "run", config, rounds=5)

@@ -24,7 +24,7 @@ def _run(report: Path, out: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_comparison_report_renders_every_image_in_chromium(comparison_report, tmp_path):
-    report = comparison_report
+    report, _ = comparison_report  # the report of a real 2-strategy x 2-seed comparison (conftest.py)
     n_img = report.read_text().count("<img")
     assert n_img >= 1
     shot = tmp_path / "report.png"

@@ -1,8 +1,9 @@
 """Turning matplotlib figures into embedded PNGs, degrading gracefully.
 
-matplotlib is an optional extra and :mod:`activebayes.plots` is looked up by
-name at call time, so a missing library or plot function skips that one figure
-(with the reason shown in the report) instead of failing the whole report.
+matplotlib is an optional extra: without it every figure is replaced by a note
+saying so, and a figure that cannot be drawn (:class:`FigureSkipped`, or any
+error while drawing) is replaced by a note with the reason, instead of failing
+the whole report.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import importlib
 import io
 import sys
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -32,18 +33,6 @@ def matplotlib_missing() -> str | None:
     except ImportError as error:
         return f"matplotlib is not installed ({error}); install the 'plots' extra: pip install 'activebayes[plots]'"
     return None
-
-
-def plot_function(name: str) -> Callable[..., Any]:
-    """``activebayes.plots.<name>``, or :class:`FigureSkipped` when it is not available."""
-    try:
-        plots = importlib.import_module("activebayes.plots")
-    except ImportError as error:
-        raise FigureSkipped(f"activebayes.plots could not be imported ({error})") from None
-    function = getattr(plots, name, None)
-    if function is None:
-        raise FigureSkipped(f"activebayes.plots.{name} is not available in this installation")
-    return function
 
 
 def to_png(figure: Any) -> bytes:
@@ -87,7 +76,8 @@ def seconds_per_round(seconds_by_strategy: Mapping[str, np.ndarray]) -> Any:
     Args:
         seconds_by_strategy: ``strategy -> [R, 4]`` mean seconds over seeds, phases in ``PHASES`` order.
     """
-    from matplotlib.figure import Figure as MplFigure
+    from matplotlib.figure import Figure as MplFigure  # optional dependency
+    from matplotlib.ticker import MaxNLocator
 
     names = list(seconds_by_strategy)
     columns = min(len(names), 3)
@@ -103,6 +93,7 @@ def seconds_per_round(seconds_by_strategy: Mapping[str, np.ndarray]) -> Any:
             ax.bar(rounds_R, seconds_R_P[:, p], bottom=bottom_R, color=colours[p], label=phase, width=0.8)
             bottom_R += seconds_R_P[:, p]
         ax.set_title(str(name))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("round")
         ax.set_ylabel("seconds")
     for ax in axes[len(names):]:
@@ -110,13 +101,3 @@ def seconds_per_round(seconds_by_strategy: Mapping[str, np.ndarray]) -> Any:
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside upper center", ncols=len(PHASES), fontsize="small")
     return fig
-
-
-def stack_seconds(rounds_per_seed: Sequence[Sequence[Any]]) -> np.ndarray:
-    """``[R, 4]`` mean over seeds of each round's phase seconds (rounds every seed has)."""
-    length = min(len(rounds) for rounds in rounds_per_seed)
-    values_S_R_P = np.array(
-        [[[float((r.seconds or {}).get(p, 0.0)) for p in PHASES] for r in rounds[:length]] for rounds in rounds_per_seed],
-        dtype=np.float64,
-    ).reshape(len(rounds_per_seed), length, len(PHASES))
-    return values_S_R_P.mean(axis=0)

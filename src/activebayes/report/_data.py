@@ -1,0 +1,149 @@
+"""What the report reads: a directory's runs (through :mod:`activebayes.rundir`) and their dataset.
+
+Nothing here aggregates or renders: :class:`ReportData` holds the runs grouped
+by strategy, the headline split, the stored configuration text, and loads the
+dataset lazily for class names and the acquired items' pictures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from activebayes.data import ArrayDataset, load_dataset
+from activebayes.records import LoopConfig, RoundRecord
+from activebayes.rundir import headline_metric, is_comparison, load_runs, read_config_text
+
+
+class DatasetUnavailable(Exception):
+    """The run's dataset cannot be loaded or has no pictures (the message says why)."""
+
+
+@dataclass(frozen=True)
+class SeedRun:
+    """One (strategy, seed) run as stored: its config and finished rounds."""
+
+    strategy: str
+    seed: int
+    config: LoopConfig
+    rounds: tuple[RoundRecord, ...]
+
+
+class ReportData:
+    """The runs of a run or comparison directory, grouped by strategy (seeds in order).
+
+    Attributes:
+        path: the directory.
+        is_comparison: a comparison (``comparison.json``) rather than one run.
+        runs: ``strategy -> [SeedRun]`` (strategies in stored order, seeds sorted).
+        split: ``"test"``, or ``"validation"`` for runs without a test set (the
+            headline metric, :func:`activebayes.rundir.headline_metric`).
+        config_text: the stored configuration, pretty-printed JSON.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.is_comparison = is_comparison(path)
+        self.runs: dict[str, list[SeedRun]] = {}
+        for (strategy, seed), (config, rounds) in load_runs(path).items():
+            self.runs.setdefault(str(strategy), []).append(SeedRun(str(strategy), int(seed), config, tuple(rounds)))
+        for runs in self.runs.values():
+            runs.sort(key=lambda run: run.seed)
+        self.config_text = read_config_text(path)
+        all_metrics = [r.metrics or {} for runs in self.runs.values() for run in runs for r in run.rounds]
+        self.split = headline_metric(all_metrics).removesuffix("_accuracy")
+        self._dataset: ArrayDataset | None = None
+        self._dataset_error: str | None = None
+
+    # ----------------------------------------------------------------- runs
+
+    def key(self, name: str) -> str:
+        """The stored metric name of ``name`` on the headline split (``"ece"`` -> ``"test_ece"``)."""
+        return f"{self.split}_{name}"
+
+    @property
+    def first_config(self) -> LoopConfig | None:
+        return next((run.config for runs in self.runs.values() for run in runs), None)
+
+    def finished_runs(self, strategy: str) -> list[SeedRun]:
+        """The strategy's runs with at least one finished round."""
+        return [run for run in self.runs[strategy] if run.rounds]
+
+    def rounds_per_seed(self, strategy: str) -> list[tuple[RoundRecord, ...]]:
+        """One tuple of round records per seed with finished rounds (the analysis functions' input)."""
+        return [run.rounds for run in self.finished_runs(strategy)]
+
+    @property
+    def max_seeds(self) -> int:
+        """The most seeds with finished rounds any strategy has."""
+        return max((len(self.finished_runs(s)) for s in self.runs), default=0)
+
+    # ----------------------------------------------------------------- dataset
+
+    def dataset(self) -> ArrayDataset:
+        """The training split the acquired indices point into (loaded once).
+
+        Raises:
+            DatasetUnavailable: it cannot be loaded (missing files, unknown name, ...).
+        """
+        config = self.first_config
+        if self._dataset is None and self._dataset_error is None:
+            if config is None:
+                self._dataset_error = "there are no runs"
+            else:
+                try:
+                    self._dataset = load_dataset(config.dataset, data_dir=config.data_dir, split="train")
+                except (ValueError, OSError) as error:  # DataError (missing / corrupt files), unknown name
+                    self._dataset_error = (
+                        f"the dataset {config.dataset!r} could not be loaded ({type(error).__name__}: {error})"
+                    )
+        if self._dataset is None:
+            raise DatasetUnavailable(self._dataset_error)
+        return self._dataset
+
+    def class_names(self, num_classes: int) -> list[str] | None:
+        """The dataset's C class names when it loads and has ``num_classes`` classes, else ``None``."""
+        try:
+            classes = self.dataset().classes
+        except DatasetUnavailable:
+            return None
+        return list(classes) if len(classes) == num_classes else None
+
+    def class_names_note(self, num_classes: int) -> str:
+        """Where the class names shown come from (a sentence)."""
+        if self.class_names(num_classes) is not None:
+            return "Classes are named as in the dataset."
+        reason = self._dataset_error or f"the dataset does not have {num_classes} classes"
+        return f"Classes are shown by their ids 0–{num_classes - 1}: {reason}."
+
+    def thumbnails(self, indices: Sequence[int]) -> np.ndarray:
+        """``[B, H, W]`` (or ``[B, H, W, 3]``) pixel values in [0, 1] of the given training items.
+
+        Raises:
+            DatasetUnavailable: the dataset cannot be loaded, the indices fall outside
+                it, or its items are not images.
+        """
+        dataset = self.dataset()
+        index_B = torch.as_tensor(list(indices), dtype=torch.long)
+        n_items = dataset.inputs.shape[0]
+        if index_B.numel() and (int(index_B.min()) < 0 or int(index_B.max()) >= n_items):
+            raise DatasetUnavailable(f"acquired indices fall outside the dataset ({n_items} items)")
+        images = dataset.inputs[index_B].double()
+        if images.ndim == 2:  # flat features: no picture to show
+            raise DatasetUnavailable(f"the dataset items are not images (shape {tuple(dataset.inputs.shape[1:])})")
+        if dataset.normalization is not None:
+            mean, std = dataset.normalization
+            images = images * std + mean
+        else:  # per-image min-max
+            flat = images.flatten(1)
+            low, high = flat.min(1).values, flat.max(1).values
+            shape = (-1,) + (1,) * (images.ndim - 1)
+            images = (images - low.view(shape)) / (high - low).clamp(min=1e-12).view(shape)
+        images = images.clamp(0, 1)
+        if images.ndim == 4:  # [B, channels, H, W]
+            images = images[:, 0] if images.shape[1] == 1 else images.permute(0, 2, 3, 1)
+        return images.numpy()

@@ -1,0 +1,460 @@
+"""The report's sections: numbers from :mod:`activebayes.analysis`, figures from :mod:`activebayes.plots`.
+
+Each section function takes the :class:`~activebayes.report._data.ReportData`
+read from the directory and a :class:`Figures` helper that embeds a figure
+(or a note saying why it is missing), and returns a
+:class:`~activebayes.report._html.Section`. No aggregation happens here: over
+seeds, numbers come from the analysis functions, pooled reliability bins from
+:meth:`activebayes.metrics.ReliabilityBins.pool`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from activebayes import plots
+from activebayes.analysis import (
+    LearningCurve,
+    OverSeeds,
+    StrategySummary,
+    final_metric,
+    final_reliability,
+    learning_curves_from_runs,
+    per_round_mean,
+    phase_seconds,
+    summarise_strategy,
+)
+from activebayes.report import _figures
+from activebayes.report._data import DatasetUnavailable, ReportData
+from activebayes.report._html import Figure, Section, esc, figures_block, note, paragraph, preformatted, table
+
+# metric names as evaluate_classification stores them (prefixed with the split: test_accuracy, ...)
+FINAL_METRICS = {"accuracy": "accuracy", "macro F1": "f1_macro", "NLL": "nll", "Brier": "brier"}
+ECE_POOLED = "ECE (pooled over seeds)"
+ECE_MEAN = "ECE (mean ± sd over seeds)"
+
+
+class Figures:
+    """Embeds figures: ``figures(key, caption, build)`` calls ``build()`` and returns a
+    :class:`~activebayes.report._html.Figure` (a PNG, or why there is none)."""
+
+    def __init__(self) -> None:
+        self.no_matplotlib = _figures.matplotlib_missing()
+
+    def __call__(self, key: str, caption: str, build: Callable[[], Any]) -> Figure:
+        return _figures.render(key, caption, build, no_matplotlib=self.no_matplotlib)
+
+
+# --------------------------------------------------------------------------- text helpers
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{value:.{digits}f}"
+
+
+def _fmt_labels(value: float | None) -> str:
+    if value is None:
+        return "not reached"
+    return f"{value:g}" if value != int(value) else str(int(value))
+
+
+def _mean_sd(stats: OverSeeds | None, digits: int = 4) -> str:
+    """``"mean ± sd"`` over seeds (sample sd), or the one value of a single seed."""
+    if stats is None:
+        return "—"
+    if stats.n_seeds == 1:
+        return _fmt(float(stats.values_S[0]), digits)
+    return f"{stats.mean:.{digits}f} ± {stats.std:.{digits}f}"
+
+
+def _seeds_text(n_seeds: int, seeds: Sequence[int], how: str = "mean") -> str:
+    return f"seed {seeds[0]}" if n_seeds == 1 else f"{how} over {n_seeds} seeds"
+
+
+def _titled(figure: Any, title: str) -> Any:
+    """Prefix the main axes' title (figures of several strategies sit side by side)."""
+    if figure is not None and getattr(figure, "axes", None):
+        ax = figure.axes[0]
+        ax.set_title(f"{title}: {ax.get_title()}" if ax.get_title() else title)
+    return figure
+
+
+def _or_note(figures: Sequence[Figure]) -> str:
+    return figures_block(figures) if figures else note("No finished rounds yet.")
+
+
+# --------------------------------------------------------------------------- learning curves
+
+
+class Curves:
+    """The headline learning curves and their summaries, per strategy."""
+
+    def __init__(self, data: ReportData, targets: Sequence[float]) -> None:
+        self.targets = tuple(targets)
+        runs = {(run.strategy, run.seed): (run.config, run.rounds) for rs in data.runs.values() for run in rs}
+        self.curves: dict[str, list[LearningCurve]] = learning_curves_from_runs(runs, metric=data.key("accuracy"))
+        self.summaries: dict[str, StrategySummary] = {
+            s: summarise_strategy(c, targets=self.targets, strategy=s) for s, c in self.curves.items()
+        }
+
+
+def overview(data: ReportData, curves: Curves) -> Section:
+    n_runs = sum(len(r) for r in data.runs.values())
+    first = data.first_config
+    kind = "comparison" if data.is_comparison else "single run"
+    dataset = f"dataset {first.dataset}" if first is not None else "no runs"
+    parts = [paragraph(
+        f"{kind.capitalize()} of {len(data.runs)} strateg{'y' if len(data.runs) == 1 else 'ies'} "
+        f"({', '.join(data.runs)}), {n_runs} run(s), {dataset}. Accuracy below is {data.split} accuracy; "
+        "'labels' counts every labelled item the round's model was trained on, the initial set included."
+    )]
+    rows = []
+    for strategy, runs in data.runs.items():
+        for run in runs:
+            last = run.rounds[-1] if run.rounds else None
+            accuracy = (last.metrics or {}).get(data.key("accuracy")) if last else None
+            seconds = sum(sum((r.seconds or {}).values()) for r in run.rounds)
+            stop = next((r.stop_reason for r in reversed(run.rounds) if r.stop_reason), None)
+            rows.append([
+                strategy, str(run.seed), str(len(run.rounds)), str(last.n_labelled) if last else "—",
+                _fmt(accuracy), stop or ("not finished" if run.rounds else "no rounds yet"), f"{seconds:.1f}",
+            ])
+    parts.append(table(["strategy", "seed", "rounds", "final labels", f"final {data.split} accuracy",
+                        "stop reason", "seconds"], rows))
+    if not curves.curves:
+        parts.append(note("No finished rounds with an accuracy yet: nothing to plot or summarise."))
+    return Section("overview", "Overview", "".join(parts))
+
+
+def learning_curves(data: ReportData, curves: Curves, figures: Figures) -> Section:
+    body = paragraph(
+        f"Number of labels against {data.split} accuracy after each round; one line per strategy: the mean "
+        "over seeds, with a band from the lowest to the highest seed (on the label range all seeds share)."
+    )
+    if not curves.curves:
+        return Section("learning-curves", "Learning curves", body + note("No learning curves yet."))
+    pairs = {s: [(c.n_labelled_R, c.accuracy_R) for c in cs] for s, cs in curves.curves.items()}
+    figure = figures(
+        "learning-curves", f"Labels vs {data.split} accuracy (mean over seeds; band: min–max over seeds)",
+        lambda: plots.learning_curves(pairs, spread="minmax", ylabel=f"{data.split} accuracy",
+                                      title="Learning curves"),
+    )
+    return Section("learning-curves", "Learning curves", body + figures_block([figure]))
+
+
+def labels_to_reach(data: ReportData, curves: Curves) -> Section:
+    explain = paragraph(
+        "Labels needed to first reach each target accuracy (the first round whose model reaches it). "
+        "Median over seeds, with the interquartile range and the min–max range; a seed that never "
+        "reached the target counts as needing more labels than the budget, so a median or quartile that "
+        "falls on such a seed is shown as 'not reached'."
+    )
+    title = "Labels to reach target accuracy"
+    if not curves.summaries:
+        return Section("labels-to-reach", title, explain + note("No data yet."))
+    header = ["strategy"] + [f"{data.split} accuracy ≥ {t:g}" for t in curves.targets]
+    rows = []
+    for strategy, summary in curves.summaries.items():
+        row = [esc(strategy)]
+        best = max(c.accuracy_R.max() for c in curves.curves[strategy])
+        for target in curves.targets:
+            reach = summary.reach[target]
+            if reach.n_seeds == 1:
+                cell = esc(_fmt_labels(reach.values_S[0]))
+                if reach.n_reached == 0:
+                    cell += f'<br><span class="muted">best accuracy: {best:.4f}</span>'
+            else:
+                cell = f"<strong>{esc(_fmt_labels(reach.median))}</strong>"
+                extra = []
+                if reach.minimum is not None and reach.minimum == reach.maximum:
+                    extra.append(f"every seed: {reach.minimum}")
+                else:
+                    if reach.median is not None:
+                        extra.append(f"IQR {_fmt_labels(reach.q25)}–{_fmt_labels(reach.q75)}")
+                    if reach.minimum is not None:
+                        extra.append(f"range {_fmt_labels(reach.minimum)}–{_fmt_labels(reach.maximum)}")
+                extra.append(f"reached by {reach.n_reached}/{reach.n_seeds} seeds")
+                if reach.n_reached == 0:
+                    extra.append(f"best accuracy of any seed: {best:.4f}")
+                cell += f'<br><span class="muted">{esc("; ".join(extra))}</span>'
+            row.append(cell)
+        rows.append(row)
+    return Section("labels-to-reach", title, explain + table(header, rows, raw=True))
+
+
+def aulc(data: ReportData, curves: Curves) -> Section:
+    explain = paragraph(
+        "Area under the learning curve: the trapezoid integral of accuracy over the number of labels, "
+        "divided by the label range, i.e. the mean accuracy over the labelling budget (higher is better). "
+        "Mean ± sample standard deviation over seeds."
+    )
+    title = "Area under the learning curve"
+    if not curves.summaries:
+        return Section("aulc", title, explain + note("No data yet."))
+    rows = []
+    for strategy, summary in curves.summaries.items():
+        rows.append([
+            strategy, str(summary.n_seeds), _mean_sd(OverSeeds(np.asarray(summary.aulc_S))),
+            ", ".join(f"{v:.4f}" for v in summary.aulc_S),
+            _mean_sd(OverSeeds(np.asarray(summary.final_accuracy_S))),
+            ", ".join(map(str, sorted(set(summary.final_n_labelled_S)))),
+        ])
+    header = ["strategy", "seeds", "AULC", "AULC per seed", f"final {data.split} accuracy", "final labels"]
+    return Section("aulc", title, explain + table(header, rows))
+
+
+# --------------------------------------------------------------------------- final-round metrics
+
+
+def _ece_header(data: ReportData) -> str:
+    return ECE_MEAN if data.max_seeds > 1 else "ECE"
+
+
+def final_metrics(data: ReportData) -> Section:
+    several = data.max_seeds > 1
+    explain = paragraph(
+        f"{data.split.capitalize()} metrics of each run's last round"
+        + (" (mean ± sample standard deviation over seeds)" if several else "")
+        + ". Macro-F1 is the mean of the per-class F1 scores; NLL, Brier score and ECE (15 equal-width "
+        "confidence bins) measure calibration, lower is better."
+        + (" The ECE here is each seed's own ECE, averaged; Calibration also shows the ECE of the bins "
+           "pooled over seeds." if several else "")
+    )
+    rows = []
+    for strategy in data.runs:
+        rounds_per_seed = data.rounds_per_seed(strategy)
+        if not rounds_per_seed:
+            continue
+        row = [strategy, str(len(rounds_per_seed))]
+        row += [_mean_sd(final_metric(rounds_per_seed, data.key(name))) for name in FINAL_METRICS.values()]
+        row.append(_mean_sd(final_metric(rounds_per_seed, data.key("ece"))))
+        rows.append(row)
+    if not rows:
+        return Section("final-metrics", "Final metrics", explain + note("No finished rounds yet."))
+    header = ["strategy", "seeds", *FINAL_METRICS, _ece_header(data)]
+    return Section("final-metrics", "Final metrics", explain + table(header, rows))
+
+
+def calibration(data: ReportData, figures: Figures) -> Section:
+    several = data.max_seeds > 1
+    explain = paragraph(
+        "Reliability of each strategy's final-round models: the test items binned by top-label confidence "
+        "(15 equal-width bins), the accuracy of each bin against its mean confidence. "
+        + (f"{ECE_POOLED}: the seeds' bins added together (items, summed confidence, summed correct), "
+           f"then one ECE, as drawn in the diagram. {ECE_MEAN}: each seed's own ECE, averaged, as under "
+           "Final metrics. With one test set, pooling can only cancel gaps (a seed's over-confidence "
+           "against another's under-confidence in the same bin), so the pooled ECE is at most the mean."
+           if several else "ECE: the count-weighted mean gap between accuracy and confidence.")
+    )
+    rows, figure_list = [], []
+    for strategy in data.runs:
+        runs = data.finished_runs(strategy)
+        rounds_per_seed = data.rounds_per_seed(strategy)
+        bins = final_reliability(rounds_per_seed, data.key("reliability"))
+        if bins is None:
+            continue
+        per_seed = final_metric(rounds_per_seed, data.key("ece"))
+        seeds = [run.seed for run in runs]
+        if several:
+            rows.append([strategy, str(len(runs)), str(bins.num_items), _fmt(bins.ece), _mean_sd(per_seed),
+                         _fmt(bins.mce)])
+            label = f"{ECE_POOLED} {bins.ece:.4f}" if len(runs) > 1 else f"ECE {bins.ece:.4f} (seed {seeds[0]})"
+        else:
+            rows.append([strategy, str(bins.num_items), _fmt(bins.ece), _fmt(bins.mce)])
+            label = f"ECE {bins.ece:.4f}"
+        caption = (f"{strategy}: reliability of the final round ({_seeds_text(len(runs), seeds, 'bins pooled')}); "
+                   f"{label}")
+
+        def build(bins=bins, strategy=strategy, label=label):
+            figure = plots.reliability_diagram(bins)
+            figure.axes[0].set_title(f"{strategy}: reliability, final round\n{label}")
+            return figure
+
+        figure_list.append(figures(f"reliability-{strategy}", caption, build))
+    if not rows:
+        return Section("calibration", "Calibration", explain + note(
+            "Skipped: the run records hold no reliability bins (only the ECE, shown under Final metrics)."
+        ))
+    if several:
+        header = ["strategy", "seeds", "test items (all seeds)", ECE_POOLED, ECE_MEAN, "MCE (pooled)"]
+    else:
+        header = ["strategy", "test items", "ECE", "MCE"]
+    if data.split != "test":
+        header = [h.replace("test items", f"{data.split} items") for h in header]
+    return Section("calibration", "Calibration", explain + table(header, rows) + figures_block(figure_list))
+
+
+# --------------------------------------------------------------------------- classes
+
+
+def _num_classes(data: ReportData) -> int | None:
+    for strategy in data.runs:
+        stats = final_metric(data.rounds_per_seed(strategy), data.key("recall_per_class"))
+        if stats is not None:
+            return int(stats.values_S.shape[1])
+    return None
+
+
+def class_balance(data: ReportData, figures: Figures) -> Section:
+    figure_list = []
+    for strategy in data.runs:
+        runs = data.finished_runs(strategy)
+        if not runs:
+            continue
+        counts = per_round_mean(data.rounds_per_seed(strategy), lambda r: r.class_counts)
+        caption = (f"{strategy}: labelled-set class counts per round "
+                   f"({_seeds_text(len(runs), [r.seed for r in runs])})")
+
+        def build(counts=counts, strategy=strategy):
+            if counts is None:
+                raise _figures.FigureSkipped("the rounds hold no class counts")
+            names = data.class_names(counts.mean_R.shape[1])
+            return _titled(plots.class_balance(counts.mean_R, n_labelled=counts.n_labelled_R, class_names=names),
+                           strategy)
+
+        figure_list.append(figures(f"class-balance-{strategy}", caption, build))
+    return Section("class-balance", "Labelled-set class balance", _or_note(figure_list))
+
+
+def per_class(data: ReportData, figures: Figures) -> Section:
+    C = _num_classes(data)
+    parts = []
+    if C is not None:
+        names = data.class_names(C) or [str(c) for c in range(C)]
+        parts.append(paragraph(
+            f"Per-class {data.split} precision and recall (one class against the rest): the table shows the "
+            f"final round, the figures every round, both as the mean over seeds. {data.class_names_note(C)}"
+        ))
+        header = ["class", f"{data.split} items"]
+        columns = []
+        support = None
+        for strategy in data.runs:
+            rounds_per_seed = data.rounds_per_seed(strategy)
+            precision = final_metric(rounds_per_seed, data.key("precision_per_class"))
+            recall = final_metric(rounds_per_seed, data.key("recall_per_class"))
+            support = support if support is not None else final_metric(rounds_per_seed, data.key("support_per_class"))
+            if precision is None or recall is None:
+                continue
+            header.append(f"{strategy}: precision / recall")
+            columns.append([f"{p:.3f} / {r:.3f}" for p, r in zip(np.atleast_1d(precision.mean),
+                                                                    np.atleast_1d(recall.mean), strict=True)])
+        items = [str(int(v)) for v in support.values_S[0]] if support is not None else ["—"] * C
+        rows = [[names[c], items[c], *(column[c] for column in columns)] for c in range(C)]
+        parts.append(table(header, rows))
+    figure_list = []
+    for strategy in data.runs:
+        runs = data.finished_runs(strategy)
+        if not runs:
+            continue
+        for metric in ("precision", "recall"):
+            values = per_round_mean(data.rounds_per_seed(strategy),
+                                    lambda r, m=metric: (r.metrics or {}).get(data.key(f"{m}_per_class")))
+            caption = (f"{strategy}: per-class {data.split} {metric} per round "
+                       f"({_seeds_text(len(runs), [r.seed for r in runs])})")
+
+            def build(values=values, metric=metric, strategy=strategy):
+                if values is None:
+                    raise _figures.FigureSkipped(f"the rounds hold no per-class {metric}")
+                return _titled(plots.per_class_over_rounds(
+                    values.mean_R, metric=metric, n_labelled=values.n_labelled_R,
+                    class_names=data.class_names(values.mean_R.shape[1]),
+                ), strategy)
+
+            figure_list.append(figures(f"per-class-{metric}-{strategy}", caption, build))
+    parts.append(_or_note(figure_list))
+    return Section("per-class", "Per-class precision and recall", "".join(parts))
+
+
+def confusion(data: ReportData, figures: Figures) -> Section:
+    figure_list = []
+    for strategy in data.runs:
+        runs = data.finished_runs(strategy)
+        matrices = final_metric(data.rounds_per_seed(strategy), data.key("confusion_matrix"))
+        if matrices is None:
+            continue
+        which = f"summed over {matrices.n_seeds} seeds" if matrices.n_seeds > 1 else f"seed {runs[0].seed}"
+        caption = f"{strategy}: {data.split} confusion matrix of the final round ({which}; rows: true class)"
+        cm_C_C = np.rint(matrices.total).astype(np.int64)
+
+        def build(cm_C_C=cm_C_C, strategy=strategy):
+            names = data.class_names(cm_C_C.shape[0])
+            return _titled(plots.confusion_matrix_plot(cm_C_C, class_names=names), strategy)
+
+        figure_list.append(figures(f"confusion-{strategy}", caption, build))
+    return Section("confusion", "Confusion matrix", _or_note(figure_list))
+
+
+def acquired(data: ReportData, figures: Figures) -> Section:
+    figure_list = []
+    for strategy in data.runs:
+        runs = data.finished_runs(strategy)
+        run = runs[0] if runs else None
+        record = next((r for r in reversed(run.rounds) if r.acquired), None) if run else None
+        if record is None:
+            continue
+        caption = (f"{strategy}, seed {run.seed}: the {len(record.acquired)} items acquired in round "
+                   f"{record.round} (after training on {record.n_labelled} labels), with their class counts")
+
+        def build(run=run, record=record, strategy=strategy):
+            try:
+                images = data.thumbnails(record.acquired)
+                names = list(data.dataset().classes)
+            except DatasetUnavailable as reason:
+                raise _figures.FigureSkipped(str(reason)) from None
+            labels = np.asarray(record.labels, dtype=np.int64) if record.labels else None
+            return plots.image_grid(
+                images, labels=labels, class_names=names,
+                title=f"{strategy}, seed {run.seed}: acquired in round {record.round}",
+            )
+
+        figure_list.append(figures(f"acquired-{strategy}", caption, build))
+    return Section("acquired", "Acquired items", _or_note(figure_list))
+
+
+# --------------------------------------------------------------------------- time and configuration
+
+
+def timing(data: ReportData, figures: Figures) -> Section:
+    per_round, rows = {}, []
+    for strategy in data.runs:
+        seconds = phase_seconds(data.rounds_per_seed(strategy), _figures.PHASES)
+        if seconds is None:
+            continue
+        per_round[strategy] = seconds.per_round.mean_R
+        totals_P = np.atleast_1d(seconds.totals.mean)
+        rows.append([strategy, *(f"{v:.2f}" for v in totals_P), f"{seconds.totals.values_S.sum(1).mean():.2f}"])
+    if not per_round:
+        return Section("time", "Time per round", note("No finished rounds yet."))
+    figure = figures("time-per-round", "Seconds per round by phase (mean over seeds)",
+                     lambda: _figures.seconds_per_round(per_round))
+    text = paragraph("Total seconds per run by phase (mean over seeds).")
+    return Section("time", "Time per round",
+                   figures_block([figure]) + text + table(["strategy", *_figures.PHASES, "total"], rows))
+
+
+def configuration(data: ReportData) -> Section:
+    what = "comparison.json (base config, strategies, seeds)" if data.is_comparison else "config.json"
+    return Section("config", "Configuration", paragraph(f"From {what}:") + preformatted(data.config_text))
+
+
+def sections(data: ReportData, targets: Sequence[float]) -> list[Section]:
+    """Every section of the page, in order."""
+    figures = Figures()
+    curves = Curves(data, targets)
+    result = [
+        overview(data, curves), learning_curves(data, curves, figures), labels_to_reach(data, curves),
+        aulc(data, curves), final_metrics(data), calibration(data, figures), class_balance(data, figures),
+        per_class(data, figures), confusion(data, figures), acquired(data, figures), timing(data, figures),
+        configuration(data),
+    ]
+    if figures.no_matplotlib is not None:
+        first = result[0]
+        result[0] = Section(first.key, first.title,
+                            note(f"This report has no figures: {figures.no_matplotlib}.") + first.body)
+    return result
