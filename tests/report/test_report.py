@@ -27,10 +27,12 @@ from activebayes import plots
 from activebayes._seeding import make_generator
 from activebayes.data import load_dataset
 from activebayes.errors import ActiveBayesError
+from activebayes.experiment import run_experiment
 from activebayes.models import build_model, predict_log_probs
 from activebayes.records import LoopConfig
 from activebayes.report import _data, _figures, _report, write_report
 from activebayes.rundir import RunDirectory, RunDirectoryError
+from tests.conftest import FAST_LOOP
 from tests.report.conftest import SEEDS, STRATEGIES, tiny_png
 
 SECTIONS = ("overview", "learning-curves", "labels-to-reach", "aulc", "final-metrics", "calibration",
@@ -448,6 +450,22 @@ def test_dataset_that_cannot_be_loaded_skips_only_the_image_grid(comparison_dir,
     assert "could not be loaded" in slots.pop("acquired-bald")
     assert all(state == "img" for state in slots.values()), slots
     assert "Classes are shown by their ids 0–9: the dataset 'mnist' could not be loaded" in html.unescape(page)
+
+
+def test_run_without_a_test_set_reports_validation_metrics(tmp_path, fast_figures):
+    config = LoopConfig(**{**FAST_LOOP, "budget": 30, "evaluate_test": False})
+    run_experiment(config, tmp_path / "run", progress=False, report=False)
+    page = write_report(tmp_path / "run").read_text()
+    rounds = _rounds(tmp_path / "run")
+    assert not any(key.startswith("test_") for r in rounds for key in r["metrics"])
+    final = rounds[-1]["metrics"]
+    row = _table(_section(page, "final-metrics"))[0]
+    assert row["accuracy"] == f"{final['validation_accuracy']:.4f}" and row["ECE"] == f"{final['validation_ece']:.4f}"
+    calibration = _table(_section(page, "calibration"))[0]
+    assert calibration["validation items"] == str(final["validation_num_items"])
+    text = html.unescape(re.sub(r"<[^>]+>", " ", page.split('<section id="config">')[0]))
+    assert not re.search(r"\btest\b", text), re.search(r".{40}\btest\b.{40}", text).group(0)
+    assert all(state == "img" for state in _figure_slots(page).values())
 
 
 def test_run_without_rounds_yet(tmp_path):

@@ -244,11 +244,11 @@ def final_metrics(data: ReportData) -> Section:
 def calibration(data: ReportData, figures: Figures) -> Section:
     several = data.max_seeds > 1
     explain = paragraph(
-        "Reliability of each strategy's final-round models: the test items binned by top-label confidence "
-        "(15 equal-width bins), the accuracy of each bin against its mean confidence. "
+        f"Reliability of each strategy's final-round models: the {data.split} items binned by top-label "
+        "confidence (15 equal-width bins), the accuracy of each bin against its mean confidence. "
         + (f"{ECE_POOLED}: the seeds' bins added together (items, summed confidence, summed correct), "
            f"then one ECE, as drawn in the diagram. {ECE_MEAN}: each seed's own ECE, averaged, as under "
-           "Final metrics. With one test set, pooling can only cancel gaps (a seed's over-confidence "
+           f"Final metrics. With one {data.split} set, pooling can only cancel gaps (a seed's over-confidence "
            "against another's under-confidence in the same bin), so the pooled ECE is at most the mean."
            if several else "ECE: the count-weighted mean gap between accuracy and confidence.")
     )
