@@ -25,7 +25,9 @@ from activebayes._validation import check_choice, check_device
 from activebayes.acquisition import available_strategies
 from activebayes.data import available_datasets
 from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
+from activebayes.labelling import LabellingProject, ProjectConfig, is_project
 from activebayes.models import available_models
+from activebayes.oracles import AnswerFileError
 from activebayes.records import LoopConfig
 from activebayes.report import write_report
 from activebayes.rundir import is_comparison, is_run
@@ -308,69 +310,146 @@ def report(directory: str, output: str | None, targets: str) -> None:
     click.echo(f"report: {written}")
 
 
+_PROJECT_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
+    "dataset": ("--dataset", {"type": str, "help": "Label items of this built-in dataset (its labels are ignored)."}),
+    "images": ("--images", {"type": click.Path(file_okay=False), "help": "Label a folder of images (stored as an absolute path)."}),
+    "classes": ("--classes", {"type": str, "help": "Comma-separated class names (required with --images)."}),
+    "data_dir": ("--data-dir", {"type": click.Path(file_okay=False), "help": "Folder with the dataset's files."}),
+    "strategy": ("--strategy", {"type": str, "help": "Acquisition strategy. [bald]"}),
+    "model": ("--model", {"type": str, "help": "Model name, or 'auto'. [auto]"}),
+    "batch_size": ("--batch-size", {"type": int, "help": "Labels per round (the model retrains after each). [10]"}),
+    "num_samples": ("--num-samples", {"type": int, "help": "K, function samples for scoring the pool. [100]"}),
+    "seed": ("--seed", {"type": int, "help": "Random seed. [0]"}),
+    "max_epochs": ("--max-epochs", {"type": int, "help": "Training epochs per round (upper bound with early stopping)."}),
+}
+
+_IMPORT_FLAGS = {"allow_partial": "--allow-partial", "overwrite": "--overwrite"}
+
+
+def _project_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    for name, (flag, kwargs) in reversed(list(_PROJECT_FLAGS.items())):
+        command = click.option(flag, name, default=None, **kwargs)(command)
+    return command
+
+
+def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) -> LabellingProject:
+    """Open PROJECT (no settings allowed) or create it from the settings given."""
+    given = {k: v for k, v in settings.items() if v is not None}
+    for name in ("batch_size", "num_samples", "seed", "max_epochs"):
+        if name in given and given[name] < (0 if name == "seed" else 1):
+            raise ValueError(f"--{name.replace('_', '-')} must be >= {0 if name == 'seed' else 1}, got {given[name]}")
+    if is_project(project):
+        if given:
+            flags = ", ".join("--" + k.replace("_", "-") for k in given)
+            raise ValueError(f"{project} is an existing project; its settings are fixed (drop {flags})")
+        return LabellingProject.open(project)
+    if "dataset" not in given and "images" not in given:
+        raise ValueError(f"{project} is not a labelling project yet: a new project needs --images FOLDER "
+                         "--classes a,b,... or --dataset NAME")
+    if "classes" in given:
+        given["classes"] = tuple(c.strip() for c in given["classes"].split(",") if c.strip())
+    max_epochs = given.pop("max_epochs", None)
+    if max_epochs is not None:
+        given["fit_options"] = {"max_epochs": max_epochs}
+    if "images" in given and not Path(given["images"]).is_dir():
+        raise FileNotFoundError(f"--images: no such folder {given['images']}")
+    return LabellingProject.create(project, ProjectConfig(**given), progress=progress)
+
+
+def _describe_project(labelling: LabellingProject) -> None:
+    summary = labelling.summary()
+    source = labelling.config.images or labelling.config.dataset
+    click.echo(f"project {labelling.directory}: {summary['items']} items from {source}, "
+               f"{summary['labelled']} labelled, {summary['rounds']} round(s)")
+    for line in labelling.changes.summary():
+        click.echo(f"  folder changed: {line}")
+
+
 @cli.command()
 @click.argument("project", type=click.Path(file_okay=False))
-@click.option("--dataset", default=None, help="Label items of this dataset (its labels are ignored).")
-@click.option("--images", type=click.Path(), default=None, help="Label a folder of images.")
-@click.option("--classes", default=None, help="Comma-separated class names (required with --images).")
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Folder with the dataset's files.")
-@click.option("--strategy", default=None, help="Acquisition strategy. [bald]")
-@click.option("--model", default=None, help="Model name, or 'auto'. [auto]")
-@click.option("--batch-size", type=int, default=None, help="Items per query. [10]")
-@click.option("--num-samples", type=int, default=None, help="K, function samples for scoring the pool. [100]")
-@click.option("--seed", type=int, default=None, help="Random seed. [0]")
+@_project_options
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @_friendly
-def query(project: str, quiet: bool, classes: str | None, **settings: Any) -> None:
-    """Write the next batch of items for a person to label (file oracle).
+def query(project: str, quiet: bool, **settings: Any) -> None:
+    """Write the next batch of items for a person to label (the file round trip).
 
-    The first call creates the labelling project PROJECT; later calls reuse its
-    settings. Fill in the `label` column of the written file, then run
-    `activebayes import FILE --project PROJECT`.
+    The first call creates the labelling project PROJECT (`--images FOLDER --classes
+    a,b,...` or `--dataset NAME`); later calls reuse its settings. Fill in the `label`
+    column of the written file, then run `activebayes import FILE --project PROJECT`.
+    The labels of the app (`activebayes label PROJECT`) and of the files share one store.
     """
-    from activebayes.labelling import PROJECT_FILE, LabellingProject, ProjectConfig
-
-    given = {k: v for k, v in settings.items() if v is not None}
-    if classes is not None:
-        given["classes"] = tuple(c.strip() for c in classes.split(",") if c.strip())
-    for name in ("batch_size", "num_samples", "seed"):
-        if name in given and given[name] < 0:
-            raise ValueError(f"--{name.replace('_', '-')} must not be negative, got {given[name]}")
-    if (Path(project) / PROJECT_FILE).is_file():
-        if given:
-            raise ValueError(f"{project} is an existing project; its settings are fixed (drop {', '.join('--' + k.replace('_', '-') for k in given)})")
-        labelling = LabellingProject(project)
-    else:
-        if "dataset" not in given and "images" not in given:
-            raise ValueError("a new project needs --dataset NAME or --images FOLDER")
-        labelling = LabellingProject(project, ProjectConfig(**given))
-    result = labelling.query(progress=not quiet)
-    click.echo(f"round {result.round}: {len(result.indices)} items to label ({result.strategy}, "
-               f"{result.n_labelled} labelled so far)")
-    click.echo(f"query: {result.path}")
-    click.echo(f"fill in its label column, then: activebayes import {result.path} --project {project}")
+    with _open_project(project, settings, progress=not quiet) as labelling:
+        _describe_project(labelling)
+        result = labelling.query(progress=not quiet)
+        if result.committed:
+            click.echo(f"trained on {result.n_labelled} label(s) ({result.committed} new)")
+        click.echo(f"round {result.round}: {len(result.indices)} items to label ({result.strategy}, "
+                   f"{result.n_labelled} labelled so far)")
+        click.echo(f"query: {result.path}")
+        click.echo(f"fill in its label column, then: activebayes import {result.path} --project {project}")
 
 
 @cli.command(name="import")
 @click.argument("answers", type=click.Path(dir_okay=False))
 @click.option("--project", "project", type=click.Path(file_okay=False), required=True, help="The labelling project directory.")
-@click.option("--allow-partial", is_flag=True, help="Accept a file where some labels are still empty.")
-@click.option("--overwrite", is_flag=True, help="Replace labels imported earlier when the file disagrees.")
+@click.option("--allow-partial", is_flag=True, help="Import the labelled rows of a file where some labels are still empty.")
+@click.option("--overwrite", is_flag=True, help="Replace labels stored earlier when the file disagrees.")
 @_friendly
 def import_(answers: str, project: str, allow_partial: bool, overwrite: bool) -> None:
-    """Import a filled-in query file into a labelling project."""
-    from activebayes.labelling import LabellingProject
+    """Import a filled-in query file (or a Label Studio JSON export) into a labelling project.
 
-    labelling = LabellingProject(project)
+    The whole file is checked first: every problem is listed with the flag that
+    accepts it, and nothing is stored unless all rows are fine.
+    """
+    with LabellingProject.open(project) as labelling:
+        if not Path(answers).is_file():
+            raise FileNotFoundError(f"ANSWERS: no such file {answers}")
+        for line in labelling.changes.summary():
+            click.echo(f"  folder changed: {line}")
+        try:
+            result = labelling.import_answers(answers, allow_partial=allow_partial, overwrite=overwrite)
+        except AnswerFileError as error:
+            for problem in error.problems:
+                click.echo(f"  {problem.text(_IMPORT_FLAGS)}", err=True)
+            raise click.ClickException(f"{len(error.problems)} problem(s) in {answers}; nothing was imported") from None
+        if result.stored:
+            replaced = f", {len(result.changed)} replaced" if result.changed else ""
+            click.echo(f"imported {len(result.new)} new label(s){replaced}; {result.n_labelled} labelled in total")
+        else:
+            click.echo(f"nothing new: the {result.unchanged} label(s) in the file were stored already; "
+                       f"{result.n_labelled} labelled in total")
+        if result.earlier:
+            rounds = ", ".join(f"round {r}: {n}" for r, n in sorted(result.earlier.items()))
+            click.echo(f"{sum(result.earlier.values())} row(s) answer items of earlier queries ({rounds})")
+        if result.unannotated:
+            click.echo(f"{result.unannotated} task(s) without an annotation were left alone")
+        click.echo(f"next batch: activebayes query {project}")
+
+
+@cli.command()
+@click.argument("project", type=click.Path(file_okay=False))
+@_project_options
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port to listen on; 0 picks any free port.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on; anything but loopback is reachable by others (a warning is printed).")
+@click.option("--token", default=None, help="Access token (default: a new random one each start).")
+@click.option("--worker", type=click.Choice(["process", "thread"]), default="process", show_default=True, help="Where the model retrains: a separate process (the page stays fast) or a thread.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
+@_friendly
+def label(project: str, port: int, host: str, token: str | None, worker: str, quiet: bool, **settings: Any) -> None:
+    """Label in the browser while the model learns (the labelling app).
+
+    Creates PROJECT (`--images FOLDER --classes a,b,...` or `--dataset NAME`) or
+    carries on with it, starts a web server and prints its address with an access
+    token, as Jupyter does. Needs the `app` extra: pip install "activebayes[app]".
+    """
     try:
-        imported = labelling.import_answers(answers, allow_partial=allow_partial, overwrite=overwrite)
-    except ValueError as error:
-        problems = getattr(error, "problems", None)
-        if problems:
-            raise ValueError(f"{answers}: {problems[0]}" + (f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else "")) from None
-        raise
-    click.echo(f"imported {len(imported)} label(s); {len(labelling.labels)} labelled in total")
-    click.echo(f"next batch: activebayes query {project}")
+        from activebayes.app import serve
+    except ImportError as error:  # the optional web stack
+        raise click.ClickException(f"the labelling app needs Starlette and uvicorn ({error}); "
+                                   "install them with: pip install 'activebayes[app]'") from None
+    with _open_project(project, settings, progress=not quiet) as labelling:
+        _describe_project(labelling)
+    serve(project, host=host, port=port, token=token, worker=worker, echo=click.echo)
 
 
 @cli.command(name="list")

@@ -37,10 +37,12 @@ import io
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
 import torch
+from PIL import Image
 from torch import Tensor
 
 from .._io import atomic_write_bytes, atomic_write_text
@@ -50,25 +52,55 @@ __all__ = [
     "AnswerFileError",
     "FileOracle",
     "LabelsPendingError",
+    "PROJECT_QUERY_COLUMNS",
     "QUERY_COLUMNS",
+    "AnswerProblem",
+    "item_png",
     "read_answers",
     "write_query",
 ]
 
 QUERY_COLUMNS = ("round", "rank", "index", "path", "thumbnail", "score", "label")
+PROJECT_QUERY_COLUMNS = ("round", "rank", "item", "path", "sha256", "thumbnail", "score", "label")
 _MAX_REPORTED = 20
 
 
-class AnswerFileError(ValueError):
-    """An answers file is malformed or holds invalid rows; ``problems`` lists each one."""
+@dataclass(frozen=True)
+class AnswerProblem:
+    """One problem in an answers file: where, what, and the option that accepts it, if one does
+    (``"allow_partial"`` for empty labels and missing rows, ``"overwrite"`` for a changed label)."""
 
-    def __init__(self, path: str | os.PathLike[str], problems: Sequence[str]) -> None:
+    where: str
+    message: str
+    fix: str | None = None
+
+    def text(self, flags: Mapping[str, str] | None = None) -> str:
+        """The problem as one line; ``flags`` names the options (e.g. ``{"overwrite": "--overwrite"}``)."""
+        line = f"{self.where}: {self.message}" if self.where else self.message
+        if self.fix is not None:
+            flag = (flags or {}).get(self.fix, f"{self.fix}=True")
+            line += f" (pass {flag} to accept)"
+        return line
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+class AnswerFileError(ValueError):
+    """An answers file is malformed or holds invalid rows; ``problems`` lists each one
+    (:class:`AnswerProblem`, with the option that accepts it where one does)."""
+
+    def __init__(self, path: str | os.PathLike[str], problems: Sequence[AnswerProblem | str]) -> None:
         self.path = str(path)
-        self.problems = list(problems)
-        shown = self.problems[:_MAX_REPORTED]
+        self.problems = [p if isinstance(p, AnswerProblem) else AnswerProblem("", str(p)) for p in problems]
+        super().__init__(self.describe())
+
+    def describe(self, flags: Mapping[str, str] | None = None, limit: int | None = _MAX_REPORTED) -> str:
+        """Every problem on its own line (at most ``limit``), options named by ``flags``."""
+        shown = self.problems if limit is None else self.problems[:limit]
         more = len(self.problems) - len(shown)
-        lines = "\n  ".join(shown) + (f"\n  ... and {more} more" if more > 0 else "")
-        super().__init__(f"{len(self.problems)} problem(s) in answers file {self.path}:\n  {lines}")
+        lines = "\n  ".join(p.text(flags) for p in shown) + (f"\n  ... and {more} more" if more > 0 else "")
+        return f"{len(self.problems)} problem(s) in answers file {self.path}:\n  {lines}"
 
 
 class LabelsPendingError(RuntimeError):
@@ -79,8 +111,6 @@ class LabelsPendingError(RuntimeError):
 
 
 def _thumbnail_png(image_chw: Tensor, normalization: tuple[float, float] | None, min_side: int = 64) -> bytes:
-    from PIL import Image
-
     if image_chw.ndim != 3 or image_chw.shape[0] not in (1, 3):
         raise ValueError(f"thumbnails need image inputs [1 or 3, H, W], got item shape {tuple(image_chw.shape)}")
     image = image_chw.detach().to(torch.float64)
@@ -109,6 +139,8 @@ def write_query(
     dataset: ArrayDataset,
     round: int,
     thumbnails_dir: str | os.PathLike[str] | None = None,
+    item_ids: Sequence[int] | None = None,
+    sha256: Sequence[str] | None = None,
 ) -> Path:
     """Write the items to label, atomically, as CSV (or JSON for a ``.json`` path).
 
@@ -118,11 +150,17 @@ def write_query(
         scores: ``[B]`` acquisition scores (or ``None``).
         dataset: the dataset the indices refer to (for ``paths`` and thumbnails).
         round: the active learning round (>= 0).
-        thumbnails_dir: if given, one PNG per item (``item-<index>.png``, inputs
+        thumbnails_dir: if given, one PNG per item (``item-<id>.png``, inputs
             de-standardised with ``dataset.normalization``) is written there and
             its path goes into the ``thumbnail`` column.
+        item_ids: stable item ids (a labelling project's, :mod:`activebayes.labelstore`)
+            to identify the rows by instead of the dataset positions: the file then has
+            an ``item`` column in place of ``index``, and ``sha256`` (the content hash
+            of each item, same length) if given.
+        sha256: see ``item_ids``.
 
-    Rows: ``round, rank, index, path, thumbnail, score, label`` with ``label`` empty.
+    Rows: ``round, rank, index, path, thumbnail, score, label`` with ``label`` empty
+    (``round, rank, item, path, sha256, thumbnail, score, label`` with ``item_ids``).
     The JSON form is ``{"round", "dataset", "classes", "items": [{...,"label": null}]}``.
     Returns ``path``.
     """
@@ -139,32 +177,33 @@ def write_query(
         if score_t.shape != index_B.shape:
             raise ValueError(f"scores must have shape {tuple(index_B.shape)} like indices, got {tuple(score_t.shape)}")
         score_B = [float(s) for s in score_t]
+    key = "index" if item_ids is None else "item"
+    ids = index_B.tolist() if item_ids is None else [int(i) for i in item_ids]
+    if len(ids) != len(index_B) or (sha256 is not None and len(sha256) != len(index_B)):
+        raise ValueError(f"item_ids and sha256 must have one entry per index ({len(index_B)})")
+    columns = QUERY_COLUMNS if item_ids is None else PROJECT_QUERY_COLUMNS
     thumbs: list[str] = [""] * len(index_B)
     if thumbnails_dir is not None:
         folder = Path(thumbnails_dir)
         for rank, i in enumerate(index_B.tolist()):
-            target = folder / f"item-{i}.png"
-            atomic_write_bytes(target, _thumbnail_png(dataset.inputs[i], dataset.normalization))
+            target = folder / f"item-{ids[rank]}.png"
+            atomic_write_bytes(target, item_png(dataset, i))
             thumbs[rank] = str(target)
-    items = [
-        {
-            "round": round,
-            "rank": rank,
-            "index": i,
-            "path": dataset.paths[i] if dataset.paths is not None else "",
-            "thumbnail": thumbs[rank],
-            "score": score_B[rank],
-            "label": None,
-        }
-        for rank, i in enumerate(index_B.tolist())
-    ]
+    items = []
+    for rank, i in enumerate(index_B.tolist()):
+        item: dict[str, object] = {"round": round, "rank": rank, key: ids[rank],
+                                   "path": dataset.paths[i] if dataset.paths is not None else ""}
+        if item_ids is not None:
+            item["sha256"] = sha256[rank] if sha256 is not None else ""
+        item.update({"thumbnail": thumbs[rank], "score": score_B[rank], "label": None})
+        items.append(item)
     path = Path(path)
     if path.suffix.lower() == ".json":
         document = {"round": round, "dataset": dataset.name, "classes": list(dataset.classes), "items": items}
         text = json.dumps(document, indent=2) + "\n"
     else:
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=QUERY_COLUMNS, lineterminator="\n")
+        writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         for item in items:
             row = dict(item)
@@ -173,6 +212,12 @@ def write_query(
             writer.writerow(row)
         text = buffer.getvalue()
     return atomic_write_text(path, text)
+
+
+def item_png(dataset: ArrayDataset, index: int, *, min_side: int = 64) -> bytes:
+    """Item ``index`` of an image dataset as PNG bytes, de-standardised with
+    ``dataset.normalization`` and scaled up (nearest neighbour) to at least ``min_side`` pixels."""
+    return _thumbnail_png(dataset.inputs[index], dataset.normalization, min_side)
 
 
 # --------------------------------------------------------------------------- reading
@@ -185,22 +230,26 @@ class _Row:
     label: object
 
 
-def _csv_rows(path: Path, text: str) -> list[_Row]:
+@dataclass(frozen=True)
+class _Malformed:
+    reason: str
+
+
+def _csv_rows(path: Path, text: str, key: str) -> list[_Row]:
     lines = text.splitlines()
     if not any(line.strip() for line in lines):
-        raise AnswerFileError(path, ["the file is empty; expected a header with 'index' and 'label' columns"])
+        raise AnswerFileError(path, [AnswerProblem("", f"the file is empty; expected a header with '{key}' and 'label' columns")])
     reader = csv.reader(io.StringIO(text))
     try:
         header = next(reader)
     except csv.Error as exc:
-        raise AnswerFileError(path, [f"line 1: malformed CSV ({exc})"]) from None
+        raise AnswerFileError(path, [AnswerProblem("line 1", f"malformed CSV ({exc})")]) from None
     names = [h.strip().lower() for h in header]
-    missing = [c for c in ("index", "label") if c not in names]
+    missing = [c for c in (key, "label") if c not in names]
     if missing:
-        raise AnswerFileError(
-            path, [f"line 1: header {header!r} lacks column(s) {missing}; expected at least 'index' and 'label'"]
-        )
-    i_index, i_label = names.index("index"), names.index("label")
+        raise AnswerFileError(path, [AnswerProblem(
+            "line 1", f"header {header!r} lacks column(s) {missing}; expected at least '{key}' and 'label'")])
+    i_index, i_label = names.index(key), names.index("label")
     rows: list[_Row] = []
     number = 0
     try:
@@ -214,20 +263,15 @@ def _csv_rows(path: Path, text: str) -> list[_Row]:
                 continue
             rows.append(_Row(where, fields[i_index], fields[i_label]))
     except csv.Error as exc:
-        raise AnswerFileError(path, [f"line {reader.line_num}: malformed CSV ({exc})"]) from None
+        raise AnswerFileError(path, [AnswerProblem(f"line {reader.line_num}", f"malformed CSV ({exc})")]) from None
     return rows
 
 
-@dataclass(frozen=True)
-class _Malformed:
-    reason: str
-
-
-def _json_rows(path: Path, text: str) -> list[_Row]:
+def _json_rows(path: Path, text: str, key: str) -> list[_Row]:
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise AnswerFileError(path, [f"line {exc.lineno}: malformed JSON ({exc.msg})"]) from None
+        raise AnswerFileError(path, [AnswerProblem(f"line {exc.lineno}", f"malformed JSON ({exc.msg})")]) from None
     if isinstance(document, Mapping) and "items" in document:
         document = document["items"]
     elif isinstance(document, Mapping) and "labels" in document and isinstance(document["labels"], Mapping):
@@ -236,17 +280,16 @@ def _json_rows(path: Path, text: str) -> list[_Row]:
     if isinstance(document, list):
         for number, item in enumerate(document):
             where = f"item {number}"
-            if not isinstance(item, Mapping) or "index" not in item:
-                rows.append(_Row(where, _Malformed("is not an object with 'index' and 'label'"), None))
+            if not isinstance(item, Mapping) or key not in item:
+                rows.append(_Row(where, _Malformed(f"is not an object with '{key}' and 'label'"), None))
                 continue
-            rows.append(_Row(where, item["index"], item.get("label")))
+            rows.append(_Row(where, item[key], item.get("label")))
     elif isinstance(document, Mapping):
-        for key, value in document.items():
-            rows.append(_Row(f"key {key!r}", key, value))
+        for name, value in document.items():
+            rows.append(_Row(f"key {name!r}", name, value))
     else:
-        raise AnswerFileError(
-            path, ["expected a JSON list of {index, label} objects, {'items': [...]}, or a mapping index -> label"]
-        )
+        raise AnswerFileError(path, [AnswerProblem(
+            "", f"expected a JSON list of {{{key}, label}} objects, {{'items': [...]}}, or a mapping {key} -> label")])
     return rows
 
 
@@ -295,74 +338,87 @@ def read_answers(
     expected_indices: object,
     classes: Sequence[str],
     allow_partial: bool = False,
+    key: str = "index",
+    also_allowed: Iterable[int] = (),
+    describe_unknown: Callable[[int], str] | None = None,
 ) -> dict[int, int]:
-    """Read and validate a filled-in query file; return ``{original index: class id}``.
+    """Read and validate a filled-in query file; return ``{id: class id}``.
 
     Args:
-        path: CSV (columns ``index`` and ``label``, others ignored; UTF-8, a BOM is
+        path: CSV (columns ``key`` and ``label``, others ignored; UTF-8, a BOM is
             fine) or JSON (``.json``: the query's ``{"items": [...]}``, a list of
-            ``{"index", "label"}`` objects, or a mapping ``{"index": label}``).
-        expected_indices: the indices that were queried.
+            ``{key, "label"}`` objects, or a mapping ``{"id": label}``).
+        expected_indices: the ids that were queried (every one needs a labelled row
+            unless ``allow_partial``).
         classes: the class names. A label is matched against the names first
             (exactly, then case-insensitively if unique), then read as an integer
             class id ``0 .. C-1``.
         allow_partial: accept rows with an empty label (and absent rows); only
             the labelled ones are returned. Otherwise they are errors.
+        key: the column that identifies an item: ``"index"`` (dataset position) or
+            ``"item"`` (a labelling project's stable item id).
+        also_allowed: further ids a row may name (e.g. items queried in earlier
+            rounds); their rows are optional.
+        describe_unknown: explains an id that is neither expected nor allowed
+            (default: "was not queried").
 
     Raises :class:`AnswerFileError` (a ``ValueError``) listing every problem with
-    its row: unreadable / malformed file, a non-integer or unknown index, a label
-    outside the class set, a duplicated index, missing rows or empty labels.
+    its row: unreadable / malformed file, a non-integer or unknown id, a label
+    outside the class set, a duplicated id, missing rows or empty labels (these two
+    name ``allow_partial`` as the fix).
     """
     path = Path(path)
     class_names = tuple(str(c) for c in classes)
     if not class_names:
         raise ValueError("classes must name at least one class")
     expected = set(as_index_tensor(expected_indices, "expected_indices").tolist())
+    allowed = expected | {int(i) for i in also_allowed}
     try:
         text = path.read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
-        raise AnswerFileError(path, ["the file does not exist"]) from None
+        raise AnswerFileError(path, [AnswerProblem("", "the file does not exist")]) from None
     except UnicodeDecodeError as exc:
-        raise AnswerFileError(path, [f"not UTF-8 text ({exc.reason} at byte {exc.start})"]) from None
-    rows = _json_rows(path, text) if path.suffix.lower() == ".json" else _csv_rows(path, text)
+        raise AnswerFileError(path, [AnswerProblem("", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]) from None
+    rows = _json_rows(path, text, key) if path.suffix.lower() == ".json" else _csv_rows(path, text, key)
 
-    problems: list[str] = []
+    problems: list[AnswerProblem] = []
     answers: dict[int, int] = {}
     seen: dict[int, str] = {}
-    blank: list[int] = []
     for row in rows:
         if isinstance(row.index, _Malformed):
-            problems.append(f"{row.where}: {row.index.reason}")
+            problems.append(AnswerProblem(row.where, row.index.reason))
             continue
         index = _parse_index(row.index)
         if index is None:
-            problems.append(f"{row.where}: index {row.index!r} is not an integer")
+            problems.append(AnswerProblem(row.where, f"{key} {row.index!r} is not an integer"))
             continue
         if index in seen:
-            problems.append(f"{row.where}: index {index} is a duplicate (first seen in {seen[index]})")
+            problems.append(AnswerProblem(row.where, f"{key} {index} is a duplicate (first seen in {seen[index]})"))
             continue
         seen[index] = row.where
-        if index not in expected:
-            problems.append(f"{row.where}: index {index} was not queried (unknown id)")
+        if index not in allowed:
+            reason = describe_unknown(index) if describe_unknown is not None else "was not queried (unknown id)"
+            problems.append(AnswerProblem(row.where, f"{key} {index} {reason}"))
             continue
         if _is_blank(row.label):
-            blank.append(index)
-            if not allow_partial:
-                problems.append(f"{row.where}: index {index} has no label")
+            if not allow_partial and index in expected:
+                problems.append(AnswerProblem(row.where, f"{key} {index} has no label", "allow_partial"))
             continue
         label = _resolve_label(row.label, class_names)
         if label is None:
             shown = ", ".join(class_names) if len(class_names) <= 20 else ", ".join(class_names[:20]) + ", ..."
-            problems.append(
-                f"{row.where}: label {row.label!r} for index {index} is not a class; "
-                f"expected one of [{shown}] or an id 0..{len(class_names) - 1}"
-            )
+            problems.append(AnswerProblem(
+                row.where,
+                f"label {row.label!r} for {key} {index} is not a class; "
+                f"expected one of [{shown}] or an id 0..{len(class_names) - 1}",
+            ))
             continue
         answers[index] = label
     absent = sorted(expected - set(seen))
     if absent and not allow_partial:
         shown = ", ".join(map(str, absent[:10])) + (", ..." if len(absent) > 10 else "")
-        problems.append(f"{len(absent)} queried index(es) have no row: {shown}")
+        noun = "index(es)" if key == "index" else "item(s)"
+        problems.append(AnswerProblem("", f"{len(absent)} queried {noun} have no row: {shown}", "allow_partial"))
     if problems:
         raise AnswerFileError(path, problems)
     return answers
@@ -495,13 +551,13 @@ class FileOracle:
             path, expected_indices=self._queries[round], classes=self.dataset.classes, allow_partial=allow_partial
         )
         conflicts = [
-            f"index {i}: already imported as {self.dataset.classes[self._labels[i]]!r}, "
-            f"the file says {self.dataset.classes[y]!r}"
+            AnswerProblem(f"index {i}", f"already imported as {self.dataset.classes[self._labels[i]]!r}, "
+                          f"the file says {self.dataset.classes[y]!r}", "overwrite")
             for i, y in sorted(answers.items())
             if i in self._labels and self._labels[i] != y
         ]
         if conflicts and not overwrite:
-            raise AnswerFileError(path, [*conflicts, "pass overwrite=True to replace imported labels"])
+            raise AnswerFileError(path, conflicts)
         changed = any(self._labels.get(i) != y for i, y in answers.items())
         if changed:
             self._labels.update(answers)
