@@ -538,9 +538,9 @@ def score_pool(
         predict_batch_size: items per forward pass inside a chunk.
         sampling: ``"batched"`` or ``"sequential"`` (see ``predict_log_probs``).
         device: predict and score there (e.g. ``"cuda"``); results on the CPU.
-        costs_N, cost_budget: per-candidate labelling cost (in the order of
-            ``candidates_N``) and the total budget; option ``cost_aware=True`` ranks
-            by score per unit cost.
+        costs_N: per-candidate labelling cost (in the order of ``candidates_N``);
+            option ``cost_aware=True`` ranks by score per unit cost.
+        cost_budget: the total labelling cost allowed (with ``costs_N``).
         options: strategy options (``beta``, ``cost_aware``, ``prefilter``, BatchBALD's
             ``num_samples`` / ``max_exact_configs`` ...).
         executor: where the chunks run: :class:`LocalExecutor` (default) or
