@@ -121,10 +121,10 @@ def decode_image(file: str | os.PathLike[str], size: tuple[int, int], grayscale:
 class PixelStats:
     """Exact mean and population std of 8-bit pixels scaled to ``[0, 1]``, accumulated chunk by chunk.
 
-    Keeps the integer sums ``S1 = sum p`` and ``S2 = sum p^2`` over n pixel values
-    ``p`` in ``0 .. 255``; then ``mean = S1 / (255 n)`` and
-    ``var = (n S2 - S1^2) / (255^2 n^2)``, each rounded once, so the constants do
-    not depend on how the pixels were split into chunks.
+    Keeps the histogram of the pixel values ``p`` in ``0 .. 255``, hence the exact
+    integer sums ``S1 = sum p`` and ``S2 = sum p^2`` over all n pixels; then
+    ``mean = S1 / (255 n)`` and ``var = (n S2 - S1^2) / (255^2 n^2)``, each rounded
+    once, so the constants do not depend on how the pixels were split into chunks.
 
     Example:
         >>> stats = PixelStats()
@@ -133,26 +133,32 @@ class PixelStats:
         (0.5, 0.5)
     """
 
+    _BLOCK = 1 << 20  # pixels counted per step: bounded temporary memory (8 MB) for any chunk
+
     def __init__(self) -> None:
-        self.count = 0
-        self.total = 0
-        self.total_squares = 0
+        self.histogram = np.zeros(256, dtype=np.int64)
 
     def update(self, pixels: np.ndarray) -> None:
         if pixels.dtype != np.uint8:
             raise TypeError(f"pixels must be uint8, got {pixels.dtype}")
-        values = pixels.reshape(-1).astype(np.int64)
-        self.count += int(values.size)
-        self.total += int(values.sum())
-        self.total_squares += int(np.dot(values, values))
+        flat = np.ascontiguousarray(pixels).reshape(-1)
+        for start in range(0, flat.size, self._BLOCK):
+            self.histogram += np.bincount(flat[start : start + self._BLOCK], minlength=256)
+
+    @property
+    def count(self) -> int:
+        return int(self.histogram.sum())
 
     def normalization(self) -> tuple[float, float]:
         """``(mean, std)`` of ``pixels / 255``; std 1.0 when every pixel is equal."""
-        n = self.count
+        counts = [int(c) for c in self.histogram]
+        n = sum(counts)
         if n == 0:
             raise ValueError("no pixels were seen")
-        mean = self.total / (255 * n)
-        std = math.sqrt((n * self.total_squares - self.total**2) / (255**2 * n * n))
+        total = sum(v * c for v, c in enumerate(counts))
+        total_squares = sum(v * v * c for v, c in enumerate(counts))
+        mean = total / (255 * n)
+        std = math.sqrt((n * total_squares - total**2) / (255**2 * n * n))
         return mean, (std if std > 0 else 1.0)
 
 

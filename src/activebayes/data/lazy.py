@@ -59,6 +59,8 @@ from ._core import DataError, as_index_tensor, normalize_pixels
 
 __all__ = ["LazyInputs", "MemmapInputs", "RowsView"]
 
+_FAULT_AROUND_BYTES = 1 << 20
+
 
 class LazyInputs(ABC):
     """A read-only float32 array ``[N, ...]`` whose rows are read when indexed (see the module docstring).
@@ -309,8 +311,11 @@ def _release(array: np.ndarray, start: int, stop: int) -> None:
     row_bytes = int(np.prod(array.shape[1:], dtype=np.int64)) * array.itemsize
     offset = int(getattr(array, "offset", 0))
     delta = offset - offset // mmap.ALLOCATIONGRANULARITY * mmap.ALLOCATIONGRANULARITY
-    begin = delta + start * row_bytes
-    end = delta + stop * row_bytes
+    # widened by _FAULT_AROUND_BYTES each side: a page fault also maps the neighbouring
+    # pages of its aligned window (Linux "fault-around", 64 KiB by default), which
+    # belong to the rows before and after
+    begin = max(0, delta + start * row_bytes - _FAULT_AROUND_BYTES)
+    end = delta + stop * row_bytes + _FAULT_AROUND_BYTES
     begin -= begin % mmap.PAGESIZE
     end = min(len(handle), end + (-end) % mmap.PAGESIZE)
     if end > begin:

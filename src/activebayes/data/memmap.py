@@ -241,7 +241,7 @@ def memmap_content_sha256(array: np.ndarray, *, chunk_items: int = 8192, progres
     with tqdm(total=n_items, desc=desc, unit="item", disable=not progress, leave=False) as bar:
         for start in range(0, n_items, chunk_items):
             stop = min(n_items, start + chunk_items)
-            digest.update(np.ascontiguousarray(array[start:stop]).tobytes())
+            digest.update(np.ascontiguousarray(array[start:stop]))
             if isinstance(array, np.memmap):
                 _release(array, start, stop)
             bar.update(stop - start)
@@ -420,7 +420,7 @@ class MemmapWriter:
         pixels = np.ascontiguousarray(pixels)
         self._array[self.written : self.written + n] = pixels
         _release(self._array, self.written, self.written + n)
-        self._digest.update(pixels.tobytes())
+        self._digest.update(pixels)
         self.stats.update(pixels)
         self.written += n
 
