@@ -8,7 +8,9 @@ Pixel values and checksums are also checked against independent decoders
 
 from __future__ import annotations
 
+import doctest
 import gzip
+import importlib
 import hashlib
 import json
 import pickle
@@ -30,6 +32,7 @@ from activebayes.data import (
     image_folder,
     load_dataset,
     load_memmap,
+    normalize_pixels,
     write_memmap,
 )
 from activebayes.models import MLP, predict_log_probs
@@ -40,6 +43,24 @@ MNIST_TEST = ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 def _leftovers(folder):
     """Temporary folders a failed conversion might have left behind."""
     return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["activebayes.data._core", "activebayes.data.lazy", "activebayes.data.memmap", "activebayes.data.convert",
+     "activebayes.data.image_folder"],
+)
+def test_docstring_examples_run(module):
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def test_normalize_pixels_matches_numpy_and_leaves_its_input_alone():
+    pixels = torch.arange(256, dtype=torch.uint8)
+    expected = (pixels.numpy().astype(np.float32) / np.float32(255) - np.float32(0.1307)) / np.float32(0.3081)
+    np.testing.assert_array_equal(normalize_pixels(pixels, (0.1307, 0.3081)).numpy(), expected)
+    floats = torch.tensor([0.0, 255.0])
+    assert normalize_pixels(floats, None).tolist() == [0.0, 1.0] and floats.tolist() == [0.0, 255.0]
 
 
 # ----------------------------------------------------------------------------- fixtures
