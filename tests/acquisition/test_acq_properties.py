@@ -45,6 +45,50 @@ def test_permuting_the_pool_permutes_every_score(log_probs: torch.Tensor, data) 
         np.testing.assert_allclose(fn(log_probs[permutation]).numpy(), fn(log_probs)[permutation].numpy(), atol=1e-12)
 
 
+def registry_inputs(entry: acquisition.Strategy, log_probs: torch.Tensor, seed: int, labelled: int) -> dict:
+    """The extra inputs a registered strategy reads (:data:`acquisition.INPUTS`), made up from ``seed``."""
+    g = torch.Generator().manual_seed(seed)
+    N = log_probs.shape[0]
+    made = {
+        "target_log_probs": log_probs[torch.randperm(N, generator=g)[: max(1, N // 2)]],
+        "features": torch.randn(N, 3, generator=g, dtype=torch.float64),
+        "labelled_features": torch.randn(labelled, 3, generator=g, dtype=torch.float64),
+    }
+    # required inputs always; optional ones (EPIG's targets) on odd seeds, so both paths run
+    keys = [*entry.inputs, *(entry.optional_inputs if seed % 2 else ())]
+    return {acquisition.INPUTS[key]: made[key] for key in keys if key != "log_probs"}
+
+
+@FAST
+@given(log_probs=log_probs_tensors(), data=st.data())
+def test_permuting_the_pool_permutes_epig_and_permuting_targets_changes_nothing(log_probs, data) -> None:
+    N = log_probs.shape[0]
+    targets = log_probs[torch.tensor(data.draw(st.lists(st.integers(0, N - 1), min_size=1, max_size=4)))]
+    permutation = torch.tensor(data.draw(st.permutations(range(N))), dtype=torch.long)
+    scores = acquisition.epig(log_probs, targets)
+    np.testing.assert_allclose(acquisition.epig(log_probs[permutation], targets).numpy(),
+                               scores[permutation].numpy(), atol=1e-12)
+    target_permutation = torch.tensor(data.draw(st.permutations(range(targets.shape[0]))), dtype=torch.long)
+    np.testing.assert_allclose(acquisition.epig(log_probs, targets[target_permutation]).numpy(), scores.numpy(),
+                               atol=1e-12)
+
+
+@FAST
+@given(log_probs=log_probs_tensors(), data=st.data())
+def test_epig_bounds(log_probs: torch.Tensor, data) -> None:
+    """0 <= EPIG(x) <= BALD(x) (data processing: y - θ - y*), and <= the targets' mean BALD."""
+    N = log_probs.shape[0]
+    rows = torch.tensor(data.draw(st.lists(st.integers(0, N - 1), min_size=1, max_size=5)))
+    targets = log_probs[rows]
+    scores = acquisition.epig(log_probs, targets)
+    assert bool((scores >= 0).all())
+    assert bool((scores <= acquisition.bald(log_probs) + 1e-12).all())
+    assert bool((scores <= acquisition.bald(targets).mean() + 1e-12).all())
+    # all K samples agree on the pool item -> nothing to learn about y*
+    agreeing = log_probs[:, :1].expand_as(log_probs).contiguous()
+    np.testing.assert_allclose(acquisition.epig(agreeing, targets).numpy(), 0.0, atol=1e-12)
+
+
 @FAST
 @given(log_probs=log_probs_tensors())
 def test_bald_bounds(log_probs: torch.Tensor) -> None:
@@ -92,8 +136,11 @@ def test_exact_and_sampled_joint_entropy_agree(log_probs: torch.Tensor, seed: in
 def test_every_strategy_picks_distinct_indices_and_is_reproducible(log_probs, seed, data) -> None:
     N = log_probs.shape[0]
     batch_size = data.draw(st.integers(1, N))
+    labelled = data.draw(st.integers(0, 3))
     for name in acquisition.available_strategies():
+        entry = acquisition.get_strategy(name)
         options = {"num_samples": 200} if name == "batchbald" else {}
+        options |= registry_inputs(entry, log_probs, seed, labelled)
         first = select(log_probs, name, batch_size, generator=torch.Generator().manual_seed(seed), **options)
         again = select(log_probs, name, batch_size, generator=torch.Generator().manual_seed(seed), **options)
         assert first.strategy == name
@@ -116,7 +163,10 @@ def test_budget_is_never_exceeded(log_probs, costs, budget) -> None:
     costs_N = torch.from_numpy(costs[:N].copy())
     if float(costs_N.min()) > budget:
         return
-    for name in ("bald", "batchbald", "softrank_entropy", "random", "margin"):
-        picked = select(log_probs, name, N, costs_N=costs_N, budget=budget, generator=torch.Generator().manual_seed(0))
+    for name in ("bald", "batchbald", "softrank_entropy", "random", "margin", "epig", "power_epig", "badge",
+                 "typicality"):
+        inputs = registry_inputs(acquisition.get_strategy(name), log_probs, 0, 2)
+        picked = select(log_probs, name, N, costs_N=costs_N, budget=budget, generator=torch.Generator().manual_seed(0),
+                        **inputs)
         assert float(costs_N[picked.indices].sum()) <= budget * (1 + 1e-9)
         assert len(picked) >= 1 and len(set(picked.tolist())) == len(picked)

@@ -6,13 +6,21 @@ Scores (pure functions ``[N, K, C] -> [N]``, larger = more worth labelling):
 :func:`least_confidence`; :func:`predictive_variance` (regression, ``[N, K]``) and
 :func:`random_scores`.
 
+Beyond the per-item scores: :func:`epig` (expected predictive information gain,
+``[N, K, C]`` and target predictions ``[M, K, C]`` -> ``[N]``).
+
 Batches: :func:`select` (by strategy name, see :func:`available_strategies`) returns a
-:class:`Selection`; :func:`batchbald` is BatchBALD; :func:`joint_entropy` the joint
-entropy of a few labels. Extend with :func:`register_strategy` and :func:`topk_strategy`.
+:class:`Selection`; :func:`batchbald` is BatchBALD; :func:`badge` BADGE (needs pool
+features); :func:`typicality` TypiClust (needs features of the pool and the labelled
+items); :func:`joint_entropy` the joint entropy of a few labels; :func:`kmeans` the
+seeded k-means they use. Extend with :func:`register_strategy` and :func:`topk_strategy`.
 """
 
 from __future__ import annotations
 
+from activebayes.acquisition.badge import badge, gradient_embeddings
+from activebayes.acquisition.clustering import KMeansResult, kmeans, kmeans_plus_plus
+from activebayes.acquisition.epig import epig
 from activebayes.acquisition.greedy_batchbald import batchbald
 from activebayes.acquisition.joint_entropy import joint_entropy
 from activebayes.acquisition.scores import (
@@ -29,8 +37,10 @@ from activebayes.acquisition.scores import (
 )
 from activebayes.acquisition.selection import Selection
 from activebayes.acquisition.strategies import (
+    INPUTS,
     Strategy,
     available_strategies,
+    epig_strategy,
     get_strategy,
     register_strategy,
     unregister_strategy,
@@ -38,17 +48,26 @@ from activebayes.acquisition.strategies import (
     stochastic_strategy,
     topk_strategy,
 )
+from activebayes.acquisition.typicality import typicality
 
 __all__ = [
+    "INPUTS",
+    "KMeansResult",
     "Selection",
     "Strategy",
     "available_strategies",
+    "badge",
     "bald",
     "batchbald",
+    "epig",
+    "epig_strategy",
     "expected_entropy",
     "get_strategy",
+    "gradient_embeddings",
     "jackknife_bald",
     "joint_entropy",
+    "kmeans",
+    "kmeans_plus_plus",
     "least_confidence",
     "margin",
     "mean_std",
@@ -60,5 +79,6 @@ __all__ = [
     "select",
     "stochastic_strategy",
     "topk_strategy",
+    "typicality",
     "variation_ratios",
 ]

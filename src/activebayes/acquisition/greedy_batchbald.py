@@ -42,9 +42,12 @@ from activebayes.acquisition.joint_entropy import (
 from activebayes.acquisition.scores import bald, expected_entropy
 from activebayes.acquisition.selection import BudgetPlan, Selection, check_budget
 
-__all__ = ["batchbald", "BatchConfigurations"]
+__all__ = ["batchbald", "BatchConfigurations", "DEFAULT_NUM_SAMPLES"]
 
 Device = torch.device | str | None
+
+#: Sampled configurations once the exact table is too big (the paper's code: 10,000).
+DEFAULT_NUM_SAMPLES = 10_000
 
 
 class BatchConfigurations:
@@ -99,7 +102,7 @@ def batchbald(
     log_probs_N_K_C: Tensor,
     batch_size: int,
     *,
-    num_samples: int = 10_000,
+    num_samples: int = DEFAULT_NUM_SAMPLES,
     max_exact_configs: int | None = None,
     generator: torch.Generator | None = None,
     costs_N: Tensor | None = None,
