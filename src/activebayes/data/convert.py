@@ -176,7 +176,7 @@ def _convert_idx_dataset(
                 classes=spec.classes,
                 targets=labels,
                 normalization=normalization if normalization is not None else (spec.mean, spec.std),
-                source=f"{spec.name} {split} split: {files.images} + {files.labels} (IDX, verified)",
+                source=f"{spec.name} {split} split: {files.images.resolve()} + {files.labels.resolve()} (IDX, verified)",
             )
 
 
@@ -221,7 +221,7 @@ def _convert_idx_file(
         with MemmapWriter(destination, n_items=stream.shape[0], item_shape=stream.shape[1:],
                           overwrite=overwrite) as writer:
             _stream_images(stream, writer, chunk_size=chunk_size, progress=progress, desc=f"convert {source.name}")
-            where = f"{source}" + (f" + {labels_path}" if labels_path is not None else "")
+            where = f"{source.resolve()}" + (f" + {labels_path.resolve()}" if labels_path is not None else "")
             return writer.finish(name=name or default_name, classes=class_names, targets=targets,
                                  normalization=normalization, source=f"IDX: {where}")
 
