@@ -168,16 +168,15 @@ def _doctests(text: str) -> str:
             out.append("Examples:" if in_examples else line)
             i += 1
             continue
-        if line and not line[0].isspace():
-            if line.startswith(">>>") and not in_examples:
+        if line and not line[0].isspace():  # unindented text ends a section
+            in_examples = False
+            if line.startswith(">>>"):
                 end = i
                 while end < len(lines) and lines[end].strip():
                     end += 1
                 out += ["```pycon", *lines[i:end], "```"]
                 i = end
                 continue
-            if not line.startswith(">>>"):
-                in_examples = False
         out.append(line)
         i += 1
     return "\n".join(out)
