@@ -281,6 +281,11 @@ def test_indexing_matches_the_in_memory_tensor(toy_pair):
             x[bad]
     with pytest.raises(TypeError, match="indexed with an int, a slice"):
         x[1.5]
+    with pytest.raises(IndexError, match="index 300 is out of bounds"):
+        x.rows([0, 300])
+    with pytest.raises(IndexError, match="index 2 is out of bounds for dimension 0 with size 2"):
+        x.rows([0, 1]).rows([2])
+    assert torch.equal(x.rows([-1, 0]).rows([-1])[:], t[[0]])
     with pytest.raises(IndexError, match=r"boolean mask must have shape \[N\] = \[300\]"):
         x[torch.ones(5, dtype=torch.bool)]
 

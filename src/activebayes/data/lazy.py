@@ -148,7 +148,8 @@ class LazyInputs(ABC):
                 f"(tensor, NumPy array, list), got {type(key).__name__}"
             ) from None
 
-    def _read_checked(self, rows: np.ndarray) -> Tensor:
+    def _checked_rows(self, rows: np.ndarray) -> np.ndarray:
+        """``rows`` as int64 in ``0 .. N-1`` (negative ids count from the end); IndexError otherwise."""
         n_rows = len(self)
         rows = rows.astype(np.int64, copy=False)
         if rows.size:
@@ -158,6 +159,10 @@ class LazyInputs(ABC):
                 raise IndexError(f"index {bad} is out of bounds for dimension 0 with size {n_rows}")
             if low < 0:
                 rows = np.where(rows < 0, rows + n_rows, rows)
+        return rows
+
+    def _read_checked(self, rows: np.ndarray) -> Tensor:
+        rows = self._checked_rows(rows)
         if rows.size == 0:
             return torch.empty((0, *self.item_shape), dtype=torch.float32)
         if rows.size > 1 and bool(np.all(np.diff(rows) == 1)):
@@ -167,7 +172,7 @@ class LazyInputs(ABC):
     # ------------------------------------------------------------------ views and passes
     def rows(self, indices: object) -> LazyInputs:
         """A lazy view of rows ``indices`` (in that order); nothing is read until it is indexed."""
-        return RowsView(self, self._index_array(indices).reshape(-1).copy())
+        return RowsView(self, self._checked_rows(self._index_array(indices).reshape(-1)).copy())
 
     def iter_chunks(self, chunk_size: int = 4096, *, progress: bool = False, desc: str = "read") -> Iterator[Tensor]:
         """Every row in order, as float32 tensors of at most ``chunk_size`` rows."""
@@ -213,7 +218,7 @@ class RowsView(LazyInputs):
         return self.base._read_checked(self.rows_n[start:stop])
 
     def rows(self, indices: object) -> LazyInputs:
-        return RowsView(self.base, self.rows_n[self._index_array(indices).reshape(-1)])
+        return RowsView(self.base, self.rows_n[self._checked_rows(self._index_array(indices).reshape(-1))])
 
 
 class MemmapInputs(LazyInputs):
