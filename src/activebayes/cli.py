@@ -449,7 +449,7 @@ def label(project: str, port: int, host: str, token: str | None, worker: str, qu
                                    "install them with: pip install 'activebayes[app]'") from None
     with _open_project(project, settings, progress=not quiet) as labelling:
         _describe_project(labelling)
-    serve(project, host=host, port=port, token=token, worker=worker, echo=click.echo)
+        serve(labelling, host=host, port=port, token=token, worker=worker, echo=click.echo)
 
 
 @cli.command(name="list")

@@ -45,7 +45,7 @@ import math
 import os
 import secrets
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -461,7 +461,7 @@ class LabellingProject:
         dataset = self.dataset
         test = self.test_dataset
         config = self.config.loop_config(len(dataset), name=dataset.name, evaluate_test=test is not None)
-        loop = ActiveLearningLoop(config, dataset=dataset, test=test)
+        loop = _ReportingLoop(config, dataset=dataset, test=test)
         loop.restore(self._records())
         return loop
 
@@ -527,17 +527,22 @@ class LabellingProject:
                 if self.index_of(item) is not None]
 
     def advance(self, loop: ActiveLearningLoop | None = None, *, lookahead: int | None = None,
-                min_pending: int = 1) -> tuple[ActiveLearningLoop, Proposal]:
+                min_pending: int = 1, on_phase: Callable[[str], None] | None = None
+                ) -> tuple[ActiveLearningLoop, Proposal]:
         """Commit the labels given since the last round and propose the next round; store both.
 
         With fewer than ``min_pending`` new labels nothing is committed and the current
         round's proposal is returned (proposed and stored first if there is none).
         Returns ``(loop, proposal)``; the loop is rebuilt when ``loop`` is stale
         (:meth:`loop_is_current`). ``lookahead`` defaults to the project's.
+        ``on_phase("scoring")`` is called when a proposal moves from fitting to
+        scoring the pool (the app's status line).
         """
         lookahead = self.config.lookahead if lookahead is None else lookahead
         if loop is None or not self.loop_is_current(loop):
             loop = self.build_loop()
+        if isinstance(loop, _ReportingLoop):
+            loop.on_phase = on_phase
         r = loop.round
         proposal = loop.pending if loop.pending is not None and loop.pending.round == r else self.stored_proposal(r)
         if proposal is None or proposal.stop_reason is not None:
@@ -711,6 +716,21 @@ class LabellingProject:
     def summary(self) -> dict[str, Any]:
         counts = self.store.counts()
         return {**counts, "rounds": self.store.n_rounds(), "classes": list(self.classes)}
+
+
+class _ReportingLoop(ActiveLearningLoop):
+    """The loop, telling ``on_phase`` when :meth:`propose` starts scoring the pool.
+
+    Hooks the loop's acquisition step; a public phase callback on ``propose`` would
+    make this subclass unnecessary.
+    """
+
+    on_phase: Callable[[str], None] | None = None
+
+    def _acquire(self, *args: Any, **kwargs: Any) -> Any:
+        if self.on_phase is not None:
+            self.on_phase("scoring")
+        return super()._acquire(*args, **kwargs)
 
 
 def _round_of(file: Path) -> int | None:

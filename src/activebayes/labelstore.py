@@ -821,7 +821,7 @@ class LabelStore:
         rows = self._read(
             "SELECT i.id, i.key, i.sha256, l.label, e.annotator, e.time, e.source, r.round FROM items i "
             "LEFT JOIN labels l ON l.item = i.id LEFT JOIN events e ON e.id = l.event "
-            "LEFT JOIN round_items r ON r.item = i.id WHERE i.present = 1 ORDER BY i.key")
+            "LEFT JOIN round_items r ON r.item = i.id WHERE i.present = 1 ORDER BY i.id")
         out = []
         for item, key, sha, label, annotator, when, source, round_ in rows:
             out.append({

@@ -1,0 +1,92 @@
+// The dashboard: learning curve, training status, class balance, annotators, exports.
+"use strict";
+
+(function () {
+  const SVG = "http://www.w3.org/2000/svg";
+
+  function svg(tag, attrs) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, value);
+    return node;
+  }
+
+  function drawCurve(points) {
+    const box = document.getElementById("curve");
+    box.replaceChildren();
+    const W = 640, H = 300, L = 48, R = 16, T = 12, B = 36;
+    const xs = points.map((p) => p.n_labelled || 0);
+    const xmax = Math.max(10, ...xs);
+    const x = (v) => L + (W - L - R) * v / xmax;
+    const y = (v) => T + (H - T - B) * (1 - v);
+    for (let t = 0; t <= 1.0001; t += 0.25) {
+      box.appendChild(svg("line", { x1: L, x2: W - R, y1: y(t), y2: y(t), class: "grid" }));
+      const label = svg("text", { x: L - 6, y: y(t) + 4, "text-anchor": "end" });
+      label.textContent = Math.round(100 * t) + "%";
+      box.appendChild(label);
+    }
+    box.appendChild(svg("line", { x1: L, x2: W - R, y1: y(0), y2: y(0), class: "axis" }));
+    box.appendChild(svg("line", { x1: L, x2: L, y1: T, y2: y(0), class: "axis" }));
+    for (let i = 0; i <= 4; i++) {
+      const v = Math.round(xmax * i / 4);
+      const label = svg("text", { x: x(v), y: H - B + 16, "text-anchor": "middle" });
+      label.textContent = v;
+      box.appendChild(label);
+    }
+    const caption = svg("text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" });
+    caption.textContent = "labels the model was trained on";
+    box.appendChild(caption);
+    for (const [key, cls] of [["test_accuracy", "test"], ["prequential_accuracy", "preq"]]) {
+      const series = points.filter((p) => p[key] !== null && p[key] !== undefined);
+      if (!series.length) continue;
+      box.appendChild(svg("polyline", { class: cls, points: series.map((p) => x(p.n_labelled) + "," + y(p[key])).join(" ") }));
+      for (const p of series) box.appendChild(svg("circle", { cx: x(p.n_labelled), cy: y(p[key]), r: 3, class: "dot-" + cls }));
+    }
+  }
+
+  function table(node, head, rows) {
+    node.replaceChildren(AB.el("tr", {}, head.map((h) => AB.el("th", { text: h }))));
+    for (const row of rows) node.appendChild(AB.el("tr", {}, row.map((c) => AB.el("td", { text: String(c) }))));
+  }
+
+  async function refresh() {
+    let state;
+    try { state = await AB.call("GET", "/api/state"); } catch (error) { return; }
+    document.getElementById("project").textContent = state.source;
+    drawCurve(state.curve);
+    const hasTest = state.curve.some((p) => p.test_accuracy !== null && p.test_accuracy !== undefined);
+    document.getElementById("curve-note").textContent =
+      (hasTest ? "solid: test accuracy of each round's model; " : "") +
+      "dashed: prequential accuracy, each round's model scored on the items labelled while it ranked them " +
+      "(held out, but picked for being hard, so pessimistic).";
+    AB.statusLine(document.getElementById("status"), state);
+    const last = (state.status && state.status.last) || {};
+    table(document.getElementById("timings"), ["last round", "seconds"], [
+      ["round", last.round === undefined ? "–" : last.round],
+      ["fit", AB.seconds(last.fit)], ["evaluate", AB.seconds(last.evaluate)],
+      ["score + select", AB.seconds(last.acquire)], ["total", AB.seconds(last.total)]]);
+    const c = state.counts;
+    const counts = document.getElementById("counts");
+    counts.replaceChildren();
+    for (const [k, v] of [["items", c.items], ["labelled", c.labelled], ["rounds", state.rounds],
+                          ["answers", c.answers], ["skips", c.skips], ["undos", c.undos],
+                          ["held-out accuracy", AB.percent(state.accuracy.prequential)],
+                          ["test accuracy", AB.percent(state.accuracy.test)]]) {
+      counts.appendChild(AB.el("dt", { text: k }));
+      counts.appendChild(AB.el("dd", { text: String(v) }));
+    }
+    const total = state.balance.reduce((a, b) => a + b, 0) || 1;
+    AB.bars(document.getElementById("balance"), state.classes.map((name, i) => ({
+      name: name, value: state.balance[i] / total, label: String(state.balance[i]) })));
+    table(document.getElementById("annotators"), ["annotator", "answers", "skips", "undos", "median s"],
+      state.annotators.map((a) => [a.name, a.answers, a.skips, a.undos, a.median_seconds === null ? "–" : a.median_seconds.toFixed(1)]));
+    const exports = document.getElementById("exports");
+    exports.replaceChildren();
+    for (const [fmt, href] of Object.entries(state.exports)) {
+      exports.appendChild(AB.el("li", {}, [AB.el("a", { href: href, text: { csv: "CSV", json: "JSON", labelstudio: "Label Studio tasks (JSON)" }[fmt] })]));
+    }
+    document.body.dataset.ready = "1";
+  }
+
+  refresh();
+  setInterval(refresh, 2000);
+})();
