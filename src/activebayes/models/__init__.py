@@ -9,6 +9,9 @@
 - Reference networks :class:`GalCNN`, :class:`BatchBALDCNN`, :class:`MLP` and the
   registry :func:`build_model` / :func:`available_models`.
 - Training: :func:`fit` -> :class:`FitResult`, :func:`reset_parameters`.
+- A representation learnt from the unlabelled pool (SimCLR):
+  :func:`train_or_load_representation` -> :class:`Representation`, :func:`features`,
+  and :class:`EncoderClassifier` (``build_model("encoder_head", ..., encoder=...)``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from activebayes.models.ensemble import Ensemble
 from activebayes.models.networks import (
     MLP,
     BatchBALDCNN,
+    EncoderClassifier,
     GalCNN,
     available_models,
     build_model,
@@ -35,6 +39,15 @@ from activebayes.models.networks import (
     register_model,
 )
 from activebayes.models.predict import SAMPLING_MODES, FunctionSampler, predict_log_probs
+from activebayes.models.representation import (
+    Augmentation,
+    ConvEncoder,
+    Representation,
+    RepresentationConfig,
+    features,
+    train_encoder,
+    train_or_load_representation,
+)
 from activebayes.models.training import OPTIMIZERS, EpochRecord, FitResult, fit, reset_parameters
 
 __all__ = [
@@ -42,9 +55,12 @@ __all__ = [
     "MLP",
     "OPTIMIZERS",
     "SAMPLING_MODES",
+    "Augmentation",
     "BatchBALDCNN",
     "ConsistentMCDropout",
     "ConsistentMCDropout2d",
+    "ConvEncoder",
+    "EncoderClassifier",
     "Ensemble",
     "EpochRecord",
     "FitResult",
@@ -52,9 +68,12 @@ __all__ = [
     "GalCNN",
     "MCDropoutConv2d",
     "MCDropoutLinear",
+    "Representation",
+    "RepresentationConfig",
     "available_models",
     "build_model",
     "default_model_name",
+    "features",
     "fit",
     "mc_dropout",
     "mc_dropout_layers",
@@ -63,4 +82,6 @@ __all__ = [
     "register_model",
     "reset_parameters",
     "resample_masks",
+    "train_encoder",
+    "train_or_load_representation",
 ]

@@ -8,12 +8,16 @@
   5x5, dropout2d, max-pool 2, relu, dense 128, dropout, relu, dense C.
 - :class:`MLP`: flatten, [dense, relu, dropout] x len(hidden), dense C: the
   default for scikit-learn's 8x8 digits and tabular data.
+- :class:`EncoderClassifier`: a pretrained encoder (e.g. the self-supervised one of
+  :mod:`activebayes.models.representation`), frozen or fine-tuned, and a consistent MC
+  dropout head; registered as ``"encoder_head"`` (``build_model(..., encoder=...)``).
 
 All return logits ``[n, C]``; every dropout is consistent MC dropout.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
 
@@ -21,9 +25,19 @@ import torch
 from torch import Tensor, nn
 
 from activebayes._validation import check_choice, check_positive_int
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.models.dropout import ConsistentMCDropout, ConsistentMCDropout2d
+from activebayes.models.representation import Representation
 
-__all__ = ["MLP", "BatchBALDCNN", "GalCNN", "available_models", "build_model", "register_model"]
+__all__ = [
+    "MLP",
+    "BatchBALDCNN",
+    "EncoderClassifier",
+    "GalCNN",
+    "available_models",
+    "build_model",
+    "register_model",
+]
 
 
 def _conv_out(size: int, kernel: int, padding: int) -> int:
@@ -210,6 +224,129 @@ class MLP(nn.Module):
         return self.net(inputs)
 
 
+def _probe_feature_dim(encoder: nn.Module, input_shape: Sequence[int]) -> int:
+    """D of ``encoder``: its ``feature_dim`` attribute, else the width of one probe forward."""
+    dim = getattr(encoder, "feature_dim", None)
+    if isinstance(dim, int) and not isinstance(dim, bool) and dim > 0:
+        return dim
+    parameter = next(encoder.parameters(), None)
+    device = parameter.device if parameter is not None else torch.device("cpu")
+    was_training = encoder.training
+    encoder.eval()
+    try:
+        with torch.no_grad():
+            out = encoder(torch.zeros(1, *input_shape, device=device))
+    finally:
+        encoder.train(was_training)
+    if not isinstance(out, Tensor) or out.ndim < 2 or out.shape[0] != 1:
+        raise InvalidArgumentError(
+            f"encoder must map [n, *input_shape] to features [n, D], got {type(out).__name__} "
+            f"{tuple(out.shape) if isinstance(out, Tensor) else ''}"
+        )
+    return int(out[0].numel())
+
+
+class EncoderClassifier(nn.Module):
+    r"""A pretrained encoder and a consistent MC dropout head: ``[n, ...] -> logits [n, C]``.
+
+    ``logits = W_2 relu(W_1 (m_1 * norm(f(x))) + b_1) * m_2 + b_2``, i.e. the encoder
+    ``f`` (``[n, ...] -> [n, D]``), a parameter-free standardisation of each item's
+    features (``norm``: layer norm without affine weights, so the head sees features of
+    unit scale whatever the encoder), MC dropout ``m_1`` (``p_features``) on the
+    features, dense ``hidden``, relu, MC dropout ``m_2`` (``p``), dense C.
+
+    ``freeze_encoder=True`` (default): the encoder's weights get no gradient and it stays
+    in eval mode (batch norm with its pretraining statistics) whatever ``train()`` says;
+    its features are then a deterministic function of the item, and since the first MC
+    dropout layer comes right after them, :func:`predict_log_probs` runs the encoder once
+    per item and only the small head K times.  ``freeze_encoder=False`` fine-tunes the
+    encoder with the head (its batch norm layers still keep the pretraining statistics:
+    a few labelled items are too few to estimate them); the encoder then still runs once
+    per item in MC prediction (the dropout is all in the head).
+
+    Re-initialising the model between rounds means building it again
+    (``build_model("encoder_head", ..., encoder=...)`` copies the pretrained encoder);
+    :func:`~activebayes.models.reset_parameters` would reset the encoder too.
+
+    Args:
+        encoder: ``nn.Module`` mapping ``[n, ...]`` to features ``[n, D]``; used as is (not
+            copied: :func:`build_model` copies).
+        num_classes: C.
+        feature_dim: D; default: ``encoder.feature_dim`` or a probe forward of
+            ``input_shape``.
+        input_shape: one item's shape, needed only to probe D.
+        hidden: width of the head's hidden layer.
+        p_features: MC dropout probability on the features.
+        p: MC dropout probability on the hidden layer.
+        freeze_encoder: see above.
+
+    Example:
+        >>> enc = nn.Sequential(nn.Flatten(), nn.Linear(64, 16))
+        >>> net = EncoderClassifier(enc, num_classes=10, feature_dim=16)
+        >>> net(torch.randn(3, 1, 8, 8)).shape
+        torch.Size([3, 10])
+    """
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        *,
+        num_classes: int,
+        feature_dim: int | None = None,
+        input_shape: Sequence[int] | None = None,
+        hidden: int = 128,
+        p_features: float = 0.25,
+        p: float = 0.5,
+        freeze_encoder: bool = True,
+    ) -> None:
+        super().__init__()
+        if not isinstance(encoder, nn.Module):
+            raise InvalidTypeError(f"encoder must be a torch.nn.Module, got {type(encoder).__name__}")
+        check_positive_int(num_classes, "num_classes")
+        check_positive_int(hidden, "hidden")
+        if not isinstance(freeze_encoder, bool):
+            raise InvalidTypeError(f"freeze_encoder must be a bool, got {type(freeze_encoder).__name__}")
+        if feature_dim is None:
+            if input_shape is None and getattr(encoder, "feature_dim", None) is None:
+                raise InvalidArgumentError(
+                    "EncoderClassifier needs feature_dim, an encoder with a feature_dim attribute, or input_shape"
+                )
+            feature_dim = _probe_feature_dim(encoder, tuple(input_shape or ()))
+        check_positive_int(feature_dim, "feature_dim")
+        self.freeze_encoder = freeze_encoder
+        self.encoder = encoder
+        if freeze_encoder:
+            encoder.requires_grad_(False)
+        self.head = nn.Sequential(
+            nn.Flatten(),
+            nn.LayerNorm(feature_dim, elementwise_affine=False),
+            ConsistentMCDropout(p_features),
+            nn.Linear(feature_dim, hidden),
+            nn.ReLU(),
+            ConsistentMCDropout(p),
+            nn.Linear(hidden, num_classes),
+        )
+        self.train(self.training)
+
+    def train(self, mode: bool = True) -> EncoderClassifier:
+        super().train(mode)
+        if self.freeze_encoder:
+            self.encoder.eval()
+        else:
+            for module in self.encoder.modules():
+                if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                    module.eval()
+        return self
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        if self.freeze_encoder:
+            with torch.no_grad():
+                features = self.encoder(inputs)
+        else:
+            features = self.encoder(inputs)
+        return self.head(features)
+
+
 # -- registry ----------------------------------------------------------------------------
 ModelFactory = Callable[..., nn.Module]
 
@@ -238,10 +375,29 @@ def _build_batchbald_cnn(*, num_classes: int, input_shape: tuple[int, ...], **op
     return BatchBALDCNN(num_classes=num_classes, in_channels=channels, image_size=size, **options)
 
 
+def _build_encoder_head(
+    *, num_classes: int, input_shape: tuple[int, ...], encoder: object = None, **options: object
+) -> nn.Module:
+    if encoder is None:
+        raise InvalidArgumentError(
+            "model 'encoder_head' needs encoder=: a Representation (train_or_load_representation) "
+            "or an nn.Module mapping [n, *input_shape] to features [n, D]"
+        )
+    module = encoder.encoder if isinstance(encoder, Representation) else encoder
+    if not isinstance(module, nn.Module):
+        raise InvalidTypeError(
+            f"encoder must be a Representation or a torch.nn.Module, got {type(encoder).__name__}"
+        )
+    return EncoderClassifier(
+        copy.deepcopy(module), num_classes=num_classes, input_shape=input_shape, **options  # type: ignore[arg-type]
+    )
+
+
 _REGISTRY: dict[str, ModelFactory] = {
     "mlp": _build_mlp,
     "gal_cnn": _build_gal_cnn,
     "batchbald_cnn": _build_batchbald_cnn,
+    "encoder_head": _build_encoder_head,
 }
 
 
@@ -290,15 +446,19 @@ def build_model(
     """Build a reference network by name; ``ensemble_size=E`` gives an :class:`Ensemble`.
 
     Args:
-        name: one of :func:`available_models` (``"mlp"``, ``"gal_cnn"``, ``"batchbald_cnn"``),
-            or ``"auto"`` to choose by ``input_shape`` (:func:`default_model_name`).
+        name: one of :func:`available_models` (``"mlp"``, ``"gal_cnn"``, ``"batchbald_cnn"``,
+            ``"encoder_head"``), or ``"auto"`` to choose by ``input_shape``
+            (:func:`default_model_name`).  ``"encoder_head"`` needs ``encoder=`` (a
+            :class:`~activebayes.models.representation.Representation` or an ``nn.Module``),
+            copied into each model built; options ``freeze_encoder``, ``hidden``,
+            ``p_features``, ``p`` (:class:`EncoderClassifier`).
         num_classes: C.
         input_shape: one item's shape without the batch dimension, e.g. ``(1, 28, 28)``
             or ``(64,)`` (the MLP flattens; CNNs need ``(C, S, S)`` or ``(S, S)``).
         ensemble_size: ``None`` for one MC dropout network, else E members (each with
             its own seeded initialisation; their dropout is used in training only).
         generator: seeds the initialisation (generator, int seed, or global RNG).
-        **options: passed to the network (``hidden=``, ``p=``, ``p_conv=``, ...).
+        **options: passed to the network (``hidden=``, ``p=``, ``p_conv=``, ``encoder=``, ...).
 
     Example:
         >>> type(build_model("mlp", num_classes=10, input_shape=(64,), generator=0)).__name__
