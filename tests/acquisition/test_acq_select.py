@@ -17,6 +17,7 @@ from activebayes.acquisition.joint_entropy import (
     exact_log_joint,
     joint_entropy,
 )
+from activebayes.errors import InvalidTypeError
 
 
 def random_log_probs(N: int, K: int, C: int, *, seed: int = 0, dtype=torch.float64) -> torch.Tensor:
@@ -355,3 +356,113 @@ def test_device_argument_runs_and_returns_cpu_results() -> None:
         there = select(log_probs, strategy, 4, generator=gen(0), device="cpu")
         assert here.tolist() == there.tolist() and there.indices.device.type == "cpu"
     assert acquisition.bald(log_probs, device="cpu").device == log_probs.device
+
+
+# --- options and inputs are checked against the strategy's entry (by type, never by message text) ---
+
+
+def test_unknown_option_is_rejected_before_the_strategy_runs() -> None:
+    calls = []
+
+    def recording(predictions, batch_size, *, name, generator, plan, device, alpha: float = 1.0, chunk_size=None):
+        calls.append(alpha)
+        return acquisition.topk_strategy(acquisition.bald)(predictions, batch_size, name=name, generator=generator,
+                                                           plan=plan, device=device)
+
+    entry = acquisition.register_strategy("recording_test", recording)
+    try:
+        assert entry.options == ("alpha", "chunk_size")
+        log_probs = random_log_probs(12, 3, 3)
+        with pytest.raises(TypeError, match=r"strategy 'recording_test' got an unknown option 'beta'; "
+                                            r"its options are: alpha, chunk_size") as caught:
+            select(log_probs, "recording_test", 2, beta=2.0)
+        assert isinstance(caught.value, InvalidTypeError) and calls == []
+        select(log_probs, "recording_test", 2, alpha=3.0)
+        assert calls == [3.0]
+    finally:
+        acquisition.unregister_strategy("recording_test")
+    with pytest.raises(InvalidTypeError, match="strategy 'random' got an unknown option 'beta', 'num_samples'; "
+                                               "its options are: cost_aware"):
+        select(10, "random", 2, beta=1.0, num_samples=3)
+    with pytest.raises(InvalidTypeError, match="strategy 'batchbald' got an unknown option 'beta'; its options are: "
+                                               "chunk_size, cost_aware, dtype, max_exact_configs, num_samples, progress"):
+        select(random_log_probs(12, 3, 3), "batchbald", 2, beta=1.0)
+
+
+def test_a_type_error_inside_a_strategy_is_not_rewritten() -> None:
+    """select() no longer catches TypeError and reads its message: a bug inside a strategy surfaces as it is."""
+
+    def broken(predictions, batch_size, *, name, generator, plan, device):
+        raise TypeError("f() got an unexpected keyword argument 'x'")  # looks like an option error; is a bug
+
+    def anything(predictions, batch_size, **options):
+        return Selection(torch.arange(batch_size), torch.zeros(batch_size, dtype=torch.float64), options["name"])
+
+    acquisition.register_strategy("broken_test", broken)
+    acquisition.register_strategy("anything_test", anything)
+    try:
+        with pytest.raises(TypeError) as caught:
+            select(random_log_probs(5, 2, 2), "broken_test", 1)
+        assert str(caught.value) == "f() got an unexpected keyword argument 'x'"
+        assert not isinstance(caught.value, InvalidTypeError)
+        assert acquisition.get_strategy("anything_test").options is None  # **options: any option, unchecked
+        assert select(random_log_probs(5, 2, 2), "anything_test", 2, whatever=1).tolist() == [0, 1]
+    finally:
+        acquisition.unregister_strategy("broken_test")
+        acquisition.unregister_strategy("anything_test")
+
+
+def test_registration_checks_inputs_and_signature() -> None:
+    top = acquisition.topk_strategy(acquisition.bald)
+    with pytest.raises(ValueError, match="inputs must be names from log_probs, target_log_probs, features, "
+                                         "labelled_features, got 'pixels'"):
+        acquisition.register_strategy("bad_test", top, inputs=("log_probs", "pixels"))
+    with pytest.raises(ValueError, match=r"needs_predictions=False contradicts inputs=\('log_probs',\)"):
+        acquisition.register_strategy("bad_test", top, needs_predictions=False, inputs=("log_probs",))
+    with pytest.raises(TypeError, match="fn must accept the keyword arguments name, generator, plan, device, "
+                                        "features_N_D; it lacks features_N_D"):
+        acquisition.register_strategy("bad_test", top, inputs=("log_probs", "features"))
+    with pytest.raises(TypeError, match="fn must take two positional arguments"):
+        acquisition.register_strategy("bad_test", lambda predictions, *, name, generator, plan, device: None)
+    with pytest.raises(ValueError, match="'log_probs' cannot be optional"):
+        acquisition.register_strategy("bad_test", top, inputs=(), optional_inputs=("log_probs",))
+    assert "bad_test" not in acquisition.available_strategies()
+
+
+SELECT_INPUT_ERRORS = [
+    ("badge", {}, InvalidTypeError, r"strategy 'badge' needs features_N_D \[N, D\]"),
+    ("typicality", {"features_N_D": torch.randn(30, 4)}, InvalidTypeError,
+     r"strategy 'typicality' needs labelled_features_L_D \[L, D\]"),
+    ("bald", {"features_N_D": torch.randn(30, 4)}, InvalidTypeError,
+     "strategy 'bald' does not read features_N_D; it reads: log_probs_N_K_C"),
+    ("random", {"target_log_probs_M_K_C": random_log_probs(3, 4, 3)}, InvalidTypeError,
+     "strategy 'random' does not read target_log_probs_M_K_C; it reads: only the pool size"),
+    ("badge", {"features_N_D": torch.randn(29, 4)}, ValueError, r"features_N_D must have one row per pool item \(30\)"),
+    ("badge", {"features_N_D": torch.randn(30)}, ValueError, "features_N_D must have 2 dimensions"),
+    ("badge", {"features_N_D": torch.full((30, 4), float("nan"))}, ValueError, "features_N_D must be finite"),
+    ("badge", {"features_N_D": torch.ones(30, 4, dtype=torch.long)}, TypeError, "features_N_D must be a floating point"),
+    ("typicality", {"features_N_D": torch.randn(30, 4), "labelled_features_L_D": torch.randn(2, 5)}, ValueError,
+     "labelled_features_L_D must have D=4 feature columns"),
+    ("epig", {"target_log_probs_M_K_C": random_log_probs(3, 5, 3)}, ValueError,
+     r"target_log_probs_M_K_C must have the pool's K=4 function samples and C=3 classes"),
+    ("epig", {"target_log_probs_M_K_C": random_log_probs(3, 4, 3).exp()}, ValueError,
+     "target_log_probs_M_K_C must hold log-probabilities"),
+]
+
+
+@pytest.mark.parametrize("strategy, inputs, error, message", SELECT_INPUT_ERRORS)
+def test_select_checks_inputs(strategy, inputs, error, message) -> None:
+    with pytest.raises(error, match=message):
+        select(random_log_probs(30, 4, 3, seed=12), strategy, 3, **inputs)
+
+
+def test_strategies_without_predictions_take_the_pool_size() -> None:
+    features = torch.randn(40, 3, generator=gen(0))
+    by_size = select(40, "typicality", 4, features_N_D=features, labelled_features_L_D=features[:0], generator=gen(1))
+    by_predictions = select(random_log_probs(40, 2, 3), "typicality", 4, features_N_D=features,
+                            labelled_features_L_D=features[:0], generator=gen(1))
+    assert by_size.tolist() == by_predictions.tolist() and by_size.strategy == "typicality"
+    with pytest.raises(ValueError, match=r"features_N_D must have one row per pool item \(41\)"):
+        select(41, "typicality", 4, features_N_D=features, labelled_features_L_D=features[:0])
+    with pytest.raises(TypeError, match="strategy 'badge' needs predictions"):
+        select(40, "badge", 4, features_N_D=features)
