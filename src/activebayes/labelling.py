@@ -643,9 +643,9 @@ class LabellingProject:
                 return "is not an item of this project"
             return "was never queried (only queried items can be imported)"
 
-        answers = read_answers(file, expected_indices=expected, classes=self.classes, allow_partial=allow_partial,
-                               key="item", also_allowed=earlier_of, describe_unknown=unknown)
         problems: list[AnswerProblem] = []
+        answers = read_answers(file, expected_indices=expected, classes=self.classes, allow_partial=allow_partial,
+                               key="item", also_allowed=earlier_of, describe_unknown=unknown, problems=problems)
         current = self.store.labels(present_only=False)
         rows = _file_rows(file)
         for item, label in sorted(answers.items()):

@@ -639,6 +639,8 @@ def serve(project: LabellingProject | str | Path, *, host: str = "127.0.0.1", po
         server = uvicorn.Server(config)
         try:
             server.run(sockets=[sock])
+        except KeyboardInterrupt:  # uvicorn shut down cleanly, then re-raised the Ctrl-C
+            pass
         finally:
             background.stop()
             counts = project.store.counts()

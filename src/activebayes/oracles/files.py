@@ -341,6 +341,7 @@ def read_answers(
     key: str = "index",
     also_allowed: Iterable[int] = (),
     describe_unknown: Callable[[int], str] | None = None,
+    problems: list[AnswerProblem] | None = None,
 ) -> dict[int, int]:
     """Read and validate a filled-in query file; return ``{id: class id}``.
 
@@ -361,6 +362,10 @@ def read_answers(
             rounds); their rows are optional.
         describe_unknown: explains an id that is neither expected nor allowed
             (default: "was not queried").
+        problems: if given, the rows' problems are appended to it and the valid
+            answers returned instead of raising (a caller that checks more, such as
+            conflicts with stored labels, reports everything at once). A file that
+            cannot be read at all still raises.
 
     Raises :class:`AnswerFileError` (a ``ValueError``) listing every problem with
     its row: unreadable / malformed file, a non-integer or unknown id, a label
@@ -381,33 +386,33 @@ def read_answers(
         raise AnswerFileError(path, [AnswerProblem("", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]) from None
     rows = _json_rows(path, text, key) if path.suffix.lower() == ".json" else _csv_rows(path, text, key)
 
-    problems: list[AnswerProblem] = []
+    found: list[AnswerProblem] = []
     answers: dict[int, int] = {}
     seen: dict[int, str] = {}
     for row in rows:
         if isinstance(row.index, _Malformed):
-            problems.append(AnswerProblem(row.where, row.index.reason))
+            found.append(AnswerProblem(row.where, row.index.reason))
             continue
         index = _parse_index(row.index)
         if index is None:
-            problems.append(AnswerProblem(row.where, f"{key} {row.index!r} is not an integer"))
+            found.append(AnswerProblem(row.where, f"{key} {row.index!r} is not an integer"))
             continue
         if index in seen:
-            problems.append(AnswerProblem(row.where, f"{key} {index} is a duplicate (first seen in {seen[index]})"))
+            found.append(AnswerProblem(row.where, f"{key} {index} is a duplicate (first seen in {seen[index]})"))
             continue
         seen[index] = row.where
         if index not in allowed:
             reason = describe_unknown(index) if describe_unknown is not None else "was not queried (unknown id)"
-            problems.append(AnswerProblem(row.where, f"{key} {index} {reason}"))
+            found.append(AnswerProblem(row.where, f"{key} {index} {reason}"))
             continue
         if _is_blank(row.label):
             if not allow_partial and index in expected:
-                problems.append(AnswerProblem(row.where, f"{key} {index} has no label", "allow_partial"))
+                found.append(AnswerProblem(row.where, f"{key} {index} has no label", "allow_partial"))
             continue
         label = _resolve_label(row.label, class_names)
         if label is None:
             shown = ", ".join(class_names) if len(class_names) <= 20 else ", ".join(class_names[:20]) + ", ..."
-            problems.append(AnswerProblem(
+            found.append(AnswerProblem(
                 row.where,
                 f"label {row.label!r} for {key} {index} is not a class; "
                 f"expected one of [{shown}] or an id 0..{len(class_names) - 1}",
@@ -418,9 +423,11 @@ def read_answers(
     if absent and not allow_partial:
         shown = ", ".join(map(str, absent[:10])) + (", ..." if len(absent) > 10 else "")
         noun = "index(es)" if key == "index" else "item(s)"
-        problems.append(AnswerProblem("", f"{len(absent)} queried {noun} have no row: {shown}", "allow_partial"))
-    if problems:
-        raise AnswerFileError(path, problems)
+        found.append(AnswerProblem("", f"{len(absent)} queried {noun} have no row: {shown}", "allow_partial"))
+    if problems is not None:
+        problems.extend(found)
+    elif found:
+        raise AnswerFileError(path, found)
     return answers
 
 

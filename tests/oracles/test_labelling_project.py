@@ -1,0 +1,210 @@
+"""The file round trip (`activebayes query` / `import`) on the label store."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from activebayes.cli import main
+from activebayes.data import load_dataset
+from activebayes.labelling import LabellingProject
+
+FAST = ["--max-epochs", "1", "--num-samples", "4", "--quiet"]
+
+
+def run(capsys, *args) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def make_image(path: Path, value: int) -> None:
+    Image.fromarray(np.full((6, 6), value, dtype=np.uint8)).save(path)
+
+
+def truth(path: str | Path) -> str:
+    """The class of an image, from its content alone: its pixel value's tens digit, even or odd."""
+    value = int(np.asarray(Image.open(path))[0, 0])
+    return "even" if (value // 10) % 2 == 0 else "odd"
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def write_rows(path: Path, rows: list[dict[str, str]]) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def query_file(stdout: str) -> Path:
+    return Path(next(line.split(": ", 1)[1] for line in stdout.splitlines() if line.startswith("query: ")))
+
+
+def test_folder_change_keeps_every_label_on_its_image(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for i in range(12):
+        make_image(folder / f"img_{i:02d}.png", 10 * i + 5)
+    # a relative --images path, stored absolute
+    code, out, err = run(capsys, "query", "proj", "--images", "images", "--classes", "even,odd",
+                         "--batch-size", 4, "--model", "mlp", *FAST)
+    assert code == 0, err
+    first = query_file(out)
+    rows = read_rows(first)
+    assert [r["item"].isdigit() for r in rows] == [True] * 4 and all(len(r["sha256"]) == 64 for r in rows)
+    for row in rows:
+        row["label"] = truth(row["path"])
+    write_rows(first, rows)
+    code, out, err = run(capsys, "import", first, "--project", "proj")
+    assert code == 0 and "imported 4 new label(s)" in out, err
+
+    # one labelled image removed, one new image added: the same count, other positions
+    gone = Path(rows[0]["path"])
+    gone.unlink()
+    make_image(folder / "img_00a.png", 205)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    code, out, err = run(capsys, "query", tmp_path / "proj", *["--quiet"])
+    assert code == 0, err
+    assert "1 new image(s): img_00a.png" in out and f"1 image(s) gone: {gone.name}" in out
+    second = read_rows(query_file(out))
+    assert not {r["item"] for r in second} & {r["item"] for r in rows}
+
+    with LabellingProject.open(tmp_path / "proj") as project:
+        exported = read_rows(project.export(fmt="csv"))
+        labelled = [r for r in exported if r["label"]]
+        assert len(labelled) == 3
+        for row in labelled:  # every label is the one given to that very image
+            assert row["label"] == truth(row["path"])
+        assert len(project.store.labels(present_only=False)) == 4  # the removed image's label is kept
+        # the dataset positions moved; the loop's labelled set follows the items, not the positions
+        loop = project.build_loop()
+        for index, label in zip(loop.pool.labelled_indices.tolist(),
+                                loop.pool.labels_of(loop.pool.labelled_indices).tolist(), strict=True):
+            assert project.classes[label] == truth(project.dataset.paths[index])
+
+
+def test_a_failed_first_query_leaves_nothing_behind(tmp_path, capsys):
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for i in range(6):
+        make_image(folder / f"img_{i}.png", 10 * i)
+    (folder / "broken.png").write_bytes(b"this is not a png")
+    project = tmp_path / "new" / "proj"
+    for args, needle in [
+        (["--images", tmp_path / "typo", "--classes", "a,b"], "typo"),
+        (["--images", folder, "--classes", "a,b"], "broken.png"),
+        (["--images", folder, "--classes", "a,a"], "classes"),
+        (["--dataset", "digits", "--strategy", "telepathy"], "telepathy"),
+    ]:
+        code, out, err = run(capsys, "query", project, *args, *FAST)
+        assert code != 0
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["images"]  # nothing half-made
+    (folder / "broken.png").unlink()
+    code, out, err = run(capsys, "query", project, "--images", folder, "--classes", "a,b", "--model", "mlp",
+                         "--batch-size", 3, *FAST)
+    assert code == 0, err
+    assert (project / "labels.sqlite").is_file() and len(read_rows(query_file(out))) == 3
+
+
+@pytest.fixture
+def digits_project(tmp_path, capsys):
+    project = tmp_path / "proj"
+    code, out, err = run(capsys, "query", project, "--dataset", "digits", "--batch-size", 4, *FAST)
+    assert code == 0, err
+    return project, query_file(out), load_dataset("digits").targets
+
+
+def fill_truth(path: Path, targets, **overrides: str) -> list[dict[str, str]]:
+    """Fill in the true digit of every row (``overrides``: rank -> label text)."""
+    rows = read_rows(path)
+    with LabellingProject.open(path.parents[1], rescan=False) as project:
+        for row in rows:
+            index = project.index_of(int(row["item"]))
+            row["label"] = overrides.get(row["rank"], str(int(targets[index])))
+    write_rows(path, rows)
+    return rows
+
+
+def test_import_lists_every_problem_with_the_flag_that_fixes_it(digits_project, capsys):
+    project, first, targets = digits_project
+    rows = fill_truth(first, targets)
+    assert run(capsys, "import", first, "--project", project)[0] == 0
+    stored = LabellingProject.open(project, rescan=False)
+    before = stored.store.labels()
+    stored.close()
+    wrong = str((int(rows[0]["label"]) + 1) % 10)
+    rows = fill_truth(first, targets, **{"0": wrong, "2": "", "3": "banana"})
+    write_rows(first, [*rows, {**rows[1], "item": "99999", "label": "1"}])
+    code, out, err = run(capsys, "import", first, "--project", project)
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("error: 4 problem(s) in") and lines[-1].endswith("nothing was imported")
+    problems = "\n".join(lines[:-1])
+    assert f"the file says '{wrong}' (pass --overwrite to accept)" in problems
+    assert "has no label (pass --allow-partial to accept)" in problems
+    assert "label 'banana'" in problems and "item 99999 is not an item of this project" in problems
+    with LabellingProject.open(project, rescan=False) as again:
+        assert again.store.labels() == before
+    # both flags accept what they name; the label that is no class still is not
+    code, out, err = run(capsys, "import", first, "--project", project, "--overwrite", "--allow-partial")
+    assert code == 1 and "banana" in err and "--overwrite" not in err
+    write_rows(first, rows)
+    rows = fill_truth(first, targets, **{"0": wrong, "2": ""})
+    code, out, err = run(capsys, "import", first, "--project", project, "--overwrite", "--allow-partial")
+    assert code == 0, err
+    assert "imported 0 new label(s), 1 replaced" in out
+
+
+def test_earlier_rounds_and_nothing_new(digits_project, capsys):
+    project, first, targets = digits_project
+    fill_truth(first, targets)
+    assert run(capsys, "import", first, "--project", project)[0] == 0
+    code, out, err = run(capsys, "query", project, "--quiet")
+    assert code == 0 and "trained on 4 label(s) (4 new)" in out, err
+    second = query_file(out)
+    assert second.name == "query-0001.csv"
+    # one spreadsheet with every row so far: round 0's rows are accepted and reported as such
+    combined = second.parent / "all.csv"
+    rows = read_rows(first) + fill_truth(second, targets)
+    write_rows(combined, rows)
+    code, out, err = run(capsys, "import", combined, "--project", project)
+    assert code == 0, err
+    assert "imported 4 new label(s); 8 labelled in total" in out
+    assert "4 row(s) answer items of earlier queries (round 0: 4)" in out
+    code, out, err = run(capsys, "import", combined, "--project", project)
+    assert code == 0 and "nothing new: the 8 label(s) in the file were stored already" in out
+    # an item that was never queried is named as such
+    write_rows(combined, [*rows, {**rows[0], "item": "1000", "label": "3"}])
+    code, out, err = run(capsys, "import", combined, "--project", project)
+    assert code == 1 and "item 1000 was never queried" in err
+
+
+def test_label_studio_export_and_import(digits_project, capsys, tmp_path):
+    project, first, targets = digits_project
+    fill_truth(first, targets)
+    assert run(capsys, "import", first, "--project", project)[0] == 0
+    with LabellingProject.open(project, rescan=False) as source:
+        tasks_file = source.export(tmp_path / "tasks.json", fmt="labelstudio")
+        expected = {source.store.item(i).key: y for i, y in source.store.labels().items()}
+    tasks = json.loads(tasks_file.read_text())
+    assert sum(bool(t["annotations"]) for t in tasks) == 4
+    other = tmp_path / "other"
+    assert run(capsys, "query", other, "--dataset", "digits", *FAST)[0] == 0
+    code, out, err = run(capsys, "import", tasks_file, "--project", other)
+    assert code == 0 and "imported 4 new label(s)" in out and "1293 task(s) without an annotation" in out, err
+    with LabellingProject.open(other, rescan=False) as target:
+        assert {target.store.item(i).key: y for i, y in target.store.labels().items()} == expected
