@@ -21,6 +21,7 @@ DOCS = ROOT / "docs"
 PACKAGE = ROOT / "src" / "activebayes"
 # not part of the API reference: the command line (documented by `--help` and the guides)
 NOT_REFERENCE = {"cli", "__main__"}
+MATH_OR_CODE = re.compile(r'<(span|div) class="arithmatex">.*?</\1>|<code>.*?</code>|<pre.*?</pre>', re.DOTALL)
 
 
 def _needs_docs_extra() -> None:
@@ -44,6 +45,13 @@ def test_strict_build_has_no_warnings(tmp_path: Path) -> None:
     assert result.returncode == 0 and not warnings, "mkdocs build --strict failed:\n" + "\n".join(warnings or [log[-3000:]])
     assert (tmp_path / "site" / "index.html").is_file()
     assert (tmp_path / "site" / "api" / "acquisition" / "index.html").is_file()
+    # every display formula reached MathJax (a $$ block indented wrongly stays raw text)
+    raw = []
+    for page in (tmp_path / "site").rglob("*.html"):
+        text = MATH_OR_CODE.sub("", page.read_text(encoding="utf-8"))
+        if "$$" in text:
+            raw.append(str(page.relative_to(tmp_path / "site")))
+    assert not raw, f"display maths left as raw text (indent $$ blocks inside list items by 4 spaces): {raw}"
 
 
 def _public_modules() -> list[str]:
