@@ -23,7 +23,7 @@ import click
 from activebayes._threads import automatic_threads
 from activebayes._validation import check_choice, check_device
 from activebayes.acquisition import available_strategies
-from activebayes.data import available_datasets
+from activebayes.data import available_datasets, convert_to_memmap
 from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
 from activebayes.labelling import LabellingProject, ProjectConfig, is_project
 from activebayes.models import available_models
@@ -85,6 +85,7 @@ _LOOP_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
 def _loop_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for name, (flag, kwargs) in reversed(list(_LOOP_FLAGS.items())):
         command = click.option(flag, name, default=None, **kwargs)(command)
+    command = click.option("--test/--no-test", "evaluate_test", default=None, help="Evaluate on the dataset's test split each round. [--test]")(command)
     command = click.option("--download/--no-download", "download", default=None, help="Download missing dataset files from their official sources (md5-checked).")(command)
     command = click.option("--warm-start/--no-warm-start", "warm_start", default=None, help="Keep weights between rounds instead of re-initialising.")(command)
     command = click.option("--max-epochs", "max_epochs", type=int, default=None, help="Training epochs per round (upper bound with early stopping).")(command)
@@ -450,6 +451,40 @@ def label(project: str, port: int, host: str, token: str | None, worker: str, qu
     with _open_project(project, settings, progress=not quiet) as labelling:
         _describe_project(labelling)
         serve(labelling, host=host, port=port, token=token, worker=worker, echo=click.echo)
+
+
+@cli.command()
+@click.argument("source", type=click.Path())
+@click.argument("destination", type=click.Path(file_okay=False))
+@click.option("--dataset", default=None, help="SOURCE is this IDX dataset's folder (mnist, fashion_mnist, kmnist).")
+@click.option("--split", type=click.Choice(["train", "test"]), default="train", help="Split of --dataset. [train]")
+@click.option("--labels", type=click.Path(dir_okay=False), default=None, help="IDX labels file for an IDX images SOURCE (found by name if omitted).")
+@click.option("--size", type=(int, int), default=(28, 28), help="Image folders: resize to H W. [28 28]")
+@click.option("--rgb", is_flag=True, help="Image folders: keep three colour channels (default: grayscale).")
+@click.option("--classes", default=None, help="Image folders: comma-separated class names (subfolders).")
+@click.option("--no-standardize", is_flag=True, help="Scale pixels to [0, 1] only (default: standardise by the pool's mean and std).")
+@click.option("--normalization", type=(float, float), default=None, help="Fixed MEAN STD instead of the pool's.")
+@click.option("--name", default=None, help="Dataset name stored in meta.json.")
+@click.option("--overwrite", is_flag=True, help="Replace DESTINATION if it already is a memory-mapped dataset.")
+@click.option("--chunk-size", type=click.IntRange(min=1), default=1024, help="Items decoded per chunk. [1024]")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
+@_friendly
+def convert(source: str, destination: str, dataset: str | None, split: str, labels: str | None,
+            size: tuple[int, int], rgb: bool, classes: str | None, no_standardize: bool,
+            normalization: tuple[float, float] | None, name: str | None, overwrite: bool, chunk_size: int,
+            quiet: bool) -> None:
+    """Convert IDX files or a folder of images to the memory-mapped format (for big pools).
+
+    The result is read on demand: `activebayes run --dataset memmap --data-dir DESTINATION`.
+    """
+    class_list = [c.strip() for c in classes.split(",") if c.strip()] if classes else None
+    written = convert_to_memmap(
+        source, destination, dataset=dataset, split=split, labels=labels, size=tuple(size),
+        grayscale=not rgb, classes=class_list, standardize=not no_standardize,
+        normalization=tuple(normalization) if normalization else None, name=name,
+        overwrite=overwrite, chunk_size=chunk_size, progress=not quiet,
+    )
+    click.echo(f"memory-mapped dataset: {written}")
 
 
 @cli.command(name="list")

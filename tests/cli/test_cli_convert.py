@@ -1,0 +1,44 @@
+"""`activebayes convert`: IDX or image folders -> the memory-mapped format, from the command line."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from PIL import Image
+
+from activebayes.cli import main
+from activebayes.data import image_folder, load_dataset, load_memmap
+
+
+def test_convert_an_idx_dataset_then_read_it_back(tmp_path, capsys, mnist_dir):
+    out = tmp_path / "mnist-test"
+    code = main(["convert", str(mnist_dir), str(out), "--dataset", "mnist", "--split", "test", "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    converted = load_memmap(out)
+    reference = load_dataset("mnist", data_dir=str(mnist_dir), split="test")
+    assert len(converted) == len(reference) == 10_000
+    picks = torch.tensor([0, 17, 4321, 9999])
+    assert torch.equal(converted.inputs[picks], reference.inputs[picks])
+    assert torch.equal(converted.targets, reference.targets)
+
+
+def test_convert_an_image_folder(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    for name in ("cat", "dog"):
+        (tmp_path / "images" / name).mkdir(parents=True)
+        for i in range(3):
+            Image.fromarray(rng.integers(0, 256, (10, 12), dtype=np.uint8)).save(tmp_path / "images" / name / f"{i}.png")
+    out = tmp_path / "converted"
+    code = main(["convert", str(tmp_path / "images"), str(out), "--size", "8", "8", "--classes", "cat,dog", "-q"])
+    assert code == 0, capsys.readouterr().err
+    converted = load_memmap(out)
+    reference = image_folder(tmp_path / "images", size=(8, 8), classes=["cat", "dog"])
+    assert torch.equal(converted.inputs[torch.arange(6)], reference.inputs)
+    assert converted.classes == reference.classes
+
+
+def test_convert_mistakes_are_one_line_and_write_nothing(tmp_path, capsys):
+    code = main(["convert", str(tmp_path / "missing"), str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith("error: ") and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
