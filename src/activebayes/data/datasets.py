@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .._validation import check_choice
+from .._validation import check_choice, check_nonnegative_float, check_positive_int
 from .dataset import ArrayDataset, DataError, normalize_pixels
 from .idx import download_file, read_idx
 from .memmap import load_memmap_split
@@ -36,6 +36,8 @@ __all__ = [
     "IdxFile",
     "IdxDatasetSpec",
     "IDX_DATASETS",
+    "REPEATED_MNIST_SEED",
+    "repeated_mnist",
 ]
 
 SPLITS = ("train", "test")
@@ -370,10 +372,63 @@ def _idx_loader(spec: IdxDatasetSpec) -> Callable[..., ArrayDataset]:
     return load
 
 
+# ---------------------------------------------------------------------------
+# Repeated MNIST (Kirsch, van Amersfoort & Gal 2019, BatchBALD, Sec. 4.1)
+# ---------------------------------------------------------------------------
+
+#: Seed of Repeated MNIST's noise, fixed so the dataset is the same on every machine.
+REPEATED_MNIST_SEED = 2019
+
+
+def repeated_mnist(
+    split: str = "train",
+    *,
+    repeats: int = 3,
+    noise_std: float = 0.1,
+    seed: int = REPEATED_MNIST_SEED,
+    data_dir: str | os.PathLike[str] | None = None,
+    download: bool = False,
+    mirrors: Sequence[str] | None = None,
+    progress: bool = False,
+) -> ArrayDataset:
+    """Repeated MNIST: the MNIST training set ``repeats`` times, each copy with its own Gaussian noise.
+
+    Train: item ``r * N + i`` is MNIST training image ``i`` (standardised as ``"mnist"``)
+    plus noise ``N(0, noise_std^2)`` per pixel, drawn for copy ``r = 0, 1, ...`` in turn
+    as ``torch.randn(N, 1, 28, 28)`` from a CPU generator seeded with ``seed``; labels
+    repeat. Every copy, the first included, is noisy, as in the paper's code, so no
+    two items are identical but copies carry (almost) the same information: BALD
+    takes near-duplicates, BatchBALD does not. Test: the plain MNIST test set.
+    ``N`` is 60,000 with the official training files, 5,000 offline (see ``"mnist"``).
+
+    Example:
+        >>> ds = repeated_mnist(data_dir="../shared/data/mnist")  # doctest: +SKIP
+        >>> len(ds), ds.name
+        (15000, 'repeated_mnist')
+    """
+    check_choice(split, "split", SPLITS)
+    repeats = check_positive_int(repeats, "repeats")
+    noise_std = check_nonnegative_float(noise_std, "noise_std")
+    base = _load_idx_dataset(IDX_DATASETS["mnist"], split, data_dir=data_dir, download=download, mirrors=mirrors,
+                             progress=progress)
+    if split == "test":
+        return ArrayDataset(inputs=base.inputs, targets=base.targets, classes=base.classes, name="repeated_mnist",
+                            normalization=base.normalization)
+    assert isinstance(base.inputs, torch.Tensor) and base.targets is not None
+    N = base.inputs.shape[0]
+    inputs = base.inputs.repeat(repeats, *([1] * (base.inputs.ndim - 1)))
+    generator = torch.Generator().manual_seed(seed)
+    for r in range(repeats):
+        inputs[r * N : (r + 1) * N] += torch.randn(base.inputs.shape, generator=generator).mul_(noise_std)
+    return ArrayDataset(inputs=inputs, targets=base.targets.repeat(repeats), classes=base.classes,
+                        name="repeated_mnist", normalization=base.normalization)
+
+
 _REGISTRY: dict[str, Callable[..., ArrayDataset]] = {
     "digits": _load_digits,
     **{name: _idx_loader(spec) for name, spec in IDX_DATASETS.items()},
     "memmap": load_memmap_split,
+    "repeated_mnist": repeated_mnist,
 }
 
 
@@ -399,7 +454,8 @@ def load_dataset(
             :func:`digits_split_indices`), ``"mnist"``, ``"fashion_mnist"``, ``"kmnist"``
             (28x28, from their standard gzipped IDX files), ``"memmap"`` (a
             memory-mapped dataset folder written by :func:`convert_to_memmap`, read
-            on demand: see :func:`load_memmap`).
+            on demand: see :func:`load_memmap`), ``"repeated_mnist"`` (MNIST's training
+            set three times, each copy with N(0, 0.1) noise: :func:`repeated_mnist`).
         data_dir: folder holding the IDX files, directly or in ``<data_dir>/<name>``
             or the torchvision layout ``<data_dir>/MNIST/raw``; default
             :func:`default_data_dir`. Ignored for digits. For ``"memmap"`` (required):
