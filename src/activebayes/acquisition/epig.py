@@ -16,7 +16,7 @@ ensemble members) the labels are independent given ``θ``, so
 with the marginals ``p(y) = 1/K Σ_k p_k(y)`` (the predictive). The expectation over
 ``p*`` is the mean over M sampled target inputs. This is the classification estimator
 of the paper (its Eq. 9); for the K-sample posterior it is the exact mutual
-information, so ``0 <= EPIG(x) <= BALD(x) = I(y; θ | x)`` (data processing: ``y* `` is
+information, so ``0 <= EPIG(x) <= BALD(x) = I(y; θ | x)`` (data processing: ``y*`` is
 a function of ``θ`` and independent noise) and ``EPIG(x) <= I(y*; θ | x*)`` averaged.
 
 Target inputs: the paper samples them from the pool when the test distribution is
