@@ -63,6 +63,7 @@ from tqdm.auto import tqdm
 from activebayes._seeding import keyed_uniform
 from activebayes._validation import check_choice, check_nonnegative_float, check_positive_int
 from activebayes.acquisition import bald, batchbald, get_strategy, select
+from activebayes.acquisition.strategies import INPUTS, Strategy
 from activebayes.acquisition.selection import (
     BudgetPlan,
     Selection,
@@ -72,6 +73,7 @@ from activebayes.acquisition.selection import (
     take_in_order,
 )
 from activebayes.data.dataset import as_index_tensor
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.models import FunctionSampler, SAMPLING_MODES, mc_dropout_layers, predict_log_probs, resample_masks
 
 __all__ = [
@@ -144,7 +146,7 @@ def pool_inputs(dataset: object) -> Any:
     """
     inputs = dataset if isinstance(dataset, Tensor) else getattr(dataset, "inputs", None)
     if inputs is None or not hasattr(inputs, "__len__") or not hasattr(inputs, "__getitem__"):
-        raise TypeError(
+        raise InvalidTypeError(
             "dataset must be an input tensor [N, ...] or a dataset whose .inputs supports len() and "
             f"[index tensor] -> float tensor [n, ...], got {type(dataset).__name__}"
         )
@@ -157,7 +159,7 @@ def read_chunk(inputs: Any, indices_n: Tensor) -> Tensor:
     if not isinstance(x_n, Tensor):
         x_n = torch.as_tensor(np.asarray(x_n))
     if x_n.ndim == 0 or x_n.shape[0] != len(indices_n) or not x_n.is_floating_point():
-        raise ValueError(
+        raise InvalidArgumentError(
             f"dataset inputs[index tensor of {len(indices_n)}] must return a float tensor [{len(indices_n)}, ...], "
             f"got {x_n.dtype} {tuple(x_n.shape)}"
         )
@@ -431,11 +433,13 @@ _PER_ITEM_OPTIONS = {"topk": {"cost_aware"}, "stochastic": {"cost_aware", "beta"
 _BATCHBALD_OPTIONS = {"prefilter", "num_samples", "max_exact_configs", "cost_aware", "dtype", "chunk_size", "progress"}
 
 
-def _check_candidates(candidates_N: object, costs_N: object, n_items: int) -> tuple[Tensor, Tensor | None]:
-    """Candidates sorted by original index (distinct, in range) and their costs in that order."""
+def _check_candidates(
+    candidates_N: object, costs_N: object, n_items: int
+) -> tuple[Tensor, Tensor | None, Tensor]:
+    """Candidates sorted by original index (distinct, in range), their costs in that order, and the sorting order."""
     indices = as_index_tensor(candidates_N, "candidates_N")
     if indices.numel() == 0:
-        raise ValueError("candidates_N is empty: there is nothing to score")
+        raise InvalidArgumentError("candidates_N is empty: there is nothing to score")
     order = torch.argsort(indices, stable=True)
     indices = indices[order]
     if int(indices[0]) < 0 or int(indices[-1]) >= n_items:
@@ -443,22 +447,22 @@ def _check_candidates(candidates_N: object, costs_N: object, n_items: int) -> tu
         raise IndexError(f"candidates_N must lie in 0 .. {n_items - 1} (the dataset's items), got {bad}")
     if indices.numel() > 1 and bool((indices[1:] == indices[:-1]).any()):
         duplicate = int(indices[1:][indices[1:] == indices[:-1]][0])
-        raise ValueError(f"candidates_N must be distinct, got index {duplicate} more than once")
+        raise InvalidArgumentError(f"candidates_N must be distinct, got index {duplicate} more than once")
     costs = None
     if costs_N is not None:
         costs = torch.as_tensor(costs_N)
         if costs.shape != (len(indices),):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"costs_N must have shape [N] = ({len(indices)},) (one cost per candidate, in the order of "
                 f"candidates_N), got {tuple(costs.shape)}"
             )
         costs = costs.to(torch.float64)[order]
-    return indices, costs
+    return indices, costs, order
 
 
 def _check_seed(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__}")
     return int(value)
 
 
@@ -471,10 +475,45 @@ def _hold_masks(model: nn.Module, mask_generator: torch.Generator | int | None) 
         resample_masks(model, generator=mask_generator)
 
 
+#: Strategy inputs with one row per candidate (reordered with the candidates).
+_PER_CANDIDATE_INPUTS = ("features_N_D",)
+
+
+def _check_strategy_inputs(
+    entry: Strategy, strategy_inputs: Mapping[str, Tensor] | None, order_N: Tensor
+) -> dict[str, Tensor]:
+    """The extra inputs for :func:`select`, checked against what ``entry`` reads, per-candidate ones sorted."""
+    given = dict(strategy_inputs or {})
+    reads = entry.input_arguments()
+    for argument in given:
+        if argument not in INPUTS.values():
+            raise InvalidTypeError(
+                f"strategy_inputs has an unknown input {argument!r}; expected any of {sorted(INPUTS.values())}"
+            )
+        if argument not in reads:
+            raise InvalidTypeError(
+                f"strategy {entry.name!r} does not read {argument}; its extra inputs: {', '.join(reads) or 'none'}"
+            )
+    for key in entry.inputs:
+        if key != "log_probs" and INPUTS[key] not in given:
+            raise InvalidTypeError(f"strategy {entry.name!r} needs {INPUTS[key]} in strategy_inputs, got none")
+    for argument in _PER_CANDIDATE_INPUTS:
+        if argument in given:
+            value = given[argument]
+            if not isinstance(value, Tensor) or value.ndim < 1 or value.shape[0] != len(order_N):
+                got = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
+                raise InvalidArgumentError(
+                    f"strategy_inputs[{argument!r}] must have one row per candidate ({len(order_N)}, in the order "
+                    f"of candidates_N), got {got}"
+                )
+            given[argument] = value[order_N]
+    return given
+
+
 def _check_options(options: Mapping[str, Any], allowed: set[str], name: str) -> None:
     unknown = sorted(set(options) - allowed)
     if unknown:
-        raise TypeError(
+        raise InvalidTypeError(
             f"strategy {name!r} got unknown option(s) {unknown} when scoring a pool in chunks; "
             f"expected any of {sorted(allowed)}"
         )
@@ -497,6 +536,7 @@ def score_pool(
     costs_N: Tensor | None = None,
     cost_budget: float | None = None,
     options: Mapping[str, Any] | None = None,
+    strategy_inputs: Mapping[str, Tensor] | None = None,
     executor: PoolExecutor | None = None,
     progress: bool = False,
 ) -> Selection:
@@ -516,8 +556,10 @@ def score_pool(
       :data:`DEFAULT_PREFILTER`) items of highest BALD, seeded with
       ``torch.Generator().manual_seed(selection_seed)``; plain BatchBALD when
       ``prefilter >= N``; other options go to :func:`~activebayes.acquisition.batchbald`;
-    - any other registered strategy: the whole ``[N, K, C]`` is gathered in memory and
-      passed to :func:`~activebayes.acquisition.select`.
+    - any other registered strategy (EPIG, BADGE, typicality, your own without a
+      per-item score): the whole ``[N, K, C]`` (if it reads predictions) is gathered in
+      memory and passed to :func:`~activebayes.acquisition.select` with
+      ``strategy_inputs``, seeded with ``torch.Generator().manual_seed(selection_seed)``.
 
     Args:
         model: an ``nn.Module`` with consistent MC dropout, or an ensemble.
@@ -543,6 +585,9 @@ def score_pool(
         cost_budget: the total labelling cost allowed (with ``costs_N``).
         options: strategy options (``beta``, ``cost_aware``, ``prefilter``, BatchBALD's
             ``num_samples`` / ``max_exact_configs`` ...).
+        strategy_inputs: the extra inputs a strategy reads, by their :func:`select`
+            names: ``features_N_D`` (one row per candidate, in the order of
+            ``candidates_N``), ``labelled_features_L_D``, ``target_log_probs_M_K_C``.
         executor: where the chunks run: :class:`LocalExecutor` (default) or
             :class:`activebayes.distributed.RayExecutor`.
         progress: a tqdm bar per pass over the pool.
@@ -553,14 +598,14 @@ def score_pool(
         BatchBALD the joint mutual information of the batch so far).
     """
     if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        raise InvalidTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     entry = get_strategy(strategy)
     inputs = pool_inputs(dataset)
-    indices_N, costs = _check_candidates(candidates_N, costs_N, len(inputs))
+    indices_N, costs, order_N = _check_candidates(candidates_N, costs_N, len(inputs))
     N = int(indices_N.shape[0])
     batch_size = check_positive_int(batch_size, "batch_size")
     if batch_size > N:
-        raise ValueError(f"batch_size must be <= the number of candidates N={N}, got {batch_size}")
+        raise InvalidArgumentError(f"batch_size must be <= the number of candidates N={N}, got {batch_size}")
     if num_samples is not None:
         num_samples = check_positive_int(num_samples, "num_samples")
     if mask_generator is not None and not isinstance(mask_generator, torch.Generator):
@@ -571,6 +616,7 @@ def score_pool(
     check_choice(sampling, "sampling", SAMPLING_MODES)
     plan = check_budget(costs, cost_budget, N)
     options = dict(options or {})
+    extra_inputs = _check_strategy_inputs(entry, strategy_inputs, order_N)
     executor = LocalExecutor() if executor is None else executor
     name = entry.name
     device_name = None if device is None else str(torch.device(device))
@@ -583,7 +629,7 @@ def score_pool(
         return _finish_selection(order, scores_N, indices_N, batch_size, plan, name)
     if not entry.needs_predictions:
         picked = select(N, name, batch_size, generator=torch.Generator().manual_seed(selection_seed),
-                        costs_N=costs, budget=cost_budget, device=device, **options)
+                        costs_N=costs, budget=cost_budget, device=device, **extra_inputs, **options)
         return Selection(indices_N[picked.indices].clone(), picked.scores, name)
 
     _hold_masks(model, mask_generator)
@@ -598,7 +644,7 @@ def score_pool(
         _check_options(options, _PER_ITEM_OPTIONS["topk" if mode == "topk" else "stochastic"], name)
         cost_aware = bool(options.get("cost_aware", False))
         if cost_aware and plan is None:
-            raise ValueError("cost_aware=True needs costs_N and cost_budget")
+            raise InvalidArgumentError("cost_aware=True needs costs_N and cost_budget")
         beta = check_nonnegative_float(options.get("beta", 1.0), "beta")
         if plan is None and mode != "softrank":
             rows = run(TopCandidates(entry.score_fn, mode, batch_size, selection_seed, beta, device_name), name)
@@ -615,10 +661,10 @@ def score_pool(
         _check_options(options, _BATCHBALD_OPTIONS, name)
         prefilter = check_positive_int(options.pop("prefilter", DEFAULT_PREFILTER), "prefilter")
         if prefilter < batch_size:
-            raise ValueError(f"prefilter must be >= batch_size={batch_size} (candidates for the batch), got {prefilter}")
+            raise InvalidArgumentError(f"prefilter must be >= batch_size={batch_size} (candidates for the batch), got {prefilter}")
         cost_aware = bool(options.get("cost_aware", False))
         if cost_aware and plan is None:
-            raise ValueError("cost_aware=True needs costs_N and cost_budget")
+            raise InvalidArgumentError("cost_aware=True needs costs_N and cost_budget")
         keep = min(prefilter, N)
         work = BaldPrefilter(keep, None if plan is None else plan.budget, cost_aware, device_name)
         rows = run(work, f"BALD pre-filter to {keep:,}")
@@ -636,7 +682,7 @@ def score_pool(
     rows = run(AllLogProbs(), f"predict for {name}")
     log_probs_N_K_C = _aligned(rows, "log_probs", indices_N)
     picked = select(log_probs_N_K_C, name, batch_size, generator=torch.Generator().manual_seed(selection_seed),
-                    costs_N=costs, budget=cost_budget, device=device, **options)
+                    costs_N=costs, budget=cost_budget, device=device, **extra_inputs, **options)
     return Selection(indices_N[picked.indices].clone(), picked.scores, name)
 
 

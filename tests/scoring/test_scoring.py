@@ -331,6 +331,38 @@ def test_strategy_without_score_fn_uses_select(net, pool, candidates):
         unregister_strategy("test_score_only")
 
 
+def test_epig_and_badge_in_memory_equal_select(net, pool, candidates):
+    """Joint strategies get the whole [N, K, C] (and per-candidate features, reordered with the candidates)."""
+    order = torch.argsort(candidates)
+    sorted_candidates = candidates[order]
+    log_probs = full_log_probs(net, pool, sorted_candidates)
+    generator = torch.Generator().manual_seed(SELECTION_SEED)
+    reference = select(log_probs, "epig", 5, generator=generator, num_targets=60)
+    got = score(net, pool, candidates, "epig", 5, options={"num_targets": 60})
+    assert got.indices.tolist() == sorted_candidates[reference.indices].tolist()
+    features = torch.randn(len(candidates), 5, generator=torch.Generator().manual_seed(3))  # candidates' order
+    reference = select(log_probs, "badge", 5, generator=torch.Generator().manual_seed(SELECTION_SEED),
+                       features_N_D=features[order])
+    got = score(net, pool, candidates, "badge", 5, strategy_inputs={"features_N_D": features})
+    assert got.indices.tolist() == sorted_candidates[reference.indices].tolist()
+
+
+def test_typicality_needs_no_predictions(pool, candidates):
+    class Exploding(torch.nn.Module):
+        def forward(self, x):
+            raise AssertionError("typicality must not predict")
+
+    order = torch.argsort(candidates)
+    features = torch.randn(len(candidates), 3, generator=torch.Generator().manual_seed(4))
+    labelled = torch.randn(6, 3, generator=torch.Generator().manual_seed(5))
+    reference = select(len(candidates), "typicality", 4, generator=torch.Generator().manual_seed(SELECTION_SEED),
+                       features_N_D=features[order], labelled_features_L_D=labelled)
+    got = score_pool(Exploding(), pool, candidates, "typicality", 4, num_samples=K, mask_generator=None,
+                     selection_seed=SELECTION_SEED,
+                     strategy_inputs={"features_N_D": features, "labelled_features_L_D": labelled})
+    assert got.indices.tolist() == candidates[order][reference.indices].tolist()
+
+
 def test_random_is_uniform_and_needs_no_model(candidates, pool):
     class Exploding(torch.nn.Module):
         def forward(self, x):
@@ -392,6 +424,10 @@ def test_keyed_uniform_is_uniform_and_keyed():
         ({"chunk_size": 0}, ValueError, "chunk_size"),
         ({"selection_seed": 1.5}, TypeError, "selection_seed"),
         ({"strategy": "nope"}, ValueError, "unknown strategy"),
+        ({"strategy": "badge"}, TypeError, "features_N_D"),
+        ({"strategy_inputs": {"features_N_D": torch.zeros(50, 2)}}, TypeError, "does not read"),
+        ({"strategy": "badge", "strategy_inputs": {"features_N_D": torch.zeros(7, 2)}}, ValueError, "one row per"),
+        ({"strategy_inputs": {"embeddings": torch.zeros(50, 2)}}, TypeError, "unknown input"),
     ],
 )
 def test_errors_name_the_argument(net, pool, kwargs, error, match):
