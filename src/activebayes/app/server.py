@@ -196,6 +196,7 @@ class _Served:
     strategy: str
     n_labelled: int
     ranked: int
+    metrics: dict[str, Any]
 
 
 class LabelApp:
@@ -213,6 +214,7 @@ class LabelApp:
         self.lease_seconds = float(project.config.lease_seconds)
         self._lock = threading.Lock()
         self._served: _Served | None = None
+        self._served_from: dict[int, tuple[int, int | None]] = {}
         self._pngs: OrderedDict[int, bytes] = OrderedDict()
         self._png_cache = image_cache
         self._keys = {item.id: item.key for item in self.store.items(present_only=False)}
@@ -234,7 +236,7 @@ class LabelApp:
         if latest is None:
             order = list(present)
             random.Random(derive_seed(self.project.config.seed, "fallback", -1)).shuffle(order)
-            served = _Served(version, 0, order, {}, "random", 0, 0)
+            served = _Served(version, 0, order, {}, "random", 0, 0, {})
         else:
             round_, proposal = latest
             batch = list(proposal["indices"])
@@ -248,7 +250,7 @@ class LabelApp:
             rest = [i for i in present if i not in info]
             random.Random(derive_seed(self.project.config.seed, "fallback", round_)).shuffle(rest)
             served = _Served(version, round_, head + rest, info, proposal.get("strategy", ""),
-                             int(proposal.get("n_labelled", 0)), len(ranking))
+                             int(proposal.get("n_labelled", 0)), len(ranking), dict(proposal.get("metrics") or {}))
         with self._lock:
             self._served = served
         return served
@@ -282,6 +284,9 @@ class LabelApp:
     def next_item(self, annotator: str) -> dict[str, Any]:
         served = self.served()
         item = self.store.lease_next(annotator, served.order, seconds=self.lease_seconds)
+        if item is not None:
+            with self._lock:
+                self._served_from[item] = self._prediction_in(served, item)
         if item is None:
             counts = self.store.counts()
             left = counts["items"] - counts["labelled"]
@@ -291,13 +296,19 @@ class LabelApp:
             return {"item": None, "message": message}
         return {"item": self.describe(item, served)}
 
-    def prediction(self, item: int) -> tuple[int | None, int | None]:
-        """``(round, predicted class)`` of the current ranking's model for ``item``."""
-        served = self.served()
+    @staticmethod
+    def _prediction_in(served: _Served, item: int) -> tuple[int, int | None]:
         _rank, _score, probs, _ = served.info.get(item, (None, None, None, False))
         if not probs:
             return served.round, None
         return served.round, max(range(len(probs)), key=probs.__getitem__)
+
+    def prediction(self, item: int) -> tuple[int | None, int | None]:
+        """``(round, predicted class)`` of the model whose ranking ``item`` was served from (the
+        current one for an item answered without being served here), made before its label."""
+        with self._lock:
+            known = self._served_from.pop(item, None)
+        return known if known is not None else self._prediction_in(self.served(), item)
 
     # ----------------------------------------------------------------- answers
 
@@ -399,7 +410,8 @@ class LabelApp:
                           "seconds": record.get("seconds")})
         n, correct = by_round.get(served.round, [0, 0])
         if served.round >= len(curve):
-            curve.append({"round": served.round, "n_labelled": served.n_labelled, "test_accuracy": None,
+            curve.append({"round": served.round, "n_labelled": served.n_labelled,
+                          "test_accuracy": served.metrics.get("test_accuracy"),
                           "prequential_accuracy": correct / n if n else None, "prequential_n": n,
                           "seconds": None, "current": True})
         per_annotator: dict[str, dict[str, Any]] = {}

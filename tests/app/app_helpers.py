@@ -1,0 +1,69 @@
+"""Helpers of the labelling app's tests: a fast project, snapshots, waiting, a live server."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+import uvicorn
+
+from activebayes.app import WorkerThread, create_app
+from activebayes.labelling import LabellingProject, ProjectConfig
+
+TOKEN = "test-token-0123456789"
+FAST_FIT = {"max_epochs": 1, "min_samples_per_epoch": 128, "patience": 1}
+
+
+def fast_config(**changes) -> ProjectConfig:
+    values = dict(dataset="digits", batch_size=5, num_samples=8, eval_samples=4, lookahead=20, fit_options=FAST_FIT)
+    values.update(changes)
+    return ProjectConfig(**values)
+
+
+def make_project(directory: Path, **changes) -> LabellingProject:
+    project = LabellingProject.create(directory, fast_config(**changes))
+    project.advance(min_pending=10**12)  # round 0's ranking, as `serve` does before it starts
+    return project
+
+
+def wait_for(condition, timeout: float = 120.0, interval: float = 0.05):
+    """Poll ``condition()`` until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {condition}")
+
+
+def snapshot(project: LabellingProject) -> tuple:
+    """Everything a request could change in the store."""
+    store = project.store
+    return (store.events(), store.labels(present_only=False), store.leases(now=0.0), store.lease_log(),
+            store.n_rounds())
+
+
+class LiveServer:
+    """The app on a real uvicorn server in a thread (port 0), with a training thread."""
+
+    def __init__(self, project: LabellingProject, *, poll: float = 0.05) -> None:
+        self.project = project
+        self.worker = WorkerThread(project.directory, poll=poll).start()
+        app = create_app(project, token=TOKEN, notify=self.worker.wake)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(256)
+        self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self.thread.start()
+        wait_for(lambda: self.server.started, timeout=30)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+        self.worker.stop()
