@@ -34,32 +34,14 @@ from torch import Tensor
 
 from activebayes._validation import check_log_probs, check_positive_int, log_probs_tolerance
 from activebayes.acquisition._chunks import check_chunk_sums, iter_chunks, resolve_device, rows_per_chunk
+from activebayes.acquisition._features import check_features
 from activebayes.acquisition.clustering import d2_seeding
 from activebayes.acquisition.selection import BudgetPlan, Selection, check_budget
 from activebayes.errors import InvalidArgumentError
 
-__all__ = ["badge", "gradient_embeddings", "check_features"]
+__all__ = ["badge", "gradient_embeddings"]
 
 Device = torch.device | str | None
-
-
-def check_features(features: object, name: str, rows: int | None, *, dims: int | None = None) -> Tensor:
-    """A finite floating point ``[rows, D]`` tensor (``rows`` / ``D`` checked when given)."""
-    if not isinstance(features, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor [N, D], got {type(features).__name__}")
-    if features.ndim != 2:
-        raise InvalidArgumentError(f"{name} must have 2 dimensions [N, D] (items, features), got shape {tuple(features.shape)}")
-    if not features.is_floating_point():
-        raise TypeError(f"{name} must be a floating point tensor, got dtype {features.dtype}")
-    if rows is not None and features.shape[0] != rows:
-        raise InvalidArgumentError(f"{name} must have one row per pool item ({rows}), got {features.shape[0]} rows")
-    if features.shape[1] == 0:
-        raise InvalidArgumentError(f"{name} must have at least one feature column, got shape {tuple(features.shape)}")
-    if dims is not None and features.shape[1] != dims:
-        raise InvalidArgumentError(f"{name} must have D={dims} feature columns (as features_N_D), got {features.shape[1]}")
-    if not bool(torch.isfinite(features).all()):
-        raise InvalidArgumentError(f"{name} must be finite, got {int((~torch.isfinite(features)).sum())} NaN or inf values")
-    return features
 
 
 def _loss_gradient_factors(

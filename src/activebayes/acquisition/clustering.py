@@ -69,9 +69,8 @@ def d2_seeding(
     ``first``: the first pick (BADGE: the largest embedding), or ``None`` to draw it
     uniformly. ``eligible(picks_so_far)`` may return a bool ``[N]`` mask of items that
     may still be picked (a labelling budget), or ``None`` for all; when no item is
-    eligible the seeding stops early. The first pick's reported ``D^2`` is its squared
-    distance to the origin only when the caller's ``sq_distances_to`` says so; here it
-    is reported as ``nan`` and callers fill it in.
+    eligible the seeding stops early. The first pick has no earlier centre: its
+    ``D^2`` is reported as ``nan`` (BADGE reports ``|g|^2`` there).
     """
     uniforms = torch.rand(k, generator=generator, dtype=torch.float64).tolist()
     chosen_N = torch.zeros(N, dtype=torch.bool)

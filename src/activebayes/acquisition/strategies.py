@@ -44,7 +44,8 @@ from torch import Tensor
 
 from activebayes._validation import check_log_probs, check_nonnegative_float, check_positive_int
 from activebayes.acquisition import scores as _scores
-from activebayes.acquisition.badge import badge, check_features
+from activebayes.acquisition._features import check_features
+from activebayes.acquisition.badge import badge
 from activebayes.acquisition.epig import DEFAULT_NUM_TARGETS, epig
 from activebayes.acquisition.greedy_batchbald import DEFAULT_NUM_SAMPLES, batchbald
 from activebayes.acquisition.selection import (

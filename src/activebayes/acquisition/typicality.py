@@ -42,7 +42,7 @@ from torch import Tensor
 
 from activebayes._validation import check_positive_int
 from activebayes.acquisition._chunks import iter_chunks
-from activebayes.acquisition.badge import check_features
+from activebayes.acquisition._features import check_features
 from activebayes.acquisition.clustering import BLOCK_ELEMENTS, kmeans
 from activebayes.acquisition.selection import BudgetPlan, Selection, check_budget
 from activebayes.errors import InvalidArgumentError
