@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import doctest
 import importlib
 import math
 
@@ -196,3 +197,9 @@ def test_entries_declare_their_inputs() -> None:
     assert typical.name == "typicality" and typical.inputs == ("features", "labelled_features")
     assert not typical.needs_predictions
     assert acquisition.get_strategy("random").inputs == () and acquisition.get_strategy("bald").inputs == ("log_probs",)
+
+
+@pytest.mark.parametrize("module", ["epig", "badge", "clustering", "typicality", "strategies"])
+def test_docstring_examples(module: str) -> None:
+    result = doctest.testmod(importlib.import_module(f"activebayes.acquisition.{module}"), raise_on_error=False)
+    assert result.failed == 0 and result.attempted >= 1

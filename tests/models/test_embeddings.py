@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import doctest
+import importlib
+
 import numpy as np
 import pytest
 import torch
@@ -91,3 +94,8 @@ def test_errors() -> None:
         penultimate_features(nn.Sequential(shared, shared), torch.randn(3, 4))
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         penultimate_features(nn.Linear(4, 3), torch.randn(3, 4), batch_size=0)
+
+
+def test_docstring_example() -> None:
+    result = doctest.testmod(importlib.import_module("activebayes.models.embeddings"), raise_on_error=False)
+    assert result.failed == 0 and result.attempted >= 1
