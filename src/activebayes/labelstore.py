@@ -54,6 +54,7 @@ import contextlib
 import csv
 import hashlib
 import io
+import itertools
 import json
 import os
 import sqlite3
@@ -92,6 +93,7 @@ __all__ = [
 SCHEMA_VERSION = 1
 EVENT_KINDS = ("answer", "skip", "undo")
 _BUSY_TIMEOUT_MS = 30_000
+_LEASE_CHUNK = 64  # candidates checked per query by lease_next
 
 
 # --------------------------------------------------------------------------- errors
@@ -542,19 +544,36 @@ class LabelStore:
         label = self._check_label(label)
         now = time.time() if now is None else now
         with self._write() as db:
-            self._present_item(db, item)
-            current = db.execute("SELECT label FROM labels WHERE item = ?", (item,)).fetchone()
-            if current is not None and not overwrite:
-                raise AlreadyLabelledError(f"item {item} is already labelled {self.classes[current[0]]!r}")
-            lease = db.execute("SELECT annotator, expires FROM leases WHERE item = ?", (item,)).fetchone()
-            if lease is not None and lease[0] != annotator and lease[1] > now:
-                raise LeaseConflictError(f"item {item} is leased to another annotator until "
-                                         f"{_iso(lease[1])}; ask for the next item instead")
-            granted = self._end_lease(db, item, now)
-            seconds = None if granted is None or lease is None or lease[0] != annotator else round_(now - granted)
-            event = self._insert_event(db, item=item, kind="answer", label=label, annotator=annotator, now=now,
-                                       source=source, round=round, predicted=predicted, seconds=seconds)
-            self._refresh_label(db, item)
+            return self._answer(db, item, label, annotator, source=source, overwrite=overwrite, round=round,
+                                predicted=predicted, now=now)
+
+    def answer_and_next(self, item: int, label: int, annotator: str, candidates: Iterable[int], *,
+                        seconds: float = 300.0, round: int | None = None, predicted: int | None = None,
+                        now: float | None = None) -> tuple[Event, int | None]:
+        """:meth:`answer`, then :meth:`lease_next`, in one transaction (one commit, one fsync)."""
+        annotator = _check_annotator(annotator)
+        label = self._check_label(label)
+        now = time.time() if now is None else now
+        with self._write() as db:
+            event = self._answer(db, item, label, annotator, source="app", overwrite=False, round=round,
+                                 predicted=predicted, now=now)
+            return event, self._lease_next(db, annotator, candidates, seconds, now)
+
+    def _answer(self, db: sqlite3.Connection, item: int, label: int, annotator: str, *, source: str,
+                overwrite: bool, round: int | None, predicted: int | None, now: float) -> Event:
+        self._present_item(db, item)
+        current = db.execute("SELECT label FROM labels WHERE item = ?", (item,)).fetchone()
+        if current is not None and not overwrite:
+            raise AlreadyLabelledError(f"item {item} is already labelled {self.classes[current[0]]!r}")
+        lease = db.execute("SELECT annotator, expires FROM leases WHERE item = ?", (item,)).fetchone()
+        if lease is not None and lease[0] != annotator and lease[1] > now:
+            raise LeaseConflictError(f"item {item} is leased to another annotator until "
+                                     f"{_iso(lease[1])}; ask for the next item instead")
+        granted = self._end_lease(db, item, now)
+        seconds = None if granted is None or lease is None or lease[0] != annotator else round_(now - granted)
+        event = self._insert_event(db, item=item, kind="answer", label=label, annotator=annotator, now=now,
+                                   source=source, round=round, predicted=predicted, seconds=seconds)
+        self._refresh_label(db, item)
         return event
 
     def answer_many(self, answers: Mapping[int, int], annotator: str, *, source: str,
@@ -582,14 +601,25 @@ class LabelStore:
         annotator = _check_annotator(annotator)
         now = time.time() if now is None else now
         with self._write() as db:
-            self._present_item(db, item)
-            lease = db.execute("SELECT annotator, expires FROM leases WHERE item = ?", (item,)).fetchone()
-            if lease is not None and lease[0] != annotator and lease[1] > now:
-                raise LeaseConflictError(f"item {item} is leased to another annotator")
-            if lease is not None and lease[0] == annotator:
-                self._end_lease(db, item, now)
-            return self._insert_event(db, item=item, kind="skip", label=None, annotator=annotator, now=now,
-                                      source="app")
+            return self._skip(db, item, annotator, now)
+
+    def skip_and_next(self, item: int, annotator: str, candidates: Iterable[int], *, seconds: float = 300.0,
+                      now: float | None = None) -> tuple[Event, int | None]:
+        """:meth:`skip`, then :meth:`lease_next`, in one transaction."""
+        annotator = _check_annotator(annotator)
+        now = time.time() if now is None else now
+        with self._write() as db:
+            event = self._skip(db, item, annotator, now)
+            return event, self._lease_next(db, annotator, candidates, seconds, now)
+
+    def _skip(self, db: sqlite3.Connection, item: int, annotator: str, now: float) -> Event:
+        self._present_item(db, item)
+        lease = db.execute("SELECT annotator, expires FROM leases WHERE item = ?", (item,)).fetchone()
+        if lease is not None and lease[0] != annotator and lease[1] > now:
+            raise LeaseConflictError(f"item {item} is leased to another annotator")
+        if lease is not None and lease[0] == annotator:
+            self._end_lease(db, item, now)
+        return self._insert_event(db, item=item, kind="skip", label=None, annotator=annotator, now=now, source="app")
 
     def undo(self, annotator: str, *, lease_seconds: float = 300.0, now: float | None = None) -> tuple[Event, Event]:
         """Take back ``annotator``'s latest answer or skip that is still in force.
@@ -704,27 +734,35 @@ class LabelStore:
         annotator = _check_annotator(annotator)
         now = time.time() if now is None else now
         with self._write() as db:
-            held = db.execute(
-                "SELECT l.item FROM leases l JOIN items i ON i.id = l.item WHERE l.annotator = ? AND l.expires > ? "
-                "AND i.present = 1 AND NOT EXISTS (SELECT 1 FROM labels x WHERE x.item = l.item) "
-                "ORDER BY l.granted DESC LIMIT 1", (annotator, now)).fetchone()
-            if held is not None:
-                self._grant(db, int(held[0]), annotator, now, seconds)
-                return int(held[0])
-            labelled = {r[0] for r in db.execute("SELECT item FROM labels")}
-            leased = {r[0] for r in db.execute("SELECT item FROM leases WHERE expires > ? AND annotator != ?",
-                                               (now, annotator))}
-            skipped = {r[0] for r in db.execute(
-                "SELECT e.item FROM events e WHERE e.annotator = ? AND e.kind = 'skip' "
-                "AND NOT EXISTS (SELECT 1 FROM events u WHERE u.target = e.id)", (annotator,))}
-            absent = {r[0] for r in db.execute("SELECT id FROM items WHERE present = 0")}
-            blocked = labelled | leased | skipped | absent
-            for item in candidates:
+            return self._lease_next(db, annotator, candidates, seconds, now)
+
+    def _lease_next(self, db: sqlite3.Connection, annotator: str, candidates: Iterable[int], seconds: float,
+                    now: float) -> int | None:
+        held = db.execute(
+            "SELECT l.item FROM leases l JOIN items i ON i.id = l.item WHERE l.annotator = ? AND l.expires > ? "
+            "AND i.present = 1 AND NOT EXISTS (SELECT 1 FROM labels x WHERE x.item = l.item) "
+            "ORDER BY l.granted DESC LIMIT 1", (annotator, now)).fetchone()
+        if held is not None:
+            self._grant(db, int(held[0]), annotator, now, seconds)
+            return int(held[0])
+        candidates = iter(candidates)
+        while chunk := [int(i) for i in itertools.islice(candidates, _LEASE_CHUNK)]:
+            marks = ",".join("?" * len(chunk))
+            blocked = {r[0] for r in db.execute(f"SELECT item FROM labels WHERE item IN ({marks})", chunk)}
+            blocked.update(r[0] for r in db.execute(
+                f"SELECT item FROM leases WHERE item IN ({marks}) AND expires > ? AND annotator != ?",
+                (*chunk, now, annotator)))
+            blocked.update(r[0] for r in db.execute(
+                f"SELECT id FROM items WHERE id IN ({marks}) AND present = 0", chunk))
+            blocked.update(r[0] for r in db.execute(
+                f"SELECT e.item FROM events e WHERE e.item IN ({marks}) AND e.annotator = ? AND e.kind = 'skip' "
+                "AND NOT EXISTS (SELECT 1 FROM events u WHERE u.target = e.id)", (*chunk, annotator)))
+            for item in chunk:
                 if item not in blocked:
-                    self._grant(db, int(item), annotator, now, seconds)
-                    return int(item)
-            for (other,) in db.execute("SELECT item FROM leases WHERE annotator = ?", (annotator,)).fetchall():
-                self._end_lease(db, other, now)
+                    self._grant(db, item, annotator, now, seconds)
+                    return item
+        for (other,) in db.execute("SELECT item FROM leases WHERE annotator = ?", (annotator,)).fetchall():
+            self._end_lease(db, other, now)
         return None
 
     def release(self, annotator: str, *, now: float | None = None) -> None:

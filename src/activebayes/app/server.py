@@ -232,7 +232,8 @@ class LabelApp:
             if self._served is not None and self._served.version == version:
                 return self._served
         latest = self.store.latest_proposal()
-        present = self.store.item_ids()
+        labelled = set(self.store.labels())
+        present = [item for item in self.store.item_ids() if item not in labelled]
         if latest is None:
             order = list(present)
             random.Random(derive_seed(self.project.config.seed, "fallback", -1)).shuffle(order)
@@ -246,7 +247,8 @@ class LabelApp:
             info = {}
             for rank, item in enumerate(ranking):
                 info[item] = (rank, float(scores[item]), probs[rank] if rank < len(probs) else None, item in batch)
-            head = batch + [i for i in ranking if i not in set(batch)]
+            in_batch = set(batch)
+            head = [i for i in batch + [i for i in ranking if i not in in_batch] if i not in labelled]
             rest = [i for i in present if i not in info]
             random.Random(derive_seed(self.project.config.seed, "fallback", round_)).shuffle(rest)
             served = _Served(version, round_, head + rest, info, proposal.get("strategy", ""),
@@ -283,10 +285,11 @@ class LabelApp:
 
     def next_item(self, annotator: str) -> dict[str, Any]:
         served = self.served()
-        item = self.store.lease_next(annotator, served.order, seconds=self.lease_seconds)
-        if item is not None:
-            with self._lock:
-                self._served_from[item] = self._prediction_in(served, item)
+        return self._offer(annotator, served, self.store.lease_next(annotator, served.order,
+                                                                    seconds=self.lease_seconds))
+
+    def _offer(self, annotator: str, served: _Served, item: int | None) -> dict[str, Any]:
+        """The response for a freshly leased ``item`` (or the message when there is none)."""
         if item is None:
             counts = self.store.counts()
             left = counts["items"] - counts["labelled"]
@@ -294,6 +297,8 @@ class LabelApp:
                        f"nothing left for you: the {left} unlabelled item(s) are skipped by you or "
                        "being labelled by someone else")
             return {"item": None, "message": message}
+        with self._lock:
+            self._served_from[item] = self._prediction_in(served, item)
         return {"item": self.describe(item, served)}
 
     @staticmethod
@@ -324,18 +329,30 @@ class LabelApp:
                              f"[{', '.join(self.classes)}] or an id 0..{len(self.classes) - 1}")
 
     def answer(self, annotator: str, item: int, label: object, *, then_next: bool = True) -> dict[str, Any]:
-        """Store the answer; then lease and describe the next item (unless ``then_next`` is false)."""
+        """Store the answer and lease the next item in one transaction (no next with ``then_next=False``)."""
         label_id = self.label_id(label)
         round_, predicted = self.prediction(item)
-        event = self.store.answer(item, label_id, annotator, round=round_, predicted=predicted)
+        served = self.served()
+        if then_next:
+            event, following = self.store.answer_and_next(item, label_id, annotator, served.order,
+                                                          seconds=self.lease_seconds, round=round_,
+                                                          predicted=predicted)
+        else:
+            event = self.store.answer(item, label_id, annotator, round=round_, predicted=predicted)
         self.notify()
         saved = {"saved": {"event": event.id, "item": item, "label": self.classes[label_id], "seconds": event.seconds}}
-        return {**saved, **(self.next_item(annotator) if then_next else {"item": None, "message": "answer saved"})}
+        return {**saved, **(self._offer(annotator, served, following) if then_next
+                            else {"item": None, "message": "answer saved"})}
 
     def skip(self, annotator: str, item: int, *, then_next: bool = True) -> dict[str, Any]:
-        event = self.store.skip(item, annotator)
+        served = self.served()
+        if then_next:
+            event, following = self.store.skip_and_next(item, annotator, served.order, seconds=self.lease_seconds)
+        else:
+            event = self.store.skip(item, annotator)
         skipped = {"skipped": {"event": event.id, "item": item}}
-        return {**skipped, **(self.next_item(annotator) if then_next else {"item": None, "message": "skipped"})}
+        return {**skipped, **(self._offer(annotator, served, following) if then_next
+                              else {"item": None, "message": "skipped"})}
 
     def undo(self, annotator: str) -> dict[str, Any]:
         undo, target = self.store.undo(annotator, lease_seconds=self.lease_seconds)

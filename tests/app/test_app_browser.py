@@ -1,0 +1,60 @@
+"""A real browser (headless Chromium driven by Playwright) labels 30 items with the keyboard."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from activebayes.data import load_dataset
+from tests.app.app_helpers import TOKEN
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def key_for(label: int) -> str:
+    return str(label + 1) if label < 9 else "0"
+
+
+def test_label_thirty_items_with_the_keyboard_including_undo(live, project):
+    targets = load_dataset("digits").targets
+    given: dict[int, int] = {}
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page()
+            page.goto(f"{live.url}/?token={TOKEN}")  # the token once, then the cookie
+            assert page.url == f"{live.url}/"
+            page.wait_for_selector("body[data-ready='1']")
+            assert page.locator("#classes button").count() == 10
+            annotator = page.evaluate("sessionStorage.getItem('activebayes-anon')")
+            undo_keys = {10: "Control+z", 20: "Backspace"}
+            while len(given) < 30:
+                item = int(page.get_attribute("body", "data-item"))
+                label = int(targets[project.index_of(item)])
+                if len(given) in undo_keys and undo_keys[len(given)]:
+                    # a slip of the finger, taken back at once
+                    page.keyboard.press(key_for((label + 1) % 10))
+                    page.wait_for_selector(f"body:not([data-item='{item}'])")
+                    page.keyboard.press(undo_keys.pop(len(given)))
+                    page.wait_for_selector(f"body[data-item='{item}']")
+                    assert "took back" in page.inner_text("#toast")
+                page.keyboard.press(key_for(label))
+                page.wait_for_selector(f"body:not([data-item='{item}'])")
+                given[item] = label
+            assert page.inner_text("#stat-mine") == "30"
+            assert page.evaluate("document.getElementById('item-image').naturalWidth") > 0
+        finally:
+            browser.close()
+    store = project.store
+    active = store.active_answers()
+    assert {e.item: e.label for e in active} == given and len(active) == 30
+    assert {e.annotator for e in store.events()} == {annotator}
+    kinds = [e.kind for e in store.events()]
+    assert kinds.count("answer") == 32 and kinds.count("undo") == 2 and kinds.count("skip") == 0
+    store.check_labels()
