@@ -15,6 +15,12 @@ def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+def sequential_uniforms(k: int, seed: int) -> list[float]:
+    """One U[0, 1) per centre, drawn in turn from a CPU generator (what the seeding consumes)."""
+    g = gen(seed)
+    return [float(torch.rand(1, generator=g, dtype=torch.float64)) for _ in range(k)]
+
+
 def random_log_probs(N: int, K: int, C: int, *, seed: int = 0) -> torch.Tensor:
     g = gen(seed)
     logits = torch.randn(N, K, C, generator=g, dtype=torch.float64) * torch.rand(N, 1, 1, generator=g, dtype=torch.float64) * 4
@@ -51,7 +57,7 @@ def test_badge_matches_numpy_kmeans_plus_plus_with_the_same_uniforms(seed: int) 
     features = torch.randn(N, D, generator=gen(100 + seed), dtype=torch.float64)
     ours = badge(log_probs, features, B, generator=gen(seed))
     embeddings = ref.gradient_embeddings(log_probs.exp().numpy(), features.numpy())
-    uniforms = torch.rand(B, generator=gen(seed), dtype=torch.float64).numpy()  # u_0 unused: first = largest |g|
+    uniforms = sequential_uniforms(B, seed)  # u_0 unused: the first pick is the largest |g|
     first = int(np.argmax((embeddings**2).sum(1)))
     expected = ref.d2_seeding(embeddings, B, uniforms, first)
     assert ours.tolist() == expected
@@ -124,5 +130,13 @@ def test_badge_respects_a_budget_and_is_invariant_to_chunking() -> None:
 def test_kmeans_plus_plus_matches_numpy_with_the_same_uniforms() -> None:
     points = torch.randn(50, 3, generator=gen(13), dtype=torch.float64)
     for seed in range(5):
-        uniforms = torch.rand(7, generator=gen(seed), dtype=torch.float64).numpy()
+        uniforms = sequential_uniforms(7, seed)
         assert kmeans_plus_plus(points, 7, generator=gen(seed)) == ref.d2_seeding(points.numpy(), 7, uniforms, None)
+
+
+def test_a_longer_ranking_starts_with_the_batch() -> None:
+    log_probs = random_log_probs(200, 6, 10, seed=14)
+    features = torch.randn(200, 16, generator=gen(15), dtype=torch.float64)
+    for seed in range(3):
+        ranking = badge(log_probs, features, 40, generator=gen(seed)).tolist()
+        assert ranking[:10] == badge(log_probs, features, 10, generator=gen(seed)).tolist()

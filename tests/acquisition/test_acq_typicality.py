@@ -129,3 +129,13 @@ def test_typicality_edge_cases_and_budget() -> None:
         typicality(points, points[:0], 8)
     with pytest.raises(ValueError, match="num_neighbors must be >= 1"):
         typicality(points, points[:0], 2, num_neighbors=0)
+
+
+def test_with_a_fixed_number_of_clusters_a_longer_ranking_starts_with_the_batch() -> None:
+    points, _ = blobs([40, 30, 50, 20], seed=7, D=3)
+    labelled = points[:3] + 0.01
+    batch = typicality(points, labelled, 4, generator=gen(2))
+    ranking = typicality(points, labelled, 12, num_clusters=3 + 4, generator=gen(2))
+    assert ranking.tolist()[:4] == batch.tolist()
+    with pytest.raises(ValueError, match="num_clusters must be <= N \\+ L = 143 items"):
+        typicality(points, labelled, 4, num_clusters=144)

@@ -3,9 +3,10 @@ r"""k-means++ seeding and k-means (Lloyd), seeded, in float64: what BADGE and ty
 *k-means++ seeding* (Arthur & Vassilvitskii 2007): after the first centre, each next
 centre is drawn with probability proportional to ``D(x)^2``, the squared distance
 from ``x`` to its nearest centre so far. Items already chosen have ``D = 0`` and are
-never drawn again. The draws use one uniform ``u_b ~ U[0, 1)`` per centre, all taken
-up front from the CPU ``generator`` as ``torch.rand(k, dtype=float64)``, and inverse
-CDF sampling: the centre is the first item whose running sum of weights exceeds
+never drawn again. The draws use one uniform ``u_b ~ U[0, 1)`` per centre, drawn in
+turn from the CPU ``generator`` as ``torch.rand(1, dtype=float64)`` (so the first b
+centres of a run for k > b are those of a run for b: a ranking's prefix is the batch),
+and inverse CDF sampling: the centre is the first item whose running sum of weights exceeds
 ``u_b · Σ weights`` (so an independent implementation fed the same uniforms makes
 the same picks). When every remaining weight is 0 (all items coincide with a centre)
 the centre is drawn uniformly among the remaining eligible items with the same
@@ -72,12 +73,12 @@ def d2_seeding(
     eligible the seeding stops early. The first pick has no earlier centre: its
     ``D^2`` is reported as ``nan`` (BADGE reports ``|g|^2`` there).
     """
-    uniforms = torch.rand(k, generator=generator, dtype=torch.float64).tolist()
     chosen_N = torch.zeros(N, dtype=torch.bool)
     picks: list[int] = []
     d2_at_pick: list[float] = []
     d2_N: Tensor | None = None
     for step in range(k):
+        uniform = float(torch.rand(1, generator=generator, dtype=torch.float64))
         allowed_N = ~chosen_N
         mask = eligible(picks) if eligible is not None else None
         if mask is not None:
@@ -89,18 +90,18 @@ def d2_seeding(
             if not bool(allowed_N[index]):
                 raise InvalidArgumentError(f"the first centre {index} is not eligible")
         elif d2_N is None:
-            index = _uniform_pick(allowed_N, uniforms[step])
+            index = _uniform_pick(allowed_N, uniform)
         else:
             weights_N = torch.where(allowed_N, d2_N.clamp_min(0.0), torch.zeros_like(d2_N))
             cumulative_N = weights_N.cumsum(0)
             total = float(cumulative_N[-1])
             if total > 0:
-                index = int(torch.searchsorted(cumulative_N, torch.tensor([uniforms[step] * total], dtype=torch.float64), right=True))
+                index = int(torch.searchsorted(cumulative_N, torch.tensor([uniform * total], dtype=torch.float64), right=True))
                 index = min(index, N - 1)
                 if not weights_N[index] > 0:  # rounding at the very end of the range
                     index = int(torch.nonzero(weights_N > 0)[-1])
             else:
-                index = _uniform_pick(allowed_N, uniforms[step])
+                index = _uniform_pick(allowed_N, uniform)
         d2_at_pick.append(float("nan") if d2_N is None else float(d2_N[index].clamp_min(0.0)))
         picks.append(index)
         chosen_N[index] = True

@@ -469,12 +469,14 @@ def _typicality_strategy(
     num_neighbors: int = NUM_NEIGHBORS,
     min_cluster_size: int = MIN_CLUSTER_SIZE,
     max_clusters: int = MAX_CLUSTERS,
+    num_clusters: int | None = None,
     max_iter: int = 100,
 ) -> Selection:
     """TypiClust (see :func:`~activebayes.acquisition.typicality.typicality`)."""
     selection = typicality(
         features_N_D, labelled_features_L_D, batch_size, generator=generator, num_neighbors=num_neighbors,
-        min_cluster_size=min_cluster_size, max_clusters=max_clusters, max_iter=max_iter, plan=plan, device=device,
+        min_cluster_size=min_cluster_size, max_clusters=max_clusters, num_clusters=num_clusters, max_iter=max_iter,
+        plan=plan, device=device,
     )
     return Selection(selection.indices, selection.scores, name)
 

@@ -7,7 +7,7 @@ cold-start problem). TypiClust works on a representation ``h(x)`` of the items
 (ideally learnt without labels, e.g. self-supervised):
 
 1. cluster the labelled and unlabelled items together with k-means,
-   ``k = min(L + B, max_clusters)`` (L labelled, B = batch size);
+   ``k = min(L + B, max_clusters)`` (L labelled, B = batch size; or ``num_clusters``);
 2. take clusters in order: fewest labelled items first, then the largest
    (ties: the lower cluster id); clusters of ``<= min_cluster_size`` items are left
    out unless nothing else is left (the paper's code: 5);
@@ -181,6 +181,7 @@ def typicality(
     num_neighbors: int = NUM_NEIGHBORS,
     min_cluster_size: int = MIN_CLUSTER_SIZE,
     max_clusters: int = MAX_CLUSTERS,
+    num_clusters: int | None = None,
     max_iter: int = 100,
     costs_N: Tensor | None = None,
     budget: float | None = None,
@@ -199,6 +200,10 @@ def typicality(
         min_cluster_size: clusters of at most this many items are used only when no
             larger one has items left.
         max_clusters: cap on ``k = L + batch_size`` clusters.
+        num_clusters: k itself (at most ``N + L``), instead of ``min(L + batch_size,
+            max_clusters)``. The clustering depends on k, so a longer ranking is an
+            extension of a shorter one only when both use the same k: a caller that asks
+            for more picks than its batch (a look-ahead) passes ``L + its batch size``.
         max_iter: k-means iterations at most.
         costs_N: optional per-item labelling costs ``[N]`` (with ``budget``).
         budget: total labelling cost (with ``costs_N``).
@@ -226,6 +231,10 @@ def typicality(
     num_neighbors = check_positive_int(num_neighbors, "num_neighbors")
     min_cluster_size = check_positive_int(min_cluster_size, "min_cluster_size", allow_zero=True)
     max_clusters = check_positive_int(max_clusters, "max_clusters")
+    if num_clusters is not None:
+        num_clusters = check_positive_int(num_clusters, "num_clusters")
+        if num_clusters > N + L:
+            raise InvalidArgumentError(f"num_clusters must be <= N + L = {N + L} items, got {num_clusters}")
     if plan is None:
         plan = check_budget(costs_N, budget, N)
     elif costs_N is not None or budget is not None:
@@ -234,7 +243,7 @@ def typicality(
     points_T_D = torch.cat([pool.to(torch.float64), labelled.to(pool.device, torch.float64)])
     if device is not None:
         points_T_D = points_T_D.to(device)
-    k = min(L + batch_size, max_clusters, N + L)
+    k = min(L + batch_size, max_clusters, N + L) if num_clusters is None else num_clusters
     clustering = kmeans(points_T_D, k, generator=generator, max_iter=max_iter)
     is_labelled_T = torch.zeros(N + L, dtype=torch.bool)
     is_labelled_T[N:] = True
