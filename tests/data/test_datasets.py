@@ -29,7 +29,7 @@ def test_docstring_examples_run(module):
 
 
 def test_available_datasets():
-    assert set(available_datasets()) == {"digits", "mnist", "fashion_mnist", "kmnist", "memmap"}
+    assert set(available_datasets()) == {"digits", "mnist", "fashion_mnist", "kmnist", "memmap", "repeated_mnist"}
 
 
 def test_unknown_dataset_and_split():
