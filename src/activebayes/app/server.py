@@ -671,7 +671,7 @@ def serve(project: LabellingProject | str | Path, *, host: str = "127.0.0.1", po
         except KeyboardInterrupt:  # uvicorn shut down cleanly, then re-raised the Ctrl-C
             pass
         finally:
-            background.stop()
+            background.stop(timeout=2.0)
             counts = project.store.counts()
             echo(f"stopped; {counts['labelled']} of {counts['items']} items labelled, every answer saved in "
                  f"{project.store.path}")

@@ -141,6 +141,8 @@ class WorkerThread:
         self.wake_event.set()
 
     def stop(self, timeout: float = 60.0) -> None:
+        """Ask the thread to stop and wait up to ``timeout`` seconds (it is a daemon thread: a
+        round still training when the process exits is redone at the next start)."""
         self.stop_event.set()
         self.wake_event.set()
         self._thread.join(timeout)
@@ -184,7 +186,9 @@ class WorkerProcess:
     def wake(self) -> None:
         self.wake_event.set()
 
-    def stop(self, timeout: float = 60.0) -> None:
+    def stop(self, timeout: float = 2.0) -> None:
+        """Ask the worker to stop; kill it after ``timeout`` seconds (a round cut short is
+        redone at the next start: its labels are in the store, its results were not stored)."""
         self.stop_event.set()
         self.wake_event.set()
         self._process.join(timeout)
