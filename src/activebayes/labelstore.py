@@ -704,6 +704,41 @@ class LabelStore:
         return {"items": items, "labelled": labelled, "answers": kinds.get("answer", 0),
                 "skips": kinds.get("skip", 0), "undos": kinds.get("undo", 0), "annotators": annotators}
 
+    _ACTIVE_ANSWER = "kind = 'answer' AND NOT EXISTS (SELECT 1 FROM events u WHERE u.target = e.id)"
+
+    def class_counts(self) -> list[int]:
+        """How many present items carry each class now."""
+        counts = [0] * len(self.classes)
+        for label, n in self._read("SELECT l.label, count(*) FROM labels l JOIN items i ON i.id = l.item "
+                                   "WHERE i.present = 1 GROUP BY l.label"):
+            counts[label] = n
+        return counts
+
+    def n_uncommitted(self) -> int:
+        (n,), = self._read("SELECT count(*) FROM labels l JOIN items i ON i.id = l.item WHERE i.present = 1 "
+                           "AND NOT EXISTS (SELECT 1 FROM round_items r WHERE r.item = l.item)")
+        return int(n)
+
+    def prequential(self, *, last: int = 50) -> tuple[dict[int, tuple[int, int]], tuple[int, int]]:
+        """Held-out accuracy of the served models: ``({round: (answers, correct)}, (answers, correct)
+        over the latest ``last``)``, from answers in force that carry a prediction."""
+        where = f"FROM events e WHERE {self._ACTIVE_ANSWER} AND predicted IS NOT NULL"
+        per_round = {int(r): (int(n), int(c)) for r, n, c in
+                     self._read(f"SELECT round, count(*), sum(predicted = label) {where} GROUP BY round")}
+        recent = [int(c) for (c,) in self._read(f"SELECT predicted = label {where} ORDER BY id DESC LIMIT ?", (last,))]
+        return per_round, (len(recent), sum(recent))
+
+    def annotator_counts(self) -> list[dict[str, Any]]:
+        """Per annotator: answers, skips, undos and the mean seconds from lease to answer."""
+        table: dict[str, dict[str, Any]] = {}
+        for who, kind, n, seconds in self._read(
+                "SELECT annotator, kind, count(*), avg(seconds) FROM events GROUP BY annotator, kind ORDER BY annotator"):
+            entry = table.setdefault(who, {"name": who, "answers": 0, "skips": 0, "undos": 0, "mean_seconds": None})
+            entry[{"answer": "answers", "skip": "skips", "undo": "undos"}[kind]] = int(n)
+            if kind == "answer" and seconds is not None:
+                entry["mean_seconds"] = round(float(seconds), 3)
+        return list(table.values())
+
     # ----------------------------------------------------------------- leases
 
     def _grant(self, db: sqlite3.Connection, item: int, annotator: str, now: float, seconds: float) -> None:

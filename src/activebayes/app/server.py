@@ -215,6 +215,9 @@ class LabelApp:
         self._lock = threading.Lock()
         self._served: _Served | None = None
         self._served_from: dict[int, tuple[int, int | None]] = {}
+        # items answered through this server since the order was built: skipped when looking for
+        # the next item (the store still checks every candidate; this only saves it the work)
+        self._answered_here: set[int] = set()
         self._pngs: OrderedDict[int, bytes] = OrderedDict()
         self._png_cache = image_cache
         self._keys = {item.id: item.key for item in self.store.items(present_only=False)}
@@ -231,6 +234,7 @@ class LabelApp:
         with self._lock:
             if self._served is not None and self._served.version == version:
                 return self._served
+            self._answered_here = set()
         latest = self.store.latest_proposal()
         labelled = set(self.store.labels())
         present = [item for item in self.store.item_ids() if item not in labelled]
@@ -283,9 +287,13 @@ class LabelApp:
         payload["why"] = why
         return payload
 
+    def _candidates(self, served: _Served) -> Any:
+        done = self._answered_here
+        return (item for item in served.order if item not in done)
+
     def next_item(self, annotator: str) -> dict[str, Any]:
         served = self.served()
-        return self._offer(annotator, served, self.store.lease_next(annotator, served.order,
+        return self._offer(annotator, served, self.store.lease_next(annotator, self._candidates(served),
                                                                     seconds=self.lease_seconds))
 
     def _offer(self, annotator: str, served: _Served, item: int | None) -> dict[str, Any]:
@@ -334,11 +342,13 @@ class LabelApp:
         round_, predicted = self.prediction(item)
         served = self.served()
         if then_next:
-            event, following = self.store.answer_and_next(item, label_id, annotator, served.order,
+            event, following = self.store.answer_and_next(item, label_id, annotator, self._candidates(served),
                                                           seconds=self.lease_seconds, round=round_,
                                                           predicted=predicted)
         else:
             event = self.store.answer(item, label_id, annotator, round=round_, predicted=predicted)
+        with self._lock:
+            self._answered_here.add(item)
         self.notify()
         saved = {"saved": {"event": event.id, "item": item, "label": self.classes[label_id], "seconds": event.seconds}}
         return {**saved, **(self._offer(annotator, served, following) if then_next
@@ -347,7 +357,8 @@ class LabelApp:
     def skip(self, annotator: str, item: int, *, then_next: bool = True) -> dict[str, Any]:
         served = self.served()
         if then_next:
-            event, following = self.store.skip_and_next(item, annotator, served.order, seconds=self.lease_seconds)
+            event, following = self.store.skip_and_next(item, annotator, self._candidates(served),
+                                                        seconds=self.lease_seconds)
         else:
             event = self.store.skip(item, annotator)
         skipped = {"skipped": {"event": event.id, "item": item}}
@@ -356,6 +367,8 @@ class LabelApp:
 
     def undo(self, annotator: str) -> dict[str, Any]:
         undo, target = self.store.undo(annotator, lease_seconds=self.lease_seconds)
+        with self._lock:
+            self._answered_here.discard(target.item)
         self.notify()
         undone = {"event": undo.id, "kind": target.kind, "item": target.item,
                   "label": self.classes[target.label] if target.label is not None else None}
@@ -397,51 +410,30 @@ class LabelApp:
     # ----------------------------------------------------------------- state for the pages
 
     def state(self) -> dict[str, Any]:
+        """Everything the pages show (SQL aggregates: cheap whatever the number of answers)."""
         store = self.store
         counts = store.counts()
         served = self.served()
         status = read_status(store)
-        pending = len(store.uncommitted())
+        pending = store.n_uncommitted()
         batch_size = self.project.config.batch_size
         if status.get("state") == "ready" and pending >= batch_size:
             status = {**status, "state": "queued"}
-        labels = store.labels()
-        balance = [0] * len(self.classes)
-        for label in labels.values():
-            balance[label] += 1
-        answers = store.active_answers()
-        by_round: dict[int, list[int]] = {}
-        for event in answers:
-            if event.predicted is not None and event.round is not None:
-                by_round.setdefault(event.round, [0, 0])
-                by_round[event.round][0] += 1
-                by_round[event.round][1] += int(event.predicted == event.label)
-        recent = [e for e in answers if e.predicted is not None][-50:]
+        by_round, (n_recent, correct_recent) = store.prequential(last=50)
         curve = []
         for round_, record, _committed in store.rounds():
             metrics = record.get("metrics") or {}
-            n, correct = by_round.get(round_, [0, 0])
+            n, correct = by_round.get(round_, (0, 0))
             curve.append({"round": round_, "n_labelled": record.get("n_labelled"),
                           "test_accuracy": metrics.get("test_accuracy"),
                           "prequential_accuracy": correct / n if n else None, "prequential_n": n,
                           "seconds": record.get("seconds")})
-        n, correct = by_round.get(served.round, [0, 0])
+        n, correct = by_round.get(served.round, (0, 0))
         if served.round >= len(curve):
             curve.append({"round": served.round, "n_labelled": served.n_labelled,
                           "test_accuracy": served.metrics.get("test_accuracy"),
                           "prequential_accuracy": correct / n if n else None, "prequential_n": n,
                           "seconds": None, "current": True})
-        per_annotator: dict[str, dict[str, Any]] = {}
-        for event in store.events():
-            entry = per_annotator.setdefault(event.annotator, {"answers": 0, "skips": 0, "undos": 0, "seconds": []})
-            entry[{"answer": "answers", "skip": "skips", "undo": "undos"}[event.kind]] += 1
-            if event.seconds is not None:
-                entry["seconds"].append(event.seconds)
-        annotators = []
-        for name, entry in sorted(per_annotator.items()):
-            seconds = sorted(entry.pop("seconds"))
-            annotators.append({"name": name, **entry,
-                               "median_seconds": seconds[len(seconds) // 2] if seconds else None})
         latest_test = next((p["test_accuracy"] for p in reversed(curve) if p.get("test_accuracy") is not None), None)
         return {
             "project": str(self.project.directory),
@@ -455,13 +447,13 @@ class LabelApp:
             "strategy": self.project.config.strategy,
             "status": {k: v for k, v in status.items() if k != "traceback"},
             "accuracy": {
-                "prequential": sum(int(e.predicted == e.label) for e in recent) / len(recent) if recent else None,
-                "prequential_n": len(recent),
+                "prequential": correct_recent / n_recent if n_recent else None,
+                "prequential_n": n_recent,
                 "test": latest_test,
             },
             "curve": curve,
-            "balance": balance,
-            "annotators": annotators,
+            "balance": store.class_counts(),
+            "annotators": store.annotator_counts(),
             "exports": {fmt: f"/api/export/{fmt}" for fmt in ("csv", "json", "labelstudio")},
             "now": time.time(),
         }

@@ -77,8 +77,8 @@
     const total = state.balance.reduce((a, b) => a + b, 0) || 1;
     AB.bars(document.getElementById("balance"), state.classes.map((name, i) => ({
       name: name, value: state.balance[i] / total, label: String(state.balance[i]) })));
-    table(document.getElementById("annotators"), ["annotator", "answers", "skips", "undos", "median s"],
-      state.annotators.map((a) => [a.name, a.answers, a.skips, a.undos, a.median_seconds === null ? "–" : a.median_seconds.toFixed(1)]));
+    table(document.getElementById("annotators"), ["annotator", "answers", "skips", "undos", "s per answer"],
+      state.annotators.map((a) => [a.name, a.answers, a.skips, a.undos, a.mean_seconds === null ? "–" : a.mean_seconds.toFixed(1)]));
     const exports = document.getElementById("exports");
     exports.replaceChildren();
     for (const [fmt, href] of Object.entries(state.exports)) {

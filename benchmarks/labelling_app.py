@@ -1,0 +1,206 @@
+"""Time to the next item in the labelling app, with 4 annotators while the model retrains.
+
+The real thing end to end: a labelling project is created, ``activebayes label`` runs
+in its own process (the web server, plus its training worker process), and
+``--annotators`` simulated annotators (threads with their own HTTP connection) label
+with the true labels, each pausing ``--think-ms`` between answers. Every
+``--batch-size`` answers the worker retrains the model (default settings of a project:
+BALD, the default model and training) and rescores the pool in the background.
+
+Measured per answer, on the client: the wall time of ``POST /api/answer``, which stores
+the answer (committed and fsynced) and returns the next item: the *time to the next
+item*. The image of the next item is fetched too and timed separately. A monitor reads
+the worker's status every 100 ms; an answer counts as *during training* when the worker was
+training or scoring both when it was sent and when it came back (the status is read
+from the project's store, read-only, so watching adds no load to the server).
+
+    python benchmarks/labelling_app.py --dataset digits
+    python benchmarks/labelling_app.py --dataset mnist --data-dir ../shared/data/mnist
+
+Results go to ``benchmarks/results/labelling_app.json`` (one entry per dataset, replaced
+when that dataset is run again): ``p50_ms``, ``p99_ms``, ``answers``, ``annotators``,
+``dataset``, and the same percentiles for the answers during training, the image
+fetches, the rounds trained and their durations, and the machine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import queue
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "labelling_app.json"
+BUSY = ("training", "scoring")
+STORE_FILE = "labels.sqlite"
+
+
+def start_server(project: Path, args: argparse.Namespace) -> tuple[subprocess.Popen, str, str]:
+    command = [sys.executable, "-m", "activebayes", "label", str(project), "--port", "0",
+               "--dataset", args.dataset, "--batch-size", str(args.batch_size)]
+    if args.data_dir:
+        command += ["--data-dir", args.data_dir]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=1)
+        except queue.Empty:
+            if process.poll() is not None:
+                raise RuntimeError(f"the server exited: {process.stderr.read()}") from None
+            continue
+        print("  server:", line.rstrip())
+        if "?token=" in line:
+            url = line.strip()
+            return process, url.split("/?token=")[0], url.split("?token=")[1]
+    process.kill()
+    raise RuntimeError("the server printed no address within 10 minutes")
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    return float(np.percentile(np.asarray(values), q)) if values else None
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from activebayes.data import load_dataset
+
+    targets = load_dataset(args.dataset, data_dir=args.data_dir, split="train").targets
+    with tempfile.TemporaryDirectory(prefix="ab-labelling-bench-") as tmp:
+        project = Path(tmp) / "project"
+        process, url, token = start_server(project, args)
+        headers = {"Authorization": f"Bearer {token}"}
+        samples: list[dict[str, Any]] = []
+        images: list[float] = []
+        states: list[tuple[float, str]] = []
+        stop = threading.Event()
+        lock = threading.Lock()
+        errors: list[str] = []
+
+        def monitor() -> None:
+            # the worker's status straight from the store (read-only), so watching adds no load to the server
+            while not project.joinpath(STORE_FILE).is_file():
+                time.sleep(0.05)
+            store = sqlite3.connect(f"file:{project / STORE_FILE}?mode=ro", uri=True, timeout=30)
+            while not stop.is_set():
+                with contextlib.suppress(sqlite3.Error):
+                    row = store.execute("SELECT value FROM meta WHERE key = 'status'").fetchone()
+                    states.append((time.perf_counter(), json.loads(row[0])["state"] if row else "starting"))
+                stop.wait(0.1)
+            store.close()
+
+        def state_at(moment: float) -> str:
+            before = [s for t, s in states if t <= moment]
+            return before[-1] if before else "starting"
+
+        def annotate(name: str) -> None:
+            with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
+                item = http.post("/api/next", json={"annotator": name}).json()["item"]
+                while item is not None and not stop.is_set():
+                    label = int(targets[int(item["key"].rsplit("[", 1)[1].rstrip("]"))])
+                    sent = time.perf_counter()
+                    response = http.post("/api/answer", json={"annotator": name, "item": item["id"], "label": label})
+                    came = time.perf_counter()
+                    if response.status_code != 200:
+                        errors.append(f"{name}: {response.status_code} {response.text}")
+                        return
+                    item = response.json()["item"]
+                    with lock:
+                        samples.append({"ms": 1000 * (came - sent), "sent": sent, "came": came})
+                        if len(samples) >= args.answers:
+                            stop.set()
+                    if item is not None:
+                        tic = time.perf_counter()
+                        http.get(item["image"]).raise_for_status()
+                        images.append(1000 * (time.perf_counter() - tic))
+                    time.sleep(args.think_ms / 1000)
+
+        watcher = threading.Thread(target=monitor, daemon=True)
+        watcher.start()
+        started = time.perf_counter()
+        annotators = [threading.Thread(target=annotate, args=(f"annotator-{k}",)) for k in range(args.annotators)]
+        for thread in annotators:
+            thread.start()
+        for thread in annotators:
+            thread.join()
+        stop.set()
+        elapsed = time.perf_counter() - started
+        with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
+            final = http.get("/api/state").json()
+        process.send_signal(signal.SIGINT)
+        process.wait(120)
+        if errors:
+            raise RuntimeError("; ".join(errors[:3]))
+
+    all_ms = [s["ms"] for s in samples]
+    training_ms = [s["ms"] for s in samples if state_at(s["sent"]) in BUSY and state_at(s["came"]) in BUSY]
+    rounds = [p for p in final["curve"] if p.get("seconds")]
+    train_seconds = [round(sum(p["seconds"].get(k, 0.0) for k in ("fit", "evaluate", "acquire")), 2) for p in rounds]
+    return {
+        "dataset": args.dataset,
+        "annotators": args.annotators,
+        "answers": len(samples),
+        "p50_ms": round(percentile(all_ms, 50), 2),
+        "p99_ms": round(percentile(all_ms, 99), 2),
+        "max_ms": round(max(all_ms), 2),
+        "answers_during_training": len(training_ms),
+        "p50_ms_during_training": round(percentile(training_ms, 50), 2) if training_ms else None,
+        "p99_ms_during_training": round(percentile(training_ms, 99), 2) if training_ms else None,
+        "image_p50_ms": round(percentile(images, 50), 2),
+        "image_p99_ms": round(percentile(images, 99), 2),
+        "think_ms": args.think_ms,
+        "batch_size": args.batch_size,
+        "seconds": round(elapsed, 1),
+        "rounds_trained": len(rounds),
+        "round_seconds": train_seconds,
+        "items": final["counts"]["items"],
+        "strategy": final["strategy"],
+        "machine": {"cpus": os.cpu_count(), "load_average_1min": round(os.getloadavg()[0], 2),
+                    "python": platform.python_version(), "platform": platform.platform()},
+        "command": "python benchmarks/labelling_app.py " + " ".join(sys.argv[1:]),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default="digits", help="digits or mnist [digits]")
+    parser.add_argument("--data-dir", default=None, help="folder with the dataset's files (MNIST)")
+    parser.add_argument("--annotators", type=int, default=4)
+    parser.add_argument("--answers", type=int, default=400, help="answers in total [400]")
+    parser.add_argument("--batch-size", type=int, default=20, help="labels per round [20]")
+    parser.add_argument("--think-ms", type=float, default=250.0, help="pause between an annotator's answers [250]")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if args.data_dir:
+        args.data_dir = str(Path(args.data_dir).resolve())
+    result = run(args)
+    print(json.dumps(result, indent=1))
+    runs = []
+    if args.out.is_file():
+        runs = [r for r in json.loads(args.out.read_text()).get("runs", []) if r.get("dataset") != args.dataset]
+    runs.append(result)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"runs": sorted(runs, key=lambda r: r["dataset"])}, indent=1) + "\n")
+    print(f"written: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
