@@ -47,13 +47,15 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from activebayes._seeding import make_generator, seeded_global_rng
+from activebayes._seeding import derive_seed, make_generator, seeded_global_rng
 from activebayes._validation import check_device
-from activebayes.acquisition import get_strategy, select
+from activebayes.acquisition import Strategy, get_strategy
 from activebayes.data import Pool, load_dataset
 from activebayes.metrics import evaluate_classification
 from activebayes.models import Ensemble, build_model, fit, predict_log_probs
+from activebayes.models.embeddings import penultimate_features
 from activebayes.oracles import SimulatedOracle
+from activebayes.scoring import PoolExecutor, score_pool
 from activebayes.records import (
     INITIAL_CHOICES,
     LoopConfig,
@@ -132,6 +134,10 @@ class Plateau:
 
 Oracle = Callable[[Tensor], Tensor]
 
+#: BatchBALD scores the whole pool while its ``[N, K, C]`` float32 predictions fit in this
+#: many bytes; beyond, a BALD pre-filter keeps the best ``_BATCHBALD_BYTES / (K C 4)`` items.
+_BATCHBALD_BYTES = 1 << 30
+
 
 class ActiveLearningLoop:
     """The fit / evaluate / acquire / label loop over a :class:`~activebayes.data.Pool`.
@@ -146,8 +152,10 @@ class ActiveLearningLoop:
     ``dataset`` / ``test`` (``ArrayDataset``) to use your own data, an ``oracle``
     (any callable ``indices_B -> labels_B``, e.g. a ``SimulatedOracle``; needed
     only by :meth:`step`), a ``model_factory`` (``generator -> nn.Module``) for
-    your own network, and ``costs_N`` (per-item labelling cost, indexed by
-    original dataset index; ``config.costs_file`` loads them from a file instead).
+    your own network, ``costs_N`` (per-item labelling cost, indexed by
+    original dataset index; ``config.costs_file`` loads them from a file instead),
+    and an ``executor`` for scoring the pool (default: this process; e.g.
+    :class:`activebayes.distributed.RayExecutor` for a Ray cluster).
     """
 
     def __init__(
@@ -160,6 +168,7 @@ class ActiveLearningLoop:
         model_factory: Callable[[torch.Generator], torch.nn.Module] | None = None,
         costs_N: Tensor | None = None,
         stopping: Sequence[StoppingCriterion] = (),
+        executor: PoolExecutor | None = None,
     ) -> None:
         self.config = config = config or LoopConfig()
         self._strategy = get_strategy(config.strategy)  # fails early on unknown names
@@ -202,6 +211,7 @@ class ActiveLearningLoop:
         self.model: torch.nn.Module | None = None
         self.stop_reason: str | None = None
         self.pending: Proposal | None = None
+        self._executor = executor
 
     @property
     def oracle(self) -> Oracle:
@@ -449,7 +459,11 @@ class ActiveLearningLoop:
 
     def _acquire(self, model: torch.nn.Module, n_labelled: int, r: int,
                  lookahead: int) -> tuple[int, Tensor, Tensor, str]:
-        """``(batch_size, ranking_N, scores, strategy)``: the batch is the ranking's prefix."""
+        """``(batch_size, ranking_N, scores, strategy)``: the batch is the ranking's prefix.
+
+        The pool is scored by :func:`activebayes.scoring.score_pool`, streamed in chunks
+        (a memory-mapped pool is never loaded whole) on this process or on Ray.
+        """
         config = self.config
         candidates_N = self.pool.unlabelled_indices
         if config.pool_subsample is not None and len(candidates_N) > config.pool_subsample:
@@ -457,21 +471,63 @@ class ActiveLearningLoop:
             candidates_N = candidates_N[keep[: config.pool_subsample]].sort().values
         batch_size = min(config.batch_size, config.budget - n_labelled, len(candidates_N))
         ranked = min(batch_size + lookahead, len(candidates_N))
-        options = dict(config.acquisition_options)
-        cost_options: dict[str, Any] = {}
+        entry = self._strategy
+        # nothing to be uncertain with before the first label: random picks
+        strategy = "random" if n_labelled == 0 and entry.needs_predictions else entry.name
+        options = dict(config.acquisition_options) if strategy == entry.name else {}
+        costs_N = cost_budget = None
         if self.costs_N is not None and config.cost_budget is not None:
-            cost_options = {"costs_N": self.costs_N[candidates_N], "budget": config.cost_budget - self.cost_spent}
-        generator = make_generator(config.seed, "acquire", r)
-        strategy = config.strategy
-        if n_labelled == 0 or not self._strategy.needs_predictions:
-            # nothing to be uncertain with yet (or a strategy that ignores the model)
-            strategy = "random" if self._strategy.needs_predictions else config.strategy
-            selection = select(len(candidates_N), strategy, ranked, generator=generator, **cost_options)
-        else:
-            log_probs = self._predict(model, self.dataset.inputs[candidates_N], key="pool", num_samples=config.num_samples)
-            selection = select(log_probs, strategy, ranked, generator=generator,
-                               device=config.device, **cost_options, **options)
-        return min(batch_size, len(selection.indices)), candidates_N[selection.indices], selection.scores, strategy
+            costs_N, cost_budget = self.costs_N[candidates_N], config.cost_budget - self.cost_spent
+        inputs = self._strategy_inputs(get_strategy(strategy), model, candidates_N, n_labelled)
+        if strategy == "typicality":
+            # as many clusters as the labelled set plus this batch (TypiClust), whatever the lookahead
+            options.setdefault("num_clusters", n_labelled + batch_size)
+        if strategy == "batchbald":
+            # BatchBALD on the whole pool while its predictions fit in memory, else a BALD pre-filter
+            per_item = config.num_samples * self.dataset.num_classes * 4
+            options.setdefault("prefilter", max(batch_size, min(len(candidates_N), _BATCHBALD_BYTES // per_item)))
+        selection = score_pool(
+            model,
+            self.dataset,
+            candidates_N,
+            strategy,
+            ranked,
+            num_samples=None if isinstance(model, Ensemble) else config.num_samples,
+            mask_generator=make_generator(config.seed, r, "pool"),
+            selection_seed=derive_seed(config.seed, "acquire", r),
+            predict_batch_size=config.predict_batch_size,
+            device=config.device,
+            costs_N=costs_N,
+            cost_budget=cost_budget,
+            options=options,
+            strategy_inputs=inputs,
+            executor=self._executor,
+        )
+        return min(batch_size, len(selection.indices)), selection.indices, selection.scores, strategy
+
+    def _strategy_inputs(self, entry: Strategy, model: torch.nn.Module, candidates_N: Tensor,
+                         n_labelled: int) -> dict[str, Tensor]:
+        """The representation-based inputs a strategy reads (BADGE, typicality)."""
+        wanted = set(entry.inputs) | set(entry.optional_inputs)
+        if not wanted & {"features", "labelled_features"}:
+            return {}
+        features = self._features(model, n_labelled)
+        inputs = {}
+        if "features" in wanted:
+            inputs["features_N_D"] = features(candidates_N)
+        if "labelled_features" in wanted:
+            inputs["labelled_features_L_D"] = features(self.pool.labelled_indices)
+        return inputs
+
+    def _features(self, model: torch.nn.Module, n_labelled: int) -> Callable[[Tensor], Tensor]:
+        """Features of items by original index: the round model's penultimate layer, or the
+        flattened inputs before the first model is trained."""
+        if n_labelled == 0:
+            width = math.prod(self.dataset.input_shape)
+            return lambda index_N: self.dataset.rows(index_N)[:].reshape(len(index_N), width).float()
+        return lambda index_N: penultimate_features(
+            model, self.dataset.rows(index_N), batch_size=self.config.predict_batch_size, device=self.config.device
+        )
 
     # ----------------------------------------------------------------- all rounds
 

@@ -152,23 +152,30 @@ def test_config_round_trip_and_unknown_key():
 def test_pool_and_evaluation_use_their_own_sample_counts(monkeypatch):
     """num_samples is K for scoring the pool, eval_samples K for validation / test."""
     import activebayes.loop as loop_module
+    import activebayes.scoring as scoring_module
 
-    calls: list[tuple[int, int]] = []
+    calls: list[tuple[str, int, int]] = []
     real = loop_module.predict_log_probs
 
-    def spy(model, inputs, num_samples=None, **kwargs):
-        out = real(model, inputs, num_samples, **kwargs)
-        calls.append((inputs.shape[0], out.shape[1]))
-        return out
+    def spy(where):
+        def predict(model, inputs, num_samples=None, **kwargs):
+            out = real(model, inputs, num_samples, **kwargs)
+            calls.append((where, inputs.shape[0], out.shape[1]))
+            return out
+        return predict
 
-    monkeypatch.setattr(loop_module, "predict_log_probs", spy)
+    monkeypatch.setattr(loop_module, "predict_log_probs", spy("loop"))
+    monkeypatch.setattr(scoring_module, "predict_log_probs", spy("pool"))
     config = LoopConfig(strategy="bald", **{**FAST_LOOP, "budget": 30, "num_samples": 7, "eval_samples": 3})
     loop = ActiveLearningLoop(config)
     loop.run(progress=False)
     n_validation, n_test = 50, len(loop.test.inputs)
     n_pool_first = len(loop.dataset.inputs) - n_validation - 20
-    assert calls[:3] == [(n_validation, 3), (n_test, 3), (n_pool_first, 7)]
-    assert {k for n, k in calls if n in (n_validation, n_test)} == {3}
+    assert calls[:2] == [("loop", n_validation, 3), ("loop", n_test, 3)]
+    pool_calls = [(n, k) for where, n, k in calls if where == "pool"]
+    assert pool_calls and {k for _, k in pool_calls} == {7}
+    assert sum(n for n, _ in pool_calls) == n_pool_first  # round 0 scores the whole unlabelled pool once
+    assert {k for where, _, k in calls if where == "loop"} == {3}
 
 
 def test_random_runs_do_not_depend_on_the_pool_sample_count():

@@ -1,0 +1,52 @@
+"""EPIG, BADGE and typicality run in the loop with the inputs they read."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from activebayes._seeding import derive_seed
+from activebayes.acquisition import select
+from activebayes.loop import ActiveLearningLoop, LoopConfig
+from activebayes.models.embeddings import penultimate_features
+from tests.conftest import FAST_LOOP
+
+
+@pytest.mark.parametrize("strategy", ["epig", "power_epig", "badge", "typicality"])
+def test_new_strategies_run_in_the_loop_and_repeat_with_the_seed(strategy):
+    config = LoopConfig(strategy=strategy, **{**FAST_LOOP, "budget": 40, "acquisition_options": (
+        {"num_targets": 50} if "epig" in strategy else {})})
+    first = ActiveLearningLoop(config).run(progress=False)
+    again = ActiveLearningLoop(config).run(progress=False)
+    assert [r.acquired for r in first.rounds] == [r.acquired for r in again.rounds]
+    assert [len(r.acquired) for r in first.rounds] == [10, 10, 0]
+
+
+def test_typicality_works_from_the_first_label_on_raw_inputs():
+    """With no labels, typicality clusters the flattened inputs (no model needed)."""
+    config = LoopConfig(strategy="typicality", **{**FAST_LOOP, "initial": "empty"})
+    loop = ActiveLearningLoop(config)
+    proposal = loop.propose()
+    assert proposal.strategy == "typicality" and len(proposal.indices) == 10
+    candidates_N = loop.pool.unlabelled_indices
+    features_N_D = loop.dataset.inputs[candidates_N].reshape(len(candidates_N), -1)
+    expected = select(features_N_D.shape[0], "typicality", 10, features_N_D=features_N_D,
+                      labelled_features_L_D=features_N_D[:0],
+                      generator=torch.Generator().manual_seed(derive_seed(0, "acquire", 0)), num_clusters=10)
+    assert proposal.indices == candidates_N[expected.indices].tolist()
+
+
+def test_badge_reads_the_round_models_penultimate_features():
+    config = LoopConfig(strategy="badge", **FAST_LOOP)
+    loop = ActiveLearningLoop(config)
+    proposal = loop.propose()
+    candidates_N = loop.pool.unlabelled_indices
+    features_N_D = penultimate_features(loop.model, loop.dataset.inputs[candidates_N])
+    assert features_N_D.shape[1] != loop.dataset.inputs[0].numel()  # a learnt layer, not the pixels
+    log_probs = loop._predict(loop.model, loop.dataset.inputs[candidates_N], key="pool", num_samples=config.num_samples)
+    expected = select(log_probs, "badge", 10, features_N_D=features_N_D,
+                      generator=torch.Generator().manual_seed(derive_seed(0, "acquire", 0)))
+    assert proposal.indices == candidates_N[expected.indices].tolist()
+    assert dataclasses.asdict(proposal)["strategy"] == "badge"
