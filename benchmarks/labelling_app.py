@@ -9,7 +9,9 @@ BALD, the default model and training) and rescores the pool in the background.
 
 Measured per answer, on the client: the wall time of ``POST /api/answer``, which stores
 the answer (committed and fsynced) and returns the next item: the *time to the next
-item*. The image of the next item is fetched too and timed separately. A monitor reads
+item*; ``server_*_ms`` is the part spent in the app itself (its ``Server-Timing`` header:
+reading the body, the store's transaction with its fsync, the next item), the rest is
+HTTP and scheduling. The image of the next item is fetched too and timed separately. A monitor reads
 the worker's status every 100 ms; an answer counts as *during training* when the worker was
 training or scoring both when it was sent and when it came back (the status is read
 from the project's store, read-only, so watching adds no load to the server).
@@ -17,8 +19,8 @@ from the project's store, read-only, so watching adds no load to the server).
     python benchmarks/labelling_app.py --dataset digits
     python benchmarks/labelling_app.py --dataset mnist --data-dir ../shared/data/mnist
 
-Results go to ``benchmarks/results/labelling_app.json`` (one entry per dataset, replaced
-when that dataset is run again): ``p50_ms``, ``p99_ms``, ``answers``, ``annotators``,
+Results go to ``benchmarks/results/labelling_app.json`` (one entry per dataset and
+``--sync`` setting, replaced when that pair is run again): ``p50_ms``, ``p99_ms``, ``answers``, ``annotators``,
 ``dataset``, and the same percentiles for the answers during training, the image
 fetches, the rounds trained and their durations, and the machine's load.
 """
@@ -55,6 +57,7 @@ def start_server(project: Path, args: argparse.Namespace) -> tuple[subprocess.Po
                "--dataset", args.dataset, "--batch-size", str(args.batch_size)]
     if args.data_dir:
         command += ["--data-dir", args.data_dir]
+    command += ["--sync", args.sync]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     lines: queue.Queue[str] = queue.Queue()
@@ -122,8 +125,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         errors.append(f"{name}: {response.status_code} {response.text}")
                         return
                     item = response.json()["item"]
+                    app_ms = float(response.headers.get("server-timing", "app;dur=nan").split("dur=")[1])
                     with lock:
-                        samples.append({"ms": 1000 * (came - sent), "sent": sent, "came": came})
+                        samples.append({"ms": 1000 * (came - sent), "app_ms": app_ms, "sent": sent, "came": came})
                         if len(samples) >= args.answers:
                             stop.set()
                     if item is not None:
@@ -163,8 +167,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "answers_during_training": len(training_ms),
         "p50_ms_during_training": round(percentile(training_ms, 50), 2) if training_ms else None,
         "p99_ms_during_training": round(percentile(training_ms, 99), 2) if training_ms else None,
+        "server_p50_ms": round(percentile([s["app_ms"] for s in samples], 50), 2),
+        "server_p99_ms": round(percentile([s["app_ms"] for s in samples], 99), 2),
         "image_p50_ms": round(percentile(images, 50), 2),
         "image_p99_ms": round(percentile(images, 99), 2),
+        "sync": args.sync,
         "think_ms": args.think_ms,
         "batch_size": args.batch_size,
         "seconds": round(elapsed, 1),
@@ -186,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--answers", type=int, default=400, help="answers in total [400]")
     parser.add_argument("--batch-size", type=int, default=20, help="labels per round [20]")
     parser.add_argument("--think-ms", type=float, default=250.0, help="pause between an annotator's answers [250]")
+    parser.add_argument("--sync", choices=["full", "normal"], default="full",
+                        help="answer durability of the server (activebayes label --sync) [full]")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.data_dir:
@@ -194,10 +203,12 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(result, indent=1))
     runs = []
     if args.out.is_file():
-        runs = [r for r in json.loads(args.out.read_text()).get("runs", []) if r.get("dataset") != args.dataset]
+        runs = [r for r in json.loads(args.out.read_text()).get("runs", [])
+                if (r.get("dataset"), r.get("sync")) != (args.dataset, args.sync)]
     runs.append(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"runs": sorted(runs, key=lambda r: r["dataset"])}, indent=1) + "\n")
+    runs.sort(key=lambda r: (r["dataset"], r.get("sync", "")))
+    args.out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
     print(f"written: {args.out}")
     return 0
 

@@ -434,9 +434,11 @@ def import_(answers: str, project: str, allow_partial: bool, overwrite: bool) ->
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on; anything but loopback is reachable by others (a warning is printed).")
 @click.option("--token", default=None, help="Access token (default: a new random one each start).")
 @click.option("--worker", type=click.Choice(["process", "thread"]), default="process", show_default=True, help="Where the model retrains: a separate process (the page stays fast) or a thread.")
+@click.option("--sync", "synchronous", type=click.Choice(["full", "normal"]), default="full", show_default=True, help="Answer durability: full fsyncs each answer (survives a power cut); normal survives the server being killed, not a power cut, and answers faster on slow disks.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @_friendly
-def label(project: str, port: int, host: str, token: str | None, worker: str, quiet: bool, **settings: Any) -> None:
+def label(project: str, port: int, host: str, token: str | None, worker: str, synchronous: str, quiet: bool,
+          **settings: Any) -> None:
     """Label in the browser while the model learns (the labelling app).
 
     Creates PROJECT (`--images FOLDER --classes a,b,...` or `--dataset NAME`) or
@@ -450,7 +452,7 @@ def label(project: str, port: int, host: str, token: str | None, worker: str, qu
                                    "install them with: pip install 'activebayes[app]'") from None
     with _open_project(project, settings, progress=not quiet) as labelling:
         _describe_project(labelling)
-        serve(labelling, host=host, port=port, token=token, worker=worker, echo=click.echo)
+        serve(labelling, host=host, port=port, token=token, worker=worker, echo=click.echo, synchronous=synchronous)
 
 
 @cli.command()

@@ -26,8 +26,9 @@ exactly (see :mod:`activebayes.labelling`).
 
 Durability: WAL journal with ``synchronous=FULL``: every write method returns only
 after its transaction is committed and the WAL is fsynced, so an acknowledged answer
-survives a killed process *and* a power cut (``NORMAL`` would survive only the
-former). Several processes may open the store at once (the app's server and its
+survives a killed process *and* a power cut. :meth:`LabelStore.set_synchronous`
+``("normal")`` skips the fsync at each commit: still durable when the process dies
+(SIGKILL included: the WAL is in the operating system's hands), not across a power cut. Several processes may open the store at once (the app's server and its
 training worker, a ``query`` on the command line); writers wait for each other
 (``busy_timeout``).
 
@@ -355,6 +356,17 @@ class LabelStore:
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> LabelStore:
         return cls(path)
+
+    def set_synchronous(self, mode: str) -> None:
+        """This connection's durability: ``"full"`` (default: every commit fsyncs the WAL, so an
+        acknowledged write survives a power cut) or ``"normal"`` (WAL not fsynced at each commit:
+        an acknowledged write survives the process being killed, SIGKILL included, but the last
+        ones may be lost in a power cut or an OS crash; the file is never corrupted). ``normal``
+        saves one fsync per answer, which on a slow or shared disk is most of its latency."""
+        if mode not in ("full", "normal"):
+            raise LabelStoreError(f"synchronous must be 'full' or 'normal', got {mode!r}")
+        with self._lock:
+            self._db.execute(f"PRAGMA synchronous = {mode.upper()}")
 
     def close(self) -> None:
         with self._lock:

@@ -44,6 +44,10 @@ def test_durability_settings(store):
     assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     raw.close()
     assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    store.set_synchronous("normal")
+    assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 1
+    with pytest.raises(LabelStoreError, match="'full' or 'normal'"):
+        store.set_synchronous("off")
 
 
 def test_create_refuses_bad_classes_and_existing_files(tmp_path):

@@ -18,6 +18,7 @@ needs the access token, see :class:`Guard`):
 =======================  ====================================================================
 
 An answer is acknowledged only after the store committed it (``synchronous=FULL``).
+Every API response carries ``Server-Timing: app;dur=<ms>``, the time spent in the app.
 Errors are JSON ``{"error": message}`` with a 4xx status and change nothing: 400
 malformed request, 401 missing or wrong token, 404 unknown item or route, 409 a
 conflict (item already labelled, leased to someone else, nothing to undo), 411 /
@@ -513,6 +514,12 @@ def create_app(project: LabellingProject, *, token: str, notify: Callable[[], No
         fsync), and map store errors to 4xx."""
 
         async def endpoint(request: Request) -> Response:
+            response = await respond(request)
+            response.headers["server-timing"] = f"app;dur={1000 * (time.perf_counter() - request.state.tic):.2f}"
+            return response
+
+        async def respond(request: Request) -> Response:
+            request.state.tic = time.perf_counter()
             try:
                 if request.method == "POST":
                     request.state.body = await request.body()
@@ -624,12 +631,14 @@ def _read_body(request: Request) -> bytes:
 
 def serve(project: LabellingProject | str | Path, *, host: str = "127.0.0.1", port: int = 8765,
           token: str | None = None, worker: str = "process", echo: Callable[[str], None] = print,
-          ready: Callable[[str], None] | None = None, max_body: int = DEFAULT_MAX_BODY) -> None:
+          ready: Callable[[str], None] | None = None, max_body: int = DEFAULT_MAX_BODY,
+          synchronous: str = "full") -> None:
     """Run the labelling app on ``project`` (an open project, or the directory of one) until interrupted.
 
     Prints the address with a fresh random ``token`` (``secrets.token_urlsafe``) unless one
     is given; ``ready(url)`` is called once the socket listens. ``worker``: ``"process"``
-    or ``"thread"`` (:mod:`activebayes.app.worker`).
+    or ``"thread"`` (:mod:`activebayes.app.worker`). ``synchronous``: the durability of
+    the answers, ``"full"`` or ``"normal"`` (:meth:`~activebayes.labelstore.LabelStore.set_synchronous`).
     """
     token = token or secrets.token_urlsafe(24)
     owned = not isinstance(project, LabellingProject)
@@ -637,6 +646,7 @@ def serve(project: LabellingProject | str | Path, *, host: str = "127.0.0.1", po
         project = LabellingProject.open(project, rescan=False)
     assert isinstance(project, LabellingProject)
     try:
+        project.store.set_synchronous(synchronous)
         if project.store.proposal(project.store.n_rounds()) is None:
             echo("preparing the first ranking ...")
             project.advance(min_pending=10**12)

@@ -14,15 +14,13 @@ fitting the model, evaluating it), ``"scoring"`` (scoring the pool and selecting
 began and the last round's timings.
 
 It runs in a separate process by default (:class:`WorkerProcess`; training then never
-holds the web server's interpreter lock, and the process runs at a lower CPU priority,
-``nice`` 10, so the server answers first on a busy machine), or in a thread (:class:`WorkerThread`,
+holds the web server's interpreter lock), or in a thread (:class:`WorkerThread`,
 for tests and small projects). A worker process dies with its parent (Linux
 ``PR_SET_PDEATHSIG``, else it notices the parent is gone within ``poll`` seconds).
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import multiprocessing
 import os
@@ -161,13 +159,9 @@ def _die_with_parent() -> None:
         pass  # not Linux: run_worker polls the parent instead
 
 
-def _process_main(directory: str, stop: Any, wake: Any, poll: float, parent_pid: int, threads: int | None,
-                  niceness: int) -> None:
+def _process_main(directory: str, stop: Any, wake: Any, poll: float, parent_pid: int, threads: int | None) -> None:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the server, which stops us
-    if niceness:
-        with contextlib.suppress(OSError):
-            os.nice(niceness)  # the web server comes first: training takes what CPU is left
     if threads is not None:
         torch.set_num_threads(threads)
     run_worker(directory, stop, wake, poll=poll, parent_pid=parent_pid)
@@ -177,14 +171,13 @@ class WorkerProcess:
     """:func:`run_worker` in a separate (spawned) process."""
 
     def __init__(self, directory: str | os.PathLike[str], *, poll: float = 0.5, threads: int | None = None,
-                 niceness: int = 10) -> None:
+                 ) -> None:
         context = multiprocessing.get_context("spawn")
         self.stop_event = context.Event()
         self.wake_event = context.Event()
         self._process = context.Process(
             target=_process_main,
-            args=(str(Path(directory).absolute()), self.stop_event, self.wake_event, poll, os.getpid(), threads,
-                  niceness),
+            args=(str(Path(directory).absolute()), self.stop_event, self.wake_event, poll, os.getpid(), threads),
             name="activebayes-worker", daemon=True)
 
     def start(self) -> WorkerProcess:
