@@ -50,6 +50,9 @@ STRATEGIES = (
     "batchbald",
     "power_bald",
     "jackknife_bald",
+    "epig",
+    "badge",
+    "typicality",
 )
 
 # Published numbers (labels to reach 90% / 95% MNIST test accuracy).
@@ -85,6 +88,21 @@ def protocol(dataset: str, data_dir: str | None):
             eval_samples=20,
             checkpoints=False,
         )
+    if dataset == "repeated_mnist":
+        # the BatchBALD paper's Repeated MNIST: the 4,500-digit pool x3 with N(0, 0.1) noise per copy
+        return LoopConfig(
+            dataset="repeated_mnist",
+            data_dir=data_dir or "../shared/data/mnist",
+            model="batchbald_cnn",
+            initial="balanced",
+            initial_size=20,
+            validation_size=500,
+            batch_size=10,
+            budget=300,
+            num_samples=100,
+            eval_samples=20,
+            checkpoints=False,
+        )
     if dataset == "digits":
         return LoopConfig(
             dataset="digits",
@@ -98,7 +116,7 @@ def protocol(dataset: str, data_dir: str | None):
             eval_samples=20,
             checkpoints=False,
         )
-    raise SystemExit(f"error: unknown --dataset {dataset!r}; expected mnist or digits")
+    raise SystemExit(f"error: unknown --dataset {dataset!r}; expected mnist, repeated_mnist or digits")
 
 
 def _grid(args: argparse.Namespace):
@@ -258,6 +276,7 @@ def summarise() -> dict:
                 "seconds_per_round": [float(np.mean(s)) for s in seconds],
                 "total_seconds": [float(np.sum(s)) for s in seconds],
             }
+        _rounds_below_random(entries)
         results["datasets"][dataset_dir.name] = entries
         _plot(dataset_dir.name, curves)
     from activebayes._io import atomic_write_text
@@ -267,6 +286,34 @@ def summarise() -> dict:
     _write_docs(tables)
     print(tables)
     return results
+
+
+def _rounds_below_random(entries: dict) -> None:
+    """Per strategy: the label counts where its mean accuracy is below random's by more
+    than the seed spread (the larger of the two standard deviations over seeds there)."""
+    import numpy as np
+
+    if "random" not in entries:
+        return
+
+    def per_round(entry):
+        table: dict[int, list[float]] = {}
+        for curve in entry["learning_curves"]:
+            for n, acc in zip(curve["n_labelled"], curve["test_accuracy"], strict=True):
+                table.setdefault(int(n), []).append(float(acc))
+        return table
+
+    random = per_round(entries["random"])
+    for entry in entries.values():
+        below = []
+        for n, values in sorted(per_round(entry).items()):
+            reference = random.get(n)
+            if reference is None or len(values) < 2 or len(reference) < 2:
+                continue
+            spread = max(np.std(values, ddof=1), np.std(reference, ddof=1))
+            if np.mean(values) < np.mean(reference) - spread:
+                below.append(n)
+        entry["rounds_below_random"] = below
 
 
 BEGIN, END = "<!-- label-efficiency:begin -->", "<!-- label-efficiency:end -->"
@@ -291,6 +338,13 @@ def _plot(dataset: str, curves) -> None:
     figure = learning_curves({s: [(c.n_labelled_R, c.accuracy_R) for c in cs] for s, cs in curves.items()})
     figure.axes[0].set_title(f"{dataset}: test accuracy vs labels (mean ± std over seeds)")
     save_figure(figure, FIGURES / f"label_efficiency_{dataset}.png")
+
+
+def _below(entry: dict) -> str:
+    below = entry.get("rounds_below_random")
+    if below is None:
+        return "-"
+    return "none" if not below else f"{len(below)} (at {', '.join(map(str, below))} labels)"
 
 
 def _fmt(values) -> str:
@@ -371,14 +425,15 @@ def _markdown(results: dict) -> str:
                      "(s / round is wall-clock there, see the protocol for how many runs shared it).\n")
         lines.append(f"![{dataset} learning curves](figures/label_efficiency_{dataset}.png)\n")
         lines.append("| strategy | seeds | labels to 90% (median; per seed) | labels to 95% (median; per seed) "
-                     "| AULC | final acc | s / round | total s |")
-        lines.append("|---|---|---|---|---|---|---|---|")
+                     "| AULC | final acc | rounds below random | s / round | total s |")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
         for strategy, e in sorted(entries.items(), key=lambda kv: -kv[1]["aulc_mean"]):
             med90 = "not reached" if e["median_labels_to_90"] is None else f"{e['median_labels_to_90']:.0f}"
             med95 = "not reached" if e["median_labels_to_95"] is None else f"{e['median_labels_to_95']:.0f}"
             lines.append(
                 f"| {strategy} | {len(e['seeds'])} | {med90} ({_fmt(e['labels_to_90'])}) | {med95} ({_fmt(e['labels_to_95'])}) "
                 f"| {e['aulc_mean']:.4f} ± {e['aulc_std']:.4f} | {e['final_accuracy_mean']:.4f} "
+                f"| {_below(e)} "
                 f"| {sum(e['seconds_per_round']) / len(e['seconds_per_round']):.1f} "
                 f"| {sum(e['total_seconds']) / len(e['total_seconds']):.0f} |"
             )
@@ -394,7 +449,7 @@ def _markdown(results: dict) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset", choices=["mnist", "digits"], default="digits")
+    parser.add_argument("--dataset", choices=["mnist", "repeated_mnist", "digits"], default="digits")
     parser.add_argument("--data-dir", default=None, help="MNIST folder (default ../shared/data/mnist)")
     parser.add_argument("--model", default=None,
                         help="network (default: the protocol's, batchbald_cnn for mnist, mlp for digits); "

@@ -100,3 +100,21 @@ def test_unknown_dataset_is_a_clear_error():
         sys.path.remove(str(BENCHMARKS))
     with pytest.raises(SystemExit, match="unknown --dataset 'cifar'"):
         module.protocol("cifar", None)
+
+
+def test_rounds_below_random_counts_gaps_beyond_the_seed_spread(bench):
+    def curves(rows):  # rows: per seed, accuracies at 20, 30, 40 labels
+        return {"learning_curves": [{"seed": s, "n_labelled": [20, 30, 40], "test_accuracy": acc}
+                                    for s, acc in enumerate(rows)]}
+
+    entries = {
+        "random": curves([[0.50, 0.60, 0.70], [0.52, 0.62, 0.72], [0.48, 0.58, 0.68]]),  # sd 0.02
+        # 30 labels: 0.10 below random's mean (beyond the spread); 40 labels: 0.01 below (within it)
+        "bald": curves([[0.50, 0.50, 0.69], [0.52, 0.52, 0.71], [0.48, 0.48, 0.67]]),
+        "noisy": curves([[0.30, 0.60, 0.70], [0.70, 0.62, 0.72], [0.50, 0.58, 0.68]]),  # sd 0.2 at 20
+    }
+    bench._rounds_below_random(entries)
+    assert entries["random"]["rounds_below_random"] == []
+    assert entries["bald"]["rounds_below_random"] == [30]
+    assert entries["noisy"]["rounds_below_random"] == []
+    assert bench._below(entries["bald"]) == "1 (at 30 labels)"
