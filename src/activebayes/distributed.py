@@ -38,6 +38,7 @@ Ray is optional: ``pip install 'activebayes[ray]'``.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -128,6 +129,14 @@ def _reader(transported: Any) -> Any:
     if isinstance(transported, NumpyMemmap):
         return transported.open()
     return transported
+
+
+def _on_cpu(model: nn.Module) -> nn.Module:
+    """The model as it travels: on the CPU (a copy if it lives elsewhere; masks seeds are attributes, kept)."""
+    tensors = [*model.parameters(), *model.buffers()]
+    if all(tensor.device.type == "cpu" for tensor in tensors):
+        return model
+    return copy.deepcopy(model).cpu()
 
 
 # ------------------------------------------------------------------------ the actors
@@ -292,7 +301,7 @@ class RayExecutor:
         N = int(indices_N.shape[0])
         n_chunks = math.ceil(N / chunk_size)
         payload = _Payload(
-            model=model,
+            model=_on_cpu(model),
             inputs=_transportable(inputs),
             indices_N=indices_N.numpy(),
             costs_N=None if costs_N is None else costs_N.numpy(),
