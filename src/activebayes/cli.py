@@ -24,6 +24,8 @@ from activebayes._threads import automatic_threads
 from activebayes._validation import check_choice, check_device
 from activebayes.acquisition import available_strategies
 from activebayes.data import available_datasets, convert_to_memmap
+from activebayes.distributed import RayExecutor
+from activebayes.errors import InvalidArgumentError
 from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
 from activebayes.labelling import LabellingProject, ProjectConfig, is_project
 from activebayes.models import available_models
@@ -93,6 +95,28 @@ def _loop_options(command: Callable[..., Any]) -> Callable[..., Any]:
     command = click.option("--out", "out", type=click.Path(file_okay=False), default=None, help="Output directory.")(command)
     command = click.option("-q", "--quiet", is_flag=True, help="No progress bars.")(command)
     return command
+
+
+def _ray_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    command = click.option("--ray-workers", "ray_workers", type=click.IntRange(min=1), default=None,
+                           help="Model replicas (actors) scoring the pool on Ray. [2]")(command)
+    command = click.option("--ray-address", "ray_address", default=None,
+                           help="Score the pool on this existing Ray cluster (e.g. auto, ray://head:10001); implies --ray.")(command)
+    command = click.option("--ray", "ray", is_flag=True,
+                           help="Score the pool on Ray (a local cluster unless --ray-address); same picks as one process.")(command)
+    return command
+
+
+def _executor(flags: dict[str, Any]) -> Any:
+    """A Ray executor when --ray / --ray-address was given (removed from ``flags``), else None."""
+    ray, address, workers = flags.pop("ray", False), flags.pop("ray_address", None), flags.pop("ray_workers", None)
+    if not (ray or address):
+        if workers is not None:
+            raise InvalidArgumentError("--ray-workers needs --ray or --ray-address")
+        return None
+    executor = RayExecutor(address=address, num_workers=workers or 2)
+    click.get_current_context().call_on_close(executor.close)  # a Ray started here stops with the command
+    return executor
 
 
 def _read_toml(path: str | None) -> dict[str, Any]:
@@ -202,12 +226,14 @@ def main(args: list[str] | None = None) -> int:
 
 @cli.command()
 @_loop_options
+@_ray_options
 @click.option("--strategy", "strategy", default=None, help="Acquisition strategy (see `activebayes list`). [bald]")
 @click.option("--seed", "seed", type=int, default=None, help="Random seed. [0]")
 @_friendly
 def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int | None, warm_start: bool | None,
         download: bool | None, strategy: str | None, seed: int | None, **flags: Any) -> None:
     """Run one active learning experiment (default: BALD on the embedded digits)."""
+    executor = _executor(flags)
     file_values = _read_toml(config_file)
     out = out or file_values.pop("out", None)
     file_values.pop("strategies", None)
@@ -220,7 +246,7 @@ def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int |
     if not quiet:
         click.echo(f"run: {config.strategy} on {config.dataset}, seed {config.seed}, "
                    f"{config.initial_size} -> {config.budget} labels, {config.batch_size} per round -> {path}")
-    result = run_experiment(config, path, progress=not quiet)
+    result = run_experiment(config, path, progress=not quiet, executor=executor)
     if not quiet and result.rounds:
         last = result.rounds[-1]
         acc = "-" if last.accuracy is None else f"{last.accuracy:.4f}"
@@ -230,6 +256,7 @@ def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int |
 
 @cli.command()
 @_loop_options
+@_ray_options
 @click.option("--strategy", "--strategies", "strategy", default=None, help="Comma-separated strategies. [random,entropy,bald,batchbald]")
 @click.option("--seeds", "seeds", default=None, help="Seeds: '0,1,2' or '0-4'. [0,1,2]")
 @_friendly
@@ -240,6 +267,7 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
     With one dataset OUT is one comparison directory; with several
     (`--dataset digits,mnist`) OUT holds one comparison directory per dataset.
     """
+    executor = _executor(flags)
     file_values = _read_toml(config_file)
     out = out or file_values.pop("out", None)
     strategies = _parse_strategies(strategy or file_values.pop("strategies", None) or file_values.pop("strategy", None)
@@ -263,31 +291,33 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
         path = root / base.dataset if len(bases) > 1 else root
         if not quiet:
             click.echo(f"compare: {', '.join(strategies)} x seeds {seed_list} on {base.dataset} -> {path}")
-        run_comparison(base, strategies, seed_list, path, progress=not quiet)
+        run_comparison(base, strategies, seed_list, path, progress=not quiet, executor=executor)
         _print_results(path)
 
 
 @cli.command()
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--device", default=None, help="Continue on this torch device (e.g. cuda); results do not depend on it.")
+@_ray_options
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @_friendly
-def resume(directory: str, device: str | None, quiet: bool) -> None:
+def resume(directory: str, device: str | None, quiet: bool, **ray_flags: Any) -> None:
     """Resume a run or comparison directory after an interruption."""
+    executor = _executor(ray_flags)
     path = Path(directory)
     if not path.is_dir():
         raise FileNotFoundError(f"DIRECTORY: no such run directory {directory}")
     runtime = {"device": check_device(device, "--device")}
     if is_comparison(path):
-        resume_comparison(path, progress=not quiet, runtime=runtime)
+        resume_comparison(path, progress=not quiet, runtime=runtime, executor=executor)
     elif is_run(path):
-        resume_experiment(path, progress=not quiet, runtime=runtime)
+        resume_experiment(path, progress=not quiet, runtime=runtime, executor=executor)
     else:  # a multi-dataset comparison: one comparison directory per dataset
         parts = sorted(p for p in path.iterdir() if is_comparison(p))
         if not parts:
             raise ValueError(f"DIRECTORY: {directory} holds no run (config.json) or comparison (comparison.json)")
         for part in parts:
-            resume_comparison(part, progress=not quiet, runtime=runtime)
+            resume_comparison(part, progress=not quiet, runtime=runtime, executor=executor)
             _print_results(part)
         return
     _print_results(path)

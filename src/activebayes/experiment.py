@@ -15,6 +15,7 @@ a run started on a CPU continues on a GPU.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from tqdm.auto import tqdm
 
 from activebayes.acquisition import get_strategy
 from activebayes.loop import ActiveLearningLoop
+from activebayes.scoring import PoolExecutor
 from activebayes.records import RUNTIME_FIELDS, LoopConfig, LoopResult, RoundRecord
 from activebayes.report import write_report
 from activebayes.rundir import (
@@ -48,14 +50,22 @@ def _runtime_overrides(config: LoopConfig, overrides: Mapping[str, Any] | None) 
     return config.replace(**changes)
 
 
+def _factory(loop_factory: Callable[[LoopConfig], ActiveLearningLoop] | None,
+             executor: PoolExecutor | None) -> Callable[[LoopConfig], ActiveLearningLoop]:
+    if loop_factory is not None:
+        return loop_factory
+    return functools.partial(ActiveLearningLoop, executor=executor)
+
+
 def run_experiment(
     config: LoopConfig,
     run_dir: str | os.PathLike[str],
     *,
     progress: bool = True,
-    loop_factory: Callable[[LoopConfig], ActiveLearningLoop] = ActiveLearningLoop,
+    loop_factory: Callable[[LoopConfig], ActiveLearningLoop] | None = None,
     on_round: Callable[[RoundRecord], None] | None = None,
     report: bool = True,
+    executor: PoolExecutor | None = None,
 ) -> LoopResult:
     """Run (or continue) one active learning run in ``run_dir``.
 
@@ -68,7 +78,7 @@ def run_experiment(
     directory = RunDirectory(Path(run_dir))
     if directory.exists():
         directory.check_config(config)  # runtime settings (device, ...) may differ
-    loop = loop_factory(config)  # validates names and loads data before anything is written
+    loop = _factory(loop_factory, executor)(config)  # validates names, loads data; nothing written yet
     if not directory.exists():
         directory.write_config(config)
     return _continue(directory, loop, progress=progress, on_round=on_round, report=report)
@@ -78,9 +88,10 @@ def resume_experiment(
     run_dir: str | os.PathLike[str],
     *,
     progress: bool = True,
-    loop_factory: Callable[[LoopConfig], ActiveLearningLoop] = ActiveLearningLoop,
+    loop_factory: Callable[[LoopConfig], ActiveLearningLoop] | None = None,
     report: bool = True,
     runtime: Mapping[str, Any] | None = None,
+    executor: PoolExecutor | None = None,
 ) -> LoopResult:
     """Continue the run stored in ``run_dir`` from its last complete round.
 
@@ -89,7 +100,7 @@ def resume_experiment(
     depend on them.
     """
     directory = RunDirectory(Path(run_dir))
-    loop = loop_factory(_runtime_overrides(directory.read_config(), runtime))
+    loop = _factory(loop_factory, executor)(_runtime_overrides(directory.read_config(), runtime))
     return _continue(directory, loop, progress=progress, on_round=None, report=report)
 
 
@@ -140,8 +151,12 @@ def run_comparison(
     progress: bool = True,
     report: bool = True,
     on_run: Callable[[str, int, LoopResult], None] | None = None,
+    executor: PoolExecutor | None = None,
 ) -> dict[tuple[str, int], LoopResult]:
-    """Run every (strategy, seed) pair; finished runs are skipped, unfinished ones resumed."""
+    """Run every (strategy, seed) pair; finished runs are skipped, unfinished ones resumed.
+
+    ``executor`` scores the pools elsewhere (e.g. a Ray cluster); results do not depend on it.
+    """
     if not strategies:
         raise ValueError("strategies must name at least one acquisition strategy")
     if not seeds:
@@ -162,7 +177,7 @@ def run_comparison(
             tuple(dict.fromkeys([*stored.seeds, *comparison.seeds])),
         )
     comparison.write()
-    return _run_all(comparison, progress=progress, report=report, on_run=on_run)
+    return _run_all(comparison, progress=progress, report=report, on_run=on_run, executor=executor)
 
 
 def resume_comparison(
@@ -171,12 +186,14 @@ def resume_comparison(
     progress: bool = True,
     report: bool = True,
     runtime: Mapping[str, Any] | None = None,
+    executor: PoolExecutor | None = None,
 ) -> dict[tuple[str, int], LoopResult]:
-    """Continue every run of the comparison in ``path`` (``runtime`` as in :func:`resume_experiment`)."""
+    """Continue every run of the comparison in ``path`` (``runtime``, ``executor`` as in
+    :func:`resume_experiment`)."""
     comparison = Comparison.read(path)
     base = _runtime_overrides(comparison.base, runtime)
     comparison = Comparison(comparison.path, base, comparison.strategies, comparison.seeds)
-    return _run_all(comparison, progress=progress, report=report, on_run=None)
+    return _run_all(comparison, progress=progress, report=report, on_run=None, executor=executor)
 
 
 def _run_all(
@@ -185,11 +202,12 @@ def _run_all(
     progress: bool,
     report: bool,
     on_run: Callable[[str, int, LoopResult], None] | None,
+    executor: PoolExecutor | None = None,
 ) -> dict[tuple[str, int], LoopResult]:
     results: dict[tuple[str, int], LoopResult] = {}
     pairs = list(comparison.configs())
     for run_dir, config in tqdm(pairs, desc="runs", unit="run", disable=not progress):
-        result = run_experiment(config, run_dir, progress=progress, report=False)
+        result = run_experiment(config, run_dir, progress=progress, report=False, executor=executor)
         results[(config.strategy, config.seed)] = result
         if on_run is not None:
             on_run(config.strategy, config.seed, result)

@@ -1,0 +1,33 @@
+"""`--ray`: the loop scores its pool on a local Ray cluster and picks what one process picks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from activebayes.cli import main
+
+pytest.importorskip("ray")
+
+ARGS = ["--budget", "30", "--validation-size", "50", "--max-epochs", "3", "--num-samples", "4",
+        "--eval-samples", "4", "--no-test", "--quiet"]
+
+
+def _acquired(path):
+    return [json.loads(line)["acquired"] for line in (path / "rounds.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_run_on_ray_picks_what_one_process_picks(tmp_path, capsys):
+    assert main(["run", "--strategy", "power_bald", "--out", str(tmp_path / "local"), *ARGS]) == 0
+    assert main(["run", "--strategy", "power_bald", "--ray", "--ray-workers", "2",
+                 "--out", str(tmp_path / "ray"), *ARGS]) == 0, capsys.readouterr().err
+    assert _acquired(tmp_path / "ray") == _acquired(tmp_path / "local")
+    assert any(_acquired(tmp_path / "local"))
+
+
+def test_ray_workers_without_ray_is_a_one_line_error(tmp_path, capsys):
+    code = main(["run", "--ray-workers", "2", "--out", str(tmp_path / "x"), *ARGS])
+    err = capsys.readouterr().err
+    assert code == 1 and "--ray-workers needs --ray" in err and err.count("\n") == 1
