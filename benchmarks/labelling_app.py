@@ -58,6 +58,8 @@ def start_server(project: Path, args: argparse.Namespace) -> tuple[subprocess.Po
     if args.data_dir:
         command += ["--data-dir", args.data_dir]
     command += ["--sync", args.sync]
+    if args.max_epochs is not None:
+        command += ["--max-epochs", str(args.max_epochs)]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     lines: queue.Queue[str] = queue.Queue()
@@ -174,8 +176,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "sync": args.sync,
         "think_ms": args.think_ms,
         "batch_size": args.batch_size,
+        "max_epochs": args.max_epochs,
         "seconds": round(elapsed, 1),
         "rounds_trained": len(rounds),
+        "final_status": {k: final["status"].get(k) for k in ("state", "round", "labels", "last")},
         "round_seconds": train_seconds,
         "items": final["counts"]["items"],
         "strategy": final["strategy"],
@@ -195,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--think-ms", type=float, default=250.0, help="pause between an annotator's answers [250]")
     parser.add_argument("--sync", choices=["full", "normal"], default="full",
                         help="answer durability of the server (activebayes label --sync) [full]")
+    parser.add_argument("--max-epochs", type=int, default=None,
+                        help="training epochs per round (default: the project's, i.e. the loop's fit defaults)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.data_dir:
