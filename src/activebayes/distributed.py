@@ -198,8 +198,10 @@ class RayExecutor:
     """Runs :func:`~activebayes.scoring.score_pool`'s passes on Ray (Ray Data on an actor pool).
 
     Args:
-        address: an existing cluster (``"auto"``, ``"ray://head:10001"``, ``"10.0.0.1:6379"``);
-            ``None`` joins the Ray instance this process already runs, or starts a local one.
+        address: an existing cluster (``"auto"``: the one ``ray start`` runs on this node,
+            ``"ray://head:10001"``, ``"10.0.0.1:6379"``); ``None`` joins the Ray instance this
+            process already runs, or starts a new local one (with ``num_workers x
+            cpus_per_worker`` CPUs).
         num_workers: actors (model replicas) in the pool.
         cpus_per_worker: CPUs each actor reserves (and torch threads it uses).
         gpus_per_worker: GPUs each actor reserves (then pass ``device="cuda"`` to ``score_pool``).
@@ -265,7 +267,8 @@ class RayExecutor:
             options.setdefault("num_cpus", max(1, math.ceil(self.num_workers * self.cpus_per_worker)))
             if self.object_store_memory is not None:
                 options.setdefault("object_store_memory", self.object_store_memory)
-            ray.init(**options)
+            # "local": a new instance, never the last cluster `ray start` left in /tmp/ray
+            ray.init(address="local", **options)
         self._started = True
 
     def close(self) -> None:

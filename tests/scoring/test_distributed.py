@@ -26,7 +26,8 @@ N_ALL, FEATURES, C, K = 900, 6, 4, 8  # items are 1x2x3 'images'
 
 @pytest.fixture(scope="module")
 def executor():
-    ray.init(num_cpus=2, object_store_memory=300 * 2**20, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, object_store_memory=300 * 2**20, include_dashboard=False,
+             log_to_driver=False)  # "local": never a cluster another test started
     try:
         yield RayExecutor(num_workers=2)
     finally:
