@@ -54,6 +54,12 @@ from activebayes.data import Pool, load_dataset
 from activebayes.metrics import evaluate_classification
 from activebayes.models import Ensemble, build_model, fit, predict_log_probs
 from activebayes.models.embeddings import penultimate_features
+from activebayes.models.representation import (
+    Representation,
+    RepresentationConfig,
+    train_or_load_representation,
+)
+from activebayes.models.representation import features as representation_features
 from activebayes.oracles import SimulatedOracle
 from activebayes.scoring import PoolExecutor, score_pool
 from activebayes.records import (
@@ -138,6 +144,9 @@ Oracle = Callable[[Tensor], Tensor]
 #: many bytes; beyond, a BALD pre-filter keeps the best ``_BATCHBALD_BYTES / (K C 4)`` items.
 _BATCHBALD_BYTES = 1 << 30
 
+#: Images of a lazy (memory-mapped) pool used to learn the representation by default.
+_LAZY_REPRESENTATION_ITEMS = 50_000
+
 
 class ActiveLearningLoop:
     """The fit / evaluate / acquire / label loop over a :class:`~activebayes.data.Pool`.
@@ -212,6 +221,10 @@ class ActiveLearningLoop:
         self.stop_reason: str | None = None
         self.pending: Proposal | None = None
         self._executor = executor
+        self.representation: Representation | None = None
+        self._representation_features: Tensor | None = None
+        if config.representation == "self-supervised":
+            self.representation = self._learn_representation()
 
     @property
     def oracle(self) -> Oracle:
@@ -233,11 +246,32 @@ class ActiveLearningLoop:
             raise ValueError("costs_N must be finite and > 0 for every item")
         return costs_N
 
+    def _learn_representation(self) -> Representation:
+        """The encoder trained on the training split's images without labels (cached on disk).
+
+        Every training image may be used (pool and validation; never the test set). A
+        lazy pool contributes a seeded subset of at most ``max_items`` (default 50,000).
+        """
+        config = self.config
+        options = dict(config.representation_options)
+        inputs = self.dataset.inputs
+        if self.dataset.is_lazy:
+            limit = options.get("max_items") or _LAZY_REPRESENTATION_ITEMS
+            order = torch.randperm(len(self.dataset), generator=make_generator(config.seed, "representation"))
+            inputs = inputs[order[:limit].sort().values]
+        return train_or_load_representation(
+            inputs, RepresentationConfig.from_dict(options), seed=config.seed, device=config.device
+        )
+
     def _default_model_factory(self, generator: torch.Generator) -> torch.nn.Module:
         config = self.config
         options = dict(config.model_options)
         if config.ensemble_size is not None:
             options["ensemble_size"] = config.ensemble_size
+        if self.representation is not None:
+            return build_model("encoder_head", num_classes=self.dataset.num_classes,
+                               input_shape=tuple(self.dataset.input_shape), generator=generator,
+                               encoder=self.representation, **options)
         return build_model(
             config.model,
             num_classes=self.dataset.num_classes,
@@ -520,8 +554,14 @@ class ActiveLearningLoop:
         return inputs
 
     def _features(self, model: torch.nn.Module, n_labelled: int) -> Callable[[Tensor], Tensor]:
-        """Features of items by original index: the round model's penultimate layer, or the
-        flattened inputs before the first model is trained."""
+        """Features of items by original index: the self-supervised representation's, else
+        the round model's penultimate layer, or the flattened inputs before the first model."""
+        if self.representation is not None:
+            if self._representation_features is None:
+                self._representation_features = representation_features(
+                    self.representation, self.dataset.inputs[torch.arange(len(self.dataset))],
+                    batch_size=self.config.predict_batch_size, device=self.config.device)
+            return lambda index_N: self._representation_features[index_N]
         if n_labelled == 0:
             width = math.prod(self.dataset.input_shape)
             return lambda index_N: self.dataset.rows(index_N)[:].reshape(len(index_N), width).float()

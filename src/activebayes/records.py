@@ -31,6 +31,7 @@ from activebayes._validation import check_choice, check_positive_int
 __all__ = [
     "HEADLINE_METRICS",
     "INITIAL_CHOICES",
+    "REPRESENTATION_CHOICES",
     "RUNTIME_FIELDS",
     "LoopConfig",
     "LoopResult",
@@ -41,6 +42,9 @@ __all__ = [
 ]
 
 INITIAL_CHOICES = ("balanced", "random", "empty")
+
+#: Where the model starts: from scratch, or from an encoder learnt on the pool without labels.
+REPRESENTATION_CHOICES = ("none", "self-supervised")
 
 #: Config fields that do not change a run's results (not part of its identity).
 RUNTIME_FIELDS = ("device", "predict_batch_size", "download", "checkpoints")
@@ -93,6 +97,13 @@ class LoopConfig:
 
     ``cost_budget`` (with ``costs_file``) stops the run once the labelling cost
     is spent; ``budget`` always counts labels.
+
+    ``representation="self-supervised"`` trains an encoder on the training
+    split's images without labels before the first round (SimCLR; cached on
+    disk, :func:`activebayes.models.train_or_load_representation` with
+    ``representation_options`` as its :class:`~activebayes.models.RepresentationConfig`),
+    and each round's model is that encoder with a consistent MC dropout head
+    (``model="auto"`` or ``"encoder_head"``); typicality clusters its features.
     """
 
     dataset: str = "digits"
@@ -120,12 +131,20 @@ class LoopConfig:
     fit_options: Mapping[str, Any] = field(default_factory=dict)
     model_options: Mapping[str, Any] = field(default_factory=dict)
     acquisition_options: Mapping[str, Any] = field(default_factory=dict)
+    representation: str = "none"
+    representation_options: Mapping[str, Any] = field(default_factory=dict)
     predict_batch_size: int = 512
     checkpoints: bool = True
     device: str | None = None
 
     def __post_init__(self) -> None:
         check_choice(self.initial, "initial", INITIAL_CHOICES)
+        check_choice(self.representation, "representation", REPRESENTATION_CHOICES)
+        if self.representation != "none" and self.model not in ("auto", "encoder_head"):
+            raise ValueError(
+                f"representation={self.representation!r} builds its own model (the encoder with an MC "
+                f"dropout head): model must be 'auto' or 'encoder_head', got {self.model!r}"
+            )
         for name in ("batch_size", "budget", "num_samples", "eval_samples", "predict_batch_size"):
             check_positive_int(getattr(self, name), name)
         for name in ("initial_size", "validation_size"):
@@ -157,7 +176,7 @@ class LoopConfig:
         if self.costs_file is not None and self.cost_budget is None:
             raise ValueError("costs_file needs cost_budget (the total labelling cost allowed)")
         # freeze the nested option mappings into plain dicts (JSON round trip)
-        for name in ("fit_options", "model_options", "acquisition_options"):
+        for name in ("fit_options", "model_options", "acquisition_options", "representation_options"):
             value = getattr(self, name)
             if not isinstance(value, Mapping):
                 raise TypeError(f"{name} must be a mapping, got {type(value).__name__}")
