@@ -271,7 +271,11 @@ def test_build_model_copies_the_encoder_and_needs_one(representation):
 
 
 def test_frozen_encoder_runs_once_per_item_and_samples_are_consistent(representation):
-    net = build_model("encoder_head", num_classes=4, input_shape=(1, 28, 28), encoder=representation, generator=1)
+    # without the feature cache: the batched MC path runs the deterministic encoder on items
+    net = build_model(
+        "encoder_head", num_classes=4, input_shape=(1, 28, 28), encoder=representation, generator=1,
+        feature_cache=False,
+    )
     rows = []
     handle = net.encoder.register_forward_hook(lambda _m, args, _out: rows.append(args[0].shape[0]))
     x = _images(12, 28, seed=9)
@@ -310,3 +314,30 @@ def test_fit_trains_only_the_head_of_a_frozen_encoder_and_all_of_a_fine_tuned_on
         assert weights_changed is (not freeze)
         assert stats_unchanged  # batch norm keeps the pretraining statistics in both modes
         assert any(not torch.equal(head_before[k], v) for k, v in net.head.state_dict().items())
+
+
+def test_feature_cache_gives_the_same_predictions_and_skips_the_encoder(representation):
+    x = _images(10, 28, seed=4)
+    cached = build_model("encoder_head", num_classes=4, input_shape=(1, 28, 28), encoder=representation, generator=3)
+    plain = build_model(
+        "encoder_head", num_classes=4, input_shape=(1, 28, 28), encoder=representation, generator=3,
+        feature_cache=False,
+    )
+    assert _same_weights(cached, plain)
+    rows = []
+    cached.encoder.register_forward_hook(lambda _m, args, _out: rows.append(args[0].shape[0]))
+    expected = predict_log_probs(plain, x, 4, generator=1)
+    torch.testing.assert_close(predict_log_probs(cached, x, 4, generator=1), expected)
+    seen = sum(rows)
+    # a second pass, in another order and chunking, reads every feature from the cache
+    permutation = torch.randperm(10, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(predict_log_probs(cached, x[permutation], 4, generator=1, batch_size=3), expected[permutation])
+    assert sum(rows) == seen
+    # fit sees the same features as without the cache: same weights after training
+    y = torch.arange(10) % 4
+    for net in (cached, plain):
+        fit(net, (x, y), max_epochs=2, min_samples_per_epoch=40, batch_size=8, generator=0)
+    torch.testing.assert_close(cached.state_dict(), plain.state_dict())
+    assert sum(rows) == seen  # fit needed no encoder pass either
+    cached.double()  # a new dtype: features computed again
+    assert not cached._features

@@ -18,6 +18,7 @@ All return logits ``[n, C]``; every dropout is consistent MC dropout.
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 from collections.abc import Callable, Sequence
 
@@ -264,6 +265,16 @@ class EncoderClassifier(nn.Module):
     a few labelled items are too few to estimate them); the encoder then still runs once
     per item in MC prediction (the dropout is all in the head).
 
+    With a frozen encoder the features of an item never change, so by default
+    (``feature_cache=True``) the model remembers them: each input row is keyed by a hash
+    of its bytes (blake2b, 128 bits) and the encoder runs only on rows it has not seen.
+    ``fit`` then pays for the encoder once per labelled item instead of once per item per
+    epoch, and scoring the pool and the test set once per item per model.  The memory is
+    ``D`` floats per distinct item (at most :attr:`MAX_CACHED_ITEMS` items; beyond that
+    the encoder simply runs).  The cache belongs to this model object (a new model per
+    round starts empty); call :meth:`clear_feature_cache` after changing the encoder's
+    weights by hand.  Moving the model (``.to(...)``) clears it.
+
     Re-initialising the model between rounds means building it again
     (``build_model("encoder_head", ..., encoder=...)`` copies the pretrained encoder);
     :func:`~activebayes.models.reset_parameters` would reset the encoder too.
@@ -279,6 +290,8 @@ class EncoderClassifier(nn.Module):
         p_features: MC dropout probability on the features.
         p: MC dropout probability on the hidden layer.
         freeze_encoder: see above.
+        feature_cache: remember the frozen encoder's features per item (see above);
+            ignored when fine-tuning.
 
     Example:
         >>> enc = nn.Sequential(nn.Flatten(), nn.Linear(64, 16))
@@ -298,14 +311,16 @@ class EncoderClassifier(nn.Module):
         p_features: float = 0.25,
         p: float = 0.5,
         freeze_encoder: bool = True,
+        feature_cache: bool = True,
     ) -> None:
         super().__init__()
         if not isinstance(encoder, nn.Module):
             raise InvalidTypeError(f"encoder must be a torch.nn.Module, got {type(encoder).__name__}")
         check_positive_int(num_classes, "num_classes")
         check_positive_int(hidden, "hidden")
-        if not isinstance(freeze_encoder, bool):
-            raise InvalidTypeError(f"freeze_encoder must be a bool, got {type(freeze_encoder).__name__}")
+        for flag, flag_name in ((freeze_encoder, "freeze_encoder"), (feature_cache, "feature_cache")):
+            if not isinstance(flag, bool):
+                raise InvalidTypeError(f"{flag_name} must be a bool, got {type(flag).__name__}")
         if feature_dim is None:
             if input_shape is None and getattr(encoder, "feature_dim", None) is None:
                 raise InvalidArgumentError(
@@ -314,6 +329,8 @@ class EncoderClassifier(nn.Module):
             feature_dim = _probe_feature_dim(encoder, tuple(input_shape or ()))
         check_positive_int(feature_dim, "feature_dim")
         self.freeze_encoder = freeze_encoder
+        self.feature_cache = feature_cache and freeze_encoder
+        self._features: dict[bytes, Tensor] = {}
         self.encoder = encoder
         if freeze_encoder:
             encoder.requires_grad_(False)
@@ -338,10 +355,40 @@ class EncoderClassifier(nn.Module):
                     module.eval()
         return self
 
+    MAX_CACHED_ITEMS = 500_000
+
+    def clear_feature_cache(self) -> None:
+        """Forget the remembered features (after changing the frozen encoder's weights)."""
+        self._features = {}
+
+    def _apply(self, fn, *args, **kwargs):  # .to(), .cuda(), .double(), ...: features change
+        self._features = {}
+        return super()._apply(fn, *args, **kwargs)
+
+    def _frozen_features(self, inputs: Tensor) -> Tensor:
+        """The encoder's features of ``inputs`` (no gradient), remembered per row."""
+        if not self.feature_cache:
+            with torch.no_grad():
+                return self.encoder(inputs)
+        rows = inputs.detach().to("cpu").contiguous()
+        prefix = repr((tuple(rows.shape[1:]), str(rows.dtype))).encode()
+        flat = rows.reshape(rows.shape[0], -1).numpy()
+        keys = [hashlib.blake2b(prefix + row.tobytes(), digest_size=16).digest() for row in flat]
+        missing = [i for i, key in enumerate(keys) if key not in self._features]
+        computed: dict[bytes, Tensor] = {}
+        if missing:
+            with torch.no_grad():
+                out = self.encoder(inputs[missing]).detach()
+            for i, feature in zip(missing, out.to("cpu")):
+                computed.setdefault(keys[i], feature)
+            if len(self._features) + len(computed) <= self.MAX_CACHED_ITEMS:
+                self._features.update(computed)
+        stacked = torch.stack([self._features.get(key, computed.get(key)) for key in keys])
+        return stacked.to(inputs.device)
+
     def forward(self, inputs: Tensor) -> Tensor:
         if self.freeze_encoder:
-            with torch.no_grad():
-                features = self.encoder(inputs)
+            features = self._frozen_features(inputs)
         else:
             features = self.encoder(inputs)
         return self.head(features)
@@ -450,8 +497,8 @@ def build_model(
             ``"encoder_head"``), or ``"auto"`` to choose by ``input_shape``
             (:func:`default_model_name`).  ``"encoder_head"`` needs ``encoder=`` (a
             :class:`~activebayes.models.representation.Representation` or an ``nn.Module``),
-            copied into each model built; options ``freeze_encoder``, ``hidden``,
-            ``p_features``, ``p`` (:class:`EncoderClassifier`).
+            copied into each model built; options ``freeze_encoder``, ``feature_cache``,
+            ``hidden``, ``p_features``, ``p`` (:class:`EncoderClassifier`).
         num_classes: C.
         input_shape: one item's shape without the batch dimension, e.g. ``(1, 28, 28)``
             or ``(64,)`` (the MLP flattens; CNNs need ``(C, S, S)`` or ``(S, S)``).

