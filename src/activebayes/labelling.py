@@ -57,7 +57,7 @@ from activebayes._validation import check_choice, check_positive_int
 from activebayes.acquisition import available_strategies
 from activebayes.data import ArrayDataset, available_datasets, image_folder, load_dataset
 from activebayes.data.image_folder import list_images
-from activebayes.errors import ActiveBayesError
+from activebayes.errors import ActiveBayesError, MissingFileError
 from activebayes.labelstore import (
     ItemChanges,
     ItemFile,
@@ -66,7 +66,6 @@ from activebayes.labelstore import (
     file_sha256,
     label_studio_tasks,
     read_label_studio,
-    write_export,
 )
 from activebayes.loop import ActiveLearningLoop
 from activebayes.models import available_models
@@ -335,7 +334,7 @@ class LabellingProject:
         """Open an existing project; with ``rescan`` compare its image folder with the store."""
         path = Path(directory).expanduser().absolute()
         if not is_project(path):
-            raise FileNotFoundError(
+            raise MissingFileError(
                 f"{path} is not a labelling project ({STORE_FILE} is missing); start one with "
                 "`activebayes query DIR --images FOLDER --classes a,b` (or `--dataset NAME`) or `activebayes label ...`")
         store = LabelStore.open(path / STORE_FILE)
@@ -623,7 +622,7 @@ class LabellingProject:
         """
         file = Path(path)
         if not file.is_file():
-            raise FileNotFoundError(f"answers file {path} does not exist")
+            raise MissingFileError(f"answers file {path} does not exist")
         if _is_label_studio(file):
             return self._import_label_studio(file, overwrite=overwrite, annotator=annotator)
         queries = self._queries()

@@ -651,32 +651,33 @@ def serve(project: LabellingProject | str | Path, *, host: str = "127.0.0.1", po
             echo("preparing the first ranking ...")
             project.advance(min_pending=10**12)
         sock = _bind(host, port)
-        actual_port = sock.getsockname()[1]
         background = (WorkerProcess(project.directory) if worker == "process" else WorkerThread(project.directory))
         background.start()
-        app = create_app(project, token=token, notify=background.wake, max_body=max_body)
-        shown_host = host if host not in ("0.0.0.0", "::") else socket.gethostname()
-        url = f"http://{_url_host(shown_host)}:{actual_port}/?token={token}"
-        if host not in ("127.0.0.1", "localhost", "::1"):
-            echo(f"warning: listening on {host}: anyone who can reach this machine and has the token can label "
-                 "(and read the images); use the default --host 127.0.0.1 unless you mean it")
-        echo("labelling app running; open this address in a browser (Ctrl-C stops it):")
-        echo(f"    {url}")
-        echo(f"dashboard: http://{_url_host(shown_host)}:{actual_port}/dashboard")
-        if ready is not None:
-            ready(url)
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=3)
-        server = uvicorn.Server(config)
         try:
-            server.run(sockets=[sock])
-        except KeyboardInterrupt:  # uvicorn shut down cleanly, then re-raised the Ctrl-C
-            pass
-        finally:
-            background.stop(timeout=2.0)
+            app = create_app(project, token=token, notify=background.wake, max_body=max_body)
+            actual_port = sock.getsockname()[1]
+            shown_host = host if host not in ("0.0.0.0", "::") else socket.gethostname()
+            url = f"http://{_url_host(shown_host)}:{actual_port}/?token={token}"
+            if host not in ("127.0.0.1", "localhost", "::1"):
+                echo(f"warning: listening on {host}: anyone who can reach this machine and has the token can "
+                     "label (and read the images); use the default --host 127.0.0.1 unless you mean it")
+            echo("labelling app running; open this address in a browser (Ctrl-C stops it):")
+            echo(f"    {url}")
+            echo(f"dashboard: http://{_url_host(shown_host)}:{actual_port}/dashboard")
+            if ready is not None:
+                ready(url)
+            config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                                    timeout_graceful_shutdown=3)
+            try:
+                uvicorn.Server(config).run(sockets=[sock])
+            except KeyboardInterrupt:  # uvicorn shut down cleanly, then re-raised the Ctrl-C
+                pass
             counts = project.store.counts()
             echo(f"stopped; {counts['labelled']} of {counts['items']} items labelled, every answer saved in "
                  f"{project.store.path}")
+        finally:
+            background.stop(timeout=2.0)
+            sock.close()
     finally:
         if owned:
             project.close()

@@ -1,0 +1,84 @@
+"""The app on a folder of images, a failing trainer, and `serve`'s address and warnings."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+from starlette.testclient import TestClient
+
+from activebayes.app import WorkerThread, create_app, serve
+from activebayes.labelling import LabellingProject, ProjectConfig
+from tests.app.app_helpers import FAST_FIT, TOKEN, make_project, wait_for
+
+
+def test_images_are_served_by_item_id_from_the_folder(tmp_path):
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for i in range(4):
+        Image.fromarray(np.full((5, 7), 40 * i, dtype=np.uint8)).save(folder / f"p{i}.png")
+    Image.fromarray(np.full((5, 7), 200, dtype=np.uint8)).save(folder / "scan.tif")
+    config = ProjectConfig(images=str(folder), classes=("cat", "dog"), model="mlp", batch_size=2, num_samples=4,
+                           eval_samples=4, fit_options=FAST_FIT)
+    with LabellingProject.create(tmp_path / "proj", config) as project:
+        project.advance(min_pending=10**12)
+        with TestClient(create_app(project, token=TOKEN), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+            for item in project.store.items():
+                response = client.get(f"/api/items/{item.id}/image")
+                assert response.status_code == 200 and response.headers["content-type"] == "image/png"
+                if item.key.endswith(".png"):
+                    assert response.content == (folder / item.key).read_bytes()  # the file itself
+                else:  # a format browsers do not show: converted, same pixels
+                    picture = np.asarray(Image.open(io.BytesIO(response.content)).convert("L"))
+                    assert picture.shape == (5, 7) and int(picture[0, 0]) == 200
+                assert response.headers["etag"] == f'"{item.sha256}"'
+            first = client.post("/api/next", json={"annotator": "ann"}).json()["item"]
+            assert first["key"] in {p.name for p in folder.iterdir()}
+            # an image that vanished while the app runs: a clean 404, nothing else
+            (folder / first["key"]).unlink()
+            gone = client.get(f"/api/items/{first['id']}/image")
+            assert gone.status_code == 404 and "gone" in gone.json()["error"]
+
+
+def test_a_failing_trainer_reports_and_the_page_keeps_serving(project, monkeypatch):
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("out of memory (simulated)")
+
+    worker = WorkerThread(project.directory, poll=0.05)
+    monkeypatch.setattr(LabellingProject, "advance", broken)
+    worker.start()
+    try:
+        with TestClient(create_app(project, token=TOKEN, notify=worker.wake),
+                        headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+            state = wait_for(lambda: (s := client.get("/api/state").json())["status"]["state"] == "error" and s)
+            assert "out of memory (simulated)" in state["status"]["error"]
+            item = client.post("/api/next", json={"annotator": "ann"}).json()["item"]
+            saved = client.post("/api/answer", json={"annotator": "ann", "item": item["id"], "label": "1"})
+            assert saved.status_code == 200 and saved.json()["item"] is not None
+    finally:
+        worker.stop()
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_serve_prints_the_address_with_a_token_and_warns_beyond_loopback(tmp_path):
+    project = make_project(tmp_path / "proj")
+    lines: list[str] = []
+
+    def stop(url: str) -> None:
+        raise _Stop(url)
+
+    with pytest.raises(_Stop) as info:
+        serve(project, port=0, worker="thread", echo=lines.append, ready=stop)
+    url = info.value.args[0]
+    assert url.startswith("http://127.0.0.1:") and "/?token=" in url and len(url.split("token=")[1]) >= 32
+    assert any(url in line for line in lines) and not any("warning" in line for line in lines)
+    with pytest.raises(_Stop) as again:
+        serve(project, host="0.0.0.0", port=0, worker="thread", echo=lines.append, ready=stop)
+    assert again.value.args[0].split("token=")[1] != url.split("token=")[1]  # a new token each start
+    assert any(line.startswith("warning: listening on 0.0.0.0") for line in lines)
+    project.close()
