@@ -22,6 +22,7 @@ Usage:
   python benchmarks/busy_machine.py                          # full: main job, 3 repeats
   python benchmarks/busy_machine.py --budget 60 --repeats 2  # a smaller job (60 labels)
   python benchmarks/busy_machine.py --competitors 0,3 --threads-mode auto,torch-default
+  python benchmarks/busy_machine.py --work-scan              # where threads start to pay (quiet machine)
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ from pathlib import Path
 import torch
 
 from activebayes._io import atomic_write_text
-from activebayes._threads import THREAD_ENV_VARS, usable_cores
+from activebayes._threads import THREAD_ENV_VARS, auto_threads, usable_cores, work_flops
+from activebayes.models import MLP, build_model
 
 RESULTS = Path(__file__).resolve().parent / "results" / "busy_machine.json"
 MODES = ("auto", "torch-default", "1")
@@ -134,25 +136,66 @@ def _summary(measurements: list[Measurement], levels: list[int], modes: list[str
             times = [m.seconds for m in runs]
             mean = statistics.fmean(times)
             base = idle_mean[mode]
+            old = [m.seconds for m in measurements if m.mode == "torch-default" and m.competitors == level]
             rows.append(dict(
                 competitors=level, mode=mode, runs=len(times), timed_out=sum(m.timed_out for m in runs),
                 min_s=min(times), median_s=statistics.median(times), max_s=max(times), mean_s=mean,
                 ratio_mean_to_idle=None if base is None else mean / base,
                 ratio_max_to_idle=None if base is None else max(times) / base,
+                speedup_vs_torch_default=statistics.fmean(old) / mean if old else None,
             ))
     return rows
 
 
 def _print_table(rows: list[dict], torch_default: int) -> None:
-    print(f"{'competitors':>11} {'mode':>14} {'runs':>4} {'min s':>8} {'median s':>9} {'max s':>8} "
-          f"{'mean s':>8} {'mean/idle':>9} {'max/idle':>9}")
+    print(f"{'competitors':>11} {'mode':>17} {'runs':>4} {'min s':>8} {'median s':>9} {'max s':>8} "
+          f"{'mean s':>8} {'mean/idle':>9} {'max/idle':>9} {'vs torch-default':>16}")
     for row in rows:
         mode = row["mode"] + (f" ({torch_default})" if row["mode"] == "torch-default" else "")
         ratio = "" if row["ratio_mean_to_idle"] is None else f"{row['ratio_mean_to_idle']:.2f}x"
         worst = "" if row["ratio_max_to_idle"] is None else f"{row['ratio_max_to_idle']:.2f}x"
+        faster = "" if row["speedup_vs_torch_default"] is None else f"{row['speedup_vs_torch_default']:.2f}x faster"
         late = f"  ({row['timed_out']} timed out: lower bounds)" if row["timed_out"] else ""
-        print(f"{row['competitors']:>11} {mode:>14} {row['runs']:>4} {row['min_s']:>8.1f} {row['median_s']:>9.1f} "
-              f"{row['max_s']:>8.1f} {row['mean_s']:>8.1f} {ratio:>9} {worst:>9}{late}")
+        print(f"{row['competitors']:>11} {mode:>17} {row['runs']:>4} {row['min_s']:>8.1f} {row['median_s']:>9.1f} "
+              f"{row['max_s']:>8.1f} {row['mean_s']:>8.1f} {ratio:>9} {worst:>9} {faster:>16}{late}")
+
+
+def _work_scan() -> int:
+    """Seconds per training step (minibatch 64) with 1..N threads, against the rule's work estimate."""
+    models = [
+        ("MLP 64-128 (main job)", MLP(in_features=64, num_classes=10), (1, 8, 8)),
+        ("MLP 784-128", MLP(in_features=784, num_classes=10), (1, 28, 28)),
+        ("MLP 784-512", MLP(in_features=784, num_classes=10, hidden=(512,)), (1, 28, 28)),
+        ("MLP 784-1200-1200", MLP(in_features=784, num_classes=10, hidden=(1200, 1200)), (1, 28, 28)),
+        ("gal_cnn 8x8", build_model("gal_cnn", num_classes=10, input_shape=(1, 8, 8), generator=0), (1, 8, 8)),
+        ("gal_cnn 28x28", build_model("gal_cnn", num_classes=10, input_shape=(1, 28, 28), generator=0), (1, 28, 28)),
+    ]
+    counts = list(range(1, torch.get_num_threads() + 1))
+    print(f"{'model':>22} {'work MFLOP':>10} {'auto':>4} " + " ".join(f"{f'{n} thr ms':>9}" for n in counts))
+    previous = torch.get_num_threads()
+    try:
+        for name, net, shape in models:
+            x, y = torch.randn(64, *shape), torch.randint(0, 10, (64,))
+            opt = torch.optim.Adam(net.parameters())
+            times = []
+            for threads in counts:
+                torch.set_num_threads(threads)
+                best = float("inf")
+                for _ in range(3):
+                    start = time.perf_counter()
+                    for _ in range(20):
+                        loss = torch.nn.functional.cross_entropy(net(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    best = min(best, (time.perf_counter() - start) / 20)
+                times.append(best)
+            work = work_flops(net, shape, 64)
+            print(f"{name:>22} {work / 1e6:>10.1f} {auto_threads(work, limit=previous):>4} "
+                  + " ".join(f"{t * 1e3:>9.2f}" for t in times))
+    finally:
+        torch.set_num_threads(previous)
+    return 0
 
 
 def _int_list(text: str) -> list[int]:
@@ -183,6 +226,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="busy loop of each competitor (default python)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds before a run is cut off (default 900)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"results JSON (default {RESULTS})")
+    parser.add_argument("--note", default="", help="free text stored with the results (e.g. what else ran)")
+    parser.add_argument("--work-scan", action="store_true",
+                        help="instead: time one training step of models of growing size with 1..N threads "
+                             "(to place activebayes._threads.SMALL_WORK_FLOPS; run on a quiet machine)")
     parser.add_argument("--quiet", action="store_true", help="print only the final table")
     args = parser.parse_args(argv)
     if args.repeats < 1:
@@ -192,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet:
             print(text, file=sys.stderr, flush=True)
 
+    if args.work_scan:
+        return _work_scan()
     torch_default = _torch_default_threads()
     say(f"{usable_cores()} usable cores, torch's default {torch_default} threads, load {os.getloadavg()}")
     measurements: list[Measurement] = []
@@ -230,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         machine=dict(usable_cores=usable_cores(), torch_default_threads=torch_default, torch=torch.__version__,
                      python=platform.python_version(), platform=platform.platform()),
         started=time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)), wall_s=time.time() - started,
-        goal_ratio=GOAL_RATIO, goal_met=verdict, summary=rows, measurements=[asdict(m) for m in measurements],
+        note=args.note, goal_ratio=GOAL_RATIO, goal_met=verdict, summary=rows, measurements=[asdict(m) for m in measurements],
     )
     atomic_write_text(args.out, json.dumps(result, indent=1) + "\n")
     say(f"written {args.out}")
