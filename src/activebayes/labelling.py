@@ -346,8 +346,9 @@ class LabellingProject:
                 if config.images is not None:
                     changes = store.sync_items(scan_folder(config.images, classes=config.classes,
                                                            cache=store.scan_cache()))
-                else:
+                else:  # a built-in dataset's files could be replaced too: its items are checked by content
                     dataset, _ = cls._load_source(config, progress=False, scan=False)
+                    changes = store.sync_items(scan_dataset(dataset))
         except BaseException:
             store.close()
             raise

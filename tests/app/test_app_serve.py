@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import socket
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from PIL import Image
 from starlette.testclient import TestClient
 
 from activebayes.app import WorkerThread, create_app, serve
+from activebayes.cli import main
 from activebayes.labelling import LabellingProject, ProjectConfig
 from tests.app.app_helpers import FAST_FIT, TOKEN, make_project, wait_for
 
@@ -82,3 +84,23 @@ def test_serve_prints_the_address_with_a_token_and_warns_beyond_loopback(tmp_pat
     assert again.value.args[0].split("token=")[1] != url.split("token=")[1]  # a new token each start
     assert any(line.startswith("warning: listening on 0.0.0.0") for line in lines)
     project.close()
+
+
+def test_label_command_mistakes_are_one_line(tmp_path, capsys):
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    project = make_project(tmp_path / "proj")
+    project.close()
+    for args, needle in [
+        (["label", tmp_path / "new"], "--dataset"),
+        (["label", tmp_path / "new", "--images", tmp_path / "nope", "--classes", "a,b"], "nope"),
+        (["label", tmp_path / "proj", "--batch-size", "3"], "settings are fixed"),
+        (["label", tmp_path / "proj", "--port", str(busy.getsockname()[1]), "--worker", "thread"], "--port 0"),
+    ]:
+        code = main([str(a) for a in args])
+        err = capsys.readouterr().err
+        lines = err.strip().splitlines()
+        assert code == 1 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], err
+    busy.close()
+    assert not (tmp_path / "new").exists()

@@ -57,6 +57,7 @@ from starlette.routing import Route
 
 from activebayes._seeding import derive_seed
 from activebayes.app.worker import WorkerProcess, WorkerThread, read_status
+from activebayes.errors import InvalidArgumentError
 from activebayes.labelling import LabellingProject
 from activebayes.labelstore import (
     AlreadyLabelledError,
@@ -696,7 +697,7 @@ def _bind(host: str, port: int) -> socket.socket:
     except OSError as error:
         sock.close()
         hint = "; pass --port 0 for any free port" if port else ""
-        raise OSError(f"cannot listen on {host}:{port} ({error.strerror}){hint}") from None
+        raise InvalidArgumentError(f"--port: cannot listen on {host}:{port} ({error.strerror}){hint}") from None
     sock.listen(128)
     return sock
 
