@@ -8,10 +8,16 @@ learning are small (an MLP on 8x8 digits, minibatches of 64), so an operator tak
 microseconds and the waiting dominates.  Measured on this project's 2-core machine
 (see ``benchmarks/busy_machine.py`` and ``benchmarks/results/busy_machine.json``):
 ``activebayes run`` took 16 s idle, and beside three CPU-bound processes 1,082 s
-with torch's default two threads against 25 s with one thread.  On an idle machine
-the same job is as fast with one thread as with two (a minibatch of that MLP is
-~1 MFLOP), while a convolutional net on 28x28 images fits about twice as fast with
-two threads as with one.
+with torch's default two threads against 25 s with one thread.  On a nearly idle
+machine the same job's training step is as fast with one thread as with two (a
+minibatch of that MLP is ~1 MFLOP), while the Gal CNN on 28x28 images (~1.8 GFLOP
+per minibatch by :func:`work_flops`) fits 1.9x faster with two threads than with
+one; ``SMALL_WORK_FLOPS`` lies between (``busy_machine.py --work-scan`` places it on
+a quiet machine).  With this rule the 40-label job, measured while the machine was
+also shared with other agents' test runs (load 5-19), took 28 s / 57 s / 137 s
+(means of 2) idle / beside one / beside three competitors, against 167 s / 298 s /
+over 600 s with torch's default two threads: 4-6x faster, and as fast as
+``--threads 1`` (27 s / 59 s / 208 s).
 
 The rule (:func:`auto_threads`), for one step of work of ``work_flops`` floating
 point operations (:func:`work_flops`: one forward over a minibatch):
@@ -78,6 +84,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
+
+from activebayes.errors import InvalidArgumentError
 
 __all__ = [
     "FLOPS_PER_THREAD",
@@ -247,11 +255,11 @@ def auto_threads(
     """
     if work_flops is not None:
         if isinstance(work_flops, bool) or not isinstance(work_flops, (int, float)) or not work_flops >= 0:
-            raise ValueError(f"work_flops must be a number >= 0 or None, got {work_flops!r}")
+            raise InvalidArgumentError(f"work_flops must be a number >= 0 or None, got {work_flops!r}")
         if work_flops < SMALL_WORK_FLOPS:
             return 1
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be an int >= 1 or None, got {limit!r}")
+        raise InvalidArgumentError(f"limit must be an int >= 1 or None, got {limit!r}")
     threads = free_cores(cores=cores, busy=busy)
     if work_flops is not None:
         threads = min(threads, max(1, math.ceil(work_flops / FLOPS_PER_THREAD)))
@@ -291,7 +299,7 @@ def resolve_threads(requested: int | None = None, *, environ: Mapping[str, str] 
     """
     if requested is not None:
         if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
-            raise ValueError(f"threads must be an int >= 1 or None (automatic), got {requested!r}")
+            raise InvalidArgumentError(f"threads must be an int >= 1 or None (automatic), got {requested!r}")
         return ThreadChoice(requested, "--threads")
     found = _env_threads(os.environ if environ is None else environ)
     return None if found is None else ThreadChoice(*found)
@@ -302,7 +310,7 @@ def resolve_threads(requested: int | None = None, *, environ: Mapping[str, str] 
 def torch_threads(threads: int) -> Iterator[int]:
     """Run the block with ``torch.set_num_threads(threads)``; the previous count is restored."""
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be an int >= 1, got {threads!r}")
+        raise InvalidArgumentError(f"threads must be an int >= 1, got {threads!r}")
     previous = torch.get_num_threads()
     if threads != previous:
         torch.set_num_threads(threads)
