@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import socket
 
 import numpy as np
@@ -83,6 +84,14 @@ def test_serve_prints_the_address_with_a_token_and_warns_beyond_loopback(tmp_pat
         serve(project, host="0.0.0.0", port=0, worker="thread", echo=lines.append, ready=stop)
     assert again.value.args[0].split("token=")[1] != url.split("token=")[1]  # a new token each start
     assert any(line.startswith("warning: listening on 0.0.0.0") for line in lines)
+    # one server per project: another live process serving it is refused, a dead one is not
+    project.store.set_meta("server", {"pid": os.getppid(), "host": "127.0.0.1", "port": 1})
+    with pytest.raises(ValueError, match=f"already being served by process {os.getppid()}"):
+        serve(project, port=0, worker="thread", echo=lines.append, ready=stop)
+    project.store.set_meta("server", {"pid": 2**22 + 12345, "host": "127.0.0.1", "port": 1})
+    with pytest.raises(_Stop):
+        serve(project, port=0, worker="thread", echo=lines.append, ready=stop)
+    assert project.store.meta("server") is None  # released on the way out
     project.close()
 
 

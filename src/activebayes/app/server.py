@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
 import secrets
 import socket
@@ -647,6 +648,7 @@ def serve(project: LabellingProject | str | Path, *, host: str = "127.0.0.1", po
         project = LabellingProject.open(project, rescan=False)
     assert isinstance(project, LabellingProject)
     try:
+        _claim(project, host, port)
         project.store.set_synchronous(synchronous)
         if project.store.proposal(project.store.n_rounds()) is None:
             echo("preparing the first ranking ...")
@@ -679,9 +681,32 @@ def serve(project: LabellingProject | str | Path, *, host: str = "127.0.0.1", po
         finally:
             background.stop(timeout=2.0)
             sock.close()
+            project.store.set_meta(SERVER_KEY, None)
     finally:
         if owned:
             project.close()
+
+
+SERVER_KEY = "server"
+
+
+def _claim(project: LabellingProject, host: str, port: int) -> None:
+    """One server per project: refuse to start while another live process serves it."""
+    current = project.store.meta(SERVER_KEY)
+    if current and current.get("pid") != os.getpid() and _alive(int(current["pid"])):
+        raise InvalidArgumentError(f"{project.directory} is already being served by process {current['pid']} "
+                                   f"(on {current.get('host')}); open that one, or stop it first")
+    project.store.set_meta(SERVER_KEY, {"pid": os.getpid(), "host": host, "port": port, "since": time.time()})
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _url_host(host: str) -> str:
