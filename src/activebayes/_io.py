@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
+from activebayes.errors import InvalidTypeError
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_with"]
 
@@ -81,12 +82,12 @@ def atomic_write_with(path: str | os.PathLike[str], write: Callable[[BinaryIO], 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Atomically replace ``path`` with ``data`` (temp file + fsync + ``os.replace``)."""
     if not isinstance(data, bytes | bytearray | memoryview):
-        raise TypeError(f"data must be bytes, got {type(data).__name__}")
+        raise InvalidTypeError(f"data must be bytes, got {type(data).__name__}")
     return atomic_write_with(path, lambda handle: handle.write(data))
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, encoding: str = "utf-8") -> Path:
     """Atomically replace ``path`` with ``text`` encoded as ``encoding`` (UTF-8 by default)."""
     if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+        raise InvalidTypeError(f"text must be a str, got {type(text).__name__}")
     return atomic_write_bytes(path, text.encode(encoding))

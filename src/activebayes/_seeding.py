@@ -19,6 +19,7 @@ import hashlib
 from collections.abc import Iterator
 
 import torch
+from activebayes.errors import InvalidTypeError
 
 
 SEED_BITS = 63
@@ -38,12 +39,12 @@ def draw_seed(generator: torch.Generator | int | None, name: str = "generator") 
     if generator is None:
         return int(torch.randint(0, 2**62, (), dtype=torch.int64))
     if isinstance(generator, bool):
-        raise TypeError(f"{name} must be a torch.Generator, an int seed or None, got bool")
+        raise InvalidTypeError(f"{name} must be a torch.Generator, an int seed or None, got bool")
     if isinstance(generator, int):
         return mix_seed(generator)
     if isinstance(generator, torch.Generator):
         return int(torch.randint(0, 2**62, (), dtype=torch.int64, generator=generator))
-    raise TypeError(
+    raise InvalidTypeError(
         f"{name} must be a torch.Generator, an int seed or None, got {type(generator).__name__}"
     )
 
@@ -118,7 +119,7 @@ def splitmix64(x_N: torch.Tensor) -> torch.Tensor:
     True
     """
     if x_N.dtype != torch.int64:
-        raise TypeError(f"x_N must be an int64 tensor, got dtype {x_N.dtype}")
+        raise InvalidTypeError(f"x_N must be an int64 tensor, got dtype {x_N.dtype}")
     z = x_N + _as_int64(_SPLITMIX_GAMMA)
     z = (z ^ _shift_right_logical(z, 30)) * _as_int64(_SPLITMIX_MUL1)
     z = (z ^ _shift_right_logical(z, 27)) * _as_int64(_SPLITMIX_MUL2)
@@ -145,9 +146,9 @@ def keyed_uniform(seed: int, keys_N: torch.Tensor) -> torch.Tensor:
     (True, True)
     """
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        raise InvalidTypeError(f"seed must be an int, got {type(seed).__name__}")
     if not isinstance(keys_N, torch.Tensor) or keys_N.dtype != torch.int64:
         got = keys_N.dtype if isinstance(keys_N, torch.Tensor) else type(keys_N).__name__
-        raise TypeError(f"keys_N must be an int64 tensor, got {got}")
+        raise InvalidTypeError(f"keys_N must be an int64 tensor, got {got}")
     hashed = splitmix64(splitmix64(keys_N) ^ mix_seed(seed))
     return (_shift_right_logical(hashed, 11).to(torch.float64) + 0.5) * 2.0**-53

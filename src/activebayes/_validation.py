@@ -18,13 +18,13 @@ from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 def check_tensor(value: object, name: str) -> Tensor:
     if not isinstance(value, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+        raise InvalidTypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
     return value
 
 
 def check_ndim(tensor: Tensor, ndim: int, name: str, shape_doc: str) -> None:
     if tensor.ndim != ndim:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{name} must have {ndim} dimensions {shape_doc}, got shape {tuple(tensor.shape)}"
         )
 
@@ -38,7 +38,7 @@ def check_finite(tensor: Tensor, name: str, *, allow_neg_inf: bool = False) -> N
     if bool(bad.any()):
         n_bad = int(bad.sum())
         what = "NaN or +inf" if allow_neg_inf else "NaN or inf"
-        raise ValueError(f"{name} contains {n_bad} {what} value(s)")
+        raise InvalidArgumentError(f"{name} contains {n_bad} {what} value(s)")
 
 
 def check_log_probs(
@@ -61,16 +61,16 @@ def check_log_probs(
     tensor = check_tensor(log_probs, name)
     check_ndim(tensor, ndim, name, shape_doc)
     if not tensor.is_floating_point():
-        raise TypeError(f"{name} must be a floating point tensor, got dtype {tensor.dtype}")
+        raise InvalidTypeError(f"{name} must be a floating point tensor, got dtype {tensor.dtype}")
     if tensor.shape[0] == 0:
-        raise ValueError(f"{name} is empty: the pool has no items (shape {tuple(tensor.shape)})")
+        raise InvalidArgumentError(f"{name} is empty: the pool has no items (shape {tuple(tensor.shape)})")
     if tensor.numel() == 0:
-        raise ValueError(f"{name} has a zero-sized dimension: shape {tuple(tensor.shape)}")
+        raise InvalidArgumentError(f"{name} has a zero-sized dimension: shape {tuple(tensor.shape)}")
     if not values:
         return tensor
     check_finite(tensor, name, allow_neg_inf=True)
     if bool((tensor > 1e-4).any()):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{name} must hold log-probabilities (<= 0), got a maximum of {float(tensor.max()):.4g}; "
             "did you pass probabilities or logits? Use torch.log_softmax(logits, dim=-1)"
         )
@@ -80,7 +80,7 @@ def check_log_probs(
     deviation = (sums - 1).abs()
     worst = int(deviation.argmax())
     if float(deviation[worst]) > atol:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{name} must be normalised over its last dimension (exp sums to 1), "
             f"but a row sums to {float(sums[worst]):.6g} (tolerance {atol:g})"
         )
@@ -95,27 +95,27 @@ def log_probs_tolerance(dtype: torch.dtype) -> float:
 def check_nonnegative_float(value: object, name: str, *, allow_zero: bool = True) -> float:
     """A finite real number >= 0 (> 0 with ``allow_zero=False``); returns it as float."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+        raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     value = float(value)
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         expected = "a finite number >= 0" if allow_zero else "a finite number > 0"
-        raise ValueError(f"{name} must be {expected}, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be {expected}, got {value!r}")
     return value
 
 
 def check_positive_int(value: object, name: str, *, allow_zero: bool = False) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+        raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         expected = ">= 0" if allow_zero else ">= 1"
-        raise ValueError(f"{name} must be {expected}, got {value}")
+        raise InvalidArgumentError(f"{name} must be {expected}, got {value}")
     return value
 
 
 def check_choice(value: object, name: str, choices: Iterable[str]) -> str:
     choices = sorted(choices)
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"unknown {name} {value!r}; expected one of: {', '.join(choices)}")
+        raise InvalidArgumentError(f"unknown {name} {value!r}; expected one of: {', '.join(choices)}")
     return value
 
 

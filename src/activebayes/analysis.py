@@ -78,24 +78,24 @@ def _check_curve(n_labelled_R: object, accuracy_R: object) -> tuple[np.ndarray, 
     n_R = np.asarray(n_labelled_R)
     acc_R = np.asarray(accuracy_R, dtype=np.float64)
     if n_R.ndim != 1:
-        raise ValueError(f"n_labelled_R must be 1-D [R] (one label count per round), got shape {n_R.shape}")
+        raise InvalidArgumentError(f"n_labelled_R must be 1-D [R] (one label count per round), got shape {n_R.shape}")
     if acc_R.ndim != 1:
-        raise ValueError(f"accuracy_R must be 1-D [R] (one accuracy per round), got shape {acc_R.shape}")
+        raise InvalidArgumentError(f"accuracy_R must be 1-D [R] (one accuracy per round), got shape {acc_R.shape}")
     if n_R.shape != acc_R.shape:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"n_labelled_R and accuracy_R must have the same length, got {n_R.shape[0]} and {acc_R.shape[0]}"
         )
     if n_R.size == 0:
-        raise ValueError("n_labelled_R is empty: a learning curve needs at least one round")
+        raise InvalidArgumentError("n_labelled_R is empty: a learning curve needs at least one round")
     if n_R.dtype.kind not in "iuf":
-        raise TypeError(f"n_labelled_R must hold numbers, got dtype {n_R.dtype}")
+        raise InvalidTypeError(f"n_labelled_R must hold numbers, got dtype {n_R.dtype}")
     n_R = n_R.astype(np.float64)
     if not np.all(np.isfinite(n_R)) or np.any(n_R < 0):
-        raise ValueError(f"n_labelled_R must hold finite counts >= 0, got {n_R.tolist()}")
+        raise InvalidArgumentError(f"n_labelled_R must hold finite counts >= 0, got {n_R.tolist()}")
     if np.any(np.diff(n_R) < 0):
-        raise ValueError(f"n_labelled_R must be non-decreasing (rounds in order), got {n_R.tolist()}")
+        raise InvalidArgumentError(f"n_labelled_R must be non-decreasing (rounds in order), got {n_R.tolist()}")
     if not np.all(np.isfinite(acc_R)):
-        raise ValueError(f"accuracy_R must be finite, got {acc_R.tolist()}")
+        raise InvalidArgumentError(f"accuracy_R must be finite, got {acc_R.tolist()}")
     return n_R, acc_R
 
 
@@ -174,7 +174,7 @@ def area_under_learning_curve(n_labelled_R: object, accuracy_R: object, *, norma
         0.7333333333333333
     """
     if not isinstance(normalise, bool):
-        raise TypeError(f"normalise must be a bool, got {normalise!r}")
+        raise InvalidTypeError(f"normalise must be a bool, got {normalise!r}")
     n_R, acc_R = _check_curve(n_labelled_R, accuracy_R)
     widths = np.diff(n_R)
     area = float(np.sum(widths * (acc_R[1:] + acc_R[:-1]) / 2.0))
@@ -232,7 +232,7 @@ def _as_pair(curve: CurveLike, index: int) -> tuple[np.ndarray, np.ndarray]:
     try:
         n_R, acc_R = curve
     except (TypeError, ValueError):
-        raise TypeError(
+        raise InvalidTypeError(
             f"curves[{index}] must be a LearningCurve or a (n_labelled_R, accuracy_R) pair, "
             f"got {type(curve).__name__}"
         ) from None
@@ -265,7 +265,7 @@ def learning_curves_from_runs(
         [0.5, 0.7]
     """
     if not isinstance(runs, Mapping):
-        raise TypeError(f"runs must be a mapping (strategy, seed) -> (config, rounds), got {type(runs).__name__}")
+        raise InvalidTypeError(f"runs must be a mapping (strategy, seed) -> (config, rounds), got {type(runs).__name__}")
     records = {key: [_record_fields(r) for r in value[1]] for key, value in runs.items()}
     if metric is None:
         has_test = any("test_accuracy" in m for rounds in records.values() for _, m in rounds)
@@ -333,7 +333,7 @@ class ReachSummary:
     @classmethod
     def from_values(cls, target: float, values_S: Sequence[int | None]) -> ReachSummary:
         if len(values_S) == 0:
-            raise ValueError("values_S is empty: need at least one seed")
+            raise InvalidArgumentError("values_S is empty: need at least one seed")
         sorted_S = np.sort(np.array([math.inf if v is None else float(v) for v in values_S]))
         maximum = None if math.isinf(sorted_S[-1]) else int(sorted_S[-1])
         minimum = None if math.isinf(sorted_S[0]) else int(sorted_S[0])
@@ -402,7 +402,7 @@ def summarise_strategy(
         (15.0, 0.8875)
     """
     if isinstance(curves, LearningCurve) or not isinstance(curves, Sequence) or len(curves) == 0:
-        raise ValueError("curves must be a non-empty sequence of learning curves (one per seed)")
+        raise InvalidArgumentError("curves must be a non-empty sequence of learning curves (one per seed)")
     pairs = [_as_pair(curve, i) for i, curve in enumerate(curves)]
     target_list = [_check_target(t, "targets") for t in targets]
     if strategy is None:
@@ -467,7 +467,7 @@ def mean_learning_curve(curves: Sequence[CurveLike]) -> MeanCurve:
         ([10, 20], [0.55, 0.8])
     """
     if isinstance(curves, LearningCurve) or not isinstance(curves, Sequence) or len(curves) == 0:
-        raise ValueError("curves must be a non-empty sequence of learning curves (one per seed)")
+        raise InvalidArgumentError("curves must be a non-empty sequence of learning curves (one per seed)")
     lookups = []
     for i, curve in enumerate(curves):
         n_R, acc_R = _as_pair(curve, i)

@@ -25,7 +25,7 @@ from activebayes._validation import check_choice, check_device
 from activebayes.acquisition import available_strategies
 from activebayes.data import available_datasets, convert_to_memmap
 from activebayes.distributed import RayExecutor
-from activebayes.errors import InvalidArgumentError
+from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
 from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
 from activebayes.labelling import LabellingProject, ProjectConfig, is_project
 from activebayes.models import available_models
@@ -37,7 +37,12 @@ from activebayes.rundir import is_comparison, is_run
 DEFAULT_RUNS_DIR = "runs"
 
 # Errors that come from user input; anything else is a bug and keeps its traceback.
-_USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+# Errors a user can cause: the library's own (wrong arguments, bad or missing files, ...)
+# and the operating system's refusals about paths the user named. Anything else, a
+# ValueError or TypeError from deep inside included, is a bug and keeps its traceback.
+_USER_ERRORS: tuple[type[BaseException], ...] = (
+    ActiveBayesError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
+)
 
 
 def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -125,11 +130,11 @@ def _read_toml(path: str | None) -> dict[str, Any]:
         return {}
     file = Path(path)
     if not file.is_file():
-        raise FileNotFoundError(f"--config: no such file {path}")
+        raise MissingFileError(f"--config: no such file {path}")
     try:
         data = tomllib.loads(file.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"--config: {path} is not valid TOML: {error}") from None
+        raise InvalidArgumentError(f"--config: {path} is not valid TOML: {error}") from None
     return {key.replace("-", "_"): value for key, value in data.items()}
 
 
@@ -141,12 +146,12 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **ov
     max_epochs = values.pop("max_epochs", None)
     if max_epochs is not None:
         if max_epochs <= 0:
-            raise ValueError(f"--max-epochs must be >= 1, got {max_epochs}")
+            raise InvalidArgumentError(f"--max-epochs must be >= 1, got {max_epochs}")
         values["fit_options"] = {**dict(values.get("fit_options", {})), "max_epochs": max_epochs}
     for name in ("batch_size", "budget", "num_samples", "eval_samples", "initial_size", "validation_size", "ensemble_size", "pool_subsample"):
         value = values.get(name)
         if isinstance(value, int) and value < 0:
-            raise ValueError(f"--{name.replace('_', '-')} must not be negative, got {value}")
+            raise InvalidArgumentError(f"--{name.replace('_', '-')} must not be negative, got {value}")
     return LoopConfig.from_dict(values)
 
 
@@ -166,18 +171,18 @@ def _parse_seeds(text: str | list[int] | int) -> list[int]:
             elif part:
                 seeds.append(int(part))
         except ValueError:
-            raise ValueError(f"--seeds must be a comma-separated list of integers or a range like 0-4, got {text!r}") from None
+            raise InvalidArgumentError(f"--seeds must be a comma-separated list of integers or a range like 0-4, got {text!r}") from None
     if not seeds or any(s < 0 for s in seeds):
-        raise ValueError(f"--seeds must name one or more non-negative integers, got {text!r}")
+        raise InvalidArgumentError(f"--seeds must name one or more non-negative integers, got {text!r}")
     return seeds
 
 
 def _parse_names(text: str | list[str], flag: str) -> list[str]:
     names = text if isinstance(text, list) else [s.strip() for s in str(text).split(",") if s.strip()]
     if not names:
-        raise ValueError(f"{flag} must name at least one, got {text!r}")
+        raise InvalidArgumentError(f"{flag} must name at least one, got {text!r}")
     if len(set(names)) != len(names):
-        raise ValueError(f"{flag} must not repeat a name, got {text!r}")
+        raise InvalidArgumentError(f"{flag} must not repeat a name, got {text!r}")
     return names
 
 
@@ -240,7 +245,7 @@ def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int |
     file_values.pop("strategies", None)
     file_values.pop("seeds", None)
     if seed is not None and seed < 0:
-        raise ValueError(f"--seed must be >= 0, got {seed}")
+        raise InvalidArgumentError(f"--seed must be >= 0, got {seed}")
     config = _build_config(file_values, flags, strategy=strategy, seed=seed, max_epochs=max_epochs,
                            warm_start=warm_start, download=download)
     path = Path(out or Path(DEFAULT_RUNS_DIR) / f"{config.dataset}-{config.strategy}-seed{config.seed}")
@@ -307,7 +312,7 @@ def resume(directory: str, device: str | None, quiet: bool, **ray_flags: Any) ->
     executor = _executor(ray_flags)
     path = Path(directory)
     if not path.is_dir():
-        raise FileNotFoundError(f"DIRECTORY: no such run directory {directory}")
+        raise MissingFileError(f"DIRECTORY: no such run directory {directory}")
     runtime = {"device": check_device(device, "--device")}
     if is_comparison(path):
         resume_comparison(path, progress=not quiet, runtime=runtime, executor=executor)
@@ -316,7 +321,7 @@ def resume(directory: str, device: str | None, quiet: bool, **ray_flags: Any) ->
     else:  # a multi-dataset comparison: one comparison directory per dataset
         parts = sorted(p for p in path.iterdir() if is_comparison(p))
         if not parts:
-            raise ValueError(f"DIRECTORY: {directory} holds no run (config.json) or comparison (comparison.json)")
+            raise InvalidArgumentError(f"DIRECTORY: {directory} holds no run (config.json) or comparison (comparison.json)")
         for part in parts:
             resume_comparison(part, progress=not quiet, runtime=runtime, executor=executor)
             _print_results(part)
@@ -333,11 +338,11 @@ def report(directory: str, output: str | None, targets: str) -> None:
     """Write the HTML report of a run or comparison directory."""
     path = Path(directory)
     if not path.is_dir():
-        raise FileNotFoundError(f"DIRECTORY: no such run directory {directory}")
+        raise MissingFileError(f"DIRECTORY: no such run directory {directory}")
     try:
         target_list = [float(t) for t in targets.split(",") if t.strip()]
     except ValueError:
-        raise ValueError(f"--targets must be comma-separated accuracies like 0.9,0.95, got {targets!r}") from None
+        raise InvalidArgumentError(f"--targets must be comma-separated accuracies like 0.9,0.95, got {targets!r}") from None
     written = write_report(path, output=output, targets=target_list)
     click.echo(f"report: {written}")
 
@@ -369,14 +374,14 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) 
     given = {k: v for k, v in settings.items() if v is not None}
     for name in ("batch_size", "num_samples", "seed", "max_epochs"):
         if name in given and given[name] < (0 if name == "seed" else 1):
-            raise ValueError(f"--{name.replace('_', '-')} must be >= {0 if name == 'seed' else 1}, got {given[name]}")
+            raise InvalidArgumentError(f"--{name.replace('_', '-')} must be >= {0 if name == 'seed' else 1}, got {given[name]}")
     if is_project(project):
         if given:
             flags = ", ".join("--" + k.replace("_", "-") for k in given)
-            raise ValueError(f"{project} is an existing project; its settings are fixed (drop {flags})")
+            raise InvalidArgumentError(f"{project} is an existing project; its settings are fixed (drop {flags})")
         return LabellingProject.open(project)
     if "dataset" not in given and "images" not in given:
-        raise ValueError(f"{project} is not a labelling project yet: a new project needs --images FOLDER "
+        raise InvalidArgumentError(f"{project} is not a labelling project yet: a new project needs --images FOLDER "
                          "--classes a,b,... or --dataset NAME")
     if "classes" in given:
         given["classes"] = tuple(c.strip() for c in given["classes"].split(",") if c.strip())
@@ -384,7 +389,7 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) 
     if max_epochs is not None:
         given["fit_options"] = {"max_epochs": max_epochs}
     if "images" in given and not Path(given["images"]).is_dir():
-        raise FileNotFoundError(f"--images: no such folder {given['images']}")
+        raise MissingFileError(f"--images: no such folder {given['images']}")
     return LabellingProject.create(project, ProjectConfig(**given), progress=progress)
 
 
@@ -435,7 +440,7 @@ def import_(answers: str, project: str, allow_partial: bool, overwrite: bool) ->
     """
     with LabellingProject.open(project) as labelling:
         if not Path(answers).is_file():
-            raise FileNotFoundError(f"ANSWERS: no such file {answers}")
+            raise MissingFileError(f"ANSWERS: no such file {answers}")
         for line in labelling.changes.summary():
             click.echo(f"  folder changed: {line}")
         try:

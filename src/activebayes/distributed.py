@@ -51,6 +51,7 @@ from tqdm.auto import tqdm
 
 from activebayes._validation import check_positive_int
 from activebayes.scoring import ChunkWork, PredictSpec, Rows, RowsAccumulator, concat_rows, run_chunk
+from activebayes.errors import InvalidArgumentError
 
 __all__ = ["RayExecutor", "ray_available"]
 
@@ -232,13 +233,13 @@ class RayExecutor:
         init_options: Mapping[str, Any] | None = None,
     ) -> None:
         if address is not None and (not isinstance(address, str) or not address):
-            raise ValueError(f"address must be a non-empty string (e.g. 'auto') or None, got {address!r}")
+            raise InvalidArgumentError(f"address must be a non-empty string (e.g. 'auto') or None, got {address!r}")
         self.address = address
         self.num_workers = check_positive_int(num_workers, "num_workers")
         if isinstance(cpus_per_worker, bool) or not isinstance(cpus_per_worker, int | float) or not cpus_per_worker > 0:
-            raise ValueError(f"cpus_per_worker must be a number > 0, got {cpus_per_worker!r}")
+            raise InvalidArgumentError(f"cpus_per_worker must be a number > 0, got {cpus_per_worker!r}")
         if isinstance(gpus_per_worker, bool) or not isinstance(gpus_per_worker, int | float) or gpus_per_worker < 0:
-            raise ValueError(f"gpus_per_worker must be a number >= 0, got {gpus_per_worker!r}")
+            raise InvalidArgumentError(f"gpus_per_worker must be a number >= 0, got {gpus_per_worker!r}")
         self.cpus_per_worker = float(cpus_per_worker)
         self.gpus_per_worker = float(gpus_per_worker)
         if object_store_memory is not None:

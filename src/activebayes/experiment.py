@@ -34,6 +34,7 @@ from activebayes.rundir import (
     RunDirectory,
     RunDirectoryError,
 )
+from activebayes.errors import InvalidArgumentError
 
 
 def _runtime_overrides(config: LoopConfig, overrides: Mapping[str, Any] | None) -> LoopConfig:
@@ -43,7 +44,7 @@ def _runtime_overrides(config: LoopConfig, overrides: Mapping[str, Any] | None) 
     changes = {k: v for k, v in overrides.items() if v is not None}
     unknown = sorted(set(changes) - set(RUNTIME_FIELDS))
     if unknown:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"only runtime settings ({', '.join(RUNTIME_FIELDS)}) may change when a run is resumed, "
             f"got {', '.join(unknown)}"
         )
@@ -158,13 +159,13 @@ def run_comparison(
     ``executor`` scores the pools elsewhere (e.g. a Ray cluster); results do not depend on it.
     """
     if not strategies:
-        raise ValueError("strategies must name at least one acquisition strategy")
+        raise InvalidArgumentError("strategies must name at least one acquisition strategy")
     if not seeds:
-        raise ValueError("seeds must hold at least one seed")
+        raise InvalidArgumentError("seeds must hold at least one seed")
     for name in strategies:
         get_strategy(name)  # unknown names fail before any work
     if len(set(strategies)) != len(strategies) or len(set(seeds)) != len(seeds):
-        raise ValueError(f"strategies and seeds must not repeat, got {list(strategies)} and {list(seeds)}")
+        raise InvalidArgumentError(f"strategies and seeds must not repeat, got {list(strategies)} and {list(seeds)}")
     comparison = Comparison(Path(out), base, tuple(strategies), tuple(int(s) for s in seeds))
     if (comparison.path / COMPARISON_FILE).is_file():
         stored = Comparison.read(comparison.path)

@@ -69,7 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from activebayes._io import atomic_write_text
-from activebayes.errors import ActiveBayesError
+from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
 
 __all__ = [
     "EVENT_KINDS",
@@ -310,7 +310,7 @@ class LabelStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         if not self.path.is_file():
-            raise FileNotFoundError(f"no label store at {self.path}")
+            raise MissingFileError(f"no label store at {self.path}")
         self._lock = threading.RLock()
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                    timeout=_BUSY_TIMEOUT_MS / 1000)
@@ -934,7 +934,7 @@ def export_text(rows: Sequence[Mapping[str, Any]], fmt: str) -> str:
     if fmt == "json":
         return json.dumps(list(rows), indent=1) + "\n"
     if fmt != "csv":
-        raise ValueError(f"fmt must be 'csv' or 'json', got {fmt!r}")
+        raise InvalidArgumentError(f"fmt must be 'csv' or 'json', got {fmt!r}")
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
     writer.writeheader()
@@ -1049,7 +1049,7 @@ def read_label_studio(path: str | os.PathLike[str], *, items: Sequence[Item],
     try:
         tasks = json.loads(file.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
-        raise FileNotFoundError(f"{file}: no such file") from None
+        raise MissingFileError(f"{file}: no such file") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise LabelStoreError(f"{file}: not a Label Studio JSON export ({error})") from None
     if isinstance(tasks, dict):

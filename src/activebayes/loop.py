@@ -70,6 +70,7 @@ from activebayes.records import (
     RoundRecord,
     headline_metric,
 )
+from activebayes.errors import InvalidArgumentError, MissingFileError
 
 # --------------------------------------------------------------------------- stopping
 
@@ -192,7 +193,7 @@ class ActiveLearningLoop:
         self.model_factory = model_factory or self._default_model_factory
         needed = config.initial_size + config.validation_size + config.batch_size
         if needed > len(dataset):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"dataset {getattr(dataset, 'name', '')!r} has {len(dataset)} items, fewer than "
                 f"initial_size + validation_size + batch_size = {needed}"
             )
@@ -209,7 +210,7 @@ class ActiveLearningLoop:
         self.stopping: list[StoppingCriterion] = [LabelBudget(config.budget), *stopping]
         if config.cost_budget is not None:
             if self.costs_N is None:
-                raise ValueError("--cost-budget needs per-item labelling costs: give --costs FILE (costs_file)")
+                raise InvalidArgumentError("--cost-budget needs per-item labelling costs: give --costs FILE (costs_file)")
             self.stopping.append(CostBudget(config.cost_budget, float(self.costs_N.min())))
         if config.target_accuracy is not None:
             self.stopping.append(TargetAccuracy(config.target_accuracy))
@@ -241,9 +242,9 @@ class ActiveLearningLoop:
             return None
         costs_N = torch.as_tensor(costs_N, dtype=torch.float64)
         if costs_N.shape != (n,):
-            raise ValueError(f"costs_N must have shape [{n}] (one cost per dataset item), got {tuple(costs_N.shape)}")
+            raise InvalidArgumentError(f"costs_N must have shape [{n}] (one cost per dataset item), got {tuple(costs_N.shape)}")
         if not bool(torch.isfinite(costs_N).all()) or bool((costs_N <= 0).any()):
-            raise ValueError("costs_N must be finite and > 0 for every item")
+            raise InvalidArgumentError("costs_N must be finite and > 0 for every item")
         return costs_N
 
     def _learn_representation(self) -> Representation:
@@ -338,7 +339,7 @@ class ActiveLearningLoop:
         if self.finished:
             raise RuntimeError(f"the loop has already stopped: {self.stop_reason}")
         if lookahead < 0:
-            raise ValueError(f"lookahead must be >= 0, got {lookahead}")
+            raise InvalidArgumentError(f"lookahead must be >= 0, got {lookahead}")
         config = self.config
         r = self.round
         seconds: dict[str, float] = {}
@@ -430,11 +431,11 @@ class ActiveLearningLoop:
         if proposal.stop_reason is not None:
             raise RuntimeError(f"the proposal of round {proposal.round} stopped the run: {proposal.stop_reason}")
         if proposal.round != self.round:
-            raise ValueError(f"proposal is for round {proposal.round}, but the loop is at round {self.round}")
+            raise InvalidArgumentError(f"proposal is for round {proposal.round}, but the loop is at round {self.round}")
         index_B = self.dataset.check_indices(indices, "indices")
         labels_B = torch.as_tensor(labels, dtype=torch.long).reshape(-1)
         if labels_B.shape != index_B.shape:
-            raise ValueError(f"labels must have one label per index ({len(index_B)}), got {len(labels_B)}")
+            raise InvalidArgumentError(f"labels must have one label per index ({len(index_B)}), got {len(labels_B)}")
         tic = time.perf_counter()
         self.pool.label(index_B, labels_B)  # validates: unlabelled, distinct, labels in range
         if self.costs_N is not None and len(index_B):
@@ -602,11 +603,11 @@ def _read_costs(path: str) -> Tensor:
     """Per-item labelling costs from a ``.npy`` file or a text file with one number per line."""
     file = Path(path)
     if not file.is_file():
-        raise FileNotFoundError(f"costs_file: no such file {path}")
+        raise MissingFileError(f"costs_file: no such file {path}")
     try:
         values = np.load(file) if file.suffix == ".npy" else np.loadtxt(file, dtype=np.float64, ndmin=1)
     except (ValueError, OSError) as error:
-        raise ValueError(f"costs_file: {path} is not a .npy array or a text file of numbers ({error})") from None
+        raise InvalidArgumentError(f"costs_file: {path} is not a .npy array or a text file of numbers ({error})") from None
     return torch.as_tensor(np.asarray(values, dtype=np.float64).reshape(-1))
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from activebayes._validation import check_choice, check_positive_int
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "HEADLINE_METRICS",
@@ -141,7 +142,7 @@ class LoopConfig:
         check_choice(self.initial, "initial", INITIAL_CHOICES)
         check_choice(self.representation, "representation", REPRESENTATION_CHOICES)
         if self.representation != "none" and self.model not in ("auto", "encoder_head"):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"representation={self.representation!r} builds its own model (the encoder with an MC "
                 f"dropout head): model must be 'auto' or 'encoder_head', got {self.model!r}"
             )
@@ -153,14 +154,14 @@ class LoopConfig:
         if self.initial == "empty" and self.initial_size:
             object.__setattr__(self, "initial_size", 0)
         if self.initial != "empty" and self.initial_size == 0:
-            raise ValueError("initial_size must be >= 1 unless initial='empty', got 0")
+            raise InvalidArgumentError("initial_size must be >= 1 unless initial='empty', got 0")
         if self.budget <= self.initial_size:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"budget must be larger than initial_size (the labels already given), "
                 f"got budget={self.budget} and initial_size={self.initial_size}"
             )
         if self.budget < self.batch_size:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"budget must be at least batch_size, got budget={self.budget} and batch_size={self.batch_size}"
             )
         for name in ("ensemble_size", "pool_subsample", "plateau_patience"):
@@ -168,18 +169,18 @@ class LoopConfig:
             if value is not None:
                 check_positive_int(value, name)
         if self.ensemble_size is not None and self.ensemble_size < 2:
-            raise ValueError(f"ensemble_size must be >= 2, got {self.ensemble_size}")
+            raise InvalidArgumentError(f"ensemble_size must be >= 2, got {self.ensemble_size}")
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
-            raise ValueError(f"target_accuracy must be in (0, 1], got {self.target_accuracy}")
+            raise InvalidArgumentError(f"target_accuracy must be in (0, 1], got {self.target_accuracy}")
         if self.cost_budget is not None and not self.cost_budget > 0:
-            raise ValueError(f"cost_budget must be > 0, got {self.cost_budget}")
+            raise InvalidArgumentError(f"cost_budget must be > 0, got {self.cost_budget}")
         if self.costs_file is not None and self.cost_budget is None:
-            raise ValueError("costs_file needs cost_budget (the total labelling cost allowed)")
+            raise InvalidArgumentError("costs_file needs cost_budget (the total labelling cost allowed)")
         # freeze the nested option mappings into plain dicts (JSON round trip)
         for name in ("fit_options", "model_options", "acquisition_options", "representation_options"):
             value = getattr(self, name)
             if not isinstance(value, Mapping):
-                raise TypeError(f"{name} must be a mapping, got {type(value).__name__}")
+                raise InvalidTypeError(f"{name} must be a mapping, got {type(value).__name__}")
             object.__setattr__(self, name, dict(value))
 
     def to_dict(self) -> dict[str, Any]:
@@ -203,7 +204,7 @@ class LoopConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"unknown config key(s) {', '.join(map(repr, unknown))}; expected some of: {', '.join(sorted(known))}"
             )
         return cls(**dict(data))

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from activebayes._io import atomic_write_bytes, atomic_write_text
+from activebayes.errors import ActiveBayesError
 from activebayes.records import (
     HEADLINE_METRICS,
     LoopConfig,
@@ -76,7 +77,7 @@ CHECKPOINT_DIR = "checkpoints"
 KEEP_CHECKPOINTS = 2
 
 
-class RunDirectoryError(ValueError):
+class RunDirectoryError(ActiveBayesError, ValueError):
     """A run directory is missing, corrupt, or belongs to a different config."""
 
 

@@ -435,13 +435,16 @@ _BATCHBALD_OPTIONS = {"prefilter", "num_samples", "max_exact_configs", "cost_awa
 
 def _check_candidates(
     candidates_N: object, costs_N: object, n_items: int
-) -> tuple[Tensor, Tensor | None, Tensor]:
-    """Candidates sorted by original index (distinct, in range), their costs in that order, and the sorting order."""
+) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """Candidates sorted by original index (distinct, in range), their costs in that order, and the
+    sorting order (``None`` when ``candidates_N`` was sorted already: no copy of a big pool's indices)."""
     indices = as_index_tensor(candidates_N, "candidates_N")
     if indices.numel() == 0:
         raise InvalidArgumentError("candidates_N is empty: there is nothing to score")
-    order = torch.argsort(indices, stable=True)
-    indices = indices[order]
+    order: Tensor | None = None
+    if indices.numel() > 1 and not bool((indices[1:] > indices[:-1]).all()):
+        order = torch.argsort(indices, stable=True)
+        indices = indices[order]
     if int(indices[0]) < 0 or int(indices[-1]) >= n_items:
         bad = int(indices[0]) if int(indices[0]) < 0 else int(indices[-1])
         raise IndexError(f"candidates_N must lie in 0 .. {n_items - 1} (the dataset's items), got {bad}")
@@ -456,7 +459,9 @@ def _check_candidates(
                 f"costs_N must have shape [N] = ({len(indices)},) (one cost per candidate, in the order of "
                 f"candidates_N), got {tuple(costs.shape)}"
             )
-        costs = costs.to(torch.float64)[order]
+        costs = costs.to(torch.float64)
+        if order is not None:
+            costs = costs[order]
     return indices, costs, order
 
 
@@ -480,7 +485,7 @@ _PER_CANDIDATE_INPUTS = ("features_N_D",)
 
 
 def _check_strategy_inputs(
-    entry: Strategy, strategy_inputs: Mapping[str, Tensor] | None, order_N: Tensor
+    entry: Strategy, strategy_inputs: Mapping[str, Tensor] | None, N: int, order_N: Tensor | None
 ) -> dict[str, Tensor]:
     """The extra inputs for :func:`select`, checked against what ``entry`` reads, per-candidate ones sorted."""
     given = dict(strategy_inputs or {})
@@ -500,13 +505,13 @@ def _check_strategy_inputs(
     for argument in _PER_CANDIDATE_INPUTS:
         if argument in given:
             value = given[argument]
-            if not isinstance(value, Tensor) or value.ndim < 1 or value.shape[0] != len(order_N):
+            if not isinstance(value, Tensor) or value.ndim < 1 or value.shape[0] != N:
                 got = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
                 raise InvalidArgumentError(
-                    f"strategy_inputs[{argument!r}] must have one row per candidate ({len(order_N)}, in the order "
+                    f"strategy_inputs[{argument!r}] must have one row per candidate ({N}, in the order "
                     f"of candidates_N), got {got}"
                 )
-            given[argument] = value[order_N]
+            given[argument] = value if order_N is None else value[order_N]
     return given
 
 
@@ -616,7 +621,7 @@ def score_pool(
     check_choice(sampling, "sampling", SAMPLING_MODES)
     plan = check_budget(costs, cost_budget, N)
     options = dict(options or {})
-    extra_inputs = _check_strategy_inputs(entry, strategy_inputs, order_N)
+    extra_inputs = _check_strategy_inputs(entry, strategy_inputs, N, order_N)
     executor = LocalExecutor() if executor is None else executor
     name = entry.name
     device_name = None if device is None else str(torch.device(device))

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from activebayes._validation import check_log_probs, check_positive_int, log_probs_tolerance
+from activebayes.errors import InvalidArgumentError
 
 #: Elements of ``[n, K, C]`` per chunk: 2**18 (1 MiB in float32, cache friendly).
 #: Temporaries are a few times this, independent of N.
@@ -50,8 +51,8 @@ def check_chunk_sums(
     try:
         check_log_probs(log_probs_n_K_C, name, atol=atol)
     except ValueError as error:
-        raise ValueError(f"{error} (in pool rows {offset}..{offset + len(log_probs_n_K_C) - 1})") from None
-    raise ValueError(f"{name} rows {offset}.. are not normalised log-probabilities")
+        raise InvalidArgumentError(f"{error} (in pool rows {offset}..{offset + len(log_probs_n_K_C) - 1})") from None
+    raise InvalidArgumentError(f"{name} rows {offset}.. are not normalised log-probabilities")
 
 
 def clamp_log(log_probs: Tensor) -> Tensor:

@@ -30,7 +30,7 @@ from torch import Tensor
 
 from activebayes._validation import check_positive_int
 from activebayes.acquisition._chunks import iter_chunks
-from activebayes.errors import InvalidArgumentError
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["KMeansResult", "d2_seeding", "kmeans", "kmeans_plus_plus", "BLOCK_ELEMENTS"]
 
@@ -118,11 +118,11 @@ def _uniform_pick(allowed_N: Tensor, uniform: float) -> int:
 
 def _points(points_N_D: object, name: str) -> Tensor:
     if not isinstance(points_N_D, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(points_N_D).__name__}")
+        raise InvalidTypeError(f"{name} must be a torch.Tensor, got {type(points_N_D).__name__}")
     if points_N_D.ndim != 2 or points_N_D.shape[0] == 0 or points_N_D.shape[1] == 0:
         raise InvalidArgumentError(f"{name} must have shape [N, D] with N, D >= 1, got {tuple(points_N_D.shape)}")
     if not points_N_D.is_floating_point():
-        raise TypeError(f"{name} must be a floating point tensor, got dtype {points_N_D.dtype}")
+        raise InvalidTypeError(f"{name} must be a floating point tensor, got dtype {points_N_D.dtype}")
     if not bool(torch.isfinite(points_N_D).all()):
         raise InvalidArgumentError(f"{name} must be finite, got NaN or inf")
     return points_N_D.to(torch.float64)

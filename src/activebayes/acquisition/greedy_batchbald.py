@@ -41,6 +41,7 @@ from activebayes.acquisition.joint_entropy import (
 )
 from activebayes.acquisition.scores import bald, expected_entropy
 from activebayes.acquisition.selection import BudgetPlan, Selection, check_budget
+from activebayes.errors import InvalidArgumentError
 
 __all__ = ["batchbald", "BatchConfigurations", "DEFAULT_NUM_SAMPLES"]
 
@@ -145,7 +146,7 @@ def batchbald(
     N, K, C = log_probs_N_K_C.shape
     batch_size = check_positive_int(batch_size, "batch_size")
     if batch_size > N:
-        raise ValueError(f"batch_size must be <= the pool size N={N}, got {batch_size}")
+        raise InvalidArgumentError(f"batch_size must be <= the pool size N={N}, got {batch_size}")
     num_samples = check_positive_int(num_samples, "num_samples")
     max_exact = num_samples if max_exact_configs is None else check_positive_int(
         max_exact_configs, "max_exact_configs", allow_zero=True
@@ -153,9 +154,9 @@ def batchbald(
     if plan is None:
         plan = check_budget(costs_N, budget, N)
     elif costs_N is not None or budget is not None:
-        raise ValueError("pass either plan or costs_N / budget, not both")
+        raise InvalidArgumentError("pass either plan or costs_N / budget, not both")
     if cost_aware and plan is None:
-        raise ValueError("cost_aware=True needs costs_N and budget")
+        raise InvalidArgumentError("cost_aware=True needs costs_N and budget")
     compute_device = resolve_device(log_probs_N_K_C, device)
     work_dtype = dtype or log_probs_N_K_C.dtype
 

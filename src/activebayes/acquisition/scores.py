@@ -27,6 +27,7 @@ from torch import Tensor
 
 from activebayes._validation import check_finite, check_ndim, check_positive_int, check_tensor
 from activebayes.acquisition._chunks import clamp_log, iter_chunks, map_log_probs, resolve_device, rows_per_chunk
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "predictive_entropy",
@@ -287,12 +288,12 @@ def predictive_variance(
     if samples_N_K.ndim not in (2, 3):
         check_ndim(samples_N_K, 2, name, "[N, K] (pool items, function samples) or [N, K, D]")
     if not samples_N_K.is_floating_point():
-        raise TypeError(f"{name} must be a floating point tensor, got dtype {samples_N_K.dtype}")
+        raise InvalidTypeError(f"{name} must be a floating point tensor, got dtype {samples_N_K.dtype}")
     N, K = samples_N_K.shape[:2]
     if N == 0:
-        raise ValueError(f"{name} is empty: the pool has no items (shape {tuple(samples_N_K.shape)})")
+        raise InvalidArgumentError(f"{name} is empty: the pool has no items (shape {tuple(samples_N_K.shape)})")
     if K - correction < 1:
-        raise ValueError(f"{name} needs K > correction={correction} samples per item, got K={K}")
+        raise InvalidArgumentError(f"{name} needs K > correction={correction} samples per item, got K={K}")
     compute_device = resolve_device(samples_N_K, device)
     row = samples_N_K[0].numel()
     variance_N = torch.empty(N, dtype=torch.float64, device=compute_device)

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from activebayes._validation import check_finite, check_nonnegative_float, check_tensor
+from activebayes.errors import InvalidArgumentError
 
 __all__ = [
     "Selection",
@@ -78,18 +79,18 @@ def check_budget(costs_N: Tensor | None, budget: float | None, N: int) -> Budget
         return None
     if costs_N is None or budget is None:
         missing = "budget" if budget is None else "costs_N"
-        raise ValueError(f"costs_N and budget go together: {missing} is missing (got only the other one)")
+        raise InvalidArgumentError(f"costs_N and budget go together: {missing} is missing (got only the other one)")
     check_tensor(costs_N, "costs_N")
     if costs_N.shape != (N,):
-        raise ValueError(f"costs_N must have shape [N] = ({N},) (one cost per pool item), got {tuple(costs_N.shape)}")
+        raise InvalidArgumentError(f"costs_N must have shape [N] = ({N},) (one cost per pool item), got {tuple(costs_N.shape)}")
     costs_N = costs_N.detach().to("cpu", torch.float64)
     check_finite(costs_N, "costs_N")
     if bool((costs_N < 0).any()):
-        raise ValueError(f"costs_N must be >= 0, got a minimum of {float(costs_N.min()):g}")
+        raise InvalidArgumentError(f"costs_N must be >= 0, got a minimum of {float(costs_N.min()):g}")
     budget = check_nonnegative_float(budget, "budget")
     cheapest = float(costs_N.min())
     if cheapest > budget:
-        raise ValueError(f"budget {budget:g} is too small: the cheapest pool item costs {cheapest:g}")
+        raise InvalidArgumentError(f"budget {budget:g} is too small: the cheapest pool item costs {cheapest:g}")
     return BudgetPlan(costs_N, budget)
 
 
@@ -98,9 +99,9 @@ def cost_priority(scores_N: Tensor, plan: BudgetPlan | None, cost_aware: bool) -
     if not cost_aware:
         return scores_N
     if plan is None:
-        raise ValueError("cost_aware=True needs costs_N and budget")
+        raise InvalidArgumentError("cost_aware=True needs costs_N and budget")
     if bool((scores_N < 0).any()):
-        raise ValueError(
+        raise InvalidArgumentError(
             "cost_aware=True needs non-negative scores (score per unit cost); this strategy's scores "
             f"go down to {float(scores_N.min()):g}"
         )
@@ -157,7 +158,7 @@ def stochastic_log_weights(scores_N: Tensor, mode: str, beta: float) -> Tensor:
         return beta * scores_N
     if mode == "power":
         if bool((scores_N < 0).any()):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"power sampling needs non-negative scores, got a minimum of {float(scores_N.min()):g}; "
                 "use softmax or softrank"
             )
@@ -167,7 +168,7 @@ def stochastic_log_weights(scores_N: Tensor, mode: str, beta: float) -> Tensor:
         ranks_N = torch.empty_like(scores_N)
         ranks_N[order_N] = torch.arange(1, len(scores_N) + 1, dtype=torch.float64, device=scores_N.device)
         return -beta * torch.log(ranks_N)
-    raise ValueError(f"unknown stochastic mode {mode!r}; expected one of: {', '.join(STOCHASTIC_MODES)}")
+    raise InvalidArgumentError(f"unknown stochastic mode {mode!r}; expected one of: {', '.join(STOCHASTIC_MODES)}")
 
 
 def stochastic_order(

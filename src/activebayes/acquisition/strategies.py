@@ -174,15 +174,15 @@ class StrategyRegistry:
         aliases = tuple(aliases)
         for key in (name, *aliases):
             if not isinstance(key, str) or not key:
-                raise ValueError(f"strategy names must be non-empty strings, got {key!r}")
+                raise InvalidArgumentError(f"strategy names must be non-empty strings, got {key!r}")
             if key in self._names and not replace:
-                raise ValueError(f"strategy name {key!r} is already registered (pass replace=True to override)")
+                raise InvalidArgumentError(f"strategy name {key!r} is already registered (pass replace=True to override)")
         if not callable(fn):
-            raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+            raise InvalidTypeError(f"fn must be callable, got {type(fn).__name__}")
         if mode is not None and mode not in SCORE_MODES:
-            raise ValueError(f"mode must be one of {', '.join(SCORE_MODES)} or None, got {mode!r}")
+            raise InvalidArgumentError(f"mode must be one of {', '.join(SCORE_MODES)} or None, got {mode!r}")
         if (mode is None) != (score_fn is None):
-            raise ValueError("score_fn and mode go together: give both (a per-item score) or neither")
+            raise InvalidArgumentError("score_fn and mode go together: give both (a per-item score) or neither")
         inputs, optional_inputs = _check_inputs(inputs, optional_inputs, needs_predictions)
         options = _strategy_options(fn, (*inputs, *optional_inputs))
         entry = Strategy(
@@ -201,7 +201,7 @@ class StrategyRegistry:
 
     def get(self, name: str) -> Strategy:
         if not isinstance(name, str) or name not in self._names:
-            raise ValueError(f"unknown strategy {name!r}; expected one of: {', '.join(self.names(aliases=True))}")
+            raise InvalidArgumentError(f"unknown strategy {name!r}; expected one of: {', '.join(self.names(aliases=True))}")
         return self._entries[self._names[name]]
 
     def names(self, *, aliases: bool = False) -> list[str]:
@@ -618,7 +618,7 @@ def select(
         K_C = (int(K), int(C))
     batch_size = check_positive_int(batch_size, "batch_size")
     if batch_size > N:
-        raise ValueError(f"batch_size must be <= the pool size N={N}, got {batch_size}")
+        raise InvalidArgumentError(f"batch_size must be <= the pool size N={N}, got {batch_size}")
     plan = check_budget(costs_N, budget, N)
     if entry.options is not None:
         unknown = sorted(set(options) - set(entry.options))

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from ..errors import ActiveBayesError
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["DataError", "as_index_tensor", "normalize_pixels"]
 
@@ -51,14 +52,14 @@ def as_index_tensor(indices: object, name: str = "indices") -> Tensor:
         values = list(indices)
         for value in values:
             if isinstance(value, bool) or not isinstance(value, int | np.integer):
-                raise TypeError(f"{name} must hold integers, got {type(value).__name__} {value!r}")
+                raise InvalidTypeError(f"{name} must hold integers, got {type(value).__name__} {value!r}")
         tensor = torch.tensor([int(v) for v in values], dtype=torch.long)
     else:
-        raise TypeError(f"{name} must be a sequence, NumPy array or tensor of integers, got {type(indices).__name__}")
+        raise InvalidTypeError(f"{name} must be a sequence, NumPy array or tensor of integers, got {type(indices).__name__}")
     if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
-        raise TypeError(f"{name} must hold integers, got dtype {tensor.dtype}")
+        raise InvalidTypeError(f"{name} must hold integers, got dtype {tensor.dtype}")
     if tensor.ndim == 0:
         tensor = tensor.reshape(1)
     if tensor.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {tuple(tensor.shape)}")
+        raise InvalidArgumentError(f"{name} must be one-dimensional, got shape {tuple(tensor.shape)}")
     return tensor.to(torch.long)

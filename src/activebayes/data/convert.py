@@ -40,6 +40,7 @@ from .datasets import IDX_DATASETS, SPLITS, _find_idx_files
 from .idx import IdxStream, check_idx_checksums, file_md5, read_idx
 from .image_folder import _check_size, decode_image, list_images
 from .memmap import MemmapWriter, check_destination, load_memmap
+from activebayes.errors import InvalidArgumentError
 
 __all__ = ["convert_to_memmap", "load_memmap"]
 
@@ -103,7 +104,7 @@ def convert_to_memmap(
     source = Path(source).expanduser()
     destination = Path(destination).expanduser()
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
+        raise InvalidArgumentError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
     check_destination(destination, overwrite=overwrite)
     if dataset is not None:
         check_choice(dataset, "dataset", IDX_DATASETS)

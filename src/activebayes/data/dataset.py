@@ -30,6 +30,7 @@ from torch import Tensor
 
 from ._core import DataError, as_index_tensor, normalize_pixels
 from .lazy import LazyInputs
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["ArrayDataset", "DataError", "from_arrays", "as_index_tensor", "normalize_pixels"]
 
@@ -64,42 +65,42 @@ class ArrayDataset:
     def __post_init__(self) -> None:
         inputs = self.inputs
         if not isinstance(inputs, Tensor | LazyInputs):
-            raise TypeError(f"inputs must be a torch.Tensor or LazyInputs, got {type(inputs).__name__}")
+            raise InvalidTypeError(f"inputs must be a torch.Tensor or LazyInputs, got {type(inputs).__name__}")
         if inputs.dtype != torch.float32:
-            raise TypeError(f"inputs must be float32, got dtype {inputs.dtype}; use from_arrays() to convert")
+            raise InvalidTypeError(f"inputs must be float32, got dtype {inputs.dtype}; use from_arrays() to convert")
         if inputs.ndim < 2:
-            raise ValueError(f"inputs must have shape [N, ...] with at least 2 dimensions, got {tuple(inputs.shape)}")
+            raise InvalidArgumentError(f"inputs must have shape [N, ...] with at least 2 dimensions, got {tuple(inputs.shape)}")
         n_items = inputs.shape[0]
         if not isinstance(self.classes, tuple) or not all(isinstance(c, str) for c in self.classes):
-            raise TypeError(f"classes must be a tuple of str, got {self.classes!r}")
+            raise InvalidTypeError(f"classes must be a tuple of str, got {self.classes!r}")
         if len(set(self.classes)) != len(self.classes):
-            raise ValueError(f"classes must be unique, got {self.classes!r}")
+            raise InvalidArgumentError(f"classes must be unique, got {self.classes!r}")
         if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name must be a non-empty str, got {self.name!r}")
+            raise InvalidArgumentError(f"name must be a non-empty str, got {self.name!r}")
         if self.targets is not None:
             targets = self.targets
             if not isinstance(targets, Tensor):
-                raise TypeError(f"targets must be a torch.Tensor or None, got {type(targets).__name__}")
+                raise InvalidTypeError(f"targets must be a torch.Tensor or None, got {type(targets).__name__}")
             if targets.dtype != torch.long:
-                raise TypeError(f"targets must be int64 (LongTensor), got dtype {targets.dtype}")
+                raise InvalidTypeError(f"targets must be int64 (LongTensor), got dtype {targets.dtype}")
             if targets.shape != (n_items,):
-                raise ValueError(f"targets must have shape [N] = [{n_items}], got {tuple(targets.shape)}")
+                raise InvalidArgumentError(f"targets must have shape [N] = [{n_items}], got {tuple(targets.shape)}")
             if not self.classes:
-                raise ValueError("classes must name at least one class when targets are given")
+                raise InvalidArgumentError("classes must name at least one class when targets are given")
             if n_items and (int(targets.min()) < 0 or int(targets.max()) >= len(self.classes)):
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"targets must lie in 0 .. {len(self.classes) - 1} (C = {len(self.classes)} classes), "
                     f"got values from {int(targets.min())} to {int(targets.max())}"
                 )
         if self.paths is not None:
             if not isinstance(self.paths, tuple) or not all(isinstance(p, str) for p in self.paths):
-                raise TypeError("paths must be a tuple of str or None")
+                raise InvalidTypeError("paths must be a tuple of str or None")
             if len(self.paths) != n_items:
-                raise ValueError(f"paths must have one entry per item ({n_items}), got {len(self.paths)}")
+                raise InvalidArgumentError(f"paths must have one entry per item ({n_items}), got {len(self.paths)}")
         if self.normalization is not None:
             mean, std = self.normalization
             if not std > 0:
-                raise ValueError(f"normalization std must be > 0, got {std}")
+                raise InvalidArgumentError(f"normalization std must be > 0, got {std}")
 
     def __len__(self) -> int:
         return int(self.inputs.shape[0])
@@ -170,14 +171,14 @@ def _to_tensor(values: object, name: str) -> Tensor:
         return values.detach().cpu()
     if isinstance(values, np.ndarray):
         if values.dtype == object:
-            raise TypeError(f"{name} must be a numeric array, got dtype object")
+            raise InvalidTypeError(f"{name} must be a numeric array, got dtype object")
         return torch.from_numpy(np.ascontiguousarray(values))
     if isinstance(values, Sequence) and not isinstance(values, str | bytes):
         array = np.asarray(values)
         if array.dtype.kind not in "biuf":
-            raise TypeError(f"{name} must hold numbers, got a sequence of dtype {array.dtype}")
+            raise InvalidTypeError(f"{name} must hold numbers, got a sequence of dtype {array.dtype}")
         return torch.from_numpy(np.ascontiguousarray(array))
-    raise TypeError(f"{name} must be a NumPy array or torch.Tensor, got {type(values).__name__}")
+    raise InvalidTypeError(f"{name} must be a NumPy array or torch.Tensor, got {type(values).__name__}")
 
 
 def from_arrays(
@@ -207,33 +208,33 @@ def from_arrays(
     """
     x = _to_tensor(inputs, "inputs")
     if x.dtype == torch.bool or x.is_complex():
-        raise TypeError(f"inputs must be real numbers, got dtype {x.dtype}")
+        raise InvalidTypeError(f"inputs must be real numbers, got dtype {x.dtype}")
     if x.ndim == 0:
-        raise ValueError("inputs must have shape [N, ...], got a scalar")
+        raise InvalidArgumentError("inputs must have shape [N, ...], got a scalar")
     if x.ndim == 1:
         x = x[:, None]
     x = x.to(torch.float32)
     if not bool(torch.isfinite(x).all()):
         n_bad = int((~torch.isfinite(x)).sum())
-        raise ValueError(f"inputs contains {n_bad} NaN or inf value(s)")
+        raise InvalidArgumentError(f"inputs contains {n_bad} NaN or inf value(s)")
     y: Tensor | None = None
     if targets is not None:
         y = _to_tensor(targets, "targets")
         if y.is_floating_point():
             if not bool((y == y.round()).all()) or not bool(torch.isfinite(y).all()):
-                raise TypeError(f"targets must be integer class ids, got non-integer values of dtype {y.dtype}")
+                raise InvalidTypeError(f"targets must be integer class ids, got non-integer values of dtype {y.dtype}")
         elif y.dtype == torch.bool or y.is_complex():
-            raise TypeError(f"targets must be integer class ids, got dtype {y.dtype}")
+            raise InvalidTypeError(f"targets must be integer class ids, got dtype {y.dtype}")
         y = y.to(torch.long)
         if y.ndim != 1 or y.shape[0] != x.shape[0]:
-            raise ValueError(f"targets must have shape [N] = [{x.shape[0]}] to match inputs, got {tuple(y.shape)}")
+            raise InvalidArgumentError(f"targets must have shape [N] = [{x.shape[0]}] to match inputs, got {tuple(y.shape)}")
         if y.numel() and int(y.min()) < 0:
-            raise ValueError(f"targets must be >= 0, got {int(y.min())}")
+            raise InvalidArgumentError(f"targets must be >= 0, got {int(y.min())}")
     if classes is None:
         n_classes = 0 if y is None or y.numel() == 0 else int(y.max()) + 1
         class_names = tuple(str(c) for c in range(n_classes))
     else:
         if isinstance(classes, str):
-            raise TypeError("classes must be a sequence of names, got a single str")
+            raise InvalidTypeError("classes must be a sequence of names, got a single str")
         class_names = tuple(str(c) for c in classes)
     return ArrayDataset(inputs=x, targets=y, classes=class_names, name=name)

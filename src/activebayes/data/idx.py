@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from ._core import DataError
+from activebayes.errors import InvalidArgumentError
 
 __all__ = [
     "IdxStream",
@@ -325,7 +326,7 @@ def download_file(
     """
     candidates = [urls] if isinstance(urls, str) else list(urls)
     if not candidates:
-        raise ValueError("urls must name at least one URL")
+        raise InvalidArgumentError("urls must name at least one URL")
     destination = Path(destination)
     destination.parent.mkdir(parents=True, exist_ok=True)
     failures: list[str] = []

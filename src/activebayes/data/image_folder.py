@@ -40,6 +40,7 @@ from tqdm.auto import tqdm
 from ._core import DataError, normalize_pixels
 from .dataset import ArrayDataset
 from .lazy import LazyInputs
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -91,7 +92,7 @@ def list_images(path: str | os.PathLike[str], *, classes: Sequence[str] | None =
     if classes is not None:
         class_names = tuple(str(c) for c in classes)
         if set(class_names) != set(found):
-            raise ValueError(f"classes {list(class_names)} do not match the subfolders of {folder}: {found}")
+            raise InvalidArgumentError(f"classes {list(class_names)} do not match the subfolders of {folder}: {found}")
     else:
         class_names = tuple(found)
     by_name = {p.name: p for p in subfolders}
@@ -140,7 +141,7 @@ class PixelStats:
 
     def update(self, pixels: np.ndarray) -> None:
         if pixels.dtype != np.uint8:
-            raise TypeError(f"pixels must be uint8, got {pixels.dtype}")
+            raise InvalidTypeError(f"pixels must be uint8, got {pixels.dtype}")
         flat = np.ascontiguousarray(pixels).reshape(-1)
         for start in range(0, flat.size, self._BLOCK):
             self.histogram += np.bincount(flat[start : start + self._BLOCK], minlength=256)
@@ -154,7 +155,7 @@ class PixelStats:
         counts = [int(c) for c in self.histogram]
         n = sum(counts)
         if n == 0:
-            raise ValueError("no pixels were seen")
+            raise InvalidArgumentError("no pixels were seen")
         total = sum(v * c for v, c in enumerate(counts))
         total_squares = sum(v * v * c for v, c in enumerate(counts))
         mean = total / (255 * n)
@@ -199,7 +200,7 @@ def _check_size(size: tuple[int, int]) -> tuple[int, int]:
         or not all(isinstance(v, int) and not isinstance(v, bool) for v in size)
         or min(size) < 1
     ):
-        raise ValueError(f"size must be (height, width) with positive ints, got {size!r}")
+        raise InvalidArgumentError(f"size must be (height, width) with positive ints, got {size!r}")
     return int(size[0]), int(size[1])
 
 

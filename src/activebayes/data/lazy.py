@@ -56,6 +56,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from ._core import DataError, as_index_tensor, normalize_pixels
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["LazyInputs", "MemmapInputs", "RowsView"]
 
@@ -74,7 +75,7 @@ class LazyInputs(ABC):
     def __init__(self, shape: tuple[int, ...]) -> None:
         self._shape = torch.Size(shape)
         if len(self._shape) < 2:
-            raise ValueError(f"lazy inputs must have shape [N, ...] with at least 2 dimensions, got {tuple(shape)}")
+            raise InvalidArgumentError(f"lazy inputs must have shape [N, ...] with at least 2 dimensions, got {tuple(shape)}")
 
     # ------------------------------------------------------------------ tensor-like
     @property
@@ -143,7 +144,7 @@ class LazyInputs(ABC):
         try:
             return as_index_tensor(key, "index").numpy()
         except TypeError:
-            raise TypeError(
+            raise InvalidTypeError(
                 f"lazy inputs are indexed with an int, a slice, a boolean mask or integer row ids "
                 f"(tensor, NumPy array, list), got {type(key).__name__}"
             ) from None
@@ -177,7 +178,7 @@ class LazyInputs(ABC):
     def iter_chunks(self, chunk_size: int = 4096, *, progress: bool = False, desc: str = "read") -> Iterator[Tensor]:
         """Every row in order, as float32 tensors of at most ``chunk_size`` rows."""
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-            raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
+            raise InvalidArgumentError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
         with tqdm(total=len(self), desc=desc, unit="item", disable=not progress, leave=False) as bar:
             for start in range(0, len(self), chunk_size):
                 chunk = self._read_range(start, min(len(self), start + chunk_size))

@@ -67,6 +67,7 @@ from ._core import DataError
 from .dataset import ArrayDataset
 from .image_folder import PixelStats
 from .lazy import MemmapInputs, _release
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "MEMMAP_FORMAT",
@@ -387,9 +388,9 @@ class MemmapWriter:
         check_destination(self.destination, overwrite=overwrite)
         item_shape = tuple(int(v) for v in item_shape)
         if len(item_shape) not in (2, 3) or min(item_shape) < 1:
-            raise ValueError(f"item_shape must be (C, H, W) or (H, W) with positive sizes, got {item_shape}")
+            raise InvalidArgumentError(f"item_shape must be (C, H, W) or (H, W) with positive sizes, got {item_shape}")
         if isinstance(n_items, bool) or not isinstance(n_items, int) or n_items < 0:
-            raise ValueError(f"n_items must be an int >= 0, got {n_items!r}")
+            raise InvalidArgumentError(f"n_items must be an int >= 0, got {n_items!r}")
         self.n_items = n_items
         self.item_shape = item_shape
         self.destination.parent.mkdir(parents=True, exist_ok=True)
@@ -410,13 +411,13 @@ class MemmapWriter:
         """Append rows ``pixels`` (uint8 ``[n, *item_shape]``)."""
         pixels = np.asarray(pixels)
         if pixels.dtype != np.uint8:
-            raise TypeError(f"pixels must be uint8, got dtype {pixels.dtype}")
+            raise InvalidTypeError(f"pixels must be uint8, got dtype {pixels.dtype}")
         if tuple(pixels.shape[1:]) != self.item_shape or pixels.ndim != len(self.item_shape) + 1:
-            raise ValueError(f"pixels must have shape [n, {', '.join(map(str, self.item_shape))}], "
+            raise InvalidArgumentError(f"pixels must have shape [n, {', '.join(map(str, self.item_shape))}], "
                              f"got {tuple(pixels.shape)}")
         n = pixels.shape[0]
         if self.written + n > self.n_items:
-            raise ValueError(f"more rows than n_items = {self.n_items}: {self.written} + {n}")
+            raise InvalidArgumentError(f"more rows than n_items = {self.n_items}: {self.written} + {n}")
         pixels = np.ascontiguousarray(pixels)
         self._array[self.written : self.written + n] = pixels
         _release(self._array, self.written, self.written + n)
@@ -443,20 +444,20 @@ class MemmapWriter:
         """
         try:
             if self.written != self.n_items:
-                raise ValueError(f"{self.written} rows were written, expected n_items = {self.n_items}")
+                raise InvalidArgumentError(f"{self.written} rows were written, expected n_items = {self.n_items}")
             if not isinstance(name, str) or not name:
-                raise ValueError(f"name must be a non-empty str, got {name!r}")
+                raise InvalidArgumentError(f"name must be a non-empty str, got {name!r}")
             class_names = tuple(str(c) for c in classes)
             if len(set(class_names)) != len(class_names):
-                raise ValueError(f"classes must be unique, got {list(class_names)}")
+                raise InvalidArgumentError(f"classes must be unique, got {list(class_names)}")
             if isinstance(normalization, str):
                 if normalization != "standardize":
-                    raise ValueError(f"normalization must be (mean, std), None or 'standardize', got {normalization!r}")
+                    raise InvalidArgumentError(f"normalization must be (mean, std), None or 'standardize', got {normalization!r}")
                 normalization = self.stats.normalization() if self.n_items else None
             elif normalization is not None:
                 mean, std = (float(v) for v in normalization)
                 if not (math.isfinite(mean) and math.isfinite(std) and std > 0):
-                    raise ValueError(f"normalization must be finite (mean, std) with std > 0, got {normalization!r}")
+                    raise InvalidArgumentError(f"normalization must be finite (mean, std) with std > 0, got {normalization!r}")
                 normalization = (mean, std)
             self._array.flush()
             del self._array
@@ -469,9 +470,9 @@ class MemmapWriter:
             if paths is not None:
                 paths = [str(p) for p in paths]
                 if len(paths) != self.n_items:
-                    raise ValueError(f"paths must have one entry per item ({self.n_items}), got {len(paths)}")
+                    raise InvalidArgumentError(f"paths must have one entry per item ({self.n_items}), got {len(paths)}")
                 if any("\n" in p or "\r" in p for p in paths):
-                    raise ValueError("paths must not contain line breaks")
+                    raise InvalidArgumentError("paths must not contain line breaks")
                 blob = "".join(p + "\n" for p in paths).encode("utf-8")
                 (self.tmp / PATHS_FILE).write_bytes(blob)
                 paths_sha = hashlib.sha256(blob).hexdigest()
@@ -527,11 +528,11 @@ def check_destination(destination: Path, *, overwrite: bool) -> None:
 def _labels_array(targets: object, n_items: int, n_classes: int) -> np.ndarray:
     labels = np.asarray(targets.cpu() if isinstance(targets, torch.Tensor) else targets)
     if labels.dtype.kind not in "iu":
-        raise TypeError(f"targets must be integers, got dtype {labels.dtype}")
+        raise InvalidTypeError(f"targets must be integers, got dtype {labels.dtype}")
     if labels.shape != (n_items,):
-        raise ValueError(f"targets must have shape [N] = [{n_items}], got {labels.shape}")
+        raise InvalidArgumentError(f"targets must have shape [N] = [{n_items}], got {labels.shape}")
     if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= n_classes):
-        raise ValueError(f"targets must lie in 0 .. {n_classes - 1} ({n_classes} classes), "
+        raise InvalidArgumentError(f"targets must lie in 0 .. {n_classes - 1} ({n_classes} classes), "
                          f"got {int(labels.min())} .. {int(labels.max())}")
     return labels.astype(np.uint8 if n_classes <= 256 else np.int64)
 
@@ -593,7 +594,7 @@ def write_memmap(
     destination = Path(destination).expanduser()
     if isinstance(pixels, np.ndarray):
         if n_items is not None and n_items != pixels.shape[0]:
-            raise ValueError(f"n_items = {n_items} does not match pixels of shape {pixels.shape}")
+            raise InvalidArgumentError(f"n_items = {n_items} does not match pixels of shape {pixels.shape}")
         n_items = int(pixels.shape[0])
         array = pixels
         chunks: Iterator[np.ndarray] = (array[i : i + chunk_items] for i in range(0, n_items, chunk_items))
@@ -601,11 +602,11 @@ def write_memmap(
         first = None
     else:
         if n_items is None:
-            raise ValueError("n_items is required when pixels is an iterable of chunks")
+            raise InvalidArgumentError("n_items is required when pixels is an iterable of chunks")
         chunks = iter(pixels)
         first = next(chunks, None)
         if first is None:
-            raise ValueError("pixels yielded no chunk")
+            raise InvalidArgumentError("pixels yielded no chunk")
         first = np.asarray(first)
         item_shape = tuple(first.shape[1:])
     if classes is None:

@@ -45,6 +45,7 @@ from torch import Tensor
 
 from .._validation import check_choice, check_positive_int
 from .dataset import ArrayDataset, as_index_tensor
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["Pool", "UNLABELLED", "LABELLED", "VALIDATION", "EXCLUDED"]
 
@@ -55,15 +56,15 @@ _STATE_VERSION = 1
 
 def _generator(seed: int | None, generator: torch.Generator | None) -> torch.Generator:
     if seed is not None and generator is not None:
-        raise ValueError("pass either seed or generator, not both")
+        raise InvalidArgumentError("pass either seed or generator, not both")
     if generator is not None:
         if not isinstance(generator, torch.Generator):
-            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+            raise InvalidTypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
         return generator
     if seed is None:
         seed = 0
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+        raise InvalidTypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
     return torch.Generator().manual_seed(seed)
 
 
@@ -89,7 +90,7 @@ class Pool:
 
     def __init__(self, dataset: ArrayDataset) -> None:
         if not isinstance(dataset, ArrayDataset):
-            raise TypeError(f"dataset must be an ArrayDataset, got {type(dataset).__name__}")
+            raise InvalidTypeError(f"dataset must be an ArrayDataset, got {type(dataset).__name__}")
         self.dataset = dataset
         n_items = len(dataset)
         self._status_N = torch.full((n_items,), UNLABELLED, dtype=torch.int8)
@@ -138,13 +139,13 @@ class Pool:
         n_items, n_classes = len(dataset), dataset.num_classes
         needs_targets = validation_size > 0 or (initial != "empty" and initial_size > 0)
         if needs_targets and dataset.targets is None:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"dataset {dataset.name!r} is unlabelled: use validation_size=0 and initial='empty', "
                 "then label items through an oracle"
             )
         n_initial = 0 if initial == "empty" else initial_size
         if validation_size + n_initial > n_items:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"validation_size + initial_size = {validation_size} + {n_initial} exceeds the "
                 f"{n_items} items of dataset {dataset.name!r}"
             )
@@ -176,7 +177,7 @@ class Pool:
                 for c in range(n_classes):
                     members = free[targets_N[free] == c]
                     if len(members) < int(take_C[c]):
-                        raise ValueError(
+                        raise InvalidArgumentError(
                             f"initial='balanced' needs {int(take_C[c])} item(s) of class "
                             f"{dataset.classes[c]!r}, but only {len(members)} are available outside validation"
                         )
@@ -264,7 +265,7 @@ class Pool:
         bad = (status != LABELLED) & (status != VALIDATION)
         if bool(bad.any()):
             first = int(index[bad][0])
-            raise ValueError(f"item {first} has no label: it is {_STATUS_NAMES[int(self._status_N[first])]}")
+            raise InvalidArgumentError(f"item {first} has no label: it is {_STATUS_NAMES[int(self._status_N[first])]}")
         return self._label_N[index].clone()
 
     def class_counts(self) -> Tensor:
@@ -276,13 +277,13 @@ class Pool:
     def _check_unlabelled(self, index: Tensor, name: str) -> None:
         if index.numel() != torch.unique(index).numel():
             values, counts = torch.unique(index, return_counts=True)
-            raise ValueError(f"{name} contains duplicates, e.g. {int(values[counts > 1][0])}")
+            raise InvalidArgumentError(f"{name} contains duplicates, e.g. {int(values[counts > 1][0])}")
         status = self._status_N[index]
         bad = status != UNLABELLED
         if bool(bad.any()):
             first = int(index[bad][0])
             state = _STATUS_NAMES[int(self._status_N[first])]
-            raise ValueError(f"{name}: item {first} is not unlabelled (it is {state}); {int(bad.sum())} such item(s)")
+            raise InvalidArgumentError(f"{name}: item {first} is not unlabelled (it is {state}); {int(bad.sum())} such item(s)")
 
     def label(self, indices: object, labels: object | None = None) -> None:
         """Move unlabelled items (original indices) to the labelled set.
@@ -300,15 +301,15 @@ class Pool:
         self._check_unlabelled(index, "indices")
         if labels is None:
             if self.dataset.targets is None:
-                raise ValueError(f"dataset {self.dataset.name!r} is unlabelled: pass the oracle's labels")
+                raise InvalidArgumentError(f"dataset {self.dataset.name!r} is unlabelled: pass the oracle's labels")
             label_B = self.dataset.targets[index]
         else:
             label_B = as_index_tensor(labels, "labels")
             if label_B.shape != index.shape:
-                raise ValueError(f"labels must have shape {tuple(index.shape)} like indices, got {tuple(label_B.shape)}")
+                raise InvalidArgumentError(f"labels must have shape {tuple(index.shape)} like indices, got {tuple(label_B.shape)}")
             n_classes = self.dataset.num_classes
             if label_B.numel() and (int(label_B.min()) < 0 or int(label_B.max()) >= n_classes):
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"labels must lie in 0 .. {n_classes - 1} (C = {n_classes}), "
                     f"got {int(label_B.min())} .. {int(label_B.max())}"
                 )
@@ -396,19 +397,19 @@ class Pool:
     def from_state_dict(cls, dataset: ArrayDataset, state: Mapping[str, Any]) -> Pool:
         """Rebuild a pool over ``dataset`` from :meth:`state_dict` output, validating it."""
         if not isinstance(state, Mapping):
-            raise TypeError(f"state must be a mapping from Pool.state_dict(), got {type(state).__name__}")
+            raise InvalidTypeError(f"state must be a mapping from Pool.state_dict(), got {type(state).__name__}")
         missing = {"version", "n_items", "labelled", "labels", "validation", "excluded"} - set(state)
         if missing:
-            raise ValueError(f"state is missing key(s) {sorted(missing)}; expected the output of Pool.state_dict()")
+            raise InvalidArgumentError(f"state is missing key(s) {sorted(missing)}; expected the output of Pool.state_dict()")
         if state["version"] != _STATE_VERSION:
-            raise ValueError(f"state version {state['version']!r} is not supported (expected {_STATE_VERSION})")
+            raise InvalidArgumentError(f"state version {state['version']!r} is not supported (expected {_STATE_VERSION})")
         if state["n_items"] != len(dataset):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"state was saved for a dataset of {state['n_items']} items ({state.get('dataset')!r}), "
                 f"got {len(dataset)} items ({dataset.name!r})"
             )
         if "dataset" in state and state["dataset"] != dataset.name:
-            raise ValueError(f"state was saved for dataset {state['dataset']!r}, got dataset {dataset.name!r}")
+            raise InvalidArgumentError(f"state was saved for dataset {state['dataset']!r}, got dataset {dataset.name!r}")
         pool = cls(dataset)
         validation = dataset.check_indices(state["validation"], "state['validation']")
         excluded = dataset.check_indices(state["excluded"], "state['excluded']")
@@ -417,15 +418,15 @@ class Pool:
             pool._status_N[index] = VALIDATION if name == "validation" else EXCLUDED
         if validation.numel():
             if dataset.targets is None:
-                raise ValueError("state has validation items but the dataset has no targets")
+                raise InvalidArgumentError("state has validation items but the dataset has no targets")
             pool._label_N[validation] = dataset.targets[validation]
         labelled = dataset.check_indices(state["labelled"], "state['labelled']")
         labels = as_index_tensor(state["labels"], "state['labels']")
         chunks = list(state.get("labelled_chunks", [len(labelled)] if len(labelled) else []))
         if sum(chunks) != len(labelled):
-            raise ValueError("state['labelled_chunks'] does not add up to the number of labelled items")
+            raise InvalidArgumentError("state['labelled_chunks'] does not add up to the number of labelled items")
         if labels.shape != labelled.shape:
-            raise ValueError("state['labels'] must have one label per labelled index")
+            raise InvalidArgumentError("state['labels'] must have one label per labelled index")
         start = 0
         for size in chunks:
             pool.label(labelled[start : start + size], labels[start : start + size])

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from activebayes._validation import check_finite, check_log_probs
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 _PRED_FORMS = "labels [N], probabilities [N, C] or log-probabilities log_probs_N_K_C [N, K, C]"
 
@@ -32,14 +33,14 @@ def as_tensor(value: object, name: str) -> Tensor:
         return value.detach()
     if isinstance(value, np.ndarray):
         if value.dtype == object:
-            raise TypeError(f"{name} must be a numeric array, got a NumPy array of dtype object")
+            raise InvalidTypeError(f"{name} must be a numeric array, got a NumPy array of dtype object")
         return torch.from_numpy(np.ascontiguousarray(value))
     if isinstance(value, (list, tuple)):
         try:
             return torch.as_tensor(np.asarray(value))
         except (TypeError, ValueError, RuntimeError) as err:
-            raise TypeError(f"{name} must be a numeric array-like, could not convert: {err}") from None
-    raise TypeError(
+            raise InvalidTypeError(f"{name} must be a numeric array-like, could not convert: {err}") from None
+    raise InvalidTypeError(
         f"{name} must be a torch.Tensor, NumPy array or list, got {type(value).__name__}"
     )
 
@@ -50,14 +51,14 @@ def _integer_valued(tensor: Tensor, name: str) -> Tensor:
     if tensor.is_floating_point():
         check_finite(tensor, name)
         if not bool((tensor == tensor.round()).all()):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{name} must hold integer class labels, got non-integer values such as "
                 f"{float(tensor[tensor != tensor.round()][0]):.4g}; for scores or probabilities of "
                 "the positive class, threshold them first or use binary_confusion_matrix(..., threshold=)"
             )
         return tensor.long()
     if tensor.is_complex():
-        raise TypeError(f"{name} must be real, got dtype {tensor.dtype}")
+        raise InvalidTypeError(f"{name} must be real, got dtype {tensor.dtype}")
     return tensor.long()
 
 
@@ -66,12 +67,12 @@ def check_labels(value: object, name: str = "targets", *, ndim: int = 1) -> Tens
     tensor = as_tensor(value, name)
     if tensor.ndim != ndim:
         shape_doc = "[N]" if ndim == 1 else f"with {ndim} dimensions"
-        raise ValueError(f"{name} must be {shape_doc}, got shape {tuple(tensor.shape)}")
+        raise InvalidArgumentError(f"{name} must be {shape_doc}, got shape {tuple(tensor.shape)}")
     if tensor.numel() == 0:
-        raise ValueError(f"{name} is empty (shape {tuple(tensor.shape)}); need at least one item")
+        raise InvalidArgumentError(f"{name} is empty (shape {tuple(tensor.shape)}); need at least one item")
     tensor = _integer_valued(tensor, name)
     if bool((tensor < 0).any()):
-        raise ValueError(f"{name} must be non-negative class ids, got minimum {int(tensor.min())}")
+        raise InvalidArgumentError(f"{name} must be non-negative class ids, got minimum {int(tensor.min())}")
     return tensor
 
 
@@ -79,24 +80,24 @@ def check_probs(value: object, name: str = "probs_N_C", *, atol: float | None = 
     """Probabilities ``[N, C]`` in [0, 1] whose rows sum to 1; returned as float64."""
     tensor = as_tensor(value, name)
     if tensor.ndim != 2:
-        raise ValueError(f"{name} must be [N, C] probabilities, got shape {tuple(tensor.shape)}")
+        raise InvalidArgumentError(f"{name} must be [N, C] probabilities, got shape {tuple(tensor.shape)}")
     if not tensor.is_floating_point():
-        raise TypeError(f"{name} must be floating point probabilities, got dtype {tensor.dtype}")
+        raise InvalidTypeError(f"{name} must be floating point probabilities, got dtype {tensor.dtype}")
     if tensor.shape[0] == 0 or tensor.shape[1] == 0:
-        raise ValueError(f"{name} has a zero-sized dimension: shape {tuple(tensor.shape)}")
+        raise InvalidArgumentError(f"{name} has a zero-sized dimension: shape {tuple(tensor.shape)}")
     check_finite(tensor, name)
     if atol is None:
         atol = 1e-6 if tensor.dtype == torch.float64 else 1e-3
     lo, hi = float(tensor.min()), float(tensor.max())
     if lo < -atol or hi > 1 + atol:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{name} must hold probabilities in [0, 1], got values in [{lo:.4g}, {hi:.4g}]; "
             "did you pass logits? Use torch.softmax(logits, dim=-1)"
         )
     sums = tensor.double().sum(-1)
     worst = int((sums - 1).abs().argmax())
     if abs(float(sums[worst]) - 1) > atol:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{name} rows must sum to 1 (normalised probabilities), but row {worst} sums to "
             f"{float(sums[worst]):.6g} (tolerance {atol:g})"
         )
@@ -123,7 +124,7 @@ def to_log_probs(predictions: object, name: str = "predictions") -> Tensor:
     if tensor.ndim == 1 and tensor.is_floating_point():
         probs = binary_scores_to_probs(tensor, name)
         return probs.log()
-    raise ValueError(
+    raise InvalidArgumentError(
         f"{name} must be probabilities [N, C], log_probs_N_K_C [N, K, C] or binary "
         f"probabilities of class 1 [N], got shape {tuple(tensor.shape)} dtype {tensor.dtype}"
     )
@@ -140,10 +141,10 @@ def to_probs(predictions: object, name: str = "predictions") -> Tensor:
 def binary_scores_to_probs(scores_N: Tensor, name: str) -> Tensor:
     check_finite(scores_N, name)
     if scores_N.numel() == 0:
-        raise ValueError(f"{name} is empty; need at least one item")
+        raise InvalidArgumentError(f"{name} is empty; need at least one item")
     lo, hi = float(scores_N.min()), float(scores_N.max())
     if lo < 0 or hi > 1:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{name} as a 1-D float tensor must hold probabilities of class 1 in [0, 1], "
             f"got values in [{lo:.4g}, {hi:.4g}]; apply torch.sigmoid to logits first"
         )
@@ -166,12 +167,12 @@ def to_labels(predictions: object, name: str = "predictions") -> tuple[Tensor, i
     if tensor.ndim == 3:
         log_probs = mean_log_probs(check_log_probs(tensor, name))
         return log_probs.argmax(-1), log_probs.shape[-1]
-    raise ValueError(f"{name} must be {_PRED_FORMS}, got shape {tuple(tensor.shape)}")
+    raise InvalidArgumentError(f"{name} must be {_PRED_FORMS}, got shape {tuple(tensor.shape)}")
 
 
 def check_same_length(a: Tensor, b: Tensor, name_a: str, name_b: str) -> None:
     if a.shape[0] != b.shape[0]:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{name_a} and {name_b} must have the same number of items, "
             f"got {a.shape[0]} and {b.shape[0]}"
         )
@@ -179,10 +180,10 @@ def check_same_length(a: Tensor, b: Tensor, name_a: str, name_b: str) -> None:
 
 def check_zero_division(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"zero_division must be 0, 1 or nan, got {value!r}")
+        raise InvalidTypeError(f"zero_division must be 0, 1 or nan, got {value!r}")
     value = float(value)
     if not (value in (0.0, 1.0) or math.isnan(value)):
-        raise ValueError(f"zero_division must be 0, 1 or nan, got {value!r}")
+        raise InvalidArgumentError(f"zero_division must be 0, 1 or nan, got {value!r}")
     return value
 
 
@@ -201,9 +202,9 @@ def resolve_labels(
     """
     if num_classes is not None:
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-            raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
+            raise InvalidArgumentError(f"num_classes must be a positive int, got {num_classes!r}")
         if implied_classes is not None and implied_classes != num_classes:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"num_classes={num_classes} but the predictions have {implied_classes} classes"
             )
     C = num_classes if num_classes is not None else implied_classes
@@ -211,16 +212,16 @@ def resolve_labels(
     if preds_N is not None:
         observed_max = max(observed_max, int(preds_N.max()))
     if C is not None and observed_max >= C:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"class ids must be < num_classes={C}, got a label {observed_max} in targets/predictions"
         )
     if labels is not None:
         label_ids = check_labels(labels, "labels")
         if label_ids.unique().numel() != label_ids.numel():
-            raise ValueError(f"labels must not repeat ids, got {label_ids.tolist()}")
+            raise InvalidArgumentError(f"labels must not repeat ids, got {label_ids.tolist()}")
         size = max(observed_max, int(label_ids.max())) + 1 if C is None else C
         if int(label_ids.max()) >= size:
-            raise ValueError(f"labels must be < num_classes={size}, got {label_ids.tolist()}")
+            raise InvalidArgumentError(f"labels must be < num_classes={size}, got {label_ids.tolist()}")
         return label_ids, size
     if C is not None:
         return torch.arange(C), C

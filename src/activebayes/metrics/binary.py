@@ -26,6 +26,7 @@ from activebayes.metrics._inputs import (
     check_zero_division,
     to_probs,
 )
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "BinaryConfusion",
@@ -80,16 +81,16 @@ def _binary_inputs(targets: object, scores: object, pos_label: int) -> tuple[Ten
     elif scores_t.ndim in (2, 3):
         probs_N_C = to_probs(scores_t, "scores")
         if probs_N_C.shape[-1] != 2:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"scores must be 1-D scores or two-class probabilities, got {probs_N_C.shape[-1]} classes"
             )
         scores_N = probs_N_C[:, pos_label]
     else:
-        raise ValueError(f"scores must be [N] scores, got shape {tuple(scores_t.shape)}")
+        raise InvalidArgumentError(f"scores must be [N] scores, got shape {tuple(scores_t.shape)}")
     check_same_length(targets_N, scores_N, "targets", "scores")
     present = targets_N.unique().tolist()
     if len(present) > 2 or (len(present) == 2 and pos_label not in present):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"targets must be binary with pos_label={pos_label} among them, got classes {present}"
         )
     return targets_N == pos_label, scores_N
@@ -175,14 +176,14 @@ def _one_vs_rest(
     probs_N_C = to_probs(scores, "scores")
     C = probs_N_C.shape[-1]
     if num_classes is not None and num_classes != C:
-        raise ValueError(f"num_classes={num_classes} but scores have {C} classes")
+        raise InvalidArgumentError(f"num_classes={num_classes} but scores have {C} classes")
     check_same_length(targets_N, probs_N_C, "targets", "scores")
     if int(targets_N.max()) >= C:
-        raise ValueError(f"targets must be < {C} (the number of score columns), got {int(targets_N.max())}")
+        raise InvalidArgumentError(f"targets must be < {C} (the number of score columns), got {int(targets_N.max())}")
     support_C = torch.bincount(targets_N, minlength=C)
     absent = (support_C == 0).nonzero().flatten().tolist()
     if absent:
-        raise ValueError(f"{what} is undefined for classes absent from targets: {absent}")
+        raise InvalidArgumentError(f"{what} is undefined for classes absent from targets: {absent}")
     values_C = torch.stack(
         [binary_fn(probs_N_C[:, c], (targets_N == c).long()).double() for c in range(C)]
     )
@@ -219,7 +220,7 @@ def roc_auc_score(
     if scores_t.ndim == 1:
         is_pos_N, scores_N = _binary_inputs(targets, scores_t, pos_label)
         if bool(is_pos_N.all()) or not bool(is_pos_N.any()):
-            raise ValueError("roc_auc_score is undefined when targets hold only one class")
+            raise InvalidArgumentError("roc_auc_score is undefined when targets hold only one class")
         return float(binary_auroc(scores_N, is_pos_N.long(), validate_args=False))
     return _one_vs_rest(
         targets, scores_t, average, num_classes,
@@ -251,7 +252,7 @@ def average_precision_score(
     if scores_t.ndim == 1:
         is_pos_N, scores_N = _binary_inputs(targets, scores_t, pos_label)
         if not bool(is_pos_N.any()):
-            raise ValueError("average_precision_score is undefined without positive targets")
+            raise InvalidArgumentError("average_precision_score is undefined without positive targets")
         return float(binary_average_precision(scores_N, is_pos_N.long(), validate_args=False))
     return _one_vs_rest(
         targets, scores_t, average, num_classes,
@@ -280,7 +281,7 @@ class BinaryConfusion:
     def from_matrix(cls, matrix: object, *, threshold: float = math.nan) -> BinaryConfusion:
         cm = as_tensor(matrix, "matrix")
         if tuple(cm.shape) != (2, 2):
-            raise ValueError(f"matrix must be 2 x 2 [[TN, FP], [FN, TP]], got shape {tuple(cm.shape)}")
+            raise InvalidArgumentError(f"matrix must be 2 x 2 [[TN, FP], [FN, TP]], got shape {tuple(cm.shape)}")
         (tn, fp), (fn, tp) = cm.long().tolist()
         return cls(tn=tn, fp=fp, fn=fn, tp=tp, threshold=threshold)
 
@@ -332,7 +333,7 @@ def binary_confusion_matrix(
         [[1, 0], [1, 1]]
     """
     if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or math.isnan(threshold):
-        raise TypeError(f"threshold must be a number, got {threshold!r}")
+        raise InvalidTypeError(f"threshold must be a number, got {threshold!r}")
     is_pos_N, scores_N = _binary_inputs(targets, scores, pos_label)
     pred_pos_N = scores_N >= threshold
     tp = int((pred_pos_N & is_pos_N).sum())
@@ -403,13 +404,13 @@ def threshold_sweep(
         thresholds_T = scores_N.unique(sorted=True)
     elif isinstance(thresholds, int) and not isinstance(thresholds, bool):
         if thresholds < 2:
-            raise ValueError(f"thresholds as an int must be >= 2, got {thresholds}")
+            raise InvalidArgumentError(f"thresholds as an int must be >= 2, got {thresholds}")
         thresholds_T = torch.linspace(0, 1, thresholds, dtype=torch.float64)
     else:
         thresholds_T = as_tensor(thresholds, "thresholds").double().flatten()
         check_finite(thresholds_T, "thresholds")
         if thresholds_T.numel() == 0:
-            raise ValueError("thresholds must not be empty")
+            raise InvalidArgumentError("thresholds must not be empty")
         thresholds_T = thresholds_T.sort().values
     pos_sorted = scores_N[is_pos_N].sort().values
     neg_sorted = scores_N[~is_pos_N].sort().values
@@ -446,14 +447,14 @@ def positive_class_weight(targets: object) -> Tensor:
     """
     targets_t = as_tensor(targets, "targets")
     if targets_t.ndim not in (1, 2) or targets_t.numel() == 0:
-        raise ValueError(f"targets must be non-empty [N] or [N, L], got shape {tuple(targets_t.shape)}")
+        raise InvalidArgumentError(f"targets must be non-empty [N] or [N, L], got shape {tuple(targets_t.shape)}")
     check_finite(targets_t.double(), "targets")
     if not bool(((targets_t == 0) | (targets_t == 1)).all()):
-        raise ValueError("targets must hold only 0 and 1")
+        raise InvalidArgumentError("targets must hold only 0 and 1")
     targets_N_L = targets_t.double().reshape(targets_t.shape[0], -1)
     n_pos_L = targets_N_L.sum(0)
     if bool((n_pos_L == 0).any()):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"positive_class_weight needs at least one positive per label; labels without: "
             f"{(n_pos_L == 0).nonzero().flatten().tolist()}"
         )

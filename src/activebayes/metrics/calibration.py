@@ -44,7 +44,7 @@ def _prepare(targets: object, predictions: object) -> tuple[Tensor, Tensor]:
     check_same_length(targets_N, log_probs_N_C, "targets", "predictions")
     C = log_probs_N_C.shape[-1]
     if int(targets_N.max()) >= C:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"targets must be class ids < C={C} (the predictions' classes), got {int(targets_N.max())}"
         )
     return targets_N, log_probs_N_C

@@ -27,6 +27,7 @@ from activebayes.metrics._inputs import (
     resolve_labels,
     to_labels,
 )
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "PrecisionRecallF1",
@@ -101,7 +102,7 @@ def accuracy_score(
         0.75
     """
     if not isinstance(normalize, bool):
-        raise TypeError(f"normalize must be a bool, got {normalize!r}")
+        raise InvalidTypeError(f"normalize must be a bool, got {normalize!r}")
     targets_N = check_labels(targets, "targets")
     preds_N, _ = to_labels(predictions, "predictions")
     check_same_length(targets_N, preds_N, "targets", "predictions")
@@ -127,19 +128,19 @@ def precision_recall_fscore_support(
     average_key = "none" if average is None else check_choice(average, "average", AVERAGES[:-1])
     zero_division = check_zero_division(zero_division)
     if isinstance(pos_label, bool) or not isinstance(pos_label, int):
-        raise TypeError(f"pos_label must be an int class id, got {pos_label!r}")
+        raise InvalidTypeError(f"pos_label must be an int class id, got {pos_label!r}")
     targets_N, preds_N, label_ids_L, size, implied = _prepare(targets, predictions, labels, num_classes)
     if average_key == "binary":
         # scikit-learn: the data must be binary; only ``pos_label`` is reported.
         present = torch.cat([targets_N, preds_N]).unique().tolist()
         declared = num_classes if num_classes is not None else (implied or 0)
         if len(present) > 2 or declared > 2:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"average='binary' needs binary data, got classes {present} "
                 f"(num_classes={num_classes}); choose average='macro', 'micro', 'weighted' or None"
             )
         if pos_label not in present and len(present) == 2:
-            raise ValueError(f"pos_label={pos_label} is not a valid label; the classes are {present}")
+            raise InvalidArgumentError(f"pos_label={pos_label} is not a valid label; the classes are {present}")
         label_ids_L = torch.tensor([pos_label])
         size = max(size, pos_label + 1)
     cm = confusion_counts(preds_N, targets_N, size)

@@ -15,6 +15,7 @@ from activebayes.metrics._core import (
     prf_from_confusion,
 )
 from activebayes.metrics._inputs import check_labels, check_same_length, to_log_probs
+from activebayes.errors import InvalidArgumentError
 
 __all__ = ["evaluate_classification"]
 
@@ -56,16 +57,16 @@ def evaluate_classification(
     targets_N = check_labels(targets, "targets")
     pred_t = predictions if isinstance(predictions, torch.Tensor) else torch.as_tensor(predictions)
     if pred_t.ndim not in (2, 3):
-        raise ValueError(
+        raise InvalidArgumentError(
             "predictions must be probabilities [N, C] or log_probs_N_K_C [N, K, C], "
             f"got shape {tuple(pred_t.shape)}"
         )
     log_probs_N_C = to_log_probs(pred_t, "predictions")
     check_same_length(targets_N, log_probs_N_C, "targets", "predictions")
     if log_probs_N_C.shape[-1] != num_classes:
-        raise ValueError(f"num_classes={num_classes} but predictions have {log_probs_N_C.shape[-1]} classes")
+        raise InvalidArgumentError(f"num_classes={num_classes} but predictions have {log_probs_N_C.shape[-1]} classes")
     if int(targets_N.max()) >= num_classes:
-        raise ValueError(f"targets must be < num_classes={num_classes}, got {int(targets_N.max())}")
+        raise InvalidArgumentError(f"targets must be < num_classes={num_classes}, got {int(targets_N.max())}")
     preds_N = log_probs_N_C.argmax(-1)
     cm = confusion_counts(preds_N, targets_N, num_classes)
     label_ids = torch.arange(num_classes)

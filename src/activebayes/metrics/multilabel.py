@@ -21,6 +21,7 @@ from activebayes.metrics._inputs import (
     check_zero_division,
     to_labels,
 )
+from activebayes.errors import InvalidArgumentError
 
 __all__ = ["hamming_loss", "multilabel_precision_recall_f1"]
 
@@ -30,26 +31,26 @@ def _indicators(targets: object, predictions: object, mask: object | None, thres
     targets_t = as_tensor(targets, "targets")
     preds_t = as_tensor(predictions, "predictions")
     if targets_t.ndim < 2:
-        raise ValueError(f"multi-label targets must be [..., L] 0/1 indicators, got shape {tuple(targets_t.shape)}")
+        raise InvalidArgumentError(f"multi-label targets must be [..., L] 0/1 indicators, got shape {tuple(targets_t.shape)}")
     if preds_t.shape != targets_t.shape:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"predictions must have the targets' shape {tuple(targets_t.shape)}, got {tuple(preds_t.shape)}"
         )
     if targets_t.numel() == 0:
-        raise ValueError("targets is empty")
+        raise InvalidArgumentError("targets is empty")
     check_finite(targets_t.double(), "targets")
     if not bool(((targets_t == 0) | (targets_t == 1)).all()):
-        raise ValueError("multi-label targets must hold only 0 and 1")
+        raise InvalidArgumentError("multi-label targets must hold only 0 and 1")
     if preds_t.is_floating_point():
         check_finite(preds_t, "predictions")
         if float(preds_t.min()) < 0 or float(preds_t.max()) > 1:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "multi-label predictions must be 0/1 or probabilities in [0, 1]; apply torch.sigmoid to logits"
             )
         preds_b = preds_t >= threshold
     else:
         if not bool(((preds_t == 0) | (preds_t == 1)).all()):
-            raise ValueError("integer multi-label predictions must hold only 0 and 1")
+            raise InvalidArgumentError("integer multi-label predictions must hold only 0 and 1")
         preds_b = preds_t.bool()
     if mask is None:
         valid = targets_t.new_ones(targets_t.shape, dtype=bool)
@@ -58,15 +59,15 @@ def _indicators(targets: object, predictions: object, mask: object | None, thres
         if mask_t.shape == targets_t.shape[:-1]:
             mask_t = mask_t.unsqueeze(-1)
         elif mask_t.shape != targets_t.shape:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"mask must have shape {tuple(targets_t.shape)} or {tuple(targets_t.shape[:-1])}, "
                 f"got {tuple(mask_t.shape)}"
             )
         if not bool(((mask_t == 0) | (mask_t == 1)).all()):
-            raise ValueError("mask must be boolean (True / 1 = valid position, False / 0 = padding)")
+            raise InvalidArgumentError("mask must be boolean (True / 1 = valid position, False / 0 = padding)")
         valid = mask_t.bool().expand(targets_t.shape)
         if not bool(valid.any()):
-            raise ValueError("mask leaves no valid position")
+            raise InvalidArgumentError("mask leaves no valid position")
     return targets_t.bool(), preds_b, valid
 
 
@@ -91,7 +92,7 @@ def hamming_loss(
     targets_t = as_tensor(targets, "targets")
     if targets_t.ndim == 1:
         if mask is not None:
-            raise ValueError("mask is only supported for multi-label [..., L] targets")
+            raise InvalidArgumentError("mask is only supported for multi-label [..., L] targets")
         targets_N = check_labels(targets_t, "targets")
         preds_N, _ = to_labels(predictions, "predictions")
         check_same_length(targets_N, preds_N, "targets", "predictions")

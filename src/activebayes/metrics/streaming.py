@@ -45,6 +45,7 @@ from activebayes.metrics._inputs import (
     to_labels,
     to_log_probs,
 )
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "Accuracy",
@@ -63,10 +64,10 @@ def _labels_batch(predictions: object, targets: object, num_classes: int | None)
     check_same_length(targets_n, preds_n, "targets", "predictions")
     if num_classes is not None:
         if implied is not None and implied != num_classes:
-            raise ValueError(f"predictions have {implied} classes but the metric has num_classes={num_classes}")
+            raise InvalidArgumentError(f"predictions have {implied} classes but the metric has num_classes={num_classes}")
         top = max(int(targets_n.max()), int(preds_n.max()))
         if top >= num_classes:
-            raise ValueError(f"class ids must be < num_classes={num_classes}, got {top}")
+            raise InvalidArgumentError(f"class ids must be < num_classes={num_classes}, got {top}")
     return preds_n, targets_n
 
 
@@ -134,9 +135,9 @@ class _PRF(ConfusionMatrix):
         super().__init__(num_classes, **kwargs)
         self.average = "none" if average is None else check_choice(average, "average", AVERAGES[:-1])
         if self.average == "binary" and num_classes != 2:
-            raise ValueError(f"average='binary' needs num_classes=2, got {num_classes}")
+            raise InvalidArgumentError(f"average='binary' needs num_classes=2, got {num_classes}")
         if not 0 <= pos_label < num_classes:
-            raise ValueError(f"pos_label must be a class id < {num_classes}, got {pos_label}")
+            raise InvalidArgumentError(f"pos_label must be a class id < {num_classes}, got {pos_label}")
         self.zero_division = check_zero_division(zero_division)
         self.pos_label = pos_label
 
@@ -193,13 +194,13 @@ class Calibration(_AbMetric):
         targets_n = check_labels(targets, "targets")
         pred_t = predictions if isinstance(predictions, Tensor) else torch.as_tensor(predictions)
         if pred_t.ndim == 1:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "Calibration needs probabilities [n, C] or log_probs_n_K_C [n, K, C], got 1-D predictions"
             )
         log_probs_n_C = to_log_probs(pred_t, "predictions")
         check_same_length(targets_n, log_probs_n_C, "targets", "predictions")
         if int(targets_n.max()) >= log_probs_n_C.shape[-1]:
-            raise ValueError(f"targets must be < C={log_probs_n_C.shape[-1]}, got {int(targets_n.max())}")
+            raise InvalidArgumentError(f"targets must be < C={log_probs_n_C.shape[-1]}, got {int(targets_n.max())}")
         sums = calibration_sums(log_probs_n_C, targets_n, self.num_bins)
         for name, value in sums.items():
             setattr(self, name, getattr(self, name) + value.to(getattr(self, name).device))
@@ -240,12 +241,12 @@ class MetricCollection:
             items = [(getattr(m, "default_name", type(m).__name__.lower()), m) for m in metrics]
         names = [n for n, _ in items]
         if len(set(names)) != len(names):
-            raise ValueError(f"metric names must be unique, got {names}; pass a dict to name them")
+            raise InvalidArgumentError(f"metric names must be unique, got {names}; pass a dict to name them")
         for name, metric in items:
             if not isinstance(metric, Metric):
-                raise TypeError(f"metric {name!r} must be a torchmetrics.Metric, got {type(metric).__name__}")
+                raise InvalidTypeError(f"metric {name!r} must be a torchmetrics.Metric, got {type(metric).__name__}")
         if not isinstance(prefix, str):
-            raise TypeError(f"prefix must be a str, got {prefix!r}")
+            raise InvalidTypeError(f"prefix must be a str, got {prefix!r}")
         self._metrics: dict[str, Metric] = dict(items)
         self.prefix = prefix
 

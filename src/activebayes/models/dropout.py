@@ -40,6 +40,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from activebayes._seeding import draw_seed, mix_seed
+from activebayes.errors import ActiveBayesError, InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "BatchedSamplingError",
@@ -56,14 +57,14 @@ __all__ = [
 
 def _check_p(p: object) -> float:
     if isinstance(p, bool) or not isinstance(p, (int, float)):
-        raise TypeError(f"p must be a float in [0, 1], got {type(p).__name__} {p!r}")
+        raise InvalidTypeError(f"p must be a float in [0, 1], got {type(p).__name__} {p!r}")
     p = float(p)
     if not 0.0 <= p <= 1.0 or math.isnan(p):
-        raise ValueError(f"p must be a dropout probability in [0, 1], got {p}")
+        raise InvalidArgumentError(f"p must be a dropout probability in [0, 1], got {p}")
     return p
 
 
-class BatchedSamplingError(RuntimeError):
+class BatchedSamplingError(ActiveBayesError, RuntimeError):
     """The batched MC path (expand at the first MC dropout layer) does not fit this model.
 
     Raised when the batch dimension does not reach the first stochastic layer
@@ -235,14 +236,14 @@ class ConsistentMCDropout2d(_ConsistentMCDropoutBase):
 
     def _mask_shape(self, feature_shape: torch.Size) -> tuple[int, ...]:
         if len(feature_shape) == 0:
-            raise ValueError("ConsistentMCDropout2d needs inputs [n, C, ...], got [n]")
+            raise InvalidArgumentError("ConsistentMCDropout2d needs inputs [n, C, ...], got [n]")
         return (feature_shape[0], *([1] * (len(feature_shape) - 1)))
 
     def _train_forward(self, input: Tensor) -> Tensor:
         if self.p == 0.0:
             return input
         if input.ndim < 2:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"ConsistentMCDropout2d needs a batched input [n, C, ...], got shape {tuple(input.shape)}"
             )
         shape = (input.shape[0], input.shape[1], *([1] * (input.ndim - 2)))
@@ -329,7 +330,7 @@ def resample_masks(module: nn.Module, *, generator: torch.Generator | int | None
         7
     """
     if not isinstance(module, nn.Module):
-        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        raise InvalidTypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
     if isinstance(generator, int) and not isinstance(generator, bool):
         seed = int(generator)
     else:
@@ -359,9 +360,9 @@ def mc_sampling(
     """
     sample_ids = [int(k) for k in sample_ids]
     if not sample_ids:
-        raise ValueError("sample_ids must not be empty")
+        raise InvalidArgumentError("sample_ids must not be empty")
     if not expand and len(sample_ids) != 1:
-        raise ValueError(f"expand=False needs exactly one sample id, got {len(sample_ids)}")
+        raise InvalidArgumentError(f"expand=False needs exactly one sample id, got {len(sample_ids)}")
     layers = mc_dropout_layers(module)
     if any(layer._context is not None for layer in layers):
         raise RuntimeError("mc_sampling contexts cannot be nested on the same layers")
@@ -426,7 +427,7 @@ def mc_dropout(module: nn.Module, *, inplace: bool = False) -> nn.Module:
         'ConsistentMCDropout'
     """
     if not isinstance(module, nn.Module):
-        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        raise InvalidTypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
     if not inplace:
         module = copy.deepcopy(module)
     return _convert(module)

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from activebayes._validation import check_positive_int
 from activebayes._seeding import as_generator, draw_seed, global_rng_seeded
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["Ensemble"]
 
@@ -36,10 +37,10 @@ class Ensemble(nn.Module):
         super().__init__()
         members = list(members)
         if not members:
-            raise ValueError("members must hold at least one nn.Module, got an empty sequence")
+            raise InvalidArgumentError("members must hold at least one nn.Module, got an empty sequence")
         for index, member in enumerate(members):
             if not isinstance(member, nn.Module):
-                raise TypeError(f"members[{index}] must be a torch.nn.Module, got {type(member).__name__}")
+                raise InvalidTypeError(f"members[{index}] must be a torch.nn.Module, got {type(member).__name__}")
         self.members = nn.ModuleList(members)
 
     @classmethod
@@ -57,7 +58,7 @@ class Ensemble(nn.Module):
         """
         check_positive_int(size, "size")
         if not callable(factory):
-            raise TypeError(f"factory must be a callable returning an nn.Module, got {type(factory).__name__}")
+            raise InvalidTypeError(f"factory must be a callable returning an nn.Module, got {type(factory).__name__}")
         gen = as_generator(generator)
         members = []
         for _ in range(size):

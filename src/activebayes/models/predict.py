@@ -20,8 +20,9 @@ from torch.utils.data import Dataset, TensorDataset
 from activebayes._threads import threads_for
 from activebayes._validation import check_choice, check_positive_int
 from activebayes.models.dropout import BatchedSamplingError, mc_dropout_layers, mc_sampling, resample_masks
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["FunctionSampler", "STRATEGIES", "predict_log_probs"]
+__all__ = ["FunctionSampler", "SAMPLING_MODES", "predict_log_probs"]
 
 SAMPLING_MODES = ("batched", "sequential")
 _LIVE_TENSORS = 4  # safety factor: tensors alive at once per layer (input, output, temporaries)
@@ -69,15 +70,15 @@ class _Inputs:
         elif isinstance(data, Dataset) and hasattr(data, "__len__"):
             self.dataset = data
         else:
-            raise TypeError(
+            raise InvalidTypeError(
                 "data must be a tensor of inputs [N, ...], a tuple (inputs, targets), lazy inputs "
                 "(activebayes.data.LazyInputs) or a torch Dataset yielding x or (x, y), "
                 f"got {type(data).__name__}"
             )
         if self.tensor is not None and self.tensor.ndim == 0:
-            raise ValueError("data must have a leading item dimension [N, ...], got a 0-d tensor")
+            raise InvalidArgumentError("data must have a leading item dimension [N, ...], got a 0-d tensor")
         if len(self) == 0:
-            raise ValueError("data is empty: there are no items to predict")
+            raise InvalidArgumentError("data is empty: there are no items to predict")
 
     def __len__(self) -> int:
         if self.tensor is not None:
@@ -186,9 +187,9 @@ def _plan_chunks(
 def _logits_rows(logits: object, rows: int, what: str) -> Tensor:
     if not isinstance(logits, Tensor) or logits.ndim != 2:
         shape = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
-        raise ValueError(f"the model must return logits [n, C] for {what}, got {shape}")
+        raise InvalidArgumentError(f"the model must return logits [n, C] for {what}, got {shape}")
     if logits.shape[0] != rows:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"the model returned {logits.shape[0]} rows for {what}, expected {rows}; "
             "if the batched MC path is not valid for this model use sampling='sequential'"
         )
@@ -264,13 +265,13 @@ def predict_log_probs(
         torch.Size([10, 5, 3])
     """
     if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        raise InvalidTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     check_positive_int(batch_size, "batch_size")
     check_choice(sampling, "sampling", SAMPLING_MODES)
     if isinstance(memory_budget_mb, bool) or not isinstance(memory_budget_mb, (int, float)):
-        raise TypeError(f"memory_budget_mb must be a number, got {type(memory_budget_mb).__name__}")
+        raise InvalidTypeError(f"memory_budget_mb must be a number, got {type(memory_budget_mb).__name__}")
     if not memory_budget_mb > 0:
-        raise ValueError(f"memory_budget_mb must be > 0, got {memory_budget_mb}")
+        raise InvalidArgumentError(f"memory_budget_mb must be > 0, got {memory_budget_mb}")
     inputs = _Inputs(data)
 
     sampler = model if isinstance(model, FunctionSampler) else None
@@ -281,13 +282,13 @@ def predict_log_probs(
             num_samples = size
         check_positive_int(num_samples, "num_samples")
         if num_samples != size:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"num_samples must be None or the ensemble size {size} "
                 f"(one function sample per member), got {num_samples}"
             )
     elif num_samples is None:
         if layers:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "num_samples is required for a model with MC dropout layers (K function "
                 "samples, e.g. num_samples=20), got None"
             )
@@ -381,7 +382,7 @@ def _forward_chunk(
     if sampler is not None:
         logits_n_k_C = sampler.forward_samples(x_n, ids)
         if not isinstance(logits_n_k_C, Tensor) or logits_n_k_C.shape[:2] != (n, k):
-            raise ValueError(f"forward_samples must return [n, k, C] = [{n}, {k}, C]")
+            raise InvalidArgumentError(f"forward_samples must return [n, k, C] = [{n}, {k}, C]")
         return F.log_softmax(logits_n_k_C.float(), dim=-1)
     if expand:
         try:

@@ -26,6 +26,7 @@ from activebayes._validation import check_choice, check_positive_int
 from activebayes._seeding import as_generator, draw_seed, global_rng_seeded
 from activebayes._threads import threads_for
 from activebayes.models.ensemble import Ensemble
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["OPTIMIZERS", "EpochRecord", "FitResult", "fit", "reset_parameters"]
 
@@ -71,27 +72,27 @@ def _as_tensors(data: object, name: str) -> tuple[Tensor, Tensor]:
         data = data.tensors
     if isinstance(data, (tuple, list)):
         if len(data) != 2 or not all(isinstance(t, Tensor) for t in data):
-            raise TypeError(f"{name} must be a tuple (inputs, targets) of tensors or a Dataset of (x, y)")
+            raise InvalidTypeError(f"{name} must be a tuple (inputs, targets) of tensors or a Dataset of (x, y)")
         inputs, targets = data
     elif isinstance(data, Dataset) and hasattr(data, "__len__"):
         items = [data[i] for i in range(len(data))]  # type: ignore[arg-type]
         if items and not all(isinstance(item, (tuple, list)) and len(item) >= 2 for item in items):
-            raise TypeError(f"{name} must yield (x, y) pairs; got items of type {type(items[0]).__name__}")
+            raise InvalidTypeError(f"{name} must yield (x, y) pairs; got items of type {type(items[0]).__name__}")
         inputs = torch.stack([torch.as_tensor(item[0]) for item in items]) if items else torch.empty(0)
         targets = torch.as_tensor([int(item[1]) for item in items], dtype=torch.long)
     else:
-        raise TypeError(
+        raise InvalidTypeError(
             f"{name} must be a tuple (inputs, targets) of tensors or a torch Dataset of (x, y), "
             f"got {type(data).__name__}"
         )
     if inputs.ndim == 0 or inputs.shape[0] == 0:
-        raise ValueError(f"{name} is empty: it has no items")
+        raise InvalidArgumentError(f"{name} is empty: it has no items")
     if targets.ndim != 1 or targets.shape[0] != inputs.shape[0]:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{name} targets must have shape [N] = [{inputs.shape[0]}], got {tuple(targets.shape)}"
         )
     if targets.is_floating_point():
-        raise TypeError(f"{name} targets must be integer class indices, got dtype {targets.dtype}")
+        raise InvalidTypeError(f"{name} targets must be integer class indices, got dtype {targets.dtype}")
     return inputs, targets.long()
 
 
@@ -192,11 +193,11 @@ def fit(
         2
     """
     if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        raise InvalidTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     check_choice(optimizer, "optimizer", OPTIMIZERS)
     for value, name in ((lr, "lr"), (weight_decay, "weight_decay"), (momentum, "momentum")):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+            raise InvalidArgumentError(f"{name} must be a number >= 0, got {value!r}")
     check_positive_int(batch_size, "batch_size")
     check_positive_int(max_epochs, "max_epochs")
     check_positive_int(min_epochs, "min_epochs")
@@ -349,7 +350,7 @@ def reset_parameters(model: nn.Module, *, generator: torch.Generator | int | Non
         True
     """
     if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        raise InvalidTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     with global_rng_seeded(draw_seed(generator)):
         for module in model.modules():
             reset = getattr(module, "reset_parameters", None)

@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 from torch import Tensor
 
 from ..data.dataset import ArrayDataset
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["Oracle", "SimulatedOracle"]
 
@@ -40,9 +41,9 @@ class SimulatedOracle:
 
     def __init__(self, dataset: ArrayDataset) -> None:
         if not isinstance(dataset, ArrayDataset):
-            raise TypeError(f"dataset must be an ArrayDataset, got {type(dataset).__name__}")
+            raise InvalidTypeError(f"dataset must be an ArrayDataset, got {type(dataset).__name__}")
         if dataset.targets is None:
-            raise ValueError(f"dataset {dataset.name!r} has no targets to simulate an oracle with")
+            raise InvalidArgumentError(f"dataset {dataset.name!r} has no targets to simulate an oracle with")
         self.dataset = dataset
         self.n_queried = 0
 

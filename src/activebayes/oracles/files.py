@@ -47,6 +47,7 @@ from torch import Tensor
 
 from .._io import atomic_write_bytes, atomic_write_text
 from ..data.dataset import ArrayDataset, as_index_tensor
+from activebayes.errors import ActiveBayesError, InvalidArgumentError
 
 __all__ = [
     "AnswerFileError",
@@ -86,7 +87,7 @@ class AnswerProblem:
         return self.text()
 
 
-class AnswerFileError(ValueError):
+class AnswerFileError(ActiveBayesError, ValueError):
     """An answers file is malformed or holds invalid rows; ``problems`` lists each one
     (:class:`AnswerProblem`, with the option that accepts it where one does)."""
 
@@ -103,7 +104,7 @@ class AnswerFileError(ValueError):
         return f"{len(self.problems)} problem(s) in answers file {self.path}:\n  {lines}"
 
 
-class LabelsPendingError(RuntimeError):
+class LabelsPendingError(ActiveBayesError, RuntimeError):
     """The file oracle was asked for labels that a person has not provided yet."""
 
 
@@ -112,7 +113,7 @@ class LabelsPendingError(RuntimeError):
 
 def _thumbnail_png(image_chw: Tensor, normalization: tuple[float, float] | None, min_side: int = 64) -> bytes:
     if image_chw.ndim != 3 or image_chw.shape[0] not in (1, 3):
-        raise ValueError(f"thumbnails need image inputs [1 or 3, H, W], got item shape {tuple(image_chw.shape)}")
+        raise InvalidArgumentError(f"thumbnails need image inputs [1 or 3, H, W], got item shape {tuple(image_chw.shape)}")
     image = image_chw.detach().to(torch.float64)
     if normalization is not None:
         mean, std = normalization
@@ -165,22 +166,22 @@ def write_query(
     Returns ``path``.
     """
     if isinstance(round, bool) or not isinstance(round, int) or round < 0:
-        raise ValueError(f"round must be an int >= 0, got {round!r}")
+        raise InvalidArgumentError(f"round must be an int >= 0, got {round!r}")
     index_B = dataset.check_indices(indices, "indices")
     if torch.unique(index_B).numel() != index_B.numel():
-        raise ValueError("indices must not contain duplicates")
+        raise InvalidArgumentError("indices must not contain duplicates")
     score_B: list[float | None]
     if scores is None:
         score_B = [None] * len(index_B)
     else:
         score_t = torch.as_tensor(scores, dtype=torch.float64).flatten()
         if score_t.shape != index_B.shape:
-            raise ValueError(f"scores must have shape {tuple(index_B.shape)} like indices, got {tuple(score_t.shape)}")
+            raise InvalidArgumentError(f"scores must have shape {tuple(index_B.shape)} like indices, got {tuple(score_t.shape)}")
         score_B = [float(s) for s in score_t]
     key = "index" if item_ids is None else "item"
     ids = index_B.tolist() if item_ids is None else [int(i) for i in item_ids]
     if len(ids) != len(index_B) or (sha256 is not None and len(sha256) != len(index_B)):
-        raise ValueError(f"item_ids and sha256 must have one entry per index ({len(index_B)})")
+        raise InvalidArgumentError(f"item_ids and sha256 must have one entry per index ({len(index_B)})")
     columns = QUERY_COLUMNS if item_ids is None else PROJECT_QUERY_COLUMNS
     thumbs: list[str] = [""] * len(index_B)
     if thumbnails_dir is not None:
@@ -375,7 +376,7 @@ def read_answers(
     path = Path(path)
     class_names = tuple(str(c) for c in classes)
     if not class_names:
-        raise ValueError("classes must name at least one class")
+        raise InvalidArgumentError("classes must name at least one class")
     expected = set(as_index_tensor(expected_indices, "expected_indices").tolist())
     allowed = expected | {int(i) for i in also_allowed}
     try:
@@ -460,9 +461,9 @@ class FileOracle:
 
     def __init__(self, directory: str | os.PathLike[str], dataset: ArrayDataset, *, fmt: str = "csv") -> None:
         if fmt not in ("csv", "json"):
-            raise ValueError(f"unknown fmt {fmt!r}; expected one of: csv, json")
+            raise InvalidArgumentError(f"unknown fmt {fmt!r}; expected one of: csv, json")
         if not dataset.classes:
-            raise ValueError(f"dataset {dataset.name!r} has no class names; pass classes= when building it")
+            raise InvalidArgumentError(f"dataset {dataset.name!r} has no class names; pass classes= when building it")
         self.directory = Path(directory)
         self.dataset = dataset
         self.fmt = fmt
@@ -477,15 +478,15 @@ class FileOracle:
         try:
             state = json.loads(state_path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{state_path}: unreadable oracle state ({exc})") from None
+            raise InvalidArgumentError(f"{state_path}: unreadable oracle state ({exc})") from None
         if state.get("version") != self._VERSION:
-            raise ValueError(f"{state_path}: unsupported version {state.get('version')!r}")
+            raise InvalidArgumentError(f"{state_path}: unsupported version {state.get('version')!r}")
         if tuple(state.get("classes", ())) != self.dataset.classes:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{state_path}: saved for classes {state.get('classes')}, but the dataset has {list(self.dataset.classes)}"
             )
         if state.get("n_items") != len(self.dataset):
-            raise ValueError(f"{state_path}: saved for {state.get('n_items')} items, the dataset has {len(self.dataset)}")
+            raise InvalidArgumentError(f"{state_path}: saved for {state.get('n_items')} items, the dataset has {len(self.dataset)}")
         self._queries = {int(r): [int(i) for i in idx] for r, idx in state["queries"].items()}
         self._labels = {int(i): int(y) for i, y in state["labels"].items()}
 
@@ -548,11 +549,11 @@ class FileOracle:
         answers read from the file.
         """
         if not self._queries:
-            raise ValueError(f"no queries recorded in {self.directory}; call query() first")
+            raise InvalidArgumentError(f"no queries recorded in {self.directory}; call query() first")
         if round is None:
             round = max(self._queries)
         if round not in self._queries:
-            raise ValueError(f"no query for round {round}; known rounds: {sorted(self._queries)}")
+            raise InvalidArgumentError(f"no query for round {round}; known rounds: {sorted(self._queries)}")
         path = Path(path) if path is not None else self.query_path(round)
         answers = read_answers(
             path, expected_indices=self._queries[round], classes=self.dataset.classes, allow_partial=allow_partial

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 
 def new_axes(ax: Any, figsize: tuple[float, float]) -> tuple[Any, Any]:
@@ -34,13 +35,13 @@ def as_array(value: object, name: str, *, ndim: int | tuple[int, ...] | None = N
     try:
         array = np.asarray(value)
     except (TypeError, ValueError) as err:
-        raise TypeError(f"{name} must be array-like, could not convert: {err}") from None
+        raise InvalidTypeError(f"{name} must be array-like, could not convert: {err}") from None
     if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
-        raise TypeError(f"{name} must be numeric, got dtype {array.dtype}")
+        raise InvalidTypeError(f"{name} must be numeric, got dtype {array.dtype}")
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else ndim
         if array.ndim not in allowed:
-            raise ValueError(f"{name} must have {' or '.join(map(str, allowed))} dimensions, got shape {array.shape}")
+            raise InvalidArgumentError(f"{name} must have {' or '.join(map(str, allowed))} dimensions, got shape {array.shape}")
     return array
 
 

@@ -12,6 +12,7 @@ import torch
 from activebayes._validation import check_choice
 from activebayes.metrics._core import prf_from_confusion
 from activebayes.plots._base import as_array, new_axes
+from activebayes.errors import InvalidArgumentError
 
 __all__ = ["CurveBand", "aggregate_curves", "class_balance", "learning_curves", "per_class_over_rounds"]
 
@@ -43,26 +44,26 @@ def aggregate_curves(runs: Sequence[tuple[object, object]], *, name: str = "runs
         ([10.0, 20.0, 30.0], [0.55, 0.7, 0.8])
     """
     if len(runs) == 0:
-        raise ValueError(f"{name} must hold at least one (n_labels, accuracy) curve")
+        raise InvalidArgumentError(f"{name} must hold at least one (n_labels, accuracy) curve")
     curves = []
     for i, run in enumerate(runs):
         if len(run) != 2:
-            raise ValueError(f"{name}[{i}] must be a pair (n_labels_array, accuracy_array)")
+            raise InvalidArgumentError(f"{name}[{i}] must be a pair (n_labels_array, accuracy_array)")
         x = as_array(run[0], f"{name}[{i}] n_labels", ndim=1).astype(float)
         y = as_array(run[1], f"{name}[{i}] accuracy", ndim=1).astype(float)
         if x.shape != y.shape or x.size == 0:
-            raise ValueError(f"{name}[{i}]: n_labels and accuracy must be non-empty and equally long, got {x.shape} and {y.shape}")
+            raise InvalidArgumentError(f"{name}[{i}]: n_labels and accuracy must be non-empty and equally long, got {x.shape} and {y.shape}")
         if not (np.isfinite(x).all() and np.isfinite(y).all()):
-            raise ValueError(f"{name}[{i}] contains NaN or inf")
+            raise InvalidArgumentError(f"{name}[{i}] contains NaN or inf")
         order = np.argsort(x, kind="stable")
         x, y = x[order], y[order]
         if np.any(np.diff(x) == 0):
-            raise ValueError(f"{name}[{i}] repeats an n_labels value; each round needs a distinct x")
+            raise InvalidArgumentError(f"{name}[{i}] repeats an n_labels value; each round needs a distinct x")
         curves.append((x, y))
     lo = max(x[0] for x, _ in curves)
     hi = min(x[-1] for x, _ in curves)
     if lo > hi:
-        raise ValueError(f"{name}: the seeds' x ranges do not overlap (common range would be [{lo}, {hi}])")
+        raise InvalidArgumentError(f"{name}: the seeds' x ranges do not overlap (common range would be [{lo}, {hi}])")
     grid = np.unique(np.concatenate([x for x, _ in curves]))
     grid = grid[(grid >= lo) & (grid <= hi)]
     ys = np.stack([np.interp(grid, x, y) for x, y in curves])
@@ -99,7 +100,7 @@ def learning_curves(
     """
     check_choice(spread, "spread", ("std", "minmax", "none"))
     if not isinstance(curves, Mapping) or len(curves) == 0:
-        raise ValueError("curves must be a non-empty mapping strategy name -> list of (n_labels, accuracy) per seed")
+        raise InvalidArgumentError("curves must be a non-empty mapping strategy name -> list of (n_labels, accuracy) per seed")
     fig, ax = new_axes(ax, (7, 4.5))
     for strategy, runs in curves.items():
         band = aggregate_curves(runs, name=f"curves[{strategy!r}]")
@@ -122,7 +123,7 @@ def _rounds_x(n_labelled: object | None, R: int) -> tuple[np.ndarray, str]:
         return np.arange(R), "round"
     x = as_array(n_labelled, "n_labelled", ndim=1)
     if x.shape[0] != R:
-        raise ValueError(f"n_labelled must have one entry per round ({R}), got {x.shape[0]}")
+        raise InvalidArgumentError(f"n_labelled must have one entry per round ({R}), got {x.shape[0]}")
     return x, "labelled items"
 
 
@@ -130,7 +131,7 @@ def _class_lines(ax: Any, x: np.ndarray, values_R_C: np.ndarray, class_names: Se
     C = values_R_C.shape[1]
     names = list(class_names) if class_names is not None else [str(c) for c in range(C)]
     if len(names) != C:
-        raise ValueError(f"class_names must have {C} entries, got {len(names)}")
+        raise InvalidArgumentError(f"class_names must have {C} entries, got {len(names)}")
     lines = ax.plot(x, values_R_C, lw=2)
     colors = _class_colors(C)
     for line, color in zip(lines, colors, strict=True):
@@ -166,7 +167,7 @@ def class_balance(
     """
     counts = as_array(counts_R_C, "counts_R_C", ndim=2)
     if (counts < 0).any():
-        raise ValueError("counts_R_C must be non-negative counts")
+        raise InvalidArgumentError("counts_R_C must be non-negative counts")
     fig, ax = new_axes(ax, (7, 4.5))
     x, xlabel = _rounds_x(n_labelled, counts.shape[0])
     _class_lines(ax, x, counts, class_names)
@@ -203,7 +204,7 @@ def per_class_over_rounds(
 
         R, C, C2 = values.shape
         if C != C2:
-            raise ValueError(f"confusion matrices must be square [R, C, C], got {values.shape}")
+            raise InvalidArgumentError(f"confusion matrices must be square [R, C, C], got {values.shape}")
         values = np.stack([
             getattr(
                 prf_from_confusion(torch.as_tensor(cm), torch.arange(C), average="none", zero_division=0.0),

@@ -10,6 +10,7 @@ import numpy as np
 from activebayes._validation import check_choice
 from activebayes.metrics.calibration import ReliabilityBins, reliability_bins
 from activebayes.plots._base import as_array, new_axes
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["confusion_matrix_plot", "pr_plot", "reliability_diagram", "roc_plot"]
 
@@ -38,9 +39,9 @@ def confusion_matrix_plot(
     matrix = as_array(cm, "cm", ndim=2).astype(np.float64)
     C = matrix.shape[0]
     if matrix.shape != (C, C):
-        raise ValueError(f"cm must be square [C, C], got shape {matrix.shape}")
+        raise InvalidArgumentError(f"cm must be square [C, C], got shape {matrix.shape}")
     if (matrix < 0).any():
-        raise ValueError("cm must hold non-negative counts")
+        raise InvalidArgumentError("cm must hold non-negative counts")
     counts = np.issubdtype(as_array(cm, "cm").dtype, np.integer) or np.all(matrix == np.round(matrix))
     if normalize is not None:
         check_choice(normalize, "normalize", ("true", "pred", "all"))
@@ -51,7 +52,7 @@ def confusion_matrix_plot(
         counts = False
     names = list(class_names) if class_names is not None else [str(c) for c in range(C)]
     if len(names) != C:
-        raise ValueError(f"class_names must have {C} entries, got {len(names)}")
+        raise InvalidArgumentError(f"class_names must have {C} entries, got {len(names)}")
     fig, ax = new_axes(ax, (max(4.0, 0.45 * C + 2), max(3.5, 0.45 * C + 1.5)))
     image = ax.imshow(matrix, cmap=cmap, interpolation="nearest", vmin=0)
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
@@ -92,12 +93,12 @@ def reliability_diagram(
 
     if bins is None:
         if predictions is None or targets is None:
-            raise ValueError("reliability_diagram needs bins=ReliabilityBins or both predictions= and targets=")
+            raise InvalidArgumentError("reliability_diagram needs bins=ReliabilityBins or both predictions= and targets=")
         bins = reliability_bins(targets, predictions, num_bins=num_bins)
     elif not isinstance(bins, ReliabilityBins):
-        raise TypeError(f"bins must be a ReliabilityBins (from metrics.reliability_bins), got {type(bins).__name__}")
+        raise InvalidTypeError(f"bins must be a ReliabilityBins (from metrics.reliability_bins), got {type(bins).__name__}")
     elif predictions is not None or targets is not None:
-        raise ValueError("pass either bins or predictions + targets, not both")
+        raise InvalidArgumentError("pass either bins or predictions + targets, not both")
     edges = bins.edges.numpy()
     width = np.diff(edges)
     centers = edges[:-1] + width / 2
@@ -124,7 +125,7 @@ def _curve_xy(x: object, y: object, names: tuple[str, str]) -> tuple[np.ndarray,
     xa = as_array(x, names[0], ndim=1).astype(float)
     ya = as_array(y, names[1], ndim=1).astype(float)
     if xa.shape != ya.shape or xa.size == 0:
-        raise ValueError(f"{names[0]} and {names[1]} must be non-empty and equally long, got {xa.shape} and {ya.shape}")
+        raise InvalidArgumentError(f"{names[0]} and {names[1]} must be non-empty and equally long, got {xa.shape} and {ya.shape}")
     return xa, ya
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from activebayes.plots._base import as_array, new_axes
+from activebayes.errors import InvalidArgumentError
 
 __all__ = ["class_count_title", "image_grid"]
 
@@ -50,10 +51,10 @@ def class_count_title(
     """
     labels_B = as_array(labels, "labels", ndim=1)
     if labels_B.size and (labels_B.min() < 0 or not np.all(labels_B == np.round(labels_B))):
-        raise ValueError(f"labels must be non-negative integer class ids, got {labels_B.tolist()}")
+        raise InvalidArgumentError(f"labels must be non-negative integer class ids, got {labels_B.tolist()}")
     labels_B = labels_B.astype(np.int64)
     if class_names is not None and num_classes is not None and len(class_names) != num_classes:
-        raise ValueError(f"class_names must have num_classes={num_classes} entries, got {len(class_names)}")
+        raise InvalidArgumentError(f"class_names must have num_classes={num_classes} entries, got {len(class_names)}")
     if class_names is not None:
         C = len(class_names)
     elif num_classes is not None:
@@ -61,9 +62,9 @@ def class_count_title(
     else:
         C = int(labels_B.max()) + 1 if labels_B.size else 0
     if labels_B.size and int(labels_B.max()) >= C:
-        raise ValueError(f"labels must be < num_classes={C}, got {int(labels_B.max())}")
+        raise InvalidArgumentError(f"labels must be < num_classes={C}, got {int(labels_B.max())}")
     if width is not None and (not isinstance(width, int) or width < 10):
-        raise ValueError(f"width must be an int >= 10 (characters per line), got {width!r}")
+        raise InvalidArgumentError(f"width must be an int >= 10 (characters per line), got {width!r}")
     names = [str(name) for name in class_names] if class_names is not None else [str(c) for c in range(C)]
     counts_C = np.bincount(labels_B, minlength=C)
     B = int(labels_B.size)
@@ -92,7 +93,7 @@ def _to_hwc(images: np.ndarray) -> np.ndarray:
             return images
         if images.shape[1] in (1, 3, 4):
             return images.transpose(0, 2, 3, 1)
-    raise ValueError(
+    raise InvalidArgumentError(
         "images must be [B, H, W], [B, ch, H, W] or [B, H, W, ch] with ch in {1, 3, 4}, "
         f"got shape {images.shape}"
     )
@@ -129,20 +130,20 @@ def image_grid(
     """
     array = as_array(images, "images").astype(np.float64)
     if array.shape[0] == 0:
-        raise ValueError("images is empty; nothing to show")
+        raise InvalidArgumentError("images is empty; nothing to show")
     if not np.isfinite(array).all():
-        raise ValueError("images contains NaN or inf")
+        raise InvalidArgumentError("images contains NaN or inf")
     tiles = _to_hwc(array)
     B, H, W, ch = tiles.shape
     ncols = ncols or math.ceil(math.sqrt(B))
     if not isinstance(ncols, int) or ncols < 1:
-        raise ValueError(f"ncols must be a positive int, got {ncols!r}")
+        raise InvalidArgumentError(f"ncols must be a positive int, got {ncols!r}")
     nrows = math.ceil(B / ncols)
     figsize = (max(3.5, 0.6 * ncols + 1), max(3.0, 0.6 * nrows + 1))
     if labels is not None:
         labels_arr = as_array(labels, "labels", ndim=1)
         if labels_arr.shape[0] != B:
-            raise ValueError(f"labels must have one entry per image ({B}), got {labels_arr.shape[0]}")
+            raise InvalidArgumentError(f"labels must have one entry per image ({B}), got {labels_arr.shape[0]}")
         # ~14 characters of the 10 pt title font per inch of figure width (the saved PNG grows to fit)
         full_title = class_count_title(labels_arr, num_classes=num_classes, class_names=class_names,
                                        title=title, width=max(50, int(14 * figsize[0])))

@@ -10,6 +10,7 @@ import base64
 import html
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from activebayes.errors import InvalidArgumentError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -35,7 +36,7 @@ class Figure:
                 f"<strong>Figure skipped</strong> ({esc(self.caption)}): {esc(self.skipped)}</div>"
             )
         if not self.png.startswith(PNG_SIGNATURE):
-            raise ValueError(f"figure {self.key!r} is not a PNG image")
+            raise InvalidArgumentError(f"figure {self.key!r} is not a PNG image")
         data = base64.b64encode(self.png).decode("ascii")
         return (
             f'<figure data-figure="{esc(self.key)}">'
