@@ -53,7 +53,10 @@ from the default: changing it inside ``fit`` would silently override that choice
 Python users opt in with ``with automatic_threads(): ...``, which applies the
 rule at entry and again in each :func:`threads_for` block (``fit`` and
 ``predict_log_probs`` use one, so a machine that becomes busy mid-run is seen at
-the next round), and restores the previous count on exit.
+the next round), and restores the previous count on exit.  The automatic mode is a
+context variable set only for the duration of that ``with`` block (as
+``torch.no_grad()`` is), not a module-level switch; other work inside the block
+(acquisition scores, metrics) runs on the count chosen at entry.
 
 Example:
     >>> import torch
