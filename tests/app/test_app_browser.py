@@ -28,6 +28,7 @@ def test_label_thirty_items_with_the_keyboard_including_undo(live, project):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = browser.new_page()
+            page.set_default_timeout(90_000)  # a busy CI machine: every step waits for one request at most
             page.goto(f"{live.url}/?token={TOKEN}")  # the token once, then the cookie
             assert page.url == f"{live.url}/"
             page.wait_for_selector("body[data-ready='1']")
