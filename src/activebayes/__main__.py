@@ -1,3 +1,4 @@
 from activebayes.cli import _console_main
 
-_console_main()
+if __name__ == "__main__":
+    _console_main()

@@ -403,7 +403,7 @@ def repeated_mnist(
 
     Example:
         >>> ds = repeated_mnist(data_dir="../shared/data/mnist")  # doctest: +SKIP
-        >>> len(ds), ds.name
+        >>> len(ds), ds.name  # doctest: +SKIP
         (15000, 'repeated_mnist')
     """
     check_choice(split, "split", SPLITS)

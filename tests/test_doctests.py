@@ -1,0 +1,35 @@
+"""Every docstring example in the package runs (one test per module), from the project root."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import activebayes
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = sorted(
+    info.name
+    for info in pkgutil.walk_packages(activebayes.__path__, prefix="activebayes.")
+    if not info.name.endswith("__main__")
+)
+
+
+def test_every_module_is_found():
+    assert {"activebayes.loop", "activebayes.acquisition.strategies", "activebayes.scoring"} <= set(MODULES)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name, monkeypatch):
+    monkeypatch.chdir(ROOT)  # examples name ../shared/data/mnist relative to the project root
+    module = importlib.import_module(name)
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    for test in finder.find(module, name):  # globals: a copy of the module's
+        runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.failed == 0, f"{result.failed} of {result.attempted} docstring examples of {name} failed (see above)"
