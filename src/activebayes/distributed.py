@@ -1,9 +1,10 @@
 r"""Score a pool on a Ray cluster, with exactly the picks of one process.
 
 :class:`RayExecutor` runs the chunks of :func:`activebayes.scoring.score_pool` as a
-Ray Data pipeline: a dataset of chunk ids, ``map_batches`` on a pool of actors (each
-holds a copy of the model, its MC dropout mask seeds, the candidates and a reader of
-the pool's items), and the driver merges what the chunks return::
+Ray Data pipeline: a dataset of candidate index blocks (one row per chunk of candidate
+indices, with their costs), ``map_batches`` on a pool of actors (each holds a copy of
+the model with its MC dropout mask seeds and a reader of the pool's items), and the
+driver merges what the chunks return::
 
     from activebayes.distributed import RayExecutor
     from activebayes.scoring import score_pool
@@ -149,16 +150,18 @@ class _Payload:
 
     model: nn.Module
     inputs: Any
-    indices_N: np.ndarray
-    costs_N: np.ndarray | None
     work: ChunkWork
     spec: PredictSpec
-    chunk_size: int
     threads: int
 
 
 class ChunkScorer:
-    """Ray Data callable class: one model replica; ``{"data": chunk ids}`` -> kept rows."""
+    """Ray Data callable class: one model replica; chunks of candidates -> kept rows.
+
+    A row of the input is one chunk: ``"indices"`` (its original indices, padded to
+    ``chunk_size`` with -1), ``"count"`` (how many are real) and, with a cost budget,
+    ``"costs"`` (padded the same way). Only the chunks an actor scores reach it.
+    """
 
     def __init__(self, payload_ref: list) -> None:
         ray = _import_ray()
@@ -166,22 +169,19 @@ class ChunkScorer:
         torch.set_num_threads(payload.threads)
         self.model = payload.model
         self.inputs = _reader(payload.inputs)
-        self.indices_N = payload.indices_N
-        self.costs_N = payload.costs_N
         self.work = payload.work
         self.spec = payload.spec
-        self.chunk_size = payload.chunk_size
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         parts: list[Rows] = []
         items = 0
-        for chunk in batch["data"].tolist():
-            start = chunk * self.chunk_size
-            end = min(len(self.indices_N), start + self.chunk_size)
-            indices_n = torch.from_numpy(np.array(self.indices_N[start:end]))
-            costs_n = None if self.costs_N is None else torch.from_numpy(np.array(self.costs_N[start:end]))
+        for row, count in enumerate(batch["count"].tolist()):
+            indices_n = torch.from_numpy(np.array(batch["indices"][row, :count], dtype=np.int64))
+            costs_n = None
+            if "costs" in batch:
+                costs_n = torch.from_numpy(np.array(batch["costs"][row, :count], dtype=np.float64))
             parts.append(run_chunk(self.model, self.inputs, indices_n, costs_n, self.work, self.spec))
-            items += end - start
+            items += count
         rows = concat_rows(parts)
         if len(parts) > 1:
             rows = self.work.reduce(rows)
@@ -190,6 +190,24 @@ class ChunkScorer:
         counts[0] = items
         out[_ITEMS] = counts
         return out
+
+
+def _chunk_rows(indices_N: Tensor, costs_N: Tensor | None, chunk_size: int) -> list[dict[str, Any]]:
+    """One row per ``chunk_size`` slice of the (index-sorted) candidates, padded to a fixed shape."""
+    indices = indices_N.numpy()
+    costs = None if costs_N is None else costs_N.numpy()
+    rows = []
+    for start in range(0, len(indices), chunk_size):
+        count = min(chunk_size, len(indices) - start)
+        padded = np.full(chunk_size, -1, dtype=np.int64)
+        padded[:count] = indices[start : start + count]
+        row: dict[str, Any] = {"indices": padded, "count": count}
+        if costs is not None:
+            padded_costs = np.zeros(chunk_size, dtype=np.float64)
+            padded_costs[:count] = costs[start : start + count]
+            row["costs"] = padded_costs
+        rows.append(row)
+    return rows
 
 
 # ------------------------------------------------------------------------ the executor
@@ -307,11 +325,8 @@ class RayExecutor:
         payload = _Payload(
             model=_on_cpu(model),
             inputs=_transportable(inputs),
-            indices_N=indices_N.numpy(),
-            costs_N=None if costs_N is None else costs_N.numpy(),
             work=work,
             spec=spec,
-            chunk_size=chunk_size,
             threads=max(1, int(self.cpus_per_worker)),
         )
         payload_ref = ray.put(payload)
@@ -321,8 +336,9 @@ class RayExecutor:
         context.enable_progress_bars = False
         context.print_on_execution_start = False
         try:
-            # blocks built here and put into the object store (no tasks): they live on the driver's node
-            chunks = ray.data.from_items([{"data": chunk} for chunk in range(n_chunks)], override_num_blocks=n_blocks)
+            # blocks of chunks built here and put into the object store (no tasks): they live on the
+            # driver's node, and each actor maps only the chunks it scores
+            chunks = ray.data.from_items(_chunk_rows(indices_N, costs_N, chunk_size), override_num_blocks=n_blocks)
             remote_args = {"num_cpus": self.cpus_per_worker, **self.ray_remote_args}
             if self.gpus_per_worker:
                 remote_args.setdefault("num_gpus", self.gpus_per_worker)
