@@ -272,8 +272,10 @@ def _watch(process: psutil.Popen, executor: str, n_items: int, args: argparse.Na
     peak_rss = peak_pss = 0
     killed = None
     tick = 0
+    peaks: dict[tuple[int, str], int] = {}  # each process's own peak RSS (VmHWM), by (pid, name)
     while process.poll() is None:
         tree = _tree(process)
+        _record_peaks(tree, peaks)
         rss = _sum_memory(tree, pss=False)
         peak_rss = max(peak_rss, rss)
         if tick % 8 == 0:
@@ -317,7 +319,27 @@ def _watch(process: psutil.Popen, executor: str, n_items: int, args: argparse.Na
         "startup_seconds": round(result["startup_seconds"], 2),
         "top_indices": result["top_indices"],
         "top_scores": result["top_scores"],
+        "largest_processes": _largest(peaks),
     }
+
+
+def _record_peaks(tree: list[psutil.Process], peaks: dict[tuple[int, str], int]) -> None:
+    for process in tree:
+        try:
+            status = Path(f"/proc/{process.pid}/status").read_text()
+            name = process.name()
+        except (OSError, psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                key = (process.pid, name.split(".")[0][:60])
+                peaks[key] = max(peaks.get(key, 0), int(line.split()[1]) * 1024)
+
+
+def _largest(peaks: dict[tuple[int, str], int], count: int = 6) -> list[dict]:
+    """The processes with the largest own peak RSS (for Ray: where its memory goes)."""
+    ranked = sorted(peaks.items(), key=lambda item: -item[1])[:count]
+    return [{"process": name, "peak_rss_bytes": peak} for (_, name), peak in ranked]
 
 
 def machine() -> dict:
