@@ -79,17 +79,24 @@ from activebayes.models import FunctionSampler, SAMPLING_MODES, mc_dropout_layer
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_PREFILTER",
+    "AllLogProbs",
+    "AllScores",
+    "BaldPrefilter",
     "ChunkWork",
     "LocalExecutor",
     "PoolExecutor",
     "PredictSpec",
+    "RowsAccumulator",
+    "TopCandidates",
+    "concat_rows",
     "lexicographic_top",
     "run_chunk",
     "score_pool",
 ]
 
-#: Items per chunk: the ``[n, K, C]`` predictions of one chunk are the largest temporary
-#: (4096 x 100 x 10 float32 = 16 MB).
+#: Items per chunk: a chunk's inputs and ``[n, K, C]`` predictions are held at once
+#: (4096 x 100 x 10 float32 = 16 MB); the forward pass's activations are bounded separately
+#: by ``predict_log_probs`` (its ``memory_budget_mb``).
 DEFAULT_CHUNK_SIZE = 4096
 
 #: BatchBALD pre-filter size M. Measured on real MNIST (benchmarks/batchbald_prefilter.py,
