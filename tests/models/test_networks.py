@@ -57,7 +57,7 @@ def test_every_registered_model_works_on_mnist_and_digits_shapes(name, shape):
 
 
 def test_registry_names_and_errors():
-    assert available_models() == ["auto", "batchbald_cnn", "gal_cnn", "mlp"]
+    assert available_models() == ["auto", "batchbald_cnn", "encoder_head", "gal_cnn", "mlp"]
     with pytest.raises(ValueError, match="unknown model name 'resnet'"):
         build_model("resnet", num_classes=10, input_shape=(1, 28, 28))
     with pytest.raises(ValueError, match="square images"):
