@@ -8,6 +8,9 @@ import pytest
 
 from activebayes.cli import main
 
+# Ray tests share one pytest-xdist worker (--dist loadgroup): one Ray at a time on a small machine
+pytestmark = pytest.mark.xdist_group("ray")
+
 pytest.importorskip("ray")
 
 ARGS = ["--budget", "30", "--validation-size", "50", "--max-epochs", "3", "--num-samples", "4",

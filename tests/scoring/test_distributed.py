@@ -21,6 +21,9 @@ ray = pytest.importorskip("ray", reason="Ray is optional: pip install 'activebay
 
 from activebayes.distributed import RayExecutor  # noqa: E402
 
+# Ray tests share one pytest-xdist worker (--dist loadgroup): one Ray at a time on a small machine
+pytestmark = pytest.mark.xdist_group("ray")
+
 N_ALL, FEATURES, C, K = 900, 6, 4, 8  # items are 1x2x3 'images'
 
 

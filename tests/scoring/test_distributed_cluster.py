@@ -24,6 +24,9 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from activebayes.distributed import RayExecutor  # noqa: E402
 
+# Ray tests share one pytest-xdist worker (--dist loadgroup): one Ray at a time on a small machine
+pytestmark = pytest.mark.xdist_group("ray")
+
 N_ALL, FEATURES, C, K = 400, 6, 4, 8
 MB = 2**20
 
