@@ -73,7 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data" / "mnist"))
-    parser.add_argument("--cache-dir", default="default", help="representation cache ('default': ~/.cache/activebayes)")
+    parser.add_argument("--cache-dir", default=None, help="representation cache (default ~/.cache/activebayes/representations; 'none': no cache)")
     parser.add_argument("--skip", default="", help=f"comma-separated subset of {', '.join(MODELS)}")
     parser.add_argument("--epochs", type=int, default=None, help="override RepresentationConfig.epochs")
     parser.add_argument("--out", default=str(RESULTS))
@@ -94,7 +94,7 @@ def main() -> None:
         tic = time.perf_counter()
         representation = train_or_load_representation(
             train_ds.inputs, config, seed=seed, cache_dir=None if args.cache_dir == "none" else args.cache_dir,
-            progress=True,
+            cache=args.cache_dir != "none", progress=True,
         )
         wall = time.perf_counter() - tic
         print(f"seed {seed}: encoder {'trained' if representation.trained else 'loaded'} in {wall:.1f} s "

@@ -235,9 +235,9 @@ def test_cache_hit_returns_the_same_weights_without_training(tmp_path, monkeypat
 
 def test_train_or_load_validates_its_arguments(tmp_path):
     with pytest.raises(ValueError, match="square images"):
-        train_or_load_representation(torch.randn(4, 1, 8, 6), TINY, cache_dir=None)
+        train_or_load_representation(torch.randn(4, 1, 8, 6), TINY, cache=False)
     with pytest.raises(TypeError, match="config"):
-        train_or_load_representation(_images(), {"epochs": 1}, cache_dir=None)
+        train_or_load_representation(_images(), {"epochs": 1}, cache=False)
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="cache_dir"):
         train_or_load_representation(_images(), TINY, cache_dir=tmp_path / "file")
@@ -256,7 +256,7 @@ def test_features_are_the_encoder_output_in_eval_mode():
 # --------------------------------------------------------------------------- the MC dropout head
 @pytest.fixture(scope="module")
 def representation():
-    return train_or_load_representation(_images(48, 28), dataclasses.replace(TINY, epochs=1), seed=0, cache_dir=None)
+    return train_or_load_representation(_images(48, 28), dataclasses.replace(TINY, epochs=1), seed=0, cache=False)
 
 
 def test_build_model_copies_the_encoder_and_needs_one(representation):

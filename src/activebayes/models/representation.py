@@ -44,7 +44,7 @@ The Bayesian model on top is :class:`activebayes.models.EncoderClassifier`
 Example:
     >>> images = torch.randn(64, 1, 8, 8)
     >>> config = RepresentationConfig(epochs=1, batch_size=32, width=8, feature_dim=16)
-    >>> rep = train_or_load_representation(images, config, seed=0, cache_dir=None)
+    >>> rep = train_or_load_representation(images, config, seed=0, cache=False)
     >>> features(rep.encoder, images).shape
     torch.Size([64, 16])
 """
@@ -66,9 +66,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
+from tqdm.auto import tqdm
 
 from activebayes._io import atomic_write_with
-from activebayes._seeding import global_rng_seeded, make_generator, derive_seed
+from activebayes._seeding import derive_seed, global_rng_seeded, make_generator
 from activebayes._threads import threads_for
 from activebayes._validation import check_nonnegative_float, check_positive_int
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
@@ -183,7 +184,7 @@ class RepresentationConfig:
     feature_dim: int = 128
     projection_dim: int = 64
     temperature: float = 0.5
-    epochs: int = 30
+    epochs: int = 50
     batch_size: int = 256
     lr: float = 2e-3
     weight_decay: float = 1e-4
@@ -585,8 +586,6 @@ def train_encoder(
         :class:`EncoderTraining`: the encoder (eval mode, on ``device``), the loss per epoch
         and the seconds spent training (summed over resumed pieces).
     """
-    from tqdm.auto import tqdm
-
     images_N = _check_images(inputs)
     config = RepresentationConfig() if config is None else config
     if not isinstance(config, RepresentationConfig):
@@ -785,7 +784,8 @@ def train_or_load_representation(
     config: RepresentationConfig | None = None,
     *,
     seed: int = 0,
-    cache_dir: str | os.PathLike[str] | None = "default",
+    cache_dir: str | os.PathLike[str] | None = None,
+    cache: bool = True,
     device: torch.device | str | None = None,
     progress: bool = False,
 ) -> Representation:
@@ -796,8 +796,8 @@ def train_or_load_representation(
     :data:`CACHE_FORMAT`.  It is written atomically once training has finished; while
     training, the state after each epoch is kept in ``<key>.partial.pt`` (atomically) and a
     training that was killed resumes from it, giving the same weights as an
-    uninterrupted one.  A lock file ``<key>.lock`` makes concurrent callers with the same
-    key wait for one training instead of each training its own (POSIX).
+    uninterrupted one.  A lock file ``<key>.lock`` (left in place, empty) makes concurrent
+    callers with the same key wait for one training instead of each training its own (POSIX).
 
     Args:
         inputs: the pool's standardised images ``[N, C, S, S]`` (or ``[N, S, S]``); no labels.
@@ -805,8 +805,8 @@ def train_or_load_representation(
             split: pool and validation), never the test set.
         config: :class:`RepresentationConfig` (default: its defaults).
         seed: the training seed (part of the cache key).
-        cache_dir: a folder; ``"default"``: :func:`default_cache_dir`; ``None``: no cache
-            (train every time, nothing written).
+        cache_dir: the cache folder; ``None``: :func:`default_cache_dir`.
+        cache: ``False`` trains every time and writes nothing.
         device: train / load onto this device (default: the CPU).
         progress: tqdm bar over epochs.
 
@@ -832,9 +832,11 @@ def train_or_load_representation(
     config = config.resolved(images_N.shape[-1])
     run_device = torch.device("cpu" if device is None else device)
     fingerprint = dataset_fingerprint(images_N)
-    if cache_dir is None:
+    if not isinstance(cache, bool):
+        raise InvalidTypeError(f"cache must be a bool, got {type(cache).__name__}")
+    if not cache:
         return _train(images_N, config, seed, fingerprint, run_device, progress, None, None)
-    folder = default_cache_dir() if cache_dir == "default" else Path(cache_dir).expanduser()
+    folder = default_cache_dir() if cache_dir is None else Path(cache_dir).expanduser()
     if folder.exists() and not folder.is_dir():
         raise InvalidArgumentError(f"cache_dir must be a folder, got the file {folder}")
     key = _cache_key(fingerprint, config, seed)
