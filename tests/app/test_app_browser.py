@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,13 @@ def test_label_thirty_items_with_the_keyboard_including_undo(live, project):
                 page.wait_for_selector(f"body:not([data-item='{item}'])")
                 given[item] = label
             assert page.inner_text("#stat-mine") == "30"
+            # the image of the item on screen loads (it may still be in flight right after a key)
+            # (the page's CSP forbids eval, so poll from here rather than with wait_for_function)
+            loaded = "(() => { const img = document.getElementById('item-image');" \
+                     " return img.complete && img.naturalWidth > 0; })()"
+            deadline = time.monotonic() + 60
+            while not page.evaluate(loaded) and time.monotonic() < deadline:
+                page.wait_for_timeout(100)
             assert page.evaluate("document.getElementById('item-image').naturalWidth") > 0
         finally:
             browser.close()
