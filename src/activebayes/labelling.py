@@ -461,7 +461,7 @@ class LabellingProject:
         dataset = self.dataset
         test = self.test_dataset
         config = self.config.loop_config(len(dataset), name=dataset.name, evaluate_test=test is not None)
-        loop = _ReportingLoop(config, dataset=dataset, test=test)
+        loop = ActiveLearningLoop(config, dataset=dataset, test=test)
         loop.restore(self._records())
         return loop
 
@@ -541,14 +541,15 @@ class LabellingProject:
         lookahead = self.config.lookahead if lookahead is None else lookahead
         if loop is None or not self.loop_is_current(loop):
             loop = self.build_loop()
-        if isinstance(loop, _ReportingLoop):
-            loop.on_phase = on_phase
+        def to_status(phase: str) -> None:
+            if on_phase is not None and phase == "acquire":
+                on_phase("scoring")
         r = loop.round
         proposal = loop.pending if loop.pending is not None and loop.pending.round == r else self.stored_proposal(r)
         if proposal is None or proposal.stop_reason is not None:
             if loop.finished:
                 loop = self.build_loop()
-            proposal = loop.propose(lookahead=lookahead)
+            proposal = loop.propose(lookahead=lookahead, on_phase=to_status)
             if proposal.stop_reason is not None:
                 loop = self.build_loop()  # a stop is not a round of a labelling project: new items may come
                 return loop, proposal
@@ -557,7 +558,7 @@ class LabellingProject:
         if len(pending) < min_pending or not pending:
             return loop, proposal
         record = loop.commit([i for _, i, _ in pending], [y for _, _, y in pending], proposal=proposal)
-        following = loop.propose(lookahead=lookahead)
+        following = loop.propose(lookahead=lookahead, on_phase=to_status)
         stored_next = None
         if following.stop_reason is None:
             stored_next = self._to_store(following.to_dict(), ("indices", "ranking"))
@@ -716,21 +717,6 @@ class LabellingProject:
     def summary(self) -> dict[str, Any]:
         counts = self.store.counts()
         return {**counts, "rounds": self.store.n_rounds(), "classes": list(self.classes)}
-
-
-class _ReportingLoop(ActiveLearningLoop):
-    """The loop, telling ``on_phase`` when :meth:`propose` starts scoring the pool.
-
-    Hooks the loop's acquisition step; a public phase callback on ``propose`` would
-    make this subclass unnecessary.
-    """
-
-    on_phase: Callable[[str], None] | None = None
-
-    def _acquire(self, *args: Any, **kwargs: Any) -> Any:
-        if self.on_phase is not None:
-            self.on_phase("scoring")
-        return super()._acquire(*args, **kwargs)
 
 
 def _round_of(file: Path) -> int | None:

@@ -327,15 +327,21 @@ class ActiveLearningLoop:
 
     # ----------------------------------------------------------------- one round
 
-    def propose(self, *, lookahead: int = 0) -> Proposal:
+    def propose(self, *, lookahead: int = 0, on_phase: Callable[[str], None] | None = None) -> Proposal:
         """Fit, evaluate, check the stopping criteria, score the pool and select a batch.
 
         Returns the round's :class:`Proposal`; the round ends with :meth:`commit`.
         When a stopping criterion fires the proposal has no items and its
         ``stop_reason`` set; the round is then recorded at once and the loop is
         finished. ``lookahead`` extends ``ranking`` beyond the batch (for a
-        labelling app that must never wait for the next round).
+        labelling app that must never wait for the next round). ``on_phase(name)``
+        is called as each phase starts: ``"fit"``, ``"evaluate"``, ``"acquire"``
+        (the keys of the proposal's ``seconds``), e.g. for a status line.
         """
+        def phase(name: str) -> None:
+            if on_phase is not None:
+                on_phase(name)
+
         if self.finished:
             raise RuntimeError(f"the loop has already stopped: {self.stop_reason}")
         if lookahead < 0:
@@ -347,6 +353,7 @@ class ActiveLearningLoop:
         n_labelled = int(pool.n_labelled)
 
         # 1. fit
+        phase("fit")
         tic = time.perf_counter()
         if self.model is None or not config.warm_start:
             self.model = self._build_model(r)
@@ -368,6 +375,7 @@ class ActiveLearningLoop:
         seconds["fit"] = time.perf_counter() - tic
 
         # 2. evaluate
+        phase("evaluate")
         tic = time.perf_counter()
         metrics = self._evaluate(model, validation)
         seconds["evaluate"] = time.perf_counter() - tic
@@ -387,6 +395,7 @@ class ActiveLearningLoop:
                             _rounded(seconds), config.strategy, stop_reason=reason)
 
         # 4. score the pool and select
+        phase("acquire")
         tic = time.perf_counter()
         batch_size, ranking_N, ranking_scores, strategy = self._acquire(model, n_labelled, r, lookahead)
         seconds["acquire"] = time.perf_counter() - tic

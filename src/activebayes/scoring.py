@@ -341,11 +341,11 @@ class TopCandidates:
 class BaldPrefilter:
     """Keep the ``keep`` items of highest BALD (per unit cost if ``cost_aware``) with their predictions.
 
-    Items that cost more than the whole ``budget`` can never be picked: priority ``-inf``.
+    Items that cost more than the whole ``cost_budget`` can never be picked: priority ``-inf``.
     """
 
     keep: int
-    budget: float | None = None
+    cost_budget: float | None = None
     cost_aware: bool = False
     device: str | None = None
     needs_predictions: bool = True
@@ -353,8 +353,8 @@ class BaldPrefilter:
     def map(self, indices_n: Tensor, costs_n: Tensor | None, log_probs_n_K_C: Tensor | None) -> Rows:
         assert log_probs_n_K_C is not None
         priority_n = _score(bald, log_probs_n_K_C, self.device)
-        if costs_n is not None and self.budget is not None:
-            plan = BudgetPlan(costs_n.to(torch.float64), float(self.budget))
+        if costs_n is not None and self.cost_budget is not None:
+            plan = BudgetPlan(costs_n.to(torch.float64), float(self.cost_budget))
             priority_n = cost_priority(priority_n, plan, self.cost_aware)
             priority_n = torch.where(plan.fits_N(0.0), priority_n, torch.full_like(priority_n, -math.inf))
         rows = {"index": indices_n, "priority": priority_n, "log_probs": log_probs_n_K_C.float()}
@@ -642,7 +642,7 @@ def score_pool(
         return _finish_selection(order, scores_N, indices_N, batch_size, plan, name)
     if not entry.needs_predictions:
         picked = select(N, name, batch_size, generator=torch.Generator().manual_seed(selection_seed),
-                        costs_N=costs, budget=cost_budget, device=device, **extra_inputs, **options)
+                        costs_N=costs, cost_budget=cost_budget, device=device, **extra_inputs, **options)
         return Selection(indices_N[picked.indices].clone(), picked.scores, name)
 
     _hold_masks(model, mask_generator)
@@ -679,14 +679,14 @@ def score_pool(
         if cost_aware and plan is None:
             raise InvalidArgumentError("cost_aware=True needs costs_N and cost_budget")
         keep = min(prefilter, N)
-        work = BaldPrefilter(keep, None if plan is None else plan.budget, cost_aware, device_name)
+        work = BaldPrefilter(keep, None if plan is None else plan.cost_budget, cost_aware, device_name)
         rows = run(work, f"BALD pre-filter to {keep:,}")
         order = torch.argsort(rows["index"])
         kept_M = rows["index"][order]
         log_probs_M_K_C = rows["log_probs"][order]
         plan_M = None
         if plan is not None:
-            plan_M = BudgetPlan(plan.costs_N[torch.searchsorted(indices_N, kept_M)], plan.budget)
+            plan_M = BudgetPlan(plan.costs_N[torch.searchsorted(indices_N, kept_M)], plan.cost_budget)
         options.setdefault("progress", progress)
         picked = batchbald(log_probs_M_K_C, min(batch_size, keep), generator=torch.Generator().manual_seed(selection_seed),
                            plan=plan_M, device=device, **options)
@@ -695,7 +695,7 @@ def score_pool(
     rows = run(AllLogProbs(), f"predict for {name}")
     log_probs_N_K_C = _aligned(rows, "log_probs", indices_N)
     picked = select(log_probs_N_K_C, name, batch_size, generator=torch.Generator().manual_seed(selection_seed),
-                    costs_N=costs, budget=cost_budget, device=device, **extra_inputs, **options)
+                    costs_N=costs, cost_budget=cost_budget, device=device, **extra_inputs, **options)
     return Selection(indices_N[picked.indices].clone(), picked.scores, name)
 
 

@@ -120,7 +120,7 @@ def test_badge_respects_a_budget_and_is_invariant_to_chunking() -> None:
     log_probs = random_log_probs(30, 4, 3, seed=11)
     features = torch.randn(30, 5, generator=gen(12), dtype=torch.float64)
     costs = torch.linspace(1, 3, 30, dtype=torch.float64)
-    picked = select(log_probs, "badge", 10, features_N_D=features, costs_N=costs, budget=6.0, generator=gen(0))
+    picked = select(log_probs, "badge", 10, features_N_D=features, costs_N=costs, cost_budget=6.0, generator=gen(0))
     assert float(costs[picked.indices].sum()) <= 6.0 and 1 <= len(picked) < 10
     whole = badge(log_probs, features, 6, generator=gen(4))
     assert badge(log_probs, features, 6, generator=gen(4), chunk_size=7).tolist() == whole.tolist()

@@ -166,7 +166,7 @@ def test_budget_is_never_exceeded(log_probs, costs, budget) -> None:
     for name in ("bald", "batchbald", "softrank_entropy", "random", "margin", "epig", "power_epig", "badge",
                  "typicality"):
         inputs = registry_inputs(acquisition.get_strategy(name), log_probs, 0, 2)
-        picked = select(log_probs, name, N, costs_N=costs_N, budget=budget, generator=torch.Generator().manual_seed(0),
+        picked = select(log_probs, name, N, costs_N=costs_N, cost_budget=budget, generator=torch.Generator().manual_seed(0),
                         **inputs)
         assert float(costs_N[picked.indices].sum()) <= budget * (1 + 1e-9)
         assert len(picked) >= 1 and len(set(picked.tolist())) == len(picked)

@@ -265,11 +265,11 @@ def test_budget_constraints() -> None:
     scores = acquisition.bald(log_probs)
     costs = torch.linspace(1.0, 3.0, 30, dtype=torch.float64)
     for strategy in ("bald", "batchbald", "power_bald", "random"):
-        selection = select(log_probs, strategy, 10, costs_N=costs, budget=7.5, generator=gen(0))
+        selection = select(log_probs, strategy, 10, costs_N=costs, cost_budget=7.5, generator=gen(0))
         assert float(costs[selection.indices].sum()) <= 7.5
         assert 1 <= len(selection) <= 10 and len(set(selection.tolist())) == len(selection)
     # greedy by score, skipping what no longer fits
-    selection = select(log_probs, "bald", 10, costs_N=costs, budget=7.5)
+    selection = select(log_probs, "bald", 10, costs_N=costs, cost_budget=7.5)
     order = torch.argsort(scores, descending=True).tolist()
     remaining, expected = 7.5, []
     for index in order:
@@ -278,10 +278,10 @@ def test_budget_constraints() -> None:
             remaining -= float(costs[index])
     assert selection.tolist() == expected
     # cost-aware: score per unit cost
-    aware = select(log_probs, "bald", 3, costs_N=costs, budget=100.0, cost_aware=True)
+    aware = select(log_probs, "bald", 3, costs_N=costs, cost_budget=100.0, cost_aware=True)
     assert aware.tolist() == torch.argsort(scores / costs, descending=True)[:3].tolist()
     # BatchBALD's first pick respects the budget too
-    cheap = select(log_probs, "batchbald", 2, costs_N=costs, budget=1.05)
+    cheap = select(log_probs, "batchbald", 2, costs_N=costs, cost_budget=1.05)
     assert len(cheap) == 1 and float(costs[cheap.indices].sum()) <= 1.05
 
 
@@ -289,12 +289,12 @@ BAD_SELECT = [
     (dict(batch_size=0), ValueError, "batch_size must be >= 1"),
     (dict(batch_size=31), ValueError, "batch_size must be <= the pool size N=30"),
     (dict(batch_size=2.5), TypeError, "batch_size must be an int"),
-    (dict(costs_N=-torch.ones(30), budget=3.0), ValueError, "costs_N must be >= 0"),
-    (dict(costs_N=torch.ones(29), budget=3.0), ValueError, "costs_N must have shape"),
-    (dict(costs_N=torch.ones(30) * 2, budget=1.0), ValueError, "budget 1 is too small"),
-    (dict(costs_N=torch.ones(30), budget=-1.0), ValueError, "budget must be a finite number >= 0"),
+    (dict(costs_N=-torch.ones(30), cost_budget=3.0), ValueError, "costs_N must be >= 0"),
+    (dict(costs_N=torch.ones(29), cost_budget=3.0), ValueError, "costs_N must have shape"),
+    (dict(costs_N=torch.ones(30) * 2, cost_budget=1.0), ValueError, "cost_budget 1 is too small"),
+    (dict(costs_N=torch.ones(30), cost_budget=-1.0), ValueError, "cost_budget must be a finite number >= 0"),
     (dict(costs_N=torch.ones(30)), ValueError, "budget is missing"),
-    (dict(budget=3.0), ValueError, "costs_N is missing"),
+    (dict(cost_budget=3.0), ValueError, "costs_N is missing"),
     (dict(cost_aware=True), ValueError, "cost_aware=True needs costs_N"),
     (dict(no_such_option=1), TypeError, "unknown option"),
 ]
@@ -347,6 +347,48 @@ def test_register_custom_score() -> None:
         acquisition.unregister_strategy("min_entropy_test")
     assert not {"min_entropy_test", "lowest_entropy_test"} & set(acquisition.available_strategies(aliases=True))
     assert picked.tolist() == torch.topk(-acquisition.predictive_entropy(log_probs), 2).indices.tolist()
+
+
+def test_a_plain_score_function_is_a_strategy_and_streams() -> None:
+    """The README's two lines: a function of log_probs_N_K_C alone, no keywords."""
+
+    def top_two_gap(log_probs_N_K_C):
+        mean_probs_N_C = log_probs_N_K_C.double().exp().mean(dim=1)
+        top_N_2 = mean_probs_N_C.topk(2, dim=-1).values
+        return -(top_N_2[:, 0] - top_N_2[:, 1])
+
+    log_probs = random_log_probs(30, 6, 4, seed=21)
+    mean_probs = log_probs.double().exp().mean(dim=1).numpy()
+    top2 = np.sort(mean_probs, axis=1)[:, -2:]
+    expected = np.argsort(-(top2[:, 0] - top2[:, 1]), kind="stable")[:5]  # float64 reference: smallest gap first
+    entry = acquisition.register_strategy("plain_gap_test", acquisition.topk_strategy(top_two_gap))
+    acquisition.register_strategy("plain_gap_softmax_test", acquisition.stochastic_strategy(top_two_gap, "softmax"))
+    try:
+        assert entry.score_fn is not None and entry.mode == "topk"  # so score_pool / Ray can stream it
+        picked = select(log_probs, "plain_gap_test", 5, device="cpu", chunk_size=7)
+        assert sorted(picked.tolist()) == sorted(expected.tolist())
+        sampled = select(log_probs, "plain_gap_softmax_test", 5, generator=gen(3), beta=0.0)
+        assert len(set(sampled.tolist())) == 5
+        assert acquisition.get_strategy("plain_gap_softmax_test").mode == "softmax"
+    finally:
+        acquisition.unregister_strategy("plain_gap_test")
+        acquisition.unregister_strategy("plain_gap_softmax_test")
+
+
+@pytest.mark.parametrize("score, message", [
+    (lambda log_probs_N_K_C: log_probs_N_K_C[:, 0, 0][:-1], r"must return a tensor of shape \(30,\).*got shape \(29,\)"),
+    (lambda log_probs_N_K_C: log_probs_N_K_C[:, 0, 0] * float("nan"), "NaN or infinite"),
+    (lambda log_probs_N_K_C: 3.0, "must return a tensor.*got float"),
+])
+def test_a_score_function_that_returns_the_wrong_thing_is_named(score, message) -> None:
+    acquisition.register_strategy("bad_score_test", acquisition.topk_strategy(score))
+    try:
+        with pytest.raises(ValueError, match=message):
+            select(random_log_probs(30, 3, 3), "bad_score_test", 2)
+    finally:
+        acquisition.unregister_strategy("bad_score_test")
+    with pytest.raises(ValueError, match="mode must be one of power, softmax, softrank"):
+        acquisition.stochastic_strategy(score, "topk")
 
 
 def test_device_argument_runs_and_returns_cpu_results() -> None:

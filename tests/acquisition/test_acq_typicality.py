@@ -120,7 +120,7 @@ def test_typicality_edge_cases_and_budget() -> None:
     assert len(set(same.tolist())) == 4 and bool((same.scores == torch.finfo(torch.float64).max).all())
     costs = torch.linspace(1, 2, 7, dtype=torch.float64)
     picked = select(7, "typicality", 7, features_N_D=points, labelled_features_L_D=points[:0], costs_N=costs,
-                    budget=3.5, generator=gen(0))
+                    cost_budget=3.5, generator=gen(0))
     spent = float(costs[picked.indices].sum())
     assert spent <= 3.5 and len(picked) >= 2
     left = [i for i in range(7) if i not in picked.tolist()]

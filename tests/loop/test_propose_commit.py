@@ -41,6 +41,19 @@ def test_step_is_propose_plus_oracle_plus_commit(strategy):
     assert manual.finished and manual.stop_reason == simulated.stop_reason
 
 
+def test_on_phase_reports_each_phase_as_it_starts():
+    loop = ActiveLearningLoop(LoopConfig(strategy="bald", **{**FAST_LOOP, "budget": 30}))
+    seen: list[tuple[str, bool]] = []
+    # the model of this round exists once fitting started; "acquire" comes after the fit
+    proposal = loop.propose(on_phase=lambda name: seen.append((name, loop.model is not None)))
+    assert [name for name, _ in seen] == ["fit", "evaluate", "acquire"] == list(proposal.seconds)
+    assert seen[1][1] and seen[2][1]
+    loop.commit(proposal.indices, loop.dataset.targets[proposal.indices])
+    seen.clear()
+    stopped = loop.propose(on_phase=lambda name: seen.append((name, True)))
+    assert stopped.stop_reason is not None and [name for name, _ in seen] == ["fit", "evaluate"]
+
+
 @pytest.mark.parametrize("strategy", ["bald", "batchbald", "power_entropy", "random"])
 def test_the_batch_is_the_prefix_of_a_longer_ranking(strategy):
     config = LoopConfig(strategy=strategy, **FAST_LOOP)

@@ -190,7 +190,7 @@ def test_cost_budget_topk_equals_select(net, pool, candidates, strategy, cost_aw
     order = torch.argsort(candidates)
     sorted_candidates = candidates[order]
     log_probs = full_log_probs(net, pool, sorted_candidates)
-    reference = select(log_probs, strategy, 8, costs_N=costs[order], budget=4.0, cost_aware=cost_aware)
+    reference = select(log_probs, strategy, 8, costs_N=costs[order], cost_budget=4.0, cost_aware=cost_aware)
     got = score(net, pool, candidates, strategy, 8, costs_N=costs, cost_budget=4.0,
                 options={"cost_aware": cost_aware})
     assert got.indices.tolist() == sorted_candidates[reference.indices].tolist()
@@ -301,7 +301,7 @@ def test_batchbald_prefilter_with_costs(net, pool, candidates):
     got = score(net, pool, candidates, "batchbald", 6, costs_N=costs, cost_budget=2.0,
                 options={"prefilter": len(candidates), "cost_aware": True})
     order = torch.argsort(candidates)
-    reference = batchbald(full_log_probs(net, pool, candidates[order]), 6, costs_N=costs[order], budget=2.0,
+    reference = batchbald(full_log_probs(net, pool, candidates[order]), 6, costs_N=costs[order], cost_budget=2.0,
                           cost_aware=True, generator=torch.Generator().manual_seed(SELECTION_SEED))
     assert got.indices.tolist() == candidates[order][reference.indices].tolist()
 

@@ -86,7 +86,7 @@ def badge(
     *,
     generator: torch.Generator | None = None,
     costs_N: Tensor | None = None,
-    budget: float | None = None,
+    cost_budget: float | None = None,
     plan: BudgetPlan | None = None,
     device: Device = None,
     chunk_size: int | None = None,
@@ -99,10 +99,10 @@ def badge(
             input of the last ``nn.Linear``).
         batch_size: picks, ``1 <= batch_size <= N``.
         generator: seeds the ``D^2`` draws (CPU generator; one uniform per pick).
-        costs_N: optional per-item labelling costs ``[N]`` (with ``budget``): items that
+        costs_N: optional per-item labelling costs ``[N]`` (with ``cost_budget``): items that
             no longer fit are not drawn; the batch may be smaller.
-        budget: total labelling cost (with ``costs_N``).
-        plan: an already validated cost budget (instead of ``costs_N`` / ``budget``).
+        cost_budget: total labelling cost (with ``costs_N``).
+        plan: an already validated cost budget (instead of ``costs_N`` / ``cost_budget``).
         device: compute the distances there; results on the CPU.
         chunk_size: pool items per chunk when reading ``log_probs_N_K_C``.
 
@@ -122,9 +122,9 @@ def badge(
     if batch_size > N:
         raise InvalidArgumentError(f"batch_size must be <= the pool size N={N}, got {batch_size}")
     if plan is None:
-        plan = check_budget(costs_N, budget, N)
-    elif costs_N is not None or budget is not None:
-        raise InvalidArgumentError("pass either plan or costs_N / budget, not both")
+        plan = check_budget(costs_N, cost_budget, N)
+    elif costs_N is not None or cost_budget is not None:
+        raise InvalidArgumentError("pass either plan or costs_N / cost_budget, not both")
     compute_device = resolve_device(log_probs_N_K_C, device)
 
     factors_N_C = _loss_gradient_factors(log_probs_N_K_C, compute_device, chunk_size)

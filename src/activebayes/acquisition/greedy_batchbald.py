@@ -107,7 +107,7 @@ def batchbald(
     max_exact_configs: int | None = None,
     generator: torch.Generator | None = None,
     costs_N: Tensor | None = None,
-    budget: float | None = None,
+    cost_budget: float | None = None,
     cost_aware: bool = False,
     device: Device = None,
     dtype: torch.dtype | None = None,
@@ -125,7 +125,7 @@ def batchbald(
         generator: seeds the sampled configurations (CPU generator).
         costs_N: optional per-item labelling costs ``[N]``; candidates that no longer
             fit the budget are skipped.
-        budget: total labelling cost allowed (with ``costs_N``).
+        cost_budget: total labelling cost allowed (with ``costs_N``).
         cost_aware: ``True`` maximises the gain per unit cost.
         device: run the per-candidate products there (e.g. ``"cuda"``).
         dtype: working precision of the per-candidate products (default: input's).
@@ -152,11 +152,11 @@ def batchbald(
         max_exact_configs, "max_exact_configs", allow_zero=True
     )
     if plan is None:
-        plan = check_budget(costs_N, budget, N)
-    elif costs_N is not None or budget is not None:
-        raise InvalidArgumentError("pass either plan or costs_N / budget, not both")
+        plan = check_budget(costs_N, cost_budget, N)
+    elif costs_N is not None or cost_budget is not None:
+        raise InvalidArgumentError("pass either plan or costs_N / cost_budget, not both")
     if cost_aware and plan is None:
-        raise InvalidArgumentError("cost_aware=True needs costs_N and budget")
+        raise InvalidArgumentError("cost_aware=True needs costs_N and cost_budget")
     compute_device = resolve_device(log_probs_N_K_C, device)
     work_dtype = dtype or log_probs_N_K_C.dtype
 

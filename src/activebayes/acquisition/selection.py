@@ -4,7 +4,7 @@ A strategy turns predictions into a :class:`Selection`: the chosen pool indices 
 pick order and the score each had when it was picked. Per-item scores become a
 batch here, either deterministically (top-k) or stochastically (Kirsch et al. 2021),
 under two constraints: at most ``batch_size`` picks and, optionally, a labelling
-cost per item with a total ``budget``.
+cost per item with a total ``cost_budget``.
 """
 
 from __future__ import annotations
@@ -63,23 +63,23 @@ class Selection:
 
 @dataclass(frozen=True)
 class BudgetPlan:
-    """Validated cost constraint: ``costs_N`` (float64, CPU) and the total ``budget``."""
+    """Validated cost constraint: ``costs_N`` (float64, CPU) and the total ``cost_budget``."""
 
     costs_N: Tensor
-    budget: float
+    cost_budget: float
 
     def fits_N(self, spent: float) -> Tensor:
         """Mask of items whose cost still fits after spending ``spent`` (with a relative slack)."""
-        return self.costs_N <= (self.budget - spent) * (1 + 1e-12) + 1e-12
+        return self.costs_N <= (self.cost_budget - spent) * (1 + 1e-12) + 1e-12
 
 
-def check_budget(costs_N: Tensor | None, budget: float | None, N: int) -> BudgetPlan | None:
-    """Validate a per-item cost and total budget; ``None`` when there is no cost constraint."""
-    if costs_N is None and budget is None:
+def check_budget(costs_N: Tensor | None, cost_budget: float | None, N: int) -> BudgetPlan | None:
+    """Validate a per-item cost and total cost budget; ``None`` when there is no cost constraint."""
+    if costs_N is None and cost_budget is None:
         return None
-    if costs_N is None or budget is None:
-        missing = "budget" if budget is None else "costs_N"
-        raise InvalidArgumentError(f"costs_N and budget go together: {missing} is missing (got only the other one)")
+    if costs_N is None or cost_budget is None:
+        missing = "cost_budget" if cost_budget is None else "costs_N"
+        raise InvalidArgumentError(f"costs_N and cost_budget go together: {missing} is missing (got only the other one)")
     check_tensor(costs_N, "costs_N")
     if costs_N.shape != (N,):
         raise InvalidArgumentError(f"costs_N must have shape [N] = ({N},) (one cost per pool item), got {tuple(costs_N.shape)}")
@@ -87,11 +87,11 @@ def check_budget(costs_N: Tensor | None, budget: float | None, N: int) -> Budget
     check_finite(costs_N, "costs_N")
     if bool((costs_N < 0).any()):
         raise InvalidArgumentError(f"costs_N must be >= 0, got a minimum of {float(costs_N.min()):g}")
-    budget = check_nonnegative_float(budget, "budget")
+    cost_budget = check_nonnegative_float(cost_budget, "cost_budget")
     cheapest = float(costs_N.min())
-    if cheapest > budget:
-        raise InvalidArgumentError(f"budget {budget:g} is too small: the cheapest pool item costs {cheapest:g}")
-    return BudgetPlan(costs_N, budget)
+    if cheapest > cost_budget:
+        raise InvalidArgumentError(f"cost_budget {cost_budget:g} is too small: the cheapest pool item costs {cheapest:g}")
+    return BudgetPlan(costs_N, cost_budget)
 
 
 def cost_priority(scores_N: Tensor, plan: BudgetPlan | None, cost_aware: bool) -> Tensor:
@@ -99,7 +99,7 @@ def cost_priority(scores_N: Tensor, plan: BudgetPlan | None, cost_aware: bool) -
     if not cost_aware:
         return scores_N
     if plan is None:
-        raise InvalidArgumentError("cost_aware=True needs costs_N and budget")
+        raise InvalidArgumentError("cost_aware=True needs costs_N and cost_budget")
     if bool((scores_N < 0).any()):
         raise InvalidArgumentError(
             "cost_aware=True needs non-negative scores (score per unit cost); this strategy's scores "
@@ -124,7 +124,7 @@ def take_in_order(
         picked = order_N[:batch_size]
         return Selection(picked.clone(), scores_N[picked], strategy)
     costs = plan.costs_N[order_N].tolist()
-    remaining = plan.budget
+    remaining = plan.cost_budget
     cheapest = float(plan.costs_N.min())
     chosen: list[int] = []
     for position, cost in enumerate(costs):

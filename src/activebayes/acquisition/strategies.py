@@ -7,7 +7,7 @@ and calls the strategy. Built in:
 - top-k of a score: ``entropy`` (aliases ``max_entropy``, ``predictive_entropy``),
   ``bald``, ``jackknife_bald``, ``variation_ratios``, ``mean_std``, ``margin``,
   ``least_confidence``;
-- ``batchbald``: greedy BatchBALD (Kirsch et al. 2019), see :mod:`.batchbald`;
+- ``batchbald``: greedy BatchBALD (Kirsch et al. 2019), see :mod:`.greedy_batchbald`;
 - stochastic batch acquisition (Kirsch et al. 2021): ``power_bald``, ``softmax_bald``,
   ``softrank_bald``, ``power_entropy``, ``softmax_entropy``, ``softrank_entropy``;
 - ``epig``: top-k of EPIG (Bickford Smith et al. 2023), see :mod:`.epig`, and its batch
@@ -26,10 +26,12 @@ the extra ones as keyword arguments and checks them up front:
 - ``"labelled_features"``: ``labelled_features_L_D`` -- the same representation of the L
   labelled items (typicality; L may be 0).
 
-Plug in your own with a score function in two lines::
+Plug in your own with a score function (``log_probs_N_K_C -> scores_N``) in two lines::
 
     register_strategy("my_score", topk_strategy(my_score_fn))
     select(log_probs_N_K_C, "my_score", 10)
+
+The registered score then also streams over big pools and runs on Ray.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ __all__ = [
     "get_strategy",
     "register_strategy",
     "select",
+    "score_function",
     "stochastic_strategy",
     "topk_strategy",
 ]
@@ -172,6 +175,10 @@ class StrategyRegistry:
         optional_inputs: Iterable[str] = (),
     ) -> Strategy:
         aliases = tuple(aliases)
+        if score_fn is None and mode is None:  # built by topk_strategy / stochastic_strategy
+            score_fn, mode = getattr(fn, "score_fn", None), getattr(fn, "mode", None)
+        if score_fn is not None:
+            score_fn = score_function(score_fn)
         for key in (name, *aliases):
             if not isinstance(key, str) or not key:
                 raise InvalidArgumentError(f"strategy names must be non-empty strings, got {key!r}")
@@ -263,12 +270,61 @@ def _strategy_options(fn: Callable[..., Any], inputs: tuple[str, ...]) -> tuple[
     return tuple(sorted(keywords - set(required) - set(INPUTS.values())))
 
 
+def score_function(score_fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """Adapt a per-item score to the form the library calls: ``fn(log_probs_n_K_C, *, device, chunk_size)``.
+
+    ``score_fn`` may be a plain ``fn(log_probs_N_K_C) -> scores_N``: ``device`` and
+    ``chunk_size`` are passed only when it takes them (without ``device`` the
+    predictions are moved there first). The result is checked: one finite score per item.
+    """
+    if getattr(score_fn, "_activebayes_score", False):
+        return score_fn
+    if not callable(score_fn):
+        raise InvalidTypeError(f"score_fn must be callable, got {type(score_fn).__name__}")
+    try:
+        parameters = inspect.signature(score_fn).parameters.values()
+    except (TypeError, ValueError):
+        parameters = ()
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+    accepted = {p.name for p in parameters if p.kind is not inspect.Parameter.POSITIONAL_ONLY}
+    passes_device = takes_any or "device" in accepted
+    passes_chunk_size = takes_any or "chunk_size" in accepted
+    label = getattr(score_fn, "__name__", repr(score_fn))
+
+    def adapted(log_probs_N_K_C: Tensor, *, device: Device = None, chunk_size: int | None = None) -> Tensor:
+        keywords: dict[str, Any] = {}
+        if passes_device:
+            keywords["device"] = device
+        elif device is not None:
+            log_probs_N_K_C = log_probs_N_K_C.to(device)
+        if passes_chunk_size:
+            keywords["chunk_size"] = chunk_size
+        scores_N = score_fn(log_probs_N_K_C, **keywords)
+        N = int(log_probs_N_K_C.shape[0])
+        if not isinstance(scores_N, Tensor) or tuple(scores_N.shape) != (N,):
+            got = f"shape {tuple(scores_N.shape)}" if isinstance(scores_N, Tensor) else type(scores_N).__name__
+            raise InvalidArgumentError(f"score function {label} must return a tensor of shape ({N},) "
+                                       f"(one score per item), got {got}")
+        if not torch.isfinite(scores_N).all():
+            raise InvalidArgumentError(f"score function {label} returned NaN or infinite scores")
+        return scores_N
+
+    adapted._activebayes_score = True  # type: ignore[attr-defined]
+    adapted.__name__ = label
+    adapted.__doc__ = score_fn.__doc__
+    return adapted
+
+
 def topk_strategy(score_fn: Callable[..., Tensor]) -> StrategyFn:
     """Build a strategy that takes the ``batch_size`` highest ``score_fn(log_probs_N_K_C)``.
 
-    Options: ``cost_aware`` (rank by score per unit cost, needs ``costs_N`` / ``budget``)
-    and ``chunk_size`` (passed to the score).
+    ``score_fn`` maps ``log_probs_N_K_C`` to one score per item (larger = more worth
+    labelling); it may take the keywords ``device`` and ``chunk_size`` (see
+    :func:`score_function`). Registered with :func:`register_strategy`, the score also
+    streams over big pools and runs on Ray. Options: ``cost_aware`` (rank by score per
+    unit cost, needs ``costs_N`` / ``cost_budget``) and ``chunk_size`` (passed to the score).
     """
+    score = score_function(score_fn)
 
     def strategy(
         predictions: Tensor | int,
@@ -281,11 +337,12 @@ def topk_strategy(score_fn: Callable[..., Tensor]) -> StrategyFn:
         cost_aware: bool = False,
         chunk_size: int | None = None,
     ) -> Selection:
-        scores_N = score_fn(predictions, device=device, chunk_size=chunk_size)
+        scores_N = score(predictions, device=device, chunk_size=chunk_size)
         order = top_order(cost_priority(scores_N, plan, cost_aware), batch_size, plan)
         return take_in_order(order, scores_N, batch_size, plan, name)
 
-    strategy.__doc__ = f"Top-k of {getattr(score_fn, '__name__', 'a score')}."
+    strategy.__doc__ = f"Top-k of {score.__name__}."
+    strategy.score_fn, strategy.mode = score, "topk"  # type: ignore[attr-defined]
     return strategy
 
 
@@ -294,10 +351,13 @@ def stochastic_strategy(score_fn: Callable[..., Tensor], mode: str) -> StrategyF
 
     Samples ``batch_size`` items without replacement with probability
     ``∝ s^β`` (power), ``∝ exp(β s)`` (softmax) or ``∝ rank^{-β}`` (softrank) of the
-    score ``s``, by Gumbel-top-k. Options: ``beta`` (coldness, default 1; 0 is
-    uniform, large approaches top-k), ``cost_aware``, ``chunk_size``. The reported
-    scores are the items' plain scores ``s``.
+    score ``s``, by Gumbel-top-k. ``score_fn`` as for :func:`topk_strategy`. Options:
+    ``beta`` (coldness, default 1; 0 is uniform, large approaches top-k),
+    ``cost_aware``, ``chunk_size``. The reported scores are the items' plain scores ``s``.
     """
+    if mode not in SCORE_MODES[1:]:
+        raise InvalidArgumentError(f"mode must be one of {', '.join(SCORE_MODES[1:])}, got {mode!r}")
+    score = score_function(score_fn)
 
     def strategy(
         predictions: Tensor | int,
@@ -312,10 +372,12 @@ def stochastic_strategy(score_fn: Callable[..., Tensor], mode: str) -> StrategyF
         chunk_size: int | None = None,
     ) -> Selection:
         beta = check_nonnegative_float(beta, "beta")
-        scores_N = score_fn(predictions, device=device, chunk_size=chunk_size)
+        scores_N = score(predictions, device=device, chunk_size=chunk_size)
         order = stochastic_order(cost_priority(scores_N, plan, cost_aware), mode, beta, generator)
         return take_in_order(order, scores_N, batch_size, plan, name)
 
+    strategy.__doc__ = f"Stochastic ({mode}) batch of {score.__name__}."
+    strategy.score_fn, strategy.mode = score, mode  # type: ignore[attr-defined]
     return strategy
 
 
@@ -556,7 +618,7 @@ def select(
     *,
     generator: torch.Generator | None = None,
     costs_N: Tensor | None = None,
-    budget: float | None = None,
+    cost_budget: float | None = None,
     device: Device = None,
     target_log_probs_M_K_C: Tensor | None = None,
     features_N_D: Tensor | None = None,
@@ -574,9 +636,9 @@ def select(
         generator: seeds every random choice (random, stochastic, BatchBALD's sampled
             configurations, EPIG's sampled targets, BADGE's and k-means' seeding);
             ``None`` uses torch's global generator.
-        costs_N: optional per-item labelling cost (``[N]``, >= 0), with ``budget``.
-        budget: total labelling cost: items are taken in the strategy's order, skipping
-            those that no longer fit; the total never exceeds ``budget`` (fewer picks possible).
+        costs_N: optional per-item labelling cost (``[N]``, >= 0), with ``cost_budget``.
+        cost_budget: total labelling cost: items are taken in the strategy's order, skipping
+            those that no longer fit; the total never exceeds ``cost_budget`` (fewer picks possible).
         device: compute there (e.g. ``"cuda"``); results come back on the CPU.
         target_log_probs_M_K_C: EPIG's target predictions ``[M, K, C]`` under the same K
             function samples (optional: without it M pool items are sampled).
@@ -619,7 +681,7 @@ def select(
     batch_size = check_positive_int(batch_size, "batch_size")
     if batch_size > N:
         raise InvalidArgumentError(f"batch_size must be <= the pool size N={N}, got {batch_size}")
-    plan = check_budget(costs_N, budget, N)
+    plan = check_budget(costs_N, cost_budget, N)
     if entry.options is not None:
         unknown = sorted(set(options) - set(entry.options))
         if unknown:

@@ -132,14 +132,14 @@ def typical_picks(
     num_neighbors: int = NUM_NEIGHBORS,
     min_cluster_size: int = MIN_CLUSTER_SIZE,
     costs_T: Tensor | None = None,
-    budget: float | None = None,
+    cost_budget: float | None = None,
 ) -> tuple[list[int], list[float]]:
     """TypiClust's picks given a clustering: ``(rows of points_T_D, typicality of each)``.
 
     ``points_T_D`` are all items (labelled and not), ``labels_T`` their clusters,
     ``is_labelled_T`` marks the labelled ones (never picked, not neighbours). Clusters
     are visited in :func:`cluster_order`, cycling; each visit picks the most typical
-    remaining unlabelled member (that fits the budget, with ``costs_T`` / ``budget``).
+    remaining unlabelled member (that fits the budget, with ``costs_T`` / ``cost_budget``).
     Stops after ``batch_size`` picks or when nothing is left that fits.
     """
     T = int(points_T_D.shape[0])
@@ -153,8 +153,8 @@ def typical_picks(
         position = 0
         while len(picks) < batch_size:
             fits_T = available_T
-            if costs_T is not None and budget is not None:
-                fits_T = available_T & (costs_T <= (budget - spent) * (1 + 1e-12) + 1e-12)
+            if costs_T is not None and cost_budget is not None:
+                fits_T = available_T & (costs_T <= (cost_budget - spent) * (1 + 1e-12) + 1e-12)
             rotated = order[position:] + order[:position]
             cluster = next((c for c in rotated if bool((fits_T & (labels_T == c)).any())), None)
             if cluster is None:
@@ -184,7 +184,7 @@ def typicality(
     num_clusters: int | None = None,
     max_iter: int = 100,
     costs_N: Tensor | None = None,
-    budget: float | None = None,
+    cost_budget: float | None = None,
     plan: BudgetPlan | None = None,
     device: Device = None,
 ) -> Selection:
@@ -205,9 +205,9 @@ def typicality(
             extension of a shorter one only when both use the same k: a caller that asks
             for more picks than its batch (a look-ahead) passes ``L + its batch size``.
         max_iter: k-means iterations at most.
-        costs_N: optional per-item labelling costs ``[N]`` (with ``budget``).
-        budget: total labelling cost (with ``costs_N``).
-        plan: an already validated cost budget (instead of ``costs_N`` / ``budget``).
+        costs_N: optional per-item labelling costs ``[N]`` (with ``cost_budget``).
+        cost_budget: total labelling cost (with ``costs_N``).
+        plan: an already validated cost budget (instead of ``costs_N`` / ``cost_budget``).
         device: run k-means and distances there; results on the CPU.
 
     Returns:
@@ -236,9 +236,9 @@ def typicality(
         if num_clusters > N + L:
             raise InvalidArgumentError(f"num_clusters must be <= N + L = {N + L} items, got {num_clusters}")
     if plan is None:
-        plan = check_budget(costs_N, budget, N)
-    elif costs_N is not None or budget is not None:
-        raise InvalidArgumentError("pass either plan or costs_N / budget, not both")
+        plan = check_budget(costs_N, cost_budget, N)
+    elif costs_N is not None or cost_budget is not None:
+        raise InvalidArgumentError("pass either plan or costs_N / cost_budget, not both")
 
     points_T_D = torch.cat([pool.to(torch.float64), labelled.to(pool.device, torch.float64)])
     if device is not None:
@@ -254,6 +254,6 @@ def typicality(
         points_T_D, clustering.labels_N.to(points_T_D.device), is_labelled_T.to(points_T_D.device), batch_size,
         num_neighbors=num_neighbors, min_cluster_size=min_cluster_size,
         costs_T=None if costs_T is None else costs_T.to(points_T_D.device),
-        budget=None if plan is None else plan.budget,
+        cost_budget=None if plan is None else plan.cost_budget,
     )
     return Selection(torch.tensor(picks, dtype=torch.long), torch.tensor(scores, dtype=torch.float64), "typicality")

@@ -32,6 +32,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from ._core import DataError
 from activebayes.errors import InvalidArgumentError
@@ -339,8 +340,6 @@ def download_file(
                 total = response.headers.get("Content-Length") if hasattr(response, "headers") else None
                 bar = None
                 if progress:
-                    from tqdm.auto import tqdm
-
                     bar = tqdm(total=int(total) if total else None, unit="B", unit_scale=True, desc=destination.name)
                 try:
                     for chunk in iter(lambda: response.read(1 << 16), b""):

@@ -46,6 +46,7 @@ from activebayes.metrics._inputs import (
     to_log_probs,
 )
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes.metrics.calibration import ReliabilityBins
 
 __all__ = [
     "Accuracy",
@@ -217,8 +218,6 @@ class Calibration(_AbMetric):
         }
 
     def reliability(self):
-        from activebayes.metrics.calibration import ReliabilityBins
-
         return ReliabilityBins.from_sums(self.count_B.cpu(), self.conf_sum_B.cpu(), self.correct_sum_B.cpu())
 
 

@@ -27,6 +27,8 @@ from torch import Tensor, nn
 
 from activebayes._validation import check_choice, check_positive_int
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes._seeding import draw_seed, global_rng_seeded
+from activebayes.models.ensemble import Ensemble
 from activebayes.models.dropout import ConsistentMCDropout, ConsistentMCDropout2d
 from activebayes.models.representation import Representation
 
@@ -524,9 +526,6 @@ def build_model(
 
     def make() -> nn.Module:
         return factory(num_classes=num_classes, input_shape=shape, **options)
-
-    from activebayes._seeding import draw_seed, global_rng_seeded
-    from activebayes.models.ensemble import Ensemble
 
     if ensemble_size is not None:
         return Ensemble.from_factory(make, ensemble_size, generator=generator)

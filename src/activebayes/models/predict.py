@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.data import Dataset, TensorDataset
+from tqdm.auto import tqdm
 
 from activebayes._threads import threads_for
 from activebayes._validation import check_choice, check_positive_int
@@ -348,8 +349,6 @@ def _predict(
     expand: bool,
     budget_bytes: float,
 ) -> Tensor:
-    from tqdm.auto import tqdm
-
     if sampler is not None:
         n_chunk, k_chunk = batch_size, 1
     else:

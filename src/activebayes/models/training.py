@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.data import Dataset, TensorDataset
+from tqdm.auto import tqdm
 
 from activebayes._validation import check_choice, check_positive_int
 from activebayes._seeding import as_generator, draw_seed, global_rng_seeded
@@ -266,8 +267,6 @@ def _fit_one(
     min_samples_per_epoch: int,
     progress: bool,
 ) -> FitResult:
-    from tqdm.auto import tqdm
-
     device = _model_device(model)
     if optimizer == "adam":
         opt: torch.optim.Optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
