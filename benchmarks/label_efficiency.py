@@ -9,6 +9,14 @@ official 10,000 test digits), Gal et al. 2017 CNN with consistent MC dropout,
 pool and K = 20 for the test predictive (the library's defaults; the BatchBALD
 paper's K = 100).
 
+``repeated_mnist``: the BatchBALD paper's Repeated MNIST: the same 4,500-digit pool
+three times, each copy with independent N(0, 0.1) noise after normalisation (13,500
+items, 20 balanced initial labels), the same network and test set, up to 300 labels.
+
+``--representation self-supervised`` (any protocol, cached under ``<dataset>-ssl``): the
+model is the consistent MC dropout head on a SimCLR encoder trained once per seed on the
+training images without labels (``encoder_head``).
+
 ``digits``: the embedded scikit-learn digits (1,297 train: 100 validation, the
 rest the pool; 500 test), MLP with MC dropout, 10 per round up to 200 labels.
 
@@ -24,6 +32,8 @@ Usage::
 
     python benchmarks/label_efficiency.py --dataset digits --seeds 0,1,2
     python benchmarks/label_efficiency.py --dataset mnist --seeds 0,1,2 --max-minutes 120
+    python benchmarks/label_efficiency.py --dataset mnist --representation self-supervised
+    python benchmarks/label_efficiency.py --dataset repeated_mnist --strategies random,bald,batchbald
     python benchmarks/label_efficiency.py --summarise
 """
 
@@ -131,6 +141,10 @@ def _grid(args: argparse.Namespace):
     if args.num_samples is not None and args.num_samples != base.num_samples:
         base = base.replace(num_samples=args.num_samples)
         name = f"{name}-k{args.num_samples}"  # an ablation of K for scoring the pool, its own cache
+    if args.representation != "none":
+        # the same protocol, the model starting from an encoder trained on the pool without labels
+        base = base.replace(representation=args.representation, model="encoder_head")
+        name = f"{name}-ssl"
     if args.device is not None:
         base = base.replace(device=args.device)
     strategies = tuple(args.strategies.split(",")) if args.strategies else STRATEGIES
@@ -457,6 +471,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-samples", type=int, default=None,
                         help="K for scoring the pool (default: the protocol's 100); another K caches "
                              "its runs under <dataset>-k<K>")
+    parser.add_argument("--representation", choices=["none", "self-supervised"], default="none",
+                        help="self-supervised: the model is an MC dropout head on an encoder trained on the "
+                             "pool's images without labels (cached under <dataset>-ssl)")
     parser.add_argument("--strategies", default=None, help=f"comma-separated (default: {','.join(STRATEGIES)})")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--max-minutes", type=float, default=None, help="stop starting new runs after this long (sequential runs, --jobs 1)")
