@@ -36,6 +36,7 @@ import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import KNeighborsClassifier
 
+from activebayes._io import atomic_write_text
 from activebayes._seeding import make_generator, seeded_global_rng
 from activebayes.data import Pool, load_dataset
 from activebayes.models import (
@@ -154,7 +155,7 @@ def main() -> None:
                 summary[f"{name}@{n_labels}"] = {"mean": float(np.mean(values)), "min": min(values), "max": max(values)}
     results["summary"] = summary
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    atomic_write_text(Path(args.out), json.dumps(results, indent=2) + "\n")
     print(json.dumps(summary, indent=1))
 
 

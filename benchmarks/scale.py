@@ -412,6 +412,26 @@ def annotate(rows: list[dict]) -> None:
             row["note"] = f"{ratio:.2f}x ray-1 ({ratio / 2:.0%} of linear)"
 
 
+def markdown(rows: list[dict]) -> str:
+    """The docs table (``--markdown``): one row per (pool size, executor), as measured."""
+    lines = ["| items | executor | seconds | items / s | peak RSS | time vs in-process | load at start | note |",
+             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    by = {(r["n_items"], r["executor"]): r for r in rows if r.get("status") == "ok"}
+    for row in rows:
+        n = f"{row['n_items']:,}"
+        if row.get("status") != "ok":
+            lines.append(f"| {n} | {row['executor']} | - | - | - | - | - | {row.get('status')}: {row.get('reason')} |")
+            continue
+        reference = by.get((row["n_items"], "activebayes"))
+        ratio = f"{row['seconds'] / reference['seconds']:.1f}x" if reference else "-"
+        load = row.get("run", {}).get("load_average_at_start", [None])[0]
+        same = row.get("same_picks_as_in_process")
+        note = "; ".join(x for x in (row.get("note", ""), "same picks" if same else ("DIFFERENT picks" if same is False else "")) if x)
+        lines.append(f"| {n} | {row['executor']} | {row['seconds']:,.1f} | {row['items_per_second']:,.0f} | "
+                     f"{row['peak_rss_bytes'] / 2**30:.2f} GiB | {ratio} | {load if load is not None else '-'} | {note} |")
+    return "\n".join(lines)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", nargs="+", type=lambda s: int(float(s)), default=list(DEFAULT_SIZES),
@@ -425,6 +445,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--time-limit", type=float, default=3600.0, help="seconds per executor run")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--markdown", action="store_true", help="only print the docs table from --out")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -436,6 +457,10 @@ def main(argv: list[str] | None = None) -> None:
         worker_main(args)
         return
     old = json.loads(args.out.read_text())["rows"] if args.out.exists() else []
+    if args.markdown:
+        annotate(old)
+        print(markdown(old))
+        return
     rows: list[dict] = []
     info = {**machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": "python benchmarks/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])}

@@ -96,6 +96,15 @@ def test_label_efficiency_markers_are_intact() -> None:
     assert text.index(begin) < text.index(end)
 
 
+def test_no_page_carries_a_placeholder() -> None:
+    """A line that is one upper-case word (SCALE_TABLE, MEASUREMENTS) is a table never filled in."""
+    placeholders = [f"{page.relative_to(ROOT)}:{n}: {line}"
+                    for page in sorted(DOCS.rglob("*.md"))
+                    for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+                    if re.fullmatch(r"[A-Z][A-Z0-9_]{3,}", line.strip())]
+    assert not placeholders, "\n".join(placeholders)
+
+
 def test_readme_links_to_existing_docs() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     targets = re.findall(r"\]\((docs/[^)#\s]+)", readme)

@@ -85,6 +85,8 @@ _LOOP_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "pool_subsample": ("--pool-subsample", {"type": int, "help": "Score a random subset of this many pool items per round."}),
     "target_accuracy": ("--target-accuracy", {"type": float, "help": "Stop once test accuracy reaches this."}),
     "plateau_patience": ("--plateau-patience", {"type": int, "help": "Stop after this many rounds without validation improvement."}),
+    "cold_start": ("--cold-start", {"type": str, "help": "Strategy for the first rounds, until --cold-start-labels labels (e.g. typicality)."}),
+    "cold_start_labels": ("--cold-start-labels", {"type": int, "help": "Labels up to which --cold-start acquires (then --strategy)."}),
     "representation": ("--representation", {"type": click.Choice(["none", "self-supervised"]), "help": "Start each round from an encoder learnt on the pool without labels (SimCLR, cached). [none]"}),
     "device": ("--device", {"type": str, "help": "torch device, e.g. cuda (default: cpu)."}),
 }

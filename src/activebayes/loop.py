@@ -182,6 +182,11 @@ class ActiveLearningLoop:
     ) -> None:
         self.config = config = config or LoopConfig()
         self._strategy = get_strategy(config.strategy)  # fails early on unknown names
+        if config.cold_start is not None:
+            try:
+                get_strategy(config.cold_start)
+            except InvalidArgumentError as error:
+                raise InvalidArgumentError(f"cold_start: {error}") from None
         check_device(config.device)  # before any data is loaded or anything written
         if dataset is None:
             dataset = load_dataset(config.dataset, data_dir=config.data_dir, download=config.download, split="train")
@@ -463,6 +468,7 @@ class ActiveLearningLoop:
             cost_spent=self.cost_spent,
             fit=proposal.fit,
             seconds=_rounded(seconds),
+            strategy=proposal.strategy,
         )
         self.history.append(record)
         self.pending = None
@@ -516,9 +522,11 @@ class ActiveLearningLoop:
         batch_size = min(config.batch_size, config.budget - n_labelled, len(candidates_N))
         ranked = min(batch_size + lookahead, len(candidates_N))
         entry = self._strategy
+        if config.cold_start is not None and n_labelled < config.cold_start_labels:
+            entry = get_strategy(config.cold_start)
         # nothing to be uncertain with before the first label: random picks
         strategy = "random" if n_labelled == 0 and entry.needs_predictions else entry.name
-        options = dict(config.acquisition_options) if strategy == entry.name else {}
+        options = dict(config.acquisition_options) if strategy == self._strategy.name else {}
         costs_N = cost_budget = None
         if self.costs_N is not None and config.cost_budget is not None:
             costs_N, cost_budget = self.costs_N[candidates_N], config.cost_budget - self.cost_spent

@@ -99,6 +99,12 @@ class LoopConfig:
     ``cost_budget`` (with ``costs_file``) stops the run once the labelling cost
     is spent; ``budget`` always counts labels.
 
+    ``cold_start`` (a strategy name) acquires while fewer than ``cold_start_labels``
+    items are labelled, ``strategy`` from then on: with a handful of labels a model is
+    a poor judge of its own uncertainty (the cold-start problem), and a strategy that
+    needs no model, such as ``"typicality"`` (or ``"random"``), can pick better there.
+    Each round's record names the strategy it used.
+
     ``representation="self-supervised"`` trains an encoder on the training
     split's images without labels before the first round (SimCLR; cached on
     disk, :func:`activebayes.models.train_or_load_representation` with
@@ -132,6 +138,8 @@ class LoopConfig:
     fit_options: Mapping[str, Any] = field(default_factory=dict)
     model_options: Mapping[str, Any] = field(default_factory=dict)
     acquisition_options: Mapping[str, Any] = field(default_factory=dict)
+    cold_start: str | None = None
+    cold_start_labels: int = 0
     representation: str = "none"
     representation_options: Mapping[str, Any] = field(default_factory=dict)
     predict_batch_size: int = 512
@@ -151,6 +159,13 @@ class LoopConfig:
         for name in ("initial_size", "validation_size"):
             check_positive_int(getattr(self, name), name, allow_zero=True)
         check_positive_int(self.seed, "seed", allow_zero=True)
+        check_positive_int(self.cold_start_labels, "cold_start_labels", allow_zero=True)
+        if (self.cold_start is None) != (self.cold_start_labels == 0):
+            raise InvalidArgumentError(
+                "cold_start and cold_start_labels go together (a strategy and the label count up to which it "
+                f"acquires, e.g. --cold-start typicality --cold-start-labels 100), got cold_start={self.cold_start!r} "
+                f"and cold_start_labels={self.cold_start_labels}"
+            )
         if self.initial == "empty" and self.initial_size:
             object.__setattr__(self, "initial_size", 0)
         if self.initial != "empty" and self.initial_size == 0:
@@ -271,7 +286,8 @@ class RoundRecord:
     ``n_labelled`` is the size of the labelled set the model of this round was
     trained on (and evaluated with); ``acquired`` are the original dataset
     indices labelled this round (in pick order for an oracle that answers the
-    whole batch), with their ``scores`` and ``labels``.
+    whole batch), with their ``scores`` and ``labels``; ``strategy`` is the
+    strategy that ranked them (``None`` in records written before it was kept).
     """
 
     round: int
@@ -285,6 +301,7 @@ class RoundRecord:
     fit: dict[str, Any]
     seconds: dict[str, float]
     stop_reason: str | None = None
+    strategy: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -48,6 +48,18 @@ def test_run_writes_results_and_says_where(tmp_path, fast_config, capsys):
     assert config["budget"] == 40 and config["strategy"] == "bald" and config["num_samples"] == 4
 
 
+def test_run_with_a_cold_start_strategy(tmp_path, fast_config, capsys):
+    out = tmp_path / "cold"
+    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 40, "--cold-start", "typicality",
+                        "--cold-start-labels", 30, "--out", out, "--quiet")
+    assert code == 0, err
+    rows = [json.loads(r) for r in (out / "rounds.jsonl").read_text().splitlines()]
+    assert [(r["n_labelled"], r["strategy"]) for r in rows] == [(20, "typicality"), (30, "bald"), (40, None)]
+    code, _, err = _run(capsys, "run", "--config", fast_config, "--cold-start", "typicality", "--out",
+                        tmp_path / "bad", "--quiet")
+    assert code != 0 and "cold_start and cold_start_labels go together" in err and "Traceback" not in err
+
+
 def test_compare_and_resume(tmp_path, fast_config, capsys):
     out = tmp_path / "cmp"
     code, stdout, err = _run(capsys, "compare", "--config", fast_config, "--strategy", "random,margin",

@@ -50,3 +50,27 @@ def test_badge_reads_the_round_models_penultimate_features():
                       generator=torch.Generator().manual_seed(derive_seed(0, "acquire", 0)))
     assert proposal.indices == candidates_N[expected.indices].tolist()
     assert dataclasses.asdict(proposal)["strategy"] == "badge"
+
+
+def test_cold_start_strategy_acquires_until_its_label_count_then_the_main_one():
+    base = {**FAST_LOOP, "budget": 60}
+    mixed = ActiveLearningLoop(LoopConfig(strategy="bald", cold_start="typicality", cold_start_labels=40, **base))
+    mixed_rounds = mixed.run(progress=False).rounds
+    typical_rounds = ActiveLearningLoop(LoopConfig(strategy="typicality", **base)).run(progress=False).rounds
+    # rounds trained on 20 and 30 labels acquire by typicality, those on 40 and 50 by BALD
+    assert [(r.n_labelled, r.strategy) for r in mixed_rounds] == [
+        (20, "typicality"), (30, "typicality"), (40, "bald"), (50, "bald"), (60, None)]
+    # the cold-start rounds pick exactly what a typicality run picks (same seed, same labels)
+    assert [r.acquired for r in mixed_rounds[:2]] == [r.acquired for r in typical_rounds[:2]]
+    assert mixed_rounds[2].acquired != typical_rounds[2].acquired
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(cold_start="typicality"), "cold_start and cold_start_labels go together"),
+    (dict(cold_start_labels=30), "cold_start and cold_start_labels go together"),
+    (dict(cold_start="typicallity", cold_start_labels=30), "cold_start: unknown strategy 'typicallity'"),
+    (dict(cold_start="random", cold_start_labels=-1), "cold_start_labels must be"),
+])
+def test_cold_start_settings_are_checked(options, message):
+    with pytest.raises(ValueError, match=message):
+        ActiveLearningLoop(LoopConfig(strategy="bald", **{**FAST_LOOP, **options}))
