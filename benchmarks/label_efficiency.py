@@ -17,6 +17,10 @@ items, 20 balanced initial labels), the same network and test set, up to 300 lab
 model is the consistent MC dropout head on a SimCLR encoder trained once per seed on the
 training images without labels (``encoder_head``).
 
+``--cold-start STRATEGY --cold-start-labels N`` (any protocol, cached under
+``<dataset>-cold-<STRATEGY><N>``): every run acquires with STRATEGY until N labels,
+then with its own strategy.
+
 ``digits``: the embedded scikit-learn digits (1,297 train: 100 validation, the
 rest the pool; 500 test), MLP with MC dropout, 10 per round up to 200 labels.
 
@@ -145,6 +149,10 @@ def _grid(args: argparse.Namespace):
         # the same protocol, the model starting from an encoder trained on the pool without labels
         base = base.replace(representation=args.representation, model="encoder_head")
         name = f"{name}-ssl"
+    if args.cold_start is not None:
+        # the first rounds by a strategy that needs no model, then each strategy of the grid
+        base = base.replace(cold_start=args.cold_start, cold_start_labels=args.cold_start_labels)
+        name = f"{name}-cold-{args.cold_start}{args.cold_start_labels}"
     if args.device is not None:
         base = base.replace(device=args.device)
     strategies = tuple(args.strategies.split(",")) if args.strategies else STRATEGIES
@@ -274,6 +282,9 @@ def summarise() -> dict:
                 "device": config.device,
                 "num_samples": config.num_samples,
                 "eval_samples": config.eval_samples,
+                "representation": config.representation,
+                "cold_start": (f"{config.cold_start} until {config.cold_start_labels} labels"
+                               if config.cold_start else "none"),
                 "seeds": [c.seed for c in per_seed],
                 "labels_to_90": [c.labels_to_reach(0.9) for c in per_seed],
                 "labels_to_95": [c.labels_to_reach(0.95) for c in per_seed],
@@ -399,8 +410,9 @@ def _variant_tables(datasets: dict) -> list[str]:
             continue
         default = datasets[base]
         first_b, first_v = next(iter(default.values())), next(iter(variant.values()))
-        changed = [f"{key} {first_b[key]} -> {first_v[key]}" for key in ("model", "num_samples", "eval_samples")
-                   if first_b[key] != first_v[key]]
+        keys = ("model", "num_samples", "eval_samples", "representation", "cold_start")
+        changed = [f"{key} {first_b.get(key, 'none')} -> {first_v.get(key, 'none')}" for key in keys
+                   if first_b.get(key, "none") != first_v.get(key, "none")]
         lines += [f"### {base} vs {name} ({'; '.join(changed) or 'same settings'})\n",
                   "Same pools, initial labels and seeds; only the setting named above differs. Each row uses "
                   "only the seeds finished in both (n), so the medians compare like with like: labels to "
@@ -474,6 +486,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--representation", choices=["none", "self-supervised"], default="none",
                         help="self-supervised: the model is an MC dropout head on an encoder trained on the "
                              "pool's images without labels (cached under <dataset>-ssl)")
+    parser.add_argument("--cold-start", default=None,
+                        help="strategy for the rounds before --cold-start-labels labels (e.g. typicality); "
+                             "cached under <dataset>-cold-<strategy><labels>")
+    parser.add_argument("--cold-start-labels", type=int, default=100)
     parser.add_argument("--strategies", default=None, help=f"comma-separated (default: {','.join(STRATEGIES)})")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--max-minutes", type=float, default=None, help="stop starting new runs after this long (sequential runs, --jobs 1)")

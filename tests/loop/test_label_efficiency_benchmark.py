@@ -118,3 +118,17 @@ def test_rounds_below_random_counts_gaps_beyond_the_seed_spread(bench):
     assert entries["bald"]["rounds_below_random"] == [30]
     assert entries["noisy"]["rounds_below_random"] == []
     assert bench._below(entries["bald"]) == "1 (at 30 labels)"
+
+
+def test_variant_caches_are_named_by_what_they_change(bench, tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "RUNS", tmp_path / "runs")
+    parse = bench.build_parser().parse_args
+    name, comparison, todo = bench._grid(parse(["--dataset", "digits", "--strategies", "bald", "--seeds", "0",
+                                                "--cold-start", "typicality", "--cold-start-labels", "30"]))
+    assert name == "digits-cold-typicality30" and len(todo) == 1
+    assert (comparison.base.cold_start, comparison.base.cold_start_labels) == ("typicality", 30)
+    name, comparison, _ = bench._grid(parse(["--dataset", "digits", "--strategies", "bald", "--seeds", "0",
+                                             "--representation", "self-supervised"]))
+    assert name == "digits-ssl"
+    assert comparison.base.representation == "self-supervised" and comparison.base.model == "encoder_head"
+    assert bench._variant_base("digits-ssl-cold-typicality30", ["digits", "digits-ssl"]) == "digits-ssl"
