@@ -407,6 +407,12 @@ def annotate(rows: list[dict]) -> None:
             row["same_picks_as_in_process"] = row["top_indices"] == reference["top_indices"]
         one, two = by.get((n_items, "ray-1")), by.get((n_items, "ray-2"))
         if executor == "ray-2" and one is not None and two is not None:
+            row.pop("scaling_vs_ray_1", None)
+            if one.get("run", {}).get("date") != two.get("run", {}).get("date"):
+                # measured by different invocations, possibly under different loads: not comparable
+                loads = [r.get("run", {}).get("load_average_at_start", ["?"])[0] for r in (one, two)]
+                row["note"] = f"not compared with ray-1: measured in another run (load {loads[1]} vs {loads[0]})"
+                continue
             ratio = two["items_per_second"] / one["items_per_second"]
             row["scaling_vs_ray_1"] = round(ratio, 3)
             row["note"] = f"{ratio:.2f}x ray-1 ({ratio / 2:.0%} of linear)"
