@@ -304,6 +304,11 @@ def summarise() -> dict:
         _rounds_below_random(entries)
         results["datasets"][dataset_dir.name] = entries
         _plot(dataset_dir.name, curves)
+    # a variant without its own random runs (e.g. a cold start) is held against its base's random
+    for name, entries in results["datasets"].items():
+        base = _variant_base(name, results["datasets"])
+        if "random" not in entries and base is not None and "random" in results["datasets"][base]:
+            _rounds_below_random(entries, results["datasets"][base]["random"])
     from activebayes._io import atomic_write_text
 
     atomic_write_text(RESULTS_JSON, json.dumps(results, indent=1) + "\n")
@@ -313,12 +318,14 @@ def summarise() -> dict:
     return results
 
 
-def _rounds_below_random(entries: dict) -> None:
+def _rounds_below_random(entries: dict, random_entry: dict | None = None) -> None:
     """Per strategy: the label counts where its mean accuracy is below random's by more
-    than the seed spread (the larger of the two standard deviations over seeds there)."""
+    than the seed spread (the larger of the two standard deviations over seeds there).
+    ``random_entry``: random's entry from elsewhere (a variant compared with its base's random)."""
     import numpy as np
 
-    if "random" not in entries:
+    random_entry = entries.get("random", random_entry)
+    if random_entry is None:
         return
 
     def per_round(entry):
@@ -328,7 +335,7 @@ def _rounds_below_random(entries: dict) -> None:
                 table.setdefault(int(n), []).append(float(acc))
         return table
 
-    random = per_round(entries["random"])
+    random = per_round(random_entry)
     for entry in entries.values():
         below = []
         for n, values in sorted(per_round(entry).items()):
