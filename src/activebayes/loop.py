@@ -182,11 +182,12 @@ class ActiveLearningLoop:
     ) -> None:
         self.config = config = config or LoopConfig()
         self._strategy = get_strategy(config.strategy)  # fails early on unknown names
+        self._cold_start: Strategy | None = None
         if config.cold_start is not None:
             try:
-                get_strategy(config.cold_start)
+                self._cold_start = get_strategy(config.cold_start)
             except InvalidArgumentError as error:
-                raise InvalidArgumentError(f"cold_start: {error}") from None
+                raise InvalidArgumentError(f"cold_start (--cold-start): {error}") from None
         check_device(config.device)  # before any data is loaded or anything written
         if dataset is None:
             dataset = load_dataset(config.dataset, data_dir=config.data_dir, download=config.download, split="train")
@@ -522,8 +523,8 @@ class ActiveLearningLoop:
         batch_size = min(config.batch_size, config.budget - n_labelled, len(candidates_N))
         ranked = min(batch_size + lookahead, len(candidates_N))
         entry = self._strategy
-        if config.cold_start is not None and n_labelled < config.cold_start_labels:
-            entry = get_strategy(config.cold_start)
+        if self._cold_start is not None and n_labelled < config.cold_start_labels:
+            entry = self._cold_start
         # nothing to be uncertain with before the first label: random picks
         strategy = "random" if n_labelled == 0 and entry.needs_predictions else entry.name
         options = dict(config.acquisition_options) if strategy == self._strategy.name else {}

@@ -166,6 +166,11 @@ class LoopConfig:
                 f"acquires, e.g. --cold-start typicality --cold-start-labels 100), got cold_start={self.cold_start!r} "
                 f"and cold_start_labels={self.cold_start_labels}"
             )
+        if self.cold_start is not None and self.cold_start_labels <= self.initial_size:
+            raise InvalidArgumentError(
+                f"cold_start_labels (--cold-start-labels) must be larger than initial_size ({self.initial_size}), "
+                f"or the cold-start strategy never acquires; got {self.cold_start_labels}"
+            )
         if self.initial == "empty" and self.initial_size:
             object.__setattr__(self, "initial_size", 0)
         if self.initial != "empty" and self.initial_size == 0:

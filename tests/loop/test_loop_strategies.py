@@ -68,8 +68,10 @@ def test_cold_start_strategy_acquires_until_its_label_count_then_the_main_one():
 @pytest.mark.parametrize("options, message", [
     (dict(cold_start="typicality"), "cold_start and cold_start_labels go together"),
     (dict(cold_start_labels=30), "cold_start and cold_start_labels go together"),
-    (dict(cold_start="typicallity", cold_start_labels=30), "cold_start: unknown strategy 'typicallity'"),
+    (dict(cold_start="typicallity", cold_start_labels=30), r"cold_start \(--cold-start\): unknown strategy 'typicallity'"),
     (dict(cold_start="random", cold_start_labels=-1), "cold_start_labels must be"),
+    # at or below the initial labels the cold-start strategy would never acquire
+    (dict(cold_start="typicality", cold_start_labels=20), r"must be larger than initial_size \(20\)"),
 ])
 def test_cold_start_settings_are_checked(options, message):
     with pytest.raises(ValueError, match=message):
