@@ -101,6 +101,7 @@ def protocol(dataset: str, data_dir: str | None):
             num_samples=100,
             eval_samples=20,
             checkpoints=False,
+            cold_start=None,  # the papers' protocol; --cold-start adds one
         )
     if dataset == "repeated_mnist":
         # the BatchBALD paper's Repeated MNIST: the 4,500-digit pool x3 with N(0, 0.1) noise per copy
@@ -116,6 +117,7 @@ def protocol(dataset: str, data_dir: str | None):
             num_samples=100,
             eval_samples=20,
             checkpoints=False,
+            cold_start=None,  # the papers' protocol; --cold-start adds one
         )
     if dataset == "digits":
         return LoopConfig(
@@ -129,6 +131,7 @@ def protocol(dataset: str, data_dir: str | None):
             num_samples=100,
             eval_samples=20,
             checkpoints=False,
+            cold_start=None,  # the papers' protocol; --cold-start adds one
         )
     raise SystemExit(f"error: unknown --dataset {dataset!r}; expected mnist, repeated_mnist or digits")
 

@@ -37,4 +37,5 @@ FAST_LOOP = dict(
     num_samples=4,
     eval_samples=4,
     fit_options=FAST_FIT,
+    cold_start=None,  # tests of one strategy; the default's cold start has its own tests
 )

@@ -85,8 +85,8 @@ _LOOP_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "pool_subsample": ("--pool-subsample", {"type": int, "help": "Score a random subset of this many pool items per round."}),
     "target_accuracy": ("--target-accuracy", {"type": float, "help": "Stop once test accuracy reaches this."}),
     "plateau_patience": ("--plateau-patience", {"type": int, "help": "Stop after this many rounds without validation improvement."}),
-    "cold_start": ("--cold-start", {"type": str, "help": "Strategy for the first rounds, until --cold-start-labels labels (e.g. typicality)."}),
-    "cold_start_labels": ("--cold-start-labels", {"type": int, "help": "Labels up to which --cold-start acquires (then --strategy)."}),
+    "cold_start": ("--cold-start", {"type": str, "help": "Strategy for the first rounds, until --cold-start-labels labels; 'none' for none. [typicality]"}),
+    "cold_start_labels": ("--cold-start-labels", {"type": int, "help": "Labels up to which --cold-start acquires (then --strategy). [6 per class]"}),
     "representation": ("--representation", {"type": click.Choice(["none", "self-supervised"]), "help": "Start each round from an encoder learnt on the pool without labels (SimCLR, cached). [none]"}),
     "device": ("--device", {"type": str, "help": "torch device, e.g. cuda (default: cpu)."}),
 }
@@ -355,6 +355,7 @@ _PROJECT_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "classes": ("--classes", {"type": str, "help": "Comma-separated class names (required with --images)."}),
     "data_dir": ("--data-dir", {"type": click.Path(file_okay=False), "help": "Folder with the dataset's files."}),
     "strategy": ("--strategy", {"type": str, "help": "Acquisition strategy. [bald]"}),
+    "cold_start": ("--cold-start", {"type": str, "help": "Strategy for the first rounds (6 labels per class); 'none' for none. [typicality]"}),
     "model": ("--model", {"type": str, "help": "Model name, or 'auto'. [auto]"}),
     "batch_size": ("--batch-size", {"type": int, "help": "Labels per round (the model retrains after each). [10]"}),
     "num_samples": ("--num-samples", {"type": int, "help": "K, function samples for scoring the pool. [100]"}),

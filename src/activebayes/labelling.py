@@ -111,8 +111,9 @@ class ProjectConfig:
 
     Exactly one of ``images`` (a folder; stored absolute, ``classes`` required) and
     ``dataset`` (a built-in dataset name, its labels ignored). The loop settings
-    (``strategy``, ``model``, ``batch_size``, ``num_samples``, ``eval_samples``,
-    ``seed``, ``fit_options``) mean what they mean in :class:`~activebayes.records.LoopConfig`;
+    (``strategy``, ``cold_start``, ``model``, ``batch_size``, ``num_samples``, ``eval_samples``,
+    ``seed``, ``fit_options``) mean what they mean in :class:`~activebayes.records.LoopConfig`
+    (the cold start runs until its default label count, 6 per class);
     the project starts with no labels (the first round picks at random) and holds
     nothing out (``validation_size=0``). ``lookahead``: how far the app's ranking
     reaches beyond each batch (the items served while the next model trains);
@@ -125,6 +126,7 @@ class ProjectConfig:
     classes: tuple[str, ...] | None = None
     data_dir: str | None = None
     strategy: str = "bald"
+    cold_start: str | None = "typicality"
     model: str = "auto"
     batch_size: int = 10
     num_samples: int = 100
@@ -146,6 +148,10 @@ class ProjectConfig:
         if self.data_dir is not None:
             object.__setattr__(self, "data_dir", str(Path(self.data_dir).expanduser().absolute()))
         check_choice(self.strategy, "strategy", available_strategies())
+        if self.cold_start == "none":
+            object.__setattr__(self, "cold_start", None)
+        if self.cold_start is not None:
+            check_choice(self.cold_start, "cold_start", available_strategies())
         check_choice(self.model, "model", list(dict.fromkeys(["auto", *available_models()])))
         for name in ("batch_size", "num_samples", "eval_samples"):
             check_positive_int(getattr(self, name), name)
@@ -174,6 +180,7 @@ class ProjectConfig:
         if unknown:
             raise ProjectError(f"unknown project setting(s) {', '.join(unknown)}")
         values = dict(data)
+        values.setdefault("cold_start", None)  # projects made before the cold start existed had none
         if values.get("classes") is not None:
             values["classes"] = tuple(values["classes"])
         return cls(**values)
@@ -183,6 +190,7 @@ class ProjectConfig:
         return LoopConfig(
             dataset=name,
             strategy=self.strategy,
+            cold_start=self.cold_start,
             model=self.model,
             seed=self.seed,
             initial="empty",

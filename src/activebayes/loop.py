@@ -63,6 +63,7 @@ from activebayes.models.representation import features as representation_feature
 from activebayes.oracles import SimulatedOracle
 from activebayes.scoring import PoolExecutor, score_pool
 from activebayes.records import (
+    COLD_START_LABELS_PER_CLASS,
     INITIAL_CHOICES,
     LoopConfig,
     LoopResult,
@@ -147,6 +148,9 @@ _BATCHBALD_BYTES = 1 << 30
 
 #: Images of a lazy (memory-mapped) pool used to learn the representation by default.
 _LAZY_REPRESENTATION_ITEMS = 50_000
+#: Strategies that read features of every candidate (typicality, BADGE) choose among a
+#: seeded subset of at most this many unlabelled items, unless ``pool_subsample`` is set.
+_FEATURE_STRATEGY_ITEMS = 50_000
 
 
 class ActiveLearningLoop:
@@ -222,6 +226,11 @@ class ActiveLearningLoop:
             self.stopping.append(TargetAccuracy(config.target_accuracy))
         if config.plateau_patience is not None:
             self.stopping.append(Plateau(config.plateau_patience, config.plateau_min_delta))
+        #: labels up to which ``cold_start`` acquires (0: no cold start)
+        self.cold_start_labels = 0
+        if self._cold_start is not None:
+            self.cold_start_labels = (config.cold_start_labels if config.cold_start_labels is not None
+                                      else COLD_START_LABELS_PER_CLASS * int(dataset.num_classes))
         self.history: list[RoundRecord] = []
         self.cost_spent = 0.0
         self.model: torch.nn.Module | None = None
@@ -520,11 +529,16 @@ class ActiveLearningLoop:
         if config.pool_subsample is not None and len(candidates_N) > config.pool_subsample:
             keep = torch.randperm(len(candidates_N), generator=make_generator(config.seed, "subsample", r))
             candidates_N = candidates_N[keep[: config.pool_subsample]].sort().values
+        entry = self._strategy
+        if n_labelled < self.cold_start_labels:
+            entry = self._cold_start
+        if (config.pool_subsample is None and len(candidates_N) > _FEATURE_STRATEGY_ITEMS
+                and {"features", "labelled_features"} & {*entry.inputs, *entry.optional_inputs}):
+            # features of every item and k-means over them do not scale to millions: a seeded subset
+            keep = torch.randperm(len(candidates_N), generator=make_generator(config.seed, "feature-subsample", r))
+            candidates_N = candidates_N[keep[:_FEATURE_STRATEGY_ITEMS]].sort().values
         batch_size = min(config.batch_size, config.budget - n_labelled, len(candidates_N))
         ranked = min(batch_size + lookahead, len(candidates_N))
-        entry = self._strategy
-        if self._cold_start is not None and n_labelled < config.cold_start_labels:
-            entry = self._cold_start
         # nothing to be uncertain with before the first label: random picks
         strategy = "random" if n_labelled == 0 and entry.needs_predictions else entry.name
         options = dict(config.acquisition_options) if strategy == self._strategy.name else {}
@@ -574,7 +588,8 @@ class ActiveLearningLoop:
 
     def _features(self, model: torch.nn.Module, n_labelled: int) -> Callable[[Tensor], Tensor]:
         """Features of items by original index: the self-supervised representation's, else
-        the round model's penultimate layer, or the flattened inputs before the first model."""
+        the round model's penultimate layer (an ensemble's first member's), or the flattened
+        inputs before the first model."""
         if self.representation is not None:
             if self._representation_features is None:
                 self._representation_features = representation_features(
@@ -584,8 +599,10 @@ class ActiveLearningLoop:
         if n_labelled == 0:
             width = math.prod(self.dataset.input_shape)
             return lambda index_N: self.dataset.rows(index_N)[:].reshape(len(index_N), width).float()
+        # an ensemble's members embed in different spaces: the first member's features
+        embedder = model.members[0] if isinstance(model, Ensemble) else model
         return lambda index_N: penultimate_features(
-            model, self.dataset.rows(index_N), batch_size=self.config.predict_batch_size, device=self.config.device
+            embedder, self.dataset.rows(index_N), batch_size=self.config.predict_batch_size, device=self.config.device
         )
 
     # ----------------------------------------------------------------- all rounds

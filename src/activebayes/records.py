@@ -30,6 +30,7 @@ from activebayes._validation import check_choice, check_positive_int
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
+    "COLD_START_LABELS_PER_CLASS",
     "HEADLINE_METRICS",
     "INITIAL_CHOICES",
     "REPRESENTATION_CHOICES",
@@ -46,6 +47,10 @@ INITIAL_CHOICES = ("balanced", "random", "empty")
 
 #: Where the model starts: from scratch, or from an encoder learnt on the pool without labels.
 REPRESENTATION_CHOICES = ("none", "self-supervised")
+
+#: The default cold start acquires until this many labels per class (60 for 10 classes:
+#: where typicality's and BALD's learning curves cross on MNIST, see the benchmarks).
+COLD_START_LABELS_PER_CLASS = 6
 
 #: Config fields that do not change a run's results (not part of its identity).
 RUNTIME_FIELDS = ("device", "predict_batch_size", "download", "checkpoints")
@@ -99,10 +104,13 @@ class LoopConfig:
     ``cost_budget`` (with ``costs_file``) stops the run once the labelling cost
     is spent; ``budget`` always counts labels.
 
-    ``cold_start`` (a strategy name) acquires while fewer than ``cold_start_labels``
-    items are labelled, ``strategy`` from then on: with a handful of labels a model is
-    a poor judge of its own uncertainty (the cold-start problem), and a strategy that
-    needs no model, such as ``"typicality"`` (or ``"random"``), can pick better there.
+    ``cold_start`` (a strategy name, or ``None`` for none) acquires while fewer than
+    ``cold_start_labels`` items are labelled, ``strategy`` from then on: with a handful
+    of labels a model is a poor judge of its own uncertainty (the cold-start problem),
+    and a strategy that needs no uncertainty, such as ``"typicality"`` (or
+    ``"random"``), picks better there. The default is ``"typicality"`` until
+    ``cold_start_labels=None``: :data:`COLD_START_LABELS_PER_CLASS` labels per class
+    (60 for 10 classes; no cold start if the initial labels are already that many).
     Each round's record names the strategy it used.
 
     ``representation="self-supervised"`` trains an encoder on the training
@@ -138,8 +146,8 @@ class LoopConfig:
     fit_options: Mapping[str, Any] = field(default_factory=dict)
     model_options: Mapping[str, Any] = field(default_factory=dict)
     acquisition_options: Mapping[str, Any] = field(default_factory=dict)
-    cold_start: str | None = None
-    cold_start_labels: int = 0
+    cold_start: str | None = "typicality"
+    cold_start_labels: int | None = None
     representation: str = "none"
     representation_options: Mapping[str, Any] = field(default_factory=dict)
     predict_batch_size: int = 512
@@ -159,14 +167,20 @@ class LoopConfig:
         for name in ("initial_size", "validation_size"):
             check_positive_int(getattr(self, name), name, allow_zero=True)
         check_positive_int(self.seed, "seed", allow_zero=True)
-        check_positive_int(self.cold_start_labels, "cold_start_labels", allow_zero=True)
-        if (self.cold_start is None) != (self.cold_start_labels == 0):
+        if self.cold_start is not None and not isinstance(self.cold_start, str):
+            raise InvalidTypeError(f"cold_start must be a strategy name or None, got {type(self.cold_start).__name__}")
+        if self.cold_start == "none":  # the CLI's and TOML's spelling of None
+            object.__setattr__(self, "cold_start", None)
+        if self.cold_start_labels == 0 and self.cold_start is None:  # how configs before 0.x wrote "no cold start"
+            object.__setattr__(self, "cold_start_labels", None)
+        if self.cold_start_labels is not None:
+            check_positive_int(self.cold_start_labels, "cold_start_labels")
+        if self.cold_start is None and self.cold_start_labels is not None:
             raise InvalidArgumentError(
-                "cold_start and cold_start_labels go together (a strategy and the label count up to which it "
-                f"acquires, e.g. --cold-start typicality --cold-start-labels 100), got cold_start={self.cold_start!r} "
-                f"and cold_start_labels={self.cold_start_labels}"
+                "cold_start_labels (--cold-start-labels) needs a cold_start strategy (--cold-start, e.g. "
+                f"typicality), got cold_start=None and cold_start_labels={self.cold_start_labels}"
             )
-        if self.cold_start is not None and self.cold_start_labels <= self.initial_size:
+        if self.cold_start is not None and self.cold_start_labels is not None and self.cold_start_labels <= self.initial_size:
             raise InvalidArgumentError(
                 f"cold_start_labels (--cold-start-labels) must be larger than initial_size ({self.initial_size}), "
                 f"or the cold-start strategy never acquires; got {self.cold_start_labels}"
@@ -234,11 +248,14 @@ class LoopConfig:
         """A config read back from a run directory, written by any earlier version.
 
         Configs written before ``eval_samples`` existed evaluated with
-        ``num_samples`` function samples; they keep doing so on resume.
+        ``num_samples`` function samples; they keep doing so on resume. Configs
+        written before ``cold_start`` existed had none; they resume without one.
         """
         data = dict(data)
         if "eval_samples" not in data and "num_samples" in data:
             data["eval_samples"] = data["num_samples"]
+        if "cold_start" not in data:  # written before the cold start existed: none, as then
+            data["cold_start"] = None
         return cls.from_dict(data)
 
     def replace(self, **changes: Any) -> LoopConfig:

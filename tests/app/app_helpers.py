@@ -17,7 +17,8 @@ FAST_FIT = {"max_epochs": 1, "min_samples_per_epoch": 128, "patience": 1}
 
 
 def fast_config(**changes) -> ProjectConfig:
-    values = dict(dataset="digits", batch_size=5, num_samples=8, eval_samples=4, lookahead=20, fit_options=FAST_FIT)
+    values = dict(dataset="digits", batch_size=5, num_samples=8, eval_samples=4, lookahead=20, fit_options=FAST_FIT,
+                  cold_start=None)
     values.update(changes)
     return ProjectConfig(**values)
 

@@ -14,7 +14,7 @@ from activebayes.records import LoopConfig
 from tests.app.app_helpers import FAST_FIT, TOKEN, fast_config, wait_for
 
 ROUNDS = 3
-SETTINGS = dict(strategy="bald", seed=3, batch_size=4, num_samples=8, eval_samples=4)
+SETTINGS = dict(strategy="bald", cold_start=None, seed=3, batch_size=4, num_samples=8, eval_samples=4)
 
 
 def test_simulated_loop_file_round_trip_and_app_pick_the_same_items(tmp_path):

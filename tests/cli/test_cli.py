@@ -17,6 +17,7 @@ initial_size = 20
 validation_size = 50
 num_samples = 4
 eval_samples = 4
+cold_start = "none"
 [fit_options]
 max_epochs = 5
 min_samples_per_epoch = 1024
@@ -55,9 +56,28 @@ def test_run_with_a_cold_start_strategy(tmp_path, fast_config, capsys):
     assert code == 0, err
     rows = [json.loads(r) for r in (out / "rounds.jsonl").read_text().splitlines()]
     assert [(r["n_labelled"], r["strategy"]) for r in rows] == [(20, "typicality"), (30, "bald"), (40, None)]
-    code, _, err = _run(capsys, "run", "--config", fast_config, "--cold-start", "typicality", "--out",
+    # the config file says cold_start = "none": a label count alone has no strategy to run
+    code, _, err = _run(capsys, "run", "--config", fast_config, "--cold-start-labels", 30, "--out",
                         tmp_path / "bad", "--quiet")
-    assert code != 0 and "cold_start and cold_start_labels go together" in err and "Traceback" not in err
+    assert code != 0 and "--cold-start-labels) needs a cold_start strategy" in err and "Traceback" not in err
+
+
+def test_run_defaults_to_typicality_for_six_labels_per_class_then_bald(tmp_path, capsys):
+    config = tmp_path / "default.toml"
+    config.write_text(FAST_TOML.replace('cold_start = "none"\n', ""))
+    out = tmp_path / "default"
+    code, _, err = _run(capsys, "run", "--config", config, "--budget", 80, "--out", out, "--quiet")
+    assert code == 0, err
+    rows = [json.loads(r) for r in (out / "rounds.jsonl").read_text().splitlines()]
+    # digits has 10 classes: typicality while fewer than 60 items are labelled
+    assert [(r["n_labelled"], r["strategy"]) for r in rows] == [
+        (20, "typicality"), (30, "typicality"), (40, "typicality"), (50, "typicality"),
+        (60, "bald"), (70, "bald"), (80, None)]
+    code, _, err = _run(capsys, "run", "--config", config, "--budget", 40, "--cold-start", "none",
+                        "--out", tmp_path / "none", "--quiet")
+    assert code == 0, err
+    rows = [json.loads(r) for r in (tmp_path / "none" / "rounds.jsonl").read_text().splitlines()]
+    assert [r["strategy"] for r in rows] == ["bald", "bald", None]
 
 
 def test_compare_and_resume(tmp_path, fast_config, capsys):

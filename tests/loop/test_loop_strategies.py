@@ -54,7 +54,7 @@ def test_badge_reads_the_round_models_penultimate_features():
 
 def test_cold_start_strategy_acquires_until_its_label_count_then_the_main_one():
     base = {**FAST_LOOP, "budget": 60}
-    mixed = ActiveLearningLoop(LoopConfig(strategy="bald", cold_start="typicality", cold_start_labels=40, **base))
+    mixed = ActiveLearningLoop(LoopConfig(**{**base, "strategy": "bald", "cold_start": "typicality", "cold_start_labels": 40}))
     mixed_rounds = mixed.run(progress=False).rounds
     typical_rounds = ActiveLearningLoop(LoopConfig(strategy="typicality", **base)).run(progress=False).rounds
     # rounds trained on 20 and 30 labels acquire by typicality, those on 40 and 50 by BALD
@@ -66,13 +66,74 @@ def test_cold_start_strategy_acquires_until_its_label_count_then_the_main_one():
 
 
 @pytest.mark.parametrize("options, message", [
-    (dict(cold_start="typicality"), "cold_start and cold_start_labels go together"),
-    (dict(cold_start_labels=30), "cold_start and cold_start_labels go together"),
+    (dict(cold_start_labels=30), r"cold_start_labels \(--cold-start-labels\) needs a cold_start strategy"),
+    (dict(cold_start=3), "cold_start must be a strategy name or None, got int"),
     (dict(cold_start="typicallity", cold_start_labels=30), r"cold_start \(--cold-start\): unknown strategy 'typicallity'"),
     (dict(cold_start="random", cold_start_labels=-1), "cold_start_labels must be"),
     # at or below the initial labels the cold-start strategy would never acquire
     (dict(cold_start="typicality", cold_start_labels=20), r"must be larger than initial_size \(20\)"),
 ])
 def test_cold_start_settings_are_checked(options, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises((ValueError, TypeError), match=message):
         ActiveLearningLoop(LoopConfig(strategy="bald", **{**FAST_LOOP, **options}))
+
+
+def test_the_default_cold_start_is_typicality_for_six_labels_per_class():
+    from activebayes.records import COLD_START_LABELS_PER_CLASS
+
+    default = LoopConfig()
+    assert (default.strategy, default.cold_start, default.cold_start_labels) == ("bald", "typicality", None)
+    base = {k: v for k, v in FAST_LOOP.items() if k != "cold_start"}
+    loop = ActiveLearningLoop(LoopConfig(**base))
+    assert loop.cold_start_labels == COLD_START_LABELS_PER_CLASS * loop.dataset.num_classes == 60
+    assert ActiveLearningLoop(LoopConfig(**{**base, "cold_start_labels": 30})).cold_start_labels == 30
+    assert ActiveLearningLoop(LoopConfig(**{**base, "cold_start": "none"})).cold_start_labels == 0
+    # initial labels already past the default count: no cold start and no error (unlike an explicit count)
+    late = ActiveLearningLoop(LoopConfig(**{**base, "initial_size": 60, "budget": 70}))
+    assert late.propose().strategy == "bald"
+
+
+def test_configs_written_before_the_cold_start_resume_without_one():
+    stored = LoopConfig(**FAST_LOOP).to_dict()
+    del stored["cold_start"], stored["cold_start_labels"]
+    assert LoopConfig.from_stored(stored).cold_start is None
+    # last release wrote "none" as cold_start=None, cold_start_labels=0
+    assert LoopConfig.from_stored({**stored, "cold_start": None, "cold_start_labels": 0}).same_run(
+        LoopConfig(**FAST_LOOP))
+    assert LoopConfig.from_dict(stored).cold_start == "typicality"  # a new config gets the default
+
+
+def test_typicality_on_an_ensemble_clusters_its_first_members_features():
+    config = LoopConfig(strategy="typicality", ensemble_size=2, **FAST_LOOP)
+    loop = ActiveLearningLoop(config)
+    proposal = loop.propose()  # picks are not committed: the pool is as the round saw it
+    candidates_N, labelled_L = loop.pool.unlabelled_indices, loop.pool.labelled_indices
+    member = loop.model.members[0]
+    expected = select(len(candidates_N), "typicality", 10,
+                      features_N_D=penultimate_features(member, loop.dataset.inputs[candidates_N]),
+                      labelled_features_L_D=penultimate_features(member, loop.dataset.inputs[labelled_L]),
+                      generator=torch.Generator().manual_seed(derive_seed(0, "acquire", 0)), num_clusters=30)
+    assert proposal.indices == candidates_N[expected.indices].tolist()
+
+
+def test_feature_strategies_choose_among_a_seeded_subset_of_a_big_pool(monkeypatch):
+    import activebayes.loop as loop_module
+
+    seen = []
+    real = loop_module.score_pool
+
+    def spy(model, dataset, candidates_N, *args, **kwargs):
+        seen.append(candidates_N.clone())
+        return real(model, dataset, candidates_N, *args, **kwargs)
+
+    monkeypatch.setattr(loop_module, "score_pool", spy)
+    monkeypatch.setattr(loop_module, "_FEATURE_STRATEGY_ITEMS", 100)
+    picks = []
+    for strategy in ("typicality", "typicality", "bald"):
+        loop = ActiveLearningLoop(LoopConfig(strategy=strategy, **FAST_LOOP))
+        picks.append(loop.propose().indices)
+    unlabelled = set(loop.pool.unlabelled_indices.tolist())
+    typical, again, bald_candidates = seen
+    assert len(typical) == 100 and set(typical.tolist()) <= unlabelled and torch.equal(typical, again)
+    assert set(picks[0]) <= set(typical.tolist()) and picks[0] == picks[1]
+    assert len(bald_candidates) == len(unlabelled)  # per-item scores stream over the whole pool
