@@ -268,6 +268,13 @@ def summarise() -> dict:
                        for (strategy, seed), (_, rounds) in sorted(runs.items()) if (strategy, seed) not in finished}
         if in_progress:
             results.setdefault("in_progress", {})[dataset_dir.name] = in_progress
+            partial: dict = {}
+            for (strategy, seed), (_, rounds) in sorted(runs.items()):
+                if (strategy, seed) not in finished and rounds:
+                    partial.setdefault(strategy, {"learning_curves": []})["learning_curves"].append(
+                        {"seed": seed, "n_labelled": [r.n_labelled for r in rounds],
+                         "test_accuracy": [float(r.metrics["test_accuracy"]) for r in rounds]})
+            results.setdefault("partial_curves", {})[dataset_dir.name] = partial
         if not finished:
             print(f"{dataset_dir.name}: no finished run yet", file=sys.stderr)
             continue
@@ -312,6 +319,13 @@ def summarise() -> dict:
         base = _variant_base(name, results["datasets"])
         if "random" not in entries and base is not None and "random" in results["datasets"][base]:
             _rounds_below_random(entries, results["datasets"][base]["random"])
+    # unfinished runs (e.g. CPU runs stopped early, to be finished on a GPU): their first rounds
+    for name, partial in results.get("partial_curves", {}).items():
+        base = name if "random" in results["datasets"].get(name, {}) else _variant_base(name, results["datasets"])
+        if base is not None and "random" in results["datasets"].get(base, {}):
+            _rounds_below_random(partial, results["datasets"][base]["random"])
+            for entry in partial.values():
+                entry["random_from"] = base
     from activebayes._io import atomic_write_text
 
     atomic_write_text(RESULTS_JSON, json.dumps(results, indent=1) + "\n")
@@ -379,6 +393,8 @@ def _below(entry: dict) -> str:
     below = entry.get("rounds_below_random")
     if below is None:
         return "-"
+    if len(entry["learning_curves"]) < 2:
+        return "- (one seed: no spread)"
     return "none" if not below else f"{len(below)} (at {', '.join(map(str, below))} labels)"
 
 
@@ -480,7 +496,41 @@ def _markdown(results: dict) -> str:
     for dataset, runs in results.get("in_progress", {}).items():
         shown = ", ".join(f"{run} (at {labels} labels)" for run, labels in runs.items())
         lines.append(f"Unfinished {dataset} runs (cached, they resume where they stopped): {shown}.\n")
+    lines.extend(_partial_tables(results))
     return "\n".join(lines)
+
+
+def _partial_tables(results: dict) -> list[str]:
+    """The rounds unfinished runs of two or more seeds have measured, beside random's at the same label counts."""
+    import numpy as np
+
+    lines: list[str] = []
+    for dataset, partial in results.get("partial_curves", {}).items():
+        for strategy, entry in partial.items():
+            if "random_from" not in entry or strategy == "random" or len(entry["learning_curves"]) < 2:
+                continue  # one seed has no spread to judge it by
+            random = {}
+            for curve in results["datasets"][entry["random_from"]]["random"]["learning_curves"]:
+                for n, acc in zip(curve["n_labelled"], curve["test_accuracy"], strict=True):
+                    random.setdefault(n, []).append(acc)
+            ours: dict[int, list[float]] = {}
+            for curve in entry["learning_curves"]:
+                for n, acc in zip(curve["n_labelled"], curve["test_accuracy"], strict=True):
+                    ours.setdefault(n, []).append(acc)
+            counts = [n for n in sorted(ours) if n in random]
+            if not counts:
+                continue
+            seeds = ", ".join(f"seed {c['seed']} to {c['n_labelled'][-1]}" for c in entry["learning_curves"])
+            lines += [f"### {dataset} {strategy}, unfinished ({seeds} labels)\n",
+                      f"Mean test accuracy over the seeds measured so far, beside `{entry['random_from']}` random "
+                      f"(mean ± std over its seeds); rounds below random by more than the seed spread: "
+                      f"{_below(entry)}.\n",
+                      "| labels | " + " | ".join(map(str, counts)) + " |",
+                      "|---|" + "---|" * len(counts),
+                      f"| {strategy} | " + " | ".join(f"{np.mean(ours[n]):.3f}" for n in counts) + " |",
+                      "| random | " + " | ".join(f"{np.mean(random[n]):.3f} ± {np.std(random[n], ddof=1):.3f}"
+                                                for n in counts) + " |", ""]
+    return lines
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -235,7 +235,7 @@ def main(args: list[str] | None = None) -> int:
 @cli.command()
 @_loop_options
 @_ray_options
-@click.option("--strategy", "strategy", default=None, help="Acquisition strategy (see `activebayes list`). [bald]")
+@click.option("--strategy", "strategy", default=None, help="Acquisition strategy (see `activebayes list`). [power_bald]")
 @click.option("--seed", "seed", type=int, default=None, help="Random seed. [0]")
 @_friendly
 def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int | None, warm_start: bool | None,
@@ -274,6 +274,8 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
 
     With one dataset OUT is one comparison directory; with several
     (`--dataset digits,mnist`) OUT holds one comparison directory per dataset.
+    Every strategy starts with the same cold start (by default typicality until 6
+    labels per class); `--cold-start none` compares the strategies from the first round.
     """
     executor = _executor(flags)
     file_values = _read_toml(config_file)
@@ -354,7 +356,7 @@ _PROJECT_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "images": ("--images", {"type": click.Path(file_okay=False), "help": "Label a folder of images (stored as an absolute path)."}),
     "classes": ("--classes", {"type": str, "help": "Comma-separated class names (required with --images)."}),
     "data_dir": ("--data-dir", {"type": click.Path(file_okay=False), "help": "Folder with the dataset's files."}),
-    "strategy": ("--strategy", {"type": str, "help": "Acquisition strategy. [bald]"}),
+    "strategy": ("--strategy", {"type": str, "help": "Acquisition strategy. [power_bald]"}),
     "cold_start": ("--cold-start", {"type": str, "help": "Strategy for the first rounds (6 labels per class); 'none' for none. [typicality]"}),
     "model": ("--model", {"type": str, "help": "Model name, or 'auto'. [auto]"}),
     "batch_size": ("--batch-size", {"type": int, "help": "Labels per round (the model retrains after each). [10]"}),

@@ -125,7 +125,7 @@ class ProjectConfig:
     images: str | None = None
     classes: tuple[str, ...] | None = None
     data_dir: str | None = None
-    strategy: str = "bald"
+    strategy: str = "power_bald"
     cold_start: str | None = "typicality"
     model: str = "auto"
     batch_size: int = 10

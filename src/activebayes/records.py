@@ -124,7 +124,7 @@ class LoopConfig:
     dataset: str = "digits"
     data_dir: str | None = None
     download: bool = False
-    strategy: str = "bald"
+    strategy: str = "power_bald"
     model: str = "auto"
     ensemble_size: int | None = None
     seed: int = 0

@@ -77,7 +77,7 @@ def test_warm_start_resume_uses_the_checkpoint(tmp_path):
 
 def test_sigkill_mid_run_then_resume_is_identical(tmp_path):
     """A real subprocess killed with SIGKILL mid-run resumes to the uninterrupted result."""
-    config = {**FAST_LOOP, "budget": 70, "strategy": "bald"}
+    config = {**FAST_LOOP, "budget": 70, "strategy": "bald", "cold_start": "none"}  # TOML has no null
     toml = "\n".join(
         [f"{k} = {json.dumps(v)}" for k, v in config.items() if k != "fit_options"]
         + ["[fit_options]"] + [f"{k} = {v}" for k, v in FAST_LOOP["fit_options"].items()]

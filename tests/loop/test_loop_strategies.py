@@ -82,7 +82,7 @@ def test_the_default_cold_start_is_typicality_for_six_labels_per_class():
     from activebayes.records import COLD_START_LABELS_PER_CLASS
 
     default = LoopConfig()
-    assert (default.strategy, default.cold_start, default.cold_start_labels) == ("bald", "typicality", None)
+    assert (default.strategy, default.cold_start, default.cold_start_labels) == ("power_bald", "typicality", None)
     base = {k: v for k, v in FAST_LOOP.items() if k != "cold_start"}
     loop = ActiveLearningLoop(LoopConfig(**base))
     assert loop.cold_start_labels == COLD_START_LABELS_PER_CLASS * loop.dataset.num_classes == 60
@@ -90,7 +90,7 @@ def test_the_default_cold_start_is_typicality_for_six_labels_per_class():
     assert ActiveLearningLoop(LoopConfig(**{**base, "cold_start": "none"})).cold_start_labels == 0
     # initial labels already past the default count: no cold start and no error (unlike an explicit count)
     late = ActiveLearningLoop(LoopConfig(**{**base, "initial_size": 60, "budget": 70}))
-    assert late.propose().strategy == "bald"
+    assert late.propose().strategy == "power_bald"
 
 
 def test_configs_written_before_the_cold_start_resume_without_one():
