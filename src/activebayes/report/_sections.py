@@ -104,6 +104,21 @@ class Curves:
         }
 
 
+def _cold_start_sentence(data: ReportData) -> str:
+    """What the first rounds used, read from the rounds' records (one sentence, or nothing)."""
+    used: dict[str, int] = {}  # cold-start strategy -> the largest label count it acquired at
+    for runs in data.runs.values():
+        for run in runs:
+            cold = run.config.cold_start if run.config is not None else None
+            for record in run.rounds:
+                if cold is not None and record.strategy == cold and record.strategy != run.strategy:
+                    used[cold] = max(used.get(cold, 0), record.n_labelled)
+    if not used:
+        return ""
+    parts = ", ".join(f"{name} in the rounds trained on up to {n} labels" for name, n in used.items())
+    return f" Cold start: the batches were picked by {parts}, by each run's strategy after that."
+
+
 def overview(data: ReportData, curves: Curves) -> Section:
     n_runs = sum(len(r) for r in data.runs.values())
     first = data.first_config
@@ -113,6 +128,7 @@ def overview(data: ReportData, curves: Curves) -> Section:
         f"{kind.capitalize()} of {len(data.runs)} strateg{'y' if len(data.runs) == 1 else 'ies'} "
         f"({', '.join(data.runs)}), {n_runs} run(s), {dataset}. Accuracy below is {data.split} accuracy; "
         "'labels' counts every labelled item the round's model was trained on, the initial set included."
+        + _cold_start_sentence(data)
     )]
     rows = []
     for strategy, runs in data.runs.items():
