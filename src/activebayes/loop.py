@@ -545,7 +545,16 @@ class ActiveLearningLoop:
         costs_N = cost_budget = None
         if self.costs_N is not None and config.cost_budget is not None:
             costs_N, cost_budget = self.costs_N[candidates_N], config.cost_budget - self.cost_spent
-        inputs = self._strategy_inputs(get_strategy(strategy), model, candidates_N, n_labelled)
+        try:
+            inputs = self._strategy_inputs(get_strategy(strategy), model, candidates_N, n_labelled)
+        except InvalidArgumentError as error:
+            if entry is not self._cold_start:
+                raise
+            raise InvalidArgumentError(
+                f"the cold start ({strategy!r}, cold_start / --cold-start) reads the model's features and "
+                f"could not get them: {error}; switch it off with cold_start=None (--cold-start none) or use "
+                "cold_start='random'"
+            ) from None
         if strategy == "typicality":
             # as many clusters as the labelled set plus this batch (TypiClust), whatever the lookahead
             options.setdefault("num_clusters", n_labelled + batch_size)

@@ -137,3 +137,24 @@ def test_feature_strategies_choose_among_a_seeded_subset_of_a_big_pool(monkeypat
     assert len(typical) == 100 and set(typical.tolist()) <= unlabelled and torch.equal(typical, again)
     assert set(picks[0]) <= set(typical.tolist()) and picks[0] == picks[1]
     assert len(bald_candidates) == len(unlabelled)  # per-item scores stream over the whole pool
+
+
+class _NoLinear(torch.nn.Module):
+    """A classifier without an nn.Linear layer: nothing for penultimate_features to find."""
+
+    def __init__(self, generator: torch.Generator) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(64, 10, generator=generator) * 0.1)
+
+    def forward(self, x):
+        return torch.log_softmax(x.flatten(1) @ self.weight, dim=-1)
+
+
+def test_a_model_without_features_gets_an_error_naming_the_cold_start():
+    base = {k: v for k, v in FAST_LOOP.items() if k != "cold_start"}
+    loop = ActiveLearningLoop(LoopConfig(**base), model_factory=_NoLinear)
+    with pytest.raises(ValueError, match=r"the cold start \('typicality', cold_start / --cold-start\) reads "
+                                         r"the model's features .* has no nn.Linear layer.*cold_start=None"):
+        loop.propose()
+    plain = ActiveLearningLoop(LoopConfig(**{**base, "cold_start": None}), model_factory=_NoLinear)
+    assert len(plain.propose().indices) == 10
