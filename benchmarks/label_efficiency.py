@@ -337,7 +337,8 @@ def summarise() -> dict:
 
 def _rounds_below_random(entries: dict, random_entry: dict | None = None) -> None:
     """Per strategy: the label counts where its mean accuracy is below random's by more
-    than the seed spread (the larger of the two standard deviations over seeds there).
+    than the seed spread (the larger of the two standard deviations over seeds there), on
+    the seeds both have when they share two or more.
     ``random_entry``: random's entry from elsewhere (a variant compared with its base's random)."""
     import numpy as np
 
@@ -345,17 +346,24 @@ def _rounds_below_random(entries: dict, random_entry: dict | None = None) -> Non
     if random_entry is None:
         return
 
-    def per_round(entry):
+    def per_round(entry, seeds):
         table: dict[int, list[float]] = {}
         for curve in entry["learning_curves"]:
+            if curve["seed"] not in seeds:
+                continue
             for n, acc in zip(curve["n_labelled"], curve["test_accuracy"], strict=True):
                 table.setdefault(int(n), []).append(float(acc))
         return table
 
-    random = per_round(random_entry)
+    random_seeds = {c["seed"] for c in random_entry["learning_curves"]}
     for entry in entries.values():
+        # like with like: the seeds both have (same pools and initial labels), if two or more
+        seeds = {c["seed"] for c in entry["learning_curves"]} & random_seeds
+        if len(seeds) < 2:
+            seeds = {c["seed"] for c in entry["learning_curves"]} | random_seeds
+        random = per_round(random_entry, seeds)
         below = []
-        for n, values in sorted(per_round(entry).items()):
+        for n, values in sorted(per_round(entry, seeds).items()):
             reference = random.get(n)
             if reference is None or len(values) < 2 or len(reference) < 2:
                 continue

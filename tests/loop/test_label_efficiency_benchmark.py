@@ -120,6 +120,24 @@ def test_rounds_below_random_counts_gaps_beyond_the_seed_spread(bench):
     assert bench._below(entries["bald"]) == "1 (at 30 labels)"
 
 
+def test_rounds_below_random_compares_the_seeds_both_have(bench):
+    def curve(seed, acc):
+        return {"seed": seed, "n_labelled": [20, 30], "test_accuracy": acc}
+
+    # random's seeds 2-5 start higher: against all six seeds (mean 0.57, sd 0.047), the
+    # strategy's seeds 0-1 would look below random where they equal random's own seeds 0-1
+    random = {"learning_curves": [curve(0, [0.50, 0.60]), curve(1, [0.52, 0.62]),
+                                  *(curve(seed, [0.60, 0.70]) for seed in range(2, 6))]}
+    strategy = {"learning_curves": [curve(0, [0.50, 0.61]), curve(1, [0.52, 0.63])]}
+    entries = {"typicality": strategy}
+    bench._rounds_below_random(entries, random)
+    assert strategy["rounds_below_random"] == []
+    strategy["learning_curves"] = [curve(0, [0.50, 0.40]), curve(1, [0.52, 0.42])]
+    bench._rounds_below_random(entries, random)
+    assert strategy["rounds_below_random"] == [30]
+    assert bench._below(strategy) == "1 (at 30 labels)"
+
+
 def test_variant_caches_are_named_by_what_they_change(bench, tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "RUNS", tmp_path / "runs")
     parse = bench.build_parser().parse_args
