@@ -9,9 +9,10 @@ official 10,000 test digits), Gal et al. 2017 CNN with consistent MC dropout,
 pool and K = 20 for the test predictive (the library's defaults; the BatchBALD
 paper's K = 100).
 
-``repeated_mnist``: the BatchBALD paper's Repeated MNIST: the same 4,500-digit pool
-three times, each copy with independent N(0, 0.1) noise after normalisation (13,500
-items, 20 balanced initial labels), the same network and test set, up to 300 labels.
+``repeated_mnist``: the BatchBALD paper's Repeated MNIST: the 5,000 training digits
+three times, each copy with independent N(0, 0.1) noise after normalisation (15,000
+items: 500 validation, 20 balanced initial labels, 14,480 in the pool), the same
+network and test set, up to 300 labels.
 
 ``--representation self-supervised`` (any protocol, cached under ``<dataset>-ssl``): the
 model is the consistent MC dropout head on a SimCLR encoder trained once per seed on the
