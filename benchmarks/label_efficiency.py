@@ -448,12 +448,13 @@ def _variant_tables(datasets: dict) -> list[str]:
         keys = ("model", "num_samples", "eval_samples", "representation", "cold_start")
         changed = [f"{key} {first_b.get(key, 'none')} -> {first_v.get(key, 'none')}" for key in keys
                    if first_b.get(key, "none") != first_v.get(key, "none")]
-        lines += [f"### {base} vs {name} ({'; '.join(changed) or 'same settings'})\n",
+        header = [f"### {base} vs {name} ({'; '.join(changed) or 'same settings'})\n",
                   "Same pools, initial labels and seeds; only the setting named above differs. Each row uses "
                   "only the seeds finished in both (n), so the medians compare like with like: labels to "
                   "reach 90% / 95% (median; per seed) and AULC.\n",
                   f"| strategy | n | {base}: 90% | 95% | AULC | {name}: 90% | 95% | AULC |",
                   "|---|---|---|---|---|---|---|---|"]
+        rows: list[str] = []
         for strategy in STRATEGIES:
             if strategy not in default or strategy not in variant:
                 continue
@@ -470,8 +471,9 @@ def _variant_tables(datasets: dict) -> list[str]:
                     shown = "not reached" if median is None else f"{median:.0f}"
                     cells.append(f"{shown} ({_fmt([labels_to_reach(n, acc, target) for n, acc in chosen])})")
                 cells.append(f"{summary.aulc_mean:.4f}")
-            lines.append(f"| {strategy} | {len(seeds)} | " + " | ".join(cells) + " |")
-        lines.append("")
+            rows.append(f"| {strategy} | {len(seeds)} | " + " | ".join(cells) + " |")
+        if rows:  # nothing to compare when the two share no strategy with finished seeds
+            lines += [*header, *rows, ""]
     return lines
 
 
@@ -518,8 +520,12 @@ def _partial_tables(results: dict) -> list[str]:
         for strategy, entry in partial.items():
             if "random_from" not in entry or strategy == "random" or len(entry["learning_curves"]) < 2:
                 continue  # one seed has no spread to judge it by
+            random_curves = results["datasets"][entry["random_from"]]["random"]["learning_curves"]
+            shared = {c["seed"] for c in entry["learning_curves"]} & {c["seed"] for c in random_curves}
             random = {}
-            for curve in results["datasets"][entry["random_from"]]["random"]["learning_curves"]:
+            for curve in random_curves:
+                if len(shared) >= 2 and curve["seed"] not in shared:
+                    continue  # the seeds both have, as for "rounds below random"
                 for n, acc in zip(curve["n_labelled"], curve["test_accuracy"], strict=True):
                     random.setdefault(n, []).append(acc)
             ours: dict[int, list[float]] = {}
@@ -532,7 +538,7 @@ def _partial_tables(results: dict) -> list[str]:
             seeds = ", ".join(f"seed {c['seed']} to {c['n_labelled'][-1]}" for c in entry["learning_curves"])
             lines += [f"### {dataset} {strategy}, unfinished ({seeds} labels)\n",
                       f"Mean test accuracy over the seeds measured so far, beside `{entry['random_from']}` random "
-                      f"(mean ± std over its seeds); rounds below random by more than the seed spread: "
+                      f"(mean ± std over the same seeds); rounds below random by more than the seed spread: "
                       f"{_below(entry)}.\n",
                       "| labels | " + " | ".join(map(str, counts)) + " |",
                       "|---|" + "---|" * len(counts),
