@@ -347,24 +347,11 @@ def _rounds_below_random(entries: dict, random_entry: dict | None = None) -> Non
     if random_entry is None:
         return
 
-    def per_round(entry, seeds):
-        table: dict[int, list[float]] = {}
-        for curve in entry["learning_curves"]:
-            if curve["seed"] not in seeds:
-                continue
-            for n, acc in zip(curve["n_labelled"], curve["test_accuracy"], strict=True):
-                table.setdefault(int(n), []).append(float(acc))
-        return table
-
-    random_seeds = {c["seed"] for c in random_entry["learning_curves"]}
     for entry in entries.values():
-        # like with like: the seeds both have (same pools and initial labels), if two or more
-        seeds = {c["seed"] for c in entry["learning_curves"]} & random_seeds
-        if len(seeds) < 2:
-            seeds = {c["seed"] for c in entry["learning_curves"]} | random_seeds
-        random = per_round(random_entry, seeds)
+        seeds = _compared_seeds(entry, random_entry)
+        random = _per_round(random_entry, seeds)
         below = []
-        for n, values in sorted(per_round(entry, seeds).items()):
+        for n, values in sorted(_per_round(entry, seeds).items()):
             reference = random.get(n)
             if reference is None or len(values) < 2 or len(reference) < 2:
                 continue
@@ -372,6 +359,22 @@ def _rounds_below_random(entries: dict, random_entry: dict | None = None) -> Non
             if np.mean(values) < np.mean(reference) - spread:
                 below.append(n)
         entry["rounds_below_random"] = below
+
+
+def _compared_seeds(entry: dict, random_entry: dict) -> set[int]:
+    """Like with like: the seeds both have (same pools and initial labels) if two or more, else all."""
+    mine, theirs = ({c["seed"] for c in e["learning_curves"]} for e in (entry, random_entry))
+    return mine & theirs if len(mine & theirs) >= 2 else mine | theirs
+
+
+def _per_round(entry: dict, seeds: set[int]) -> dict[int, list[float]]:
+    """Label count -> the test accuracies of ``entry``'s curves of ``seeds`` there."""
+    table: dict[int, list[float]] = {}
+    for curve in entry["learning_curves"]:
+        if curve["seed"] in seeds:
+            for n, acc in zip(curve["n_labelled"], curve["test_accuracy"], strict=True):
+                table.setdefault(int(n), []).append(float(acc))
+    return table
 
 
 BEGIN, END = "<!-- label-efficiency:begin -->", "<!-- label-efficiency:end -->"
@@ -520,23 +523,14 @@ def _partial_tables(results: dict) -> list[str]:
         for strategy, entry in partial.items():
             if "random_from" not in entry or strategy == "random" or len(entry["learning_curves"]) < 2:
                 continue  # one seed has no spread to judge it by
-            random_curves = results["datasets"][entry["random_from"]]["random"]["learning_curves"]
-            shared = {c["seed"] for c in entry["learning_curves"]} & {c["seed"] for c in random_curves}
-            random = {}
-            for curve in random_curves:
-                if len(shared) >= 2 and curve["seed"] not in shared:
-                    continue  # the seeds both have, as for "rounds below random"
-                for n, acc in zip(curve["n_labelled"], curve["test_accuracy"], strict=True):
-                    random.setdefault(n, []).append(acc)
-            ours: dict[int, list[float]] = {}
-            for curve in entry["learning_curves"]:
-                for n, acc in zip(curve["n_labelled"], curve["test_accuracy"], strict=True):
-                    ours.setdefault(n, []).append(acc)
+            random_entry = results["datasets"][entry["random_from"]]["random"]
+            seeds = _compared_seeds(entry, random_entry)  # as for "rounds below random"
+            random, ours = _per_round(random_entry, seeds), _per_round(entry, seeds)
             counts = [n for n in sorted(ours) if n in random]
             if not counts:
                 continue
-            seeds = ", ".join(f"seed {c['seed']} to {c['n_labelled'][-1]}" for c in entry["learning_curves"])
-            lines += [f"### {dataset} {strategy}, unfinished ({seeds} labels)\n",
+            reached = ", ".join(f"seed {c['seed']} to {c['n_labelled'][-1]}" for c in entry["learning_curves"])
+            lines += [f"### {dataset} {strategy}, unfinished ({reached} labels)\n",
                       f"Mean test accuracy over the seeds measured so far, beside `{entry['random_from']}` random "
                       f"(mean ± std over the same seeds); rounds below random by more than the seed spread: "
                       f"{_below(entry)}.\n",
