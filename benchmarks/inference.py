@@ -7,6 +7,9 @@ Part 1 (speed, one process, same machine, same model, same inputs):
                  same consistent masks (what baal's MC wrapper costs) -> must equal ours;
   - baal:        baal 2.x ModelWrapper(MCDropoutModule(net)).predict_on_batch(x, iterations=K)
                  on the same architecture with nn.Dropout (its own random masks; timing only).
+Part 1b (the BatchBALD CNN, K = 100 by default): the factorised conv2 of its MC pass
+  (channel_masked_conv2d) vs the same layers one after another, batchbald_redux's dropout
+  order, and batchbald_redux's own BayesianModule on the same weights (timing only).
 Part 2 (memory): predict_log_probs in a fresh subprocess per (N, K); peak RSS from
   getrusage, next to the input and the [N, K, C] output it must hold. The activations of
   N x K forward rows (77 GB for N=50,000, K=100 with the Gal CNN) are never held.
@@ -106,32 +109,81 @@ def speed(args: argparse.Namespace) -> dict:
     return {"N": N, "K": K, "source": source, "times_s": dict(rows), "max_abs_diff": max_diff}
 
 
+def batchbald_redux_predict(net: nn.Module, x: torch.Tensor, K: int, batch_size: int) -> torch.Tensor | None:
+    """batchbald_redux's consistent MC dropout (BayesianModule) on the same CNN and weights:
+    its example network, which repeats every input K times before conv1 (timing only: its
+    own masks)."""
+    try:
+        from batchbald_redux import consistent_mc_dropout as redux
+    except Exception as error:  # a benchmark dependency, optional here
+        print(f"(batchbald_redux not importable: {error}; skipping it)")
+        return None
+    m = net.net
+
+    class ReduxCNN(redux.BayesianModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv1, self.conv1_drop = m[0], redux.ConsistentMCDropout2d(m[3].p)
+            self.conv2, self.conv2_drop = m[4], redux.ConsistentMCDropout2d(m[7].p)
+            self.fc1, self.fc1_drop, self.fc2 = m[9], redux.ConsistentMCDropout(m[10].p), m[12]
+
+        def mc_forward_impl(self, x: torch.Tensor) -> torch.Tensor:
+            x = torch.relu(nn.functional.max_pool2d(self.conv1_drop(self.conv1(x)), 2))
+            x = torch.relu(nn.functional.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
+            x = torch.relu(self.fc1_drop(self.fc1(x.flatten(1))))
+            return nn.functional.log_softmax(self.fc2(x), dim=1)
+
+    model = ReduxCNN().eval()
+    with torch.no_grad():
+        return torch.cat([model(x[i : i + batch_size], K) for i in range(0, len(x), batch_size)])
+
+
 def reorder(args: argparse.Namespace) -> dict:
-    """BatchBALD CNN: channel dropout after pool + relu (ours) vs straight after each conv
-    (batchbald_redux's order). Same function, same weights and masks; ours runs conv1, its
-    pool and relu once per item instead of K times."""
+    """BatchBALD CNN, three ways to compute the same K function samples (same weights, masks):
+
+    - ours: channel dropout after pool + relu, so conv1, its pool and relu run once per
+      item, and conv2 under the K channel masks from per-channel contributions
+      (``channel_masked_conv2d``: one grouped convolution per item, then a [K, C] product);
+    - the same layers run one after another: conv2 runs K times per item;
+    - batchbald_redux's order (channel dropout straight after each conv): both convs
+      after the first run K times per item.
+    """
     from activebayes.models import BatchBALDCNN
 
     torch.manual_seed(args.seed)
     net = BatchBALDCNN()
     m = net.net
+    layers = nn.Sequential(*m)
     original = nn.Sequential(m[0], m[3], m[1], m[2], m[4], m[7], m[5], m[6], *m[8:])
     x, source = load_images(args.num_items, args.mnist_dir, args.seed)
-    N, K = x.shape[0], args.num_samples
-    print(f"\n## Speed: BatchBALD CNN, dropout order, N={N:,} {source}, K={K}, torch threads={torch.get_num_threads()}")
+    N, K = x.shape[0], args.reorder_samples
+    print(f"\n## Speed: BatchBALD CNN, N={N:,} {source}, K={K}, torch threads={torch.get_num_threads()}")
     ours_s, ours = timed(lambda: predict_log_probs(net, x, K, generator=0, batch_size=args.batch_size), args.repeats)
-    # generator=None: the original order uses the masks the shared layers now hold
+    # generator=None: the other two use the masks the shared layers now hold
+    layers_s, by_layer = timed(lambda: predict_log_probs(layers, x, K, batch_size=args.batch_size), args.repeats)
     original_s, reference = timed(lambda: predict_log_probs(original, x, K, batch_size=args.batch_size), args.repeats)
-    max_diff = float((ours - reference).abs().max())
-    print("\n| order | time (s) | items x samples / s | ours faster by |")
+    rows = [("activebayes: dropout after pool + relu, conv2 factorised over masks", ours_s),
+            ("the same layers one after another (conv2 K times)", layers_s),
+            ("batchbald_redux order: conv, dropout2d, pool, relu", original_s)]
+    if not args.no_redux:
+        # its example network's batch of 64 items (x K rows)
+        redux_s, redux_out = timed(lambda: batchbald_redux_predict(net, x, K, 64), 1)
+        if redux_out is not None:
+            rows.append(("batchbald_redux BayesianModule (its example CNN, batches of 64)", redux_s))
+    factorised_diff = float((ours - reference).abs().max())
+    order_diff = float((by_layer - reference).abs().max())
+    print("\n| how | time (s) | items x samples / s | ours faster by |")
     print("| --- | ---: | ---: | ---: |")
-    for name, seconds in (("activebayes: conv, pool, relu, dropout2d", ours_s),
-                          ("batchbald_redux order: conv, dropout2d, pool, relu", original_s)):
+    for name, seconds in rows:
         print(f"| {name} | {seconds:.2f} | {N * K / seconds:,.0f} | {seconds / ours_s:.2f}x |")
-    print(f"\nmax |ours - original order| = {max_diff:.2e} (same function and masks; must be 0)")
-    if max_diff > 0:
+    print(f"\nmax |layers one after another - original order| = {order_diff:.2e} (same function; must be 0)")
+    print(f"max |ours - original order| = {factorised_diff:.2e} (sums in another order; must be < 1e-5)")
+    if order_diff > 0:
         raise SystemExit("the reordered BatchBALD CNN differs from the original order")
-    return {"N": N, "K": K, "times_s": {"reordered": ours_s, "original_order": original_s}, "max_abs_diff": max_diff}
+    if factorised_diff >= 1e-5:
+        raise SystemExit("the factorised conv2 differs from the original order beyond float rounding")
+    return {"N": N, "K": K, "times_s": dict(rows),
+            "max_abs_diff": factorised_diff, "order_max_abs_diff": order_diff}
 
 
 def _rss_mb(field: str) -> float:
@@ -174,7 +226,7 @@ def memory_child(args: argparse.Namespace) -> None:
 def memory(args: argparse.Namespace) -> list[dict]:
     configs = [(200, 4), (1_000, 8)] if args.quick else [(5_000, 20), (50_000, 20), (50_000, 100)]
     print(f"\n## Peak memory: {args.model}, predict_log_probs in a fresh subprocess per run "
-          f"(batch_size={args.batch_size}, default memory budget 512 MB)")
+          f"(batch_size={args.batch_size}, default memory budget: 128 MB on the CPU)")
     print("\n| N | K | N x K rows | tail activations if held (GB) | time (s) | peak RSS (MB) "
           "| RSS before predict (MB) | output [N,K,C] (MB) | peak - before - output (MB) |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -202,7 +254,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mnist-dir", type=Path, default=DEFAULT_MNIST)
     parser.add_argument("--model", default="gal_cnn", help="model for the memory part")
     parser.add_argument("--no-baal", action="store_true", help="do not time baal")
+    parser.add_argument("--no-redux", action="store_true", help="do not time batchbald_redux")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory part")
+    parser.add_argument("--reorder-samples", type=int, default=None,
+                        help="K for the BatchBALD CNN part (default 100, the acquisition K; quick: 16)")
     parser.add_argument("--no-reorder", action="store_true",
                         help="skip the BatchBALD CNN dropout-order part")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
@@ -218,6 +273,7 @@ def main(argv: list[str] | None = None) -> None:
     args.num_items = args.num_items or (100 if args.quick else 5_000)
     args.num_samples = args.num_samples or (4 if args.quick else 20)
     args.repeats = args.repeats or (1 if args.quick else 2)
+    args.reorder_samples = args.reorder_samples or (16 if args.quick else 100)
     results = {"speed": speed(args)}
     if not args.no_reorder:
         results["reorder"] = reorder(args)

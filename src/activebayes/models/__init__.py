@@ -2,7 +2,8 @@
 
 - Consistent MC dropout layers (:class:`ConsistentMCDropout`,
   :class:`ConsistentMCDropout2d`, :class:`MCDropoutLinear`, :class:`MCDropoutConv2d`),
-  the converter :func:`mc_dropout` for a user's own model, :func:`resample_masks`.
+  the converter :func:`mc_dropout` for a user's own model, :func:`resample_masks`,
+  and :func:`channel_masked_conv2d` (a convolution under k channel masks at once).
 - :func:`predict_log_probs`: ``[N, K, C]`` log-probabilities, the stochastic tail
   batched over K, memory-bounded chunks.
 - :class:`Ensemble`: K members = K function samples, same interface.
@@ -22,6 +23,7 @@ from activebayes.models.dropout import (
     ConsistentMCDropout2d,
     MCDropoutConv2d,
     MCDropoutLinear,
+    channel_masked_conv2d,
     mc_dropout,
     mc_dropout_layers,
     mc_sampling,
@@ -72,6 +74,7 @@ __all__ = [
     "RepresentationConfig",
     "available_models",
     "build_model",
+    "channel_masked_conv2d",
     "default_model_name",
     "features",
     "fit",

@@ -29,7 +29,12 @@ from activebayes._validation import check_choice, check_positive_int
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes._seeding import draw_seed, global_rng_seeded
 from activebayes.models.ensemble import Ensemble
-from activebayes.models.dropout import ConsistentMCDropout, ConsistentMCDropout2d
+from activebayes.models.dropout import (
+    FACTORISE_MIN_SAMPLES,
+    ConsistentMCDropout,
+    ConsistentMCDropout2d,
+    channel_masked_conv2d,
+)
 from activebayes.models.representation import Representation
 
 __all__ = [
@@ -83,6 +88,35 @@ def _spatial(image_size: int, padding: int, kernels: Sequence[int], pools: Seque
     return size
 
 
+class MaxPool2d(nn.MaxPool2d):
+    """``nn.MaxPool2d`` that, without autograd, pools 2x2 windows as three elementwise maxima.
+
+    The same values exactly (a maximum is exact); on the CPU about 4x faster than
+    torch's pooling kernel, which also computes the indices.  Applies to
+    ``kernel_size=2, stride=2`` without padding, dilation or ceil mode; everything
+    else, and every pass that records gradients (training), is ``nn.MaxPool2d``'s.
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        plain = (
+            torch.is_grad_enabled()
+            or input.ndim < 3
+            or min(input.shape[-2:]) < 2
+            or self.return_indices
+            or self.ceil_mode
+            or self.kernel_size not in (2, (2, 2))
+            or self.stride not in (2, (2, 2))
+            or self.padding not in (0, (0, 0))
+            or self.dilation not in (1, (1, 1))
+        )
+        if plain:
+            return super().forward(input)
+        height, width = input.shape[-2] // 2 * 2, input.shape[-1] // 2 * 2
+        x = input[..., :height, :width]
+        rows = torch.maximum(x[..., 0::2, :], x[..., 1::2, :])
+        return torch.maximum(rows[..., 0::2], rows[..., 1::2])
+
+
 class GalCNN(nn.Module):
     """The MNIST CNN of Gal, Islam & Ghahramani 2017 with consistent MC dropout.
 
@@ -119,7 +153,7 @@ class GalCNN(nn.Module):
             nn.ReLU(),
             nn.Conv2d(32, 32, 4, padding=pad),
             nn.ReLU(),
-            nn.MaxPool2d(2),
+            MaxPool2d(2),
         )
         self.classifier = nn.Sequential(
             ConsistentMCDropout(p_conv),
@@ -147,10 +181,13 @@ class BatchBALDCNN(nn.Module):
     also in floating point, since rounding is monotone). The masks have shape
     ``[C, 1, 1]`` in either place, so training draws the same random numbers. The
     reordering lets :func:`predict_log_probs` run conv1, its pool and relu once per
-    item instead of K times (1.5x faster MC prediction on one CPU thread, measured side
-    by side by ``benchmarks/inference.py``; a test checks
-    the outputs equal the original order's). Valid convolutions; ``padding="auto"``
-    switches to "same" (2) for small images (8x8 digits: 64 x 2 x 2).
+    item instead of K times (a test checks the outputs equal the original order's).
+    With K >= ``FACTORISE_MIN_SAMPLES`` function samples, conv2 under the K channel
+    masks is then one pass over per-channel contributions
+    (:func:`~activebayes.models.channel_masked_conv2d`; equal to float rounding), and
+    its bias is added after the pool, on a quarter of the values.  The speed-ups are
+    measured side by side by ``benchmarks/inference.py``.  Valid convolutions;
+    ``padding="auto"`` switches to "same" (2) for small images (8x8 digits: 64 x 2 x 2).
 
     Example:
         >>> BatchBALDCNN(image_size=8)(torch.randn(2, 1, 8, 8)).shape
@@ -177,11 +214,11 @@ class BatchBALDCNN(nn.Module):
         self.net = nn.Sequential(
             # parameter indices 0, 4, 9, 12 as in the original order (same state_dict keys)
             nn.Conv2d(in_channels, 32, 5, padding=pad),
-            nn.MaxPool2d(2),
+            MaxPool2d(2),
             nn.ReLU(),
             ConsistentMCDropout2d(p_conv),
             nn.Conv2d(32, 64, 5, padding=pad),
-            nn.MaxPool2d(2),
+            MaxPool2d(2),
             nn.ReLU(),
             ConsistentMCDropout2d(p_conv),
             nn.Flatten(),
@@ -192,7 +229,18 @@ class BatchBALDCNN(nn.Module):
         )
 
     def forward(self, inputs: Tensor) -> Tensor:
-        return self.net(inputs)
+        net = self.net
+        features = net[:3](inputs)  # conv1, pool, relu: deterministic, once per item
+        masks = net[3].expansion_masks(features, min_samples=FACTORISE_MIN_SAMPLES)
+        if masks is None:  # training, the mean network, few samples, or one at a time
+            return net[3:](features)
+        # MC sampling: conv2 for all k channel masks from per-channel contributions, and its
+        # bias after the pool (max-pooling commutes with adding a per-channel constant)
+        conv = net[4]
+        rows = channel_masked_conv2d(features, masks, conv.weight, None, padding=conv.padding)
+        rows = net[5](rows)
+        rows += conv.bias.reshape(1, -1, 1, 1)
+        return net[6:](rows)
 
 
 class MLP(nn.Module):

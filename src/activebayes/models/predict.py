@@ -27,6 +27,12 @@ __all__ = ["FunctionSampler", "SAMPLING_MODES", "predict_log_probs"]
 
 SAMPLING_MODES = ("batched", "sequential")
 _LIVE_TENSORS = 4  # safety factor: tensors alive at once per layer (input, output, temporaries)
+#: Default activation budget of one pass (MB).  On the CPU 128 MB, i.e. tensors of at most
+#: 32 MB: glibc serves larger blocks from fresh zeroed pages on every allocation, which
+#: made MC prediction of the BatchBALD CNN 2.6x slower at 512 MB (benchmarks/inference.py).
+#: Other devices cache their allocations, and larger passes keep them busy.
+CPU_MEMORY_BUDGET_MB = 128.0
+DEVICE_MEMORY_BUDGET_MB = 512.0
 _DROPOUT_TYPES = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d)
 
 
@@ -140,7 +146,9 @@ def _plan_chunks(
 ) -> tuple[int, int]:
     """Items per chunk and samples per pass from one probe forward of one item.
 
-    Hooks record every module's output; outputs with ``k_probe`` rows are
+    Hooks record every module's input and output (inputs too, so a tensor a model
+    computes outside its modules, e.g. :func:`channel_masked_conv2d`'s rows, counts
+    when it enters the next module); tensors with ``k_probe`` rows are
     per-(item, sample) activations of the stochastic tail, the others
     per-item activations of the deterministic head.  A pass over ``n`` items and
     ``k`` samples then holds about ``LIVE * (n * head + n * k * tail)`` bytes.
@@ -149,10 +157,12 @@ def _plan_chunks(
     head_bytes = [x_1.numel() * x_1.element_size()]
     tail_bytes = [0]
 
-    def record(_module: nn.Module, _args: tuple, output: object) -> None:
-        if isinstance(output, Tensor) and output.ndim > 0:
-            size = output.numel() * output.element_size()
-            if k_probe > 1 and output.shape[0] == k_probe:
+    def record(_module: nn.Module, args: tuple, output: object) -> None:
+        for tensor in (args[0] if args else None, output):
+            if not isinstance(tensor, Tensor) or tensor.ndim == 0:
+                continue
+            size = tensor.numel() * tensor.element_size()
+            if k_probe > 1 and tensor.shape[0] == k_probe:
                 tail_bytes.append(size // k_probe)
             elif k_probe == 1:
                 tail_bytes.append(size)
@@ -207,7 +217,7 @@ def predict_log_probs(
     device: torch.device | str | None = None,
     progress: bool = False,
     sampling: str = "batched",
-    memory_budget_mb: float = 512.0,
+    memory_budget_mb: float | None = None,
 ) -> Tensor:
     r"""Log-probabilities of K function samples for every item: ``[N, K, C]``.
 
@@ -254,7 +264,8 @@ def predict_log_probs(
             the model's parameters are.
         progress: show a tqdm bar over items.
         sampling: ``"batched"`` or ``"sequential"`` (see above).
-        memory_budget_mb: activation memory allowed per pass.
+        memory_budget_mb: activation memory allowed per pass; ``None``: 128 MB on the
+            CPU (faster there than larger passes), 512 MB on other devices.
 
     Returns:
         ``log_probs_N_K_C``, float32 on the CPU.
@@ -269,10 +280,13 @@ def predict_log_probs(
         raise InvalidTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     check_positive_int(batch_size, "batch_size")
     check_choice(sampling, "sampling", SAMPLING_MODES)
-    if isinstance(memory_budget_mb, bool) or not isinstance(memory_budget_mb, (int, float)):
-        raise InvalidTypeError(f"memory_budget_mb must be a number, got {type(memory_budget_mb).__name__}")
-    if not memory_budget_mb > 0:
-        raise InvalidArgumentError(f"memory_budget_mb must be > 0, got {memory_budget_mb}")
+    if memory_budget_mb is not None:
+        if isinstance(memory_budget_mb, bool) or not isinstance(memory_budget_mb, (int, float)):
+            raise InvalidTypeError(
+                f"memory_budget_mb must be a number or None, got {type(memory_budget_mb).__name__}"
+            )
+        if not memory_budget_mb > 0:
+            raise InvalidArgumentError(f"memory_budget_mb must be > 0, got {memory_budget_mb}")
     inputs = _Inputs(data)
 
     sampler = model if isinstance(model, FunctionSampler) else None
@@ -308,6 +322,8 @@ def predict_log_probs(
     if device is not None:
         model.to(device)
     run_device = _model_device(model)
+    if memory_budget_mb is None:
+        memory_budget_mb = CPU_MEMORY_BUDGET_MB if run_device.type == "cpu" else DEVICE_MEMORY_BUDGET_MB
     if sampler is None:
         if generator is not None:
             resample_masks(model, generator=generator)
