@@ -368,7 +368,9 @@ def channel_masked_conv2d(
         masks_k_C: channel scales, ``[k, C]`` or ``[k, C, 1, 1]`` (e.g. 0 or ``1 / (1 - p)``).
         weight: ``[O, C, kh, kw]`` (an ungrouped convolution's weight).
         bias: ``[O]`` or ``None``.
-        stride, padding, dilation: as ``torch.nn.functional.conv2d`` (zero padding).
+        stride: as ``torch.nn.functional.conv2d``.
+        padding: as ``torch.nn.functional.conv2d`` (zeros).
+        dilation: as ``torch.nn.functional.conv2d``.
 
     Example:
         >>> x, w = torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3)
