@@ -153,6 +153,20 @@ _LAZY_REPRESENTATION_ITEMS = 50_000
 _FEATURE_STRATEGY_ITEMS = 50_000
 
 
+def config_strategies(config: LoopConfig) -> tuple[Strategy, Strategy | None]:
+    """The registry entries of ``config.strategy`` and ``config.cold_start`` (``None`` when off).
+
+    Unknown names raise :class:`~activebayes.errors.InvalidArgumentError` naming the argument.
+    """
+    strategy = get_strategy(config.strategy)
+    if config.cold_start is None:
+        return strategy, None
+    try:
+        return strategy, get_strategy(config.cold_start)
+    except InvalidArgumentError as error:
+        raise InvalidArgumentError(f"cold_start (--cold-start): {error}") from None
+
+
 class ActiveLearningLoop:
     """The fit / evaluate / acquire / label loop over a :class:`~activebayes.data.Pool`.
 
@@ -185,13 +199,7 @@ class ActiveLearningLoop:
         executor: PoolExecutor | None = None,
     ) -> None:
         self.config = config = config or LoopConfig()
-        self._strategy = get_strategy(config.strategy)  # fails early on unknown names
-        self._cold_start: Strategy | None = None
-        if config.cold_start is not None:
-            try:
-                self._cold_start = get_strategy(config.cold_start)
-            except InvalidArgumentError as error:
-                raise InvalidArgumentError(f"cold_start (--cold-start): {error}") from None
+        self._strategy, self._cold_start = config_strategies(config)  # fails early on unknown names
         check_device(config.device)  # before any data is loaded or anything written
         if dataset is None:
             dataset = load_dataset(config.dataset, data_dir=config.data_dir, download=config.download, split="train")

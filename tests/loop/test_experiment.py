@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from activebayes.errors import InvalidArgumentError
 from activebayes.experiment import resume_experiment, run_comparison, run_experiment
 from activebayes.rundir import Comparison, RunDirectory, RunDirectoryError, load_runs
 from activebayes.loop import LoopConfig
@@ -43,6 +44,13 @@ def test_run_directory_contents(tmp_path):
     # the same directory with another config is refused
     with pytest.raises(RunDirectoryError, match="different config"):
         run_experiment(config.replace(seed=3), run, progress=False, report=False)
+    # a misspelt name is reported as such, before the stored config is compared, and writes nothing
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in run.rglob("*"))
+    with pytest.raises(InvalidArgumentError, match=r"cold_start \(--cold-start\).*typicalty"):
+        run_experiment(config.replace(cold_start="typicalty"), run, progress=False, report=False)
+    with pytest.raises(InvalidArgumentError, match="balld"):
+        run_experiment(config.replace(strategy="balld"), run, progress=False, report=False)
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in run.rglob("*")) == before
 
 
 def test_resume_from_partial_records_equals_uninterrupted(tmp_path):
