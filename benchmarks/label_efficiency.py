@@ -314,12 +314,13 @@ def summarise() -> dict:
             }
         _rounds_below_random(entries)
         results["datasets"][dataset_dir.name] = entries
-        _plot(dataset_dir.name, curves)
-    # a variant without its own random runs (e.g. a cold start) is held against its base's random
+    # a variant without its own random runs (e.g. a cold start) is held against its base's random,
+    # and drawn beside it (on the seeds compared)
     for name, entries in results["datasets"].items():
         base = _variant_base(name, results["datasets"])
         if "random" not in entries and base is not None and "random" in results["datasets"][base]:
             _rounds_below_random(entries, results["datasets"][base]["random"])
+        _plot(name, _plotted_curves(name, results["datasets"]))
     # unfinished runs (e.g. CPU runs stopped early, to be finished on a GPU): their first rounds
     for name, partial in results.get("partial_curves", {}).items():
         base = name if "random" in results["datasets"].get(name, {}) else _variant_base(name, results["datasets"])
@@ -392,12 +393,27 @@ def _write_docs(tables: str) -> None:
     atomic_write_text(DOCS, f"{head}{BEGIN}\n{tables}\n{END}{tail}")
 
 
-def _plot(dataset: str, curves) -> None:
+def _plotted_curves(name: str, datasets: dict) -> dict[str, list[tuple[list[int], list[float]]]]:
+    """Strategy -> (label counts, test accuracies) per seed of cache ``name``; a variant
+    without random runs of its own also gets its base's random, on the seeds compared."""
+    entries = datasets[name]
+    curves = {s: [(c["n_labelled"], c["test_accuracy"]) for c in e["learning_curves"]] for s, e in entries.items()}
+    base = _variant_base(name, datasets)
+    if "random" not in entries and base is not None and "random" in datasets[base]:
+        random_entry = datasets[base]["random"]
+        seeds = set().union(*(_compared_seeds(e, random_entry) for e in entries.values()))
+        curves[f"random ({base})"] = [(c["n_labelled"], c["test_accuracy"])
+                                      for c in random_entry["learning_curves"] if c["seed"] in seeds]
+    return curves
+
+
+def _plot(dataset: str, curves: dict[str, list[tuple[list[int], list[float]]]]) -> None:
+    """Mean ± std learning curves: strategy -> one (label counts, test accuracies) per seed."""
     from activebayes.plots import learning_curves, save_figure
 
     FIGURES.mkdir(parents=True, exist_ok=True)
-    figure = learning_curves({s: [(c.n_labelled_R, c.accuracy_R) for c in cs] for s, cs in curves.items()})
-    figure.axes[0].set_title(f"{dataset}: test accuracy vs labels (mean ± std over seeds)")
+    figure = learning_curves(curves)
+    figure.axes[0].set_title(f"{dataset} (mean ± std over seeds)")
     save_figure(figure, FIGURES / f"label_efficiency_{dataset}.png")
 
 

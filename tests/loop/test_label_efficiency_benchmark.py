@@ -150,3 +150,20 @@ def test_variant_caches_are_named_by_what_they_change(bench, tmp_path, monkeypat
     assert name == "digits-ssl"
     assert comparison.base.representation == "self-supervised" and comparison.base.model == "encoder_head"
     assert bench._variant_base("digits-ssl-cold-typicality30", ["digits", "digits-ssl"]) == "digits-ssl"
+
+
+def test_a_variant_without_random_is_drawn_beside_its_base_random(bench):
+    def entry(*seeds):
+        return {"learning_curves": [{"seed": s, "n_labelled": [20, 30], "test_accuracy": [0.5 + s / 100, 0.6]}
+                                    for s in seeds]}
+
+    datasets = {"mnist": {"random": entry(0, 1, 2, 3), "bald": entry(0, 1, 2, 3)},
+                "mnist-cold-typicality60": {"power_bald": entry(0, 1)},
+                "mnist-k20": {"random": entry(0, 1), "bald": entry(0, 1)}}
+    curves = bench._plotted_curves("mnist-cold-typicality60", datasets)
+    assert sorted(curves) == ["power_bald", "random (mnist)"]
+    # like with like: only the seeds the variant has
+    assert [acc[0] for _, acc in curves["random (mnist)"]] == [0.50, 0.51]
+    # a variant with its own random, and a protocol, are drawn as they are
+    assert sorted(bench._plotted_curves("mnist-k20", datasets)) == ["bald", "random"]
+    assert sorted(bench._plotted_curves("mnist", datasets)) == ["bald", "random"]
