@@ -240,7 +240,7 @@ def main(args: list[str] | None = None) -> int:
 @_friendly
 def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int | None, warm_start: bool | None,
         download: bool | None, strategy: str | None, seed: int | None, **flags: Any) -> None:
-    """Run one active learning experiment (default: BALD on the embedded digits)."""
+    """Run one active learning experiment (default: typicality, then PowerBALD, on the embedded digits)."""
     executor = _executor(flags)
     file_values = _read_toml(config_file)
     out = out or file_values.pop("out", None)
