@@ -317,9 +317,8 @@ def summarise() -> dict:
     # a variant without its own random runs (e.g. a cold start) is held against its base's random,
     # and drawn beside it (on the seeds compared)
     for name, entries in results["datasets"].items():
-        base = _variant_base(name, results["datasets"])
-        if "random" not in entries and base is not None and "random" in results["datasets"][base]:
-            _rounds_below_random(entries, results["datasets"][base]["random"])
+        if (borrowed := _base_random(name, results["datasets"])) is not None:
+            _rounds_below_random(entries, borrowed[1])
         _plot(name, _plotted_curves(name, results["datasets"]))
     # unfinished runs (e.g. CPU runs stopped early, to be finished on a GPU): their first rounds
     for name, partial in results.get("partial_curves", {}).items():
@@ -393,14 +392,21 @@ def _write_docs(tables: str) -> None:
     atomic_write_text(DOCS, f"{head}{BEGIN}\n{tables}\n{END}{tail}")
 
 
+def _base_random(name: str, datasets: dict) -> tuple[str, dict] | None:
+    """``(base, its random entry)`` for a variant without random runs of its own, else None."""
+    base = _variant_base(name, datasets)
+    if "random" in datasets[name] or base is None or "random" not in datasets[base]:
+        return None
+    return base, datasets[base]["random"]
+
+
 def _plotted_curves(name: str, datasets: dict) -> dict[str, list[tuple[list[int], list[float]]]]:
     """Strategy -> (label counts, test accuracies) per seed of cache ``name``; a variant
     without random runs of its own also gets its base's random, on the seeds compared."""
     entries = datasets[name]
     curves = {s: [(c["n_labelled"], c["test_accuracy"]) for c in e["learning_curves"]] for s, e in entries.items()}
-    base = _variant_base(name, datasets)
-    if "random" not in entries and base is not None and "random" in datasets[base]:
-        random_entry = datasets[base]["random"]
+    if (borrowed := _base_random(name, datasets)) is not None:
+        base, random_entry = borrowed
         seeds = set().union(*(_compared_seeds(e, random_entry) for e in entries.values()))
         curves[f"random ({base})"] = [(c["n_labelled"], c["test_accuracy"])
                                       for c in random_entry["learning_curves"] if c["seed"] in seeds]
