@@ -7,6 +7,7 @@ Internal invariants use ``assert``; user mistakes raise ``ValueError`` /
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Iterable
 
@@ -112,10 +113,18 @@ def check_positive_int(value: object, name: str, *, allow_zero: bool = False) ->
     return value
 
 
+def unknown_name_message(what: str, value: object, choices: Iterable[str]) -> str:
+    """``unknown <what> 'x'; did you mean 'y'? expected one of: ...`` (the hint only when one is close)."""
+    choices = sorted(choices)
+    close = difflib.get_close_matches(value.lower(), choices, n=1, cutoff=0.6) if isinstance(value, str) else []
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown {what} {value!r}{hint}; expected one of: {', '.join(choices)}"
+
+
 def check_choice(value: object, name: str, choices: Iterable[str]) -> str:
     choices = sorted(choices)
     if not isinstance(value, str) or value not in choices:
-        raise InvalidArgumentError(f"unknown {name} {value!r}; expected one of: {', '.join(choices)}")
+        raise InvalidArgumentError(unknown_name_message(name, value, choices))
     return value
 
 

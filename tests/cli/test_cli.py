@@ -115,6 +115,8 @@ def test_threads_option_sets_torch_threads(capsys):
     [
         (["run", "--dataset", "mnist", "--data-dir", "/nonexistent/folder"], "/nonexistent/folder"),
         (["run", "--strategy", "telepathy"], "telepathy"),
+        (["run", "--strategy", "batchbal"], "unknown strategy 'batchbal'; did you mean 'batchbald'?"),
+        (["run", "--dataset", "mnsit"], "did you mean 'mnist'?"),
         (["run", "--budget", "25", "--batch-size", "30"], "budget"),
         (["run", "--batch-size", "-3"], "batch-size"),
         (["run", "--num-samples", "-1"], "num-samples"),

@@ -44,7 +44,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from activebayes._validation import check_log_probs, check_nonnegative_float, check_positive_int
+from activebayes._validation import check_log_probs, check_nonnegative_float, check_positive_int, unknown_name_message
 from activebayes.acquisition import scores as _scores
 from activebayes.acquisition._features import check_features
 from activebayes.acquisition.badge import badge
@@ -208,7 +208,7 @@ class StrategyRegistry:
 
     def get(self, name: str) -> Strategy:
         if not isinstance(name, str) or name not in self._names:
-            raise InvalidArgumentError(f"unknown strategy {name!r}; expected one of: {', '.join(self.names(aliases=True))}")
+            raise InvalidArgumentError(unknown_name_message("strategy", name, self.names(aliases=True)))
         return self._entries[self._names[name]]
 
     def names(self, *, aliases: bool = False) -> list[str]:
