@@ -21,7 +21,7 @@ from typing import Any
 import click
 
 from activebayes._threads import automatic_threads
-from activebayes._validation import check_choice, check_device
+from activebayes._validation import check_choice, check_device, check_positive_int
 from activebayes.acquisition import available_strategies
 from activebayes.data import available_datasets, convert_to_memmap
 from activebayes.distributed import RayExecutor
@@ -308,26 +308,30 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
 @cli.command()
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--device", default=None, help="Continue on this torch device (e.g. cuda); results do not depend on it.")
+@click.option("--budget", type=int, default=None,
+              help="Continue to this larger label budget, also after the run has finished.")
 @_ray_options
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @_friendly
-def resume(directory: str, device: str | None, quiet: bool, **ray_flags: Any) -> None:
-    """Resume a run or comparison directory after an interruption."""
+def resume(directory: str, device: str | None, budget: int | None, quiet: bool, **ray_flags: Any) -> None:
+    """Resume a run or comparison directory after an interruption, or take it to a larger --budget."""
     executor = _executor(ray_flags)
     path = Path(directory)
     if not path.is_dir():
         raise MissingFileError(f"DIRECTORY: no such run directory {directory}")
+    if budget is not None:
+        check_positive_int(budget, "--budget")
     runtime = {"device": check_device(device, "--device")}
     if is_comparison(path):
-        resume_comparison(path, progress=not quiet, runtime=runtime, executor=executor)
+        resume_comparison(path, progress=not quiet, runtime=runtime, executor=executor, budget=budget)
     elif is_run(path):
-        resume_experiment(path, progress=not quiet, runtime=runtime, executor=executor)
+        resume_experiment(path, progress=not quiet, runtime=runtime, executor=executor, budget=budget)
     else:  # a multi-dataset comparison: one comparison directory per dataset
         parts = sorted(p for p in path.iterdir() if is_comparison(p))
         if not parts:
             raise InvalidArgumentError(f"DIRECTORY: {directory} holds no run (config.json) or comparison (comparison.json)")
         for part in parts:
-            resume_comparison(part, progress=not quiet, runtime=runtime, executor=executor)
+            resume_comparison(part, progress=not quiet, runtime=runtime, executor=executor, budget=budget)
             _print_results(part)
         return
     _print_results(path)

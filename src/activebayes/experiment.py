@@ -15,6 +15,8 @@ a run started on a CPU continues on a GPU.
 
 from __future__ import annotations
 
+import dataclasses
+
 import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -94,14 +96,19 @@ def resume_experiment(
     report: bool = True,
     runtime: Mapping[str, Any] | None = None,
     executor: PoolExecutor | None = None,
+    budget: int | None = None,
 ) -> LoopResult:
     """Continue the run stored in ``run_dir`` from its last complete round.
 
     ``runtime`` replaces runtime settings for the rest of the run, e.g.
     ``{"device": "cuda"}`` to continue a CPU run on a GPU; the results do not
-    depend on them.
+    depend on them. ``budget`` continues a run, finished or not, to a larger label
+    budget; its rounds are those a run started with that budget computes
+    (:meth:`RunDirectory.raise_budget`).
     """
     directory = RunDirectory(Path(run_dir))
+    if budget is not None:
+        directory.raise_budget(budget)
     loop = _factory(loop_factory, executor)(_runtime_overrides(directory.read_config(), runtime))
     return _continue(directory, loop, progress=progress, on_round=None, report=report)
 
@@ -189,10 +196,17 @@ def resume_comparison(
     report: bool = True,
     runtime: Mapping[str, Any] | None = None,
     executor: PoolExecutor | None = None,
+    budget: int | None = None,
 ) -> dict[tuple[str, int], LoopResult]:
-    """Continue every run of the comparison in ``path`` (``runtime``, ``executor`` as in
-    :func:`resume_experiment`)."""
+    """Continue every run of the comparison in ``path`` (``runtime``, ``executor``,
+    ``budget`` as in :func:`resume_experiment`)."""
     comparison = Comparison.read(path)
+    if budget is not None and budget != comparison.base.budget:
+        for run_dir, _ in comparison.configs():  # every started run first: repeating the call heals a crash
+            if RunDirectory(run_dir).exists():
+                RunDirectory(run_dir).raise_budget(budget)
+        comparison = dataclasses.replace(comparison, base=comparison.base.replace(budget=budget))
+        comparison.write()
     base = _runtime_overrides(comparison.base, runtime)
     comparison = Comparison(comparison.path, base, comparison.strategies, comparison.seeds)
     return _run_all(comparison, progress=progress, report=report, on_run=None, executor=executor)

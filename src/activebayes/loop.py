@@ -65,6 +65,7 @@ from activebayes.scoring import PoolExecutor, score_pool
 from activebayes.records import (
     COLD_START_LABELS_PER_CLASS,
     INITIAL_CHOICES,
+    LABEL_BUDGET_REACHED,
     LoopConfig,
     LoopResult,
     Proposal,
@@ -87,7 +88,7 @@ class LabelBudget:
     budget: int
 
     def __call__(self, history: Sequence[RoundRecord], *, n_labelled: int, cost_spent: float) -> str | None:
-        return f"label budget reached ({n_labelled} >= {self.budget})" if n_labelled >= self.budget else None
+        return f"{LABEL_BUDGET_REACHED} ({n_labelled} >= {self.budget})" if n_labelled >= self.budget else None
 
 
 @dataclass(frozen=True)

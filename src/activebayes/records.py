@@ -33,6 +33,7 @@ __all__ = [
     "COLD_START_LABELS_PER_CLASS",
     "HEADLINE_METRICS",
     "INITIAL_CHOICES",
+    "LABEL_BUDGET_REACHED",
     "REPRESENTATION_CHOICES",
     "RUNTIME_FIELDS",
     "LoopConfig",
@@ -51,6 +52,9 @@ REPRESENTATION_CHOICES = ("none", "self-supervised")
 #: The default cold start acquires until this many labels per class (60 for 10 classes:
 #: where typicality's and BALD's learning curves cross on MNIST, see the benchmarks).
 COLD_START_LABELS_PER_CLASS = 6
+
+#: How a round's ``stop_reason`` starts when the label budget stopped the run.
+LABEL_BUDGET_REACHED = "label budget reached"
 
 #: Config fields that do not change a run's results (not part of its identity).
 RUNTIME_FIELDS = ("device", "predict_batch_size", "download", "checkpoints")

@@ -36,9 +36,11 @@ from typing import Any
 import torch
 
 from activebayes._io import atomic_write_bytes, atomic_write_text
-from activebayes.errors import ActiveBayesError
+from activebayes.errors import ActiveBayesError, InvalidArgumentError
+from activebayes._validation import check_positive_int
 from activebayes.records import (
     HEADLINE_METRICS,
+    LABEL_BUDGET_REACHED,
     LoopConfig,
     LoopResult,
     Proposal,
@@ -144,8 +146,52 @@ class RunDirectory:
             raise RunDirectoryError(
                 f"{self.path} already holds a run with a different config "
                 f"(differs in: {', '.join(stored.differences(config))}); "
-                "use `activebayes resume` or another --out"
+                + ("use `activebayes resume DIR --budget N` to continue it to a larger budget, or another --out"
+                   if stored.differences(config) == ["budget"] else "use `activebayes resume` or another --out")
             )
+
+    def raise_budget(self, budget: int) -> None:
+        """Let the run go on to a larger label ``budget`` (``activebayes resume DIR --budget N``).
+
+        The rounds kept are exactly the first rounds of a run started with ``budget``:
+        the round that stopped the run at the old budget is dropped (the next resume
+        fits and evaluates it again, then acquires), and the run must not have cut a
+        batch short to meet the old budget. Each step leaves a directory that resumes
+        consistently, so an interrupted call can simply be repeated.
+        """
+        config = self.read_config()
+        budget = check_positive_int(budget, "budget")
+        if budget == config.budget:
+            return
+        if budget < config.budget:
+            raise InvalidArgumentError(
+                f"budget must be larger than the run's budget ({config.budget}) to continue it, got {budget}"
+            )
+        raised = config.replace(budget=budget)  # validates against the other settings
+        if self.proposal_path.is_file():
+            raise RunDirectoryError(
+                f"{self.path} has a proposed batch waiting for labels ({PROPOSAL_FILE}); "
+                "import its labels before raising the budget"
+            )
+        records = self.read_rounds()
+        last = records[-1] if records else None
+        if last is not None and last.stop_reason is not None:
+            if not last.stop_reason.startswith(LABEL_BUDGET_REACHED):
+                raise RunDirectoryError(
+                    f"{self.path} stopped for another reason than its label budget ({last.stop_reason}); "
+                    "it cannot continue"
+                )
+            records = records[:-1]
+        cut = [r for r in records if r.acquired and r.n_labelled + config.batch_size > config.budget]
+        if cut:
+            raise RunDirectoryError(
+                f"{self.path}: round {cut[-1].round} acquired {len(cut[-1].acquired)} instead of batch_size "
+                f"({config.batch_size}) to meet the old budget ({config.budget}); a run to budget {budget} "
+                "would have acquired a full batch there, so this run cannot continue to it: start a new run"
+            )
+        self.summary_path.unlink(missing_ok=True)
+        self.write_rounds(records)
+        self.write_config(raised)
 
     # ----------------------------------------------------------------- rounds
 

@@ -89,6 +89,16 @@ def test_compare_and_resume(tmp_path, fast_config, capsys):
     assert json.loads((out / "comparison.json").read_text())["seeds"] == [0, 1]
     code, stdout, err = _run(capsys, "resume", out, "--quiet")
     assert code == 0, err
+    # more labels for a finished comparison: resume --budget
+    code, stdout, err = _run(capsys, "resume", out, "--budget", 40, "--quiet")
+    assert code == 0, err
+    assert json.loads((out / "comparison.json").read_text())["base"]["budget"] == 40
+    for run in out.glob("*/seed_*"):
+        assert [json.loads(r)["n_labelled"] for r in (run / "rounds.jsonl").read_text().splitlines()] == [20, 30, 40]
+    code, _, err = _run(capsys, "resume", out, "--budget", 30, "--quiet")
+    assert code != 0 and "budget must be larger than the run's budget (40)" in err and "Traceback" not in err
+    code, _, err = _run(capsys, "resume", out, "--budget", 0, "--quiet")
+    assert code != 0 and err.startswith("error: --budget must be >= 1")
 
 
 def test_list(capsys):

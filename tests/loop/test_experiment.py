@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from activebayes.errors import InvalidArgumentError
-from activebayes.experiment import resume_experiment, run_comparison, run_experiment
+from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
 from activebayes.rundir import Comparison, RunDirectory, RunDirectoryError, load_runs
 from activebayes.loop import LoopConfig
 from tests.conftest import FAST_LOOP, ROOT
@@ -66,6 +66,46 @@ def test_resume_from_partial_records_equals_uninterrupted(tmp_path):
     (partial / ".rounds.jsonl.tmp-dead").write_text("half-written garbage")  # a temp file left by a kill
     resume_experiment(partial, progress=False, report=False)
     assert _without_timings(partial) == _without_timings(full)
+
+
+@pytest.mark.parametrize("warm_start", [False, True])
+def test_raising_the_budget_of_a_finished_run_equals_a_run_to_that_budget(tmp_path, warm_start):
+    config = LoopConfig(strategy="bald", warm_start=warm_start, **{**FAST_LOOP, "budget": 40})
+    short, long = tmp_path / "short", tmp_path / "long"
+    run_experiment(config, short, progress=False, report=False)
+    # a run to a larger budget in the same folder says how to continue it
+    with pytest.raises(RunDirectoryError, match=r"differs in: budget\); use `activebayes resume DIR --budget N`"):
+        run_experiment(config.replace(budget=60), short, progress=False, report=False)
+    resume_experiment(short, progress=False, report=False, budget=60)
+    run_experiment(config.replace(budget=60), long, progress=False, report=False)
+    assert _without_timings(short) == _without_timings(long)
+    assert json.loads((short / "config.json").read_text()) == json.loads((long / "config.json").read_text())
+    assert json.loads((short / "summary.json").read_text())["n_labelled"] == 60
+    # repeating the call (e.g. after a crash) changes nothing; a smaller budget is refused
+    resume_experiment(short, progress=False, report=False, budget=60)
+    assert _without_timings(short) == _without_timings(long)
+    with pytest.raises(InvalidArgumentError, match=r"budget must be larger than the run's budget \(60\).*got 50"):
+        resume_experiment(short, progress=False, report=False, budget=50)
+
+
+def test_a_batch_cut_short_by_the_budget_cannot_be_continued(tmp_path):
+    run = tmp_path / "run"
+    run_experiment(LoopConfig(strategy="entropy", **{**FAST_LOOP, "budget": 35}), run, progress=False, report=False)
+    before = sorted((p.name, p.read_bytes()) for p in run.rglob("*") if p.is_file())
+    with pytest.raises(RunDirectoryError, match=r"round 1 acquired 5 instead of batch_size \(10\)"):
+        resume_experiment(run, progress=False, report=False, budget=60)
+    assert sorted((p.name, p.read_bytes()) for p in run.rglob("*") if p.is_file()) == before  # untouched
+
+
+def test_raising_the_budget_of_a_comparison(tmp_path):
+    base = LoopConfig(**{**FAST_LOOP, "budget": 30})
+    run_comparison(base, ["random", "entropy"], [0], tmp_path / "short", progress=False, report=False)
+    resume_comparison(tmp_path / "short", progress=False, report=False, budget=50)
+    run_comparison(base.replace(budget=50), ["random", "entropy"], [0], tmp_path / "long", progress=False, report=False)
+    assert Comparison.read(tmp_path / "short").base == Comparison.read(tmp_path / "long").base
+    for strategy in ("random", "entropy"):
+        assert _without_timings(tmp_path / "short" / strategy / "seed_0") == _without_timings(
+            tmp_path / "long" / strategy / "seed_0")
 
 
 def test_warm_start_resume_uses_the_checkpoint(tmp_path):
