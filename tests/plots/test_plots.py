@@ -50,6 +50,15 @@ def test_learning_curves_mean_and_band_over_seeds_with_different_grids(tmp_path)
     _save_and_check(fig, tmp_path, "learning_curves")
 
 
+def test_learning_curves_keep_every_strategy_distinct_past_the_colour_cycle():
+    # 11 strategies (the label-efficiency benchmark's) and tab10's 10 colours: no two lines alike
+    curves = {f"s{i}": [([20, 30], [0.5, 0.6 + i / 100])] for i in range(23)}
+    lines = P.learning_curves(curves).axes[0].get_lines()
+    looks = [(matplotlib.colors.to_hex(line.get_color()), line.get_linestyle()) for line in lines]
+    assert len(set(looks)) == len(curves)
+    assert looks[0] == (matplotlib.colors.to_hex("C0"), "-") and looks[10][1] == "--"
+
+
 def test_aggregate_curves_against_numpy_interp():
     rng = np.random.default_rng(0)
     runs = []

@@ -28,6 +28,18 @@ def new_axes(ax: Any, figsize: tuple[float, float]) -> tuple[Any, Any]:
     return fig, fig.add_subplot()
 
 
+#: Line styles that take over once a figure has more lines than the colour cycle has colours.
+LINE_STYLES = ("-", "--", ":", "-.")
+
+
+def colour_cycle() -> list[str]:
+    """The colours of matplotlib's current ``axes.prop_cycle`` (tab10 by default)."""
+    import matplotlib as mpl  # lazy: matplotlib is optional and heavy
+
+    colours = [entry["color"] for entry in mpl.rcParams["axes.prop_cycle"] if "color" in entry]
+    return colours or ["C0"]
+
+
 def as_array(value: object, name: str, *, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
     """NumPy float/int array from a tensor, array or list, with a clear error on bad shapes."""
     if hasattr(value, "detach"):

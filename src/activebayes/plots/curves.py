@@ -11,7 +11,7 @@ import torch
 
 from activebayes._validation import check_choice
 from activebayes.metrics._core import prf_from_confusion
-from activebayes.plots._base import as_array, new_axes
+from activebayes.plots._base import LINE_STYLES, as_array, colour_cycle, new_axes
 from activebayes.errors import InvalidArgumentError
 
 __all__ = ["CurveBand", "aggregate_curves", "class_balance", "learning_curves", "per_class_over_rounds"]
@@ -102,10 +102,14 @@ def learning_curves(
     if not isinstance(curves, Mapping) or len(curves) == 0:
         raise InvalidArgumentError("curves must be a non-empty mapping strategy name -> list of (n_labels, accuracy) per seed")
     fig, ax = new_axes(ax, (7, 4.5))
-    for strategy, runs in curves.items():
+    colours = colour_cycle()
+    for i, (strategy, runs) in enumerate(curves.items()):
         band = aggregate_curves(runs, name=f"curves[{strategy!r}]")
         label = f"{strategy} (n={band.num_seeds})"
-        (line,) = ax.plot(band.x, band.mean, lw=2, marker="o" if band.x.size < 30 else None, ms=3, label=label)
+        # past the colour cycle the colours repeat: a new line style keeps every strategy distinct
+        style = LINE_STYLES[(i // len(colours)) % len(LINE_STYLES)]
+        (line,) = ax.plot(band.x, band.mean, lw=2, ls=style, color=colours[i % len(colours)],
+                          marker="o" if band.x.size < 30 else None, ms=3, label=label)
         if spread != "none" and band.num_seeds > 1:
             lower, upper = (band.mean - band.std, band.mean + band.std) if spread == "std" else (band.min, band.max)
             ax.fill_between(band.x, lower, upper, color=line.get_color(), alpha=0.2, lw=0)
