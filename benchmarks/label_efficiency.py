@@ -214,6 +214,13 @@ def run(args: argparse.Namespace) -> None:
     pool = context.Pool(processes=min(args.jobs, len(jobs)) or 1, initializer=_ignore_sigint)
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # no orphaned workers
     try:
+        if comparison.base.representation != "none":
+            # One encoder per seed, shared by that seed's runs: train them first, one per
+            # process. Otherwise the seed-major runs wait on each other's encoder lock and all
+            # but one process idle while the encoder trains.
+            first_of_seed = {config.seed: config for _, config, _ in jobs}
+            for line in pool.imap_unordered(_encoder_for, [(c, args.threads or 1) for c in first_of_seed.values()]):
+                print(f"{name} {line}", flush=True)
         for ok, line in pool.imap_unordered(_run_one_safe, [(*job, args.threads or 1) for job in jobs]):
             failed += not ok
             print(line, flush=True, file=sys.stdout if ok else sys.stderr)
@@ -228,6 +235,23 @@ def run(args: argparse.Namespace) -> None:
         signal.signal(signal.SIGTERM, previous_sigterm)
     if failed:
         raise SystemExit(f"error: {failed} of {len(jobs)} runs failed (finished rounds are cached)")
+
+
+def _encoder_for(job: tuple) -> str:
+    """Train (or load from the cache) the encoder of a run's config; nothing is written to its run directory."""
+    import os
+
+    import torch
+
+    from activebayes.loop import ActiveLearningLoop
+
+    config, threads = job
+    os.chdir(ROOT)
+    torch.set_num_threads(threads)
+    tic = time.perf_counter()
+    representation = ActiveLearningLoop(config).representation  # trains it or loads it from the cache
+    return (f"encoder for seed {config.seed}: {'trained' if representation.trained else 'loaded'} "
+            f"in {time.perf_counter() - tic:.0f} s")
 
 
 def _raise_keyboard_interrupt(signum, frame) -> None:
