@@ -214,14 +214,14 @@ def run(args: argparse.Namespace) -> None:
     pool = context.Pool(processes=min(args.jobs, len(jobs)) or 1, initializer=_ignore_sigint)
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # no orphaned workers
     try:
+        tasks = [(*job, args.threads or 1) for job in jobs]
         if comparison.base.representation != "none":
-            # One encoder per seed, shared by that seed's runs: train them first, one per
-            # process. Otherwise the seed-major runs wait on each other's encoder lock and all
-            # but one process idle while the encoder trains.
-            first_of_seed = {config.seed: config for _, config, _ in jobs}
-            for line in pool.imap_unordered(_encoder_for, [(c, args.threads or 1) for c in first_of_seed.values()]):
-                print(f"{name} {line}", flush=True)
-        for ok, line in pool.imap_unordered(_run_one_safe, [(*job, args.threads or 1) for job in jobs]):
+            # One encoder per seed, shared by that seed's runs: queue them first, one per
+            # process, ahead of the runs. Otherwise the seed-major runs wait on each other's
+            # encoder lock with all but one process idle while it trains.
+            first_of_seed = {config.seed: (name, config, None, args.threads or 1) for _, config, _ in jobs}
+            tasks = [*first_of_seed.values(), *tasks]
+        for ok, line in pool.imap_unordered(_run_one_safe, tasks):
             failed += not ok
             print(line, flush=True, file=sys.stdout if ok else sys.stderr)
         pool.close()
@@ -237,7 +237,7 @@ def run(args: argparse.Namespace) -> None:
         raise SystemExit(f"error: {failed} of {len(jobs)} runs failed (finished rounds are cached)")
 
 
-def _encoder_for(job: tuple) -> str:
+def _encoder_for(config, threads: int) -> str:
     """Train (or load from the cache) the encoder of a run's config; nothing is written to its run directory."""
     import os
 
@@ -245,7 +245,6 @@ def _encoder_for(job: tuple) -> str:
 
     from activebayes.loop import ActiveLearningLoop
 
-    config, threads = job
     os.chdir(ROOT)
     torch.set_num_threads(threads)
     tic = time.perf_counter()
@@ -267,12 +266,16 @@ def _ignore_sigint() -> None:
 
 
 def _run_one_safe(job) -> tuple[bool, str]:
-    """``_run_one`` in a worker: a failed run reports itself and does not stop the others."""
+    """``_run_one`` in a worker (or, with no run directory, ``_encoder_for``): a failure
+    reports itself and does not stop the others."""
     name, config, run_dir, threads = job
     try:
+        if run_dir is None:
+            return True, f"{name} {_encoder_for(config, threads)}"
         return True, _run_one(name, config, run_dir, threads, False)
     except Exception as error:
-        return False, f"{name} {config.strategy} seed {config.seed}: FAILED: {error!r}"
+        what = f"encoder for seed {config.seed}" if run_dir is None else f"{config.strategy} seed {config.seed}"
+        return False, f"{name} {what}: FAILED: {error!r}"
 
 
 # --------------------------------------------------------------------------- summary
