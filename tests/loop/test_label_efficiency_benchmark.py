@@ -83,6 +83,31 @@ def test_parallel_runs_equal_sequential_runs_and_summary_matches(bench, tmp_path
     assert (bench.FIGURES / "label_efficiency_digits.png").stat().st_size > 0
 
 
+@pytest.mark.slow
+def test_parallel_runs_with_a_representation_train_each_encoder_once_first(bench, tmp_path, monkeypatch, capsys):
+    # a tiny encoder (1 epoch) on digits; the cache of encoders is the test's own folder
+    small = bench.protocol("digits", None)
+    monkeypatch.setattr(bench, "protocol", lambda dataset, data_dir: small.replace(
+        representation_options={"epochs": 1, "batch_size": 128, "width": 8, "feature_dim": 16}))
+    monkeypatch.setenv("ACTIVEBAYES_CACHE_DIR", str(tmp_path / "cache"))
+    argv = ["--dataset", "digits", "--representation", "self-supervised", "--strategies", "random,bald",
+            "--seeds", "0,1", "--threads", "1", "--quiet"]
+    for jobs, folder in ((2, "parallel"), (1, "sequential")):
+        monkeypatch.setattr(bench, "RUNS", tmp_path / folder)
+        bench.run(bench.build_parser().parse_args([*argv, "--jobs", str(jobs)]))
+    out = capsys.readouterr().out
+    # one encoder per seed, trained before the runs that share it, each trained exactly once
+    assert sorted(line.split(": ")[0] for line in out.splitlines() if "encoder for seed" in line) == [
+        "digits-ssl encoder for seed 0", "digits-ssl encoder for seed 1"]
+    assert out.count(": trained in") == 2
+    assert len(list((tmp_path / "cache" / "representations").glob("*.pt"))) == 2
+    for strategy in ("random", "bald"):
+        for seed in (0, 1):
+            parallel = _records(tmp_path / "parallel" / "digits-ssl" / strategy / f"seed_{seed}")
+            sequential = _records(tmp_path / "sequential" / "digits-ssl" / strategy / f"seed_{seed}")
+            assert [r["acquired"] for r in parallel] == [r["acquired"] for r in sequential]
+
+
 def test_variant_caches_find_the_protocol_they_vary(bench):
     names = ["digits", "digits-k20", "mnist", "mnist-gal_cnn", "mnist-gal_cnn-k20"]
     assert bench._variant_base("digits-k20", names) == "digits"
