@@ -30,6 +30,9 @@ into chunks, in which order the chunks run, or on which machine
   every greedy step's gain exceeds it, the pre-filtered batch *is* the full greedy batch
   (exactly while the joint entropy is exact). With ``M >= N`` it is plain
   :func:`~activebayes.acquisition.batchbald` on the whole pool.
+- **BADGE on gradient factors.** BADGE's embedding of item ``n`` is ``(p̄_n - e_ŷ_n) ⊗ h_n``;
+  the K samples enter only through ``a_n = p̄_n - e_ŷ_n``, one row per item, so each chunk
+  returns ``a_n`` (``C`` numbers per item) and k-means++ seeding runs on the merged rows.
 - Everything else registered (strategies without a per-item score) gathers the whole
   ``[N, K, C]`` in memory and calls :func:`~activebayes.acquisition.select`.
 
@@ -63,6 +66,7 @@ from tqdm.auto import tqdm
 from activebayes._seeding import keyed_uniform
 from activebayes._validation import check_choice, check_nonnegative_float, check_positive_int
 from activebayes.acquisition import bald, batchbald, get_strategy, select
+from activebayes.acquisition.badge import badge_from_factors, loss_gradient_factors
 from activebayes.acquisition.strategies import INPUTS, Strategy
 from activebayes.acquisition.selection import (
     BudgetPlan,
@@ -82,6 +86,7 @@ __all__ = [
     "AllLogProbs",
     "AllScores",
     "BaldPrefilter",
+    "GradientFactors",
     "ChunkWork",
     "LocalExecutor",
     "PoolExecutor",
@@ -366,6 +371,22 @@ class BaldPrefilter:
 
 
 @dataclass(frozen=True)
+class GradientFactors:
+    """Keep every item's BADGE gradient factor ``a = p̄ - e_ŷ`` (``[N, C]`` float64, not ``[N, K, C]``)."""
+
+    device: str | None = None
+    needs_predictions: bool = True
+    keep: int | None = None
+
+    def map(self, indices_n: Tensor, costs_n: Tensor | None, log_probs_n_K_C: Tensor | None) -> Rows:
+        assert log_probs_n_K_C is not None
+        return {"index": indices_n, "factors": loss_gradient_factors(log_probs_n_K_C, device=self.device)}
+
+    def reduce(self, rows: Rows) -> Rows:
+        return rows
+
+
+@dataclass(frozen=True)
 class AllLogProbs:
     """Keep every item's predictions ``[N, K, C]`` (in memory): strategies without a per-item score."""
 
@@ -569,7 +590,11 @@ def score_pool(
       :data:`DEFAULT_PREFILTER`) items of highest BALD, seeded with
       ``torch.Generator().manual_seed(selection_seed)``; plain BatchBALD when
       ``prefilter >= N``; other options go to :func:`~activebayes.acquisition.batchbald`;
-    - any other registered strategy (EPIG, BADGE, typicality, your own without a
+    - ``badge``: each chunk keeps its items' gradient factors ``p̄ - e_ŷ`` (``[n, C]``, not
+      ``[n, K, C]``), then k-means++ seeding over them and ``features_N_D``
+      (:func:`~activebayes.acquisition.badge.badge_from_factors`), seeded with
+      ``torch.Generator().manual_seed(selection_seed)``;
+    - any other registered strategy (EPIG, typicality, your own without a
       per-item score): the whole ``[N, K, C]`` (if it reads predictions) is gathered in
       memory and passed to :func:`~activebayes.acquisition.select` with
       ``strategy_inputs``, seeded with ``torch.Generator().manual_seed(selection_seed)``.
@@ -691,6 +716,14 @@ def score_pool(
         picked = batchbald(log_probs_M_K_C, min(batch_size, keep), generator=torch.Generator().manual_seed(selection_seed),
                            plan=plan_M, device=device, **options)
         return Selection(kept_M[picked.indices].clone(), picked.scores, name)
+
+    if name == "badge":
+        # BADGE needs C numbers per item (a = p̄ - e_ŷ), not the K samples: stream them
+        _check_options(options, set(), name)
+        rows = run(GradientFactors(device_name), "BADGE gradient factors")
+        picked = badge_from_factors(_aligned(rows, "factors", indices_N), extra_inputs["features_N_D"], batch_size,
+                                    generator=torch.Generator().manual_seed(selection_seed), plan=plan, device=device)
+        return Selection(indices_N[picked.indices].clone(), picked.scores, name)
 
     rows = run(AllLogProbs(), f"predict for {name}")
     log_probs_N_K_C = _aligned(rows, "log_probs", indices_N)

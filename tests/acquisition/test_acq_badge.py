@@ -8,7 +8,15 @@ import pytest
 import torch
 from torch import nn
 
-from activebayes.acquisition import badge, gradient_embeddings, kmeans_plus_plus, select
+from activebayes.acquisition import (
+    badge,
+    badge_from_factors,
+    gradient_embeddings,
+    kmeans_plus_plus,
+    loss_gradient_factors,
+    select,
+)
+from activebayes.acquisition.selection import BudgetPlan
 
 
 def gen(seed: int) -> torch.Generator:
@@ -140,3 +148,50 @@ def test_a_longer_ranking_starts_with_the_batch() -> None:
     for seed in range(3):
         ranking = badge(log_probs, features, 40, generator=gen(seed)).tolist()
         assert ranking[:10] == badge(log_probs, features, 10, generator=gen(seed)).tolist()
+
+
+def test_loss_gradient_factors_match_numpy() -> None:
+    """a = p̄ - e_ŷ against NumPy float64; the gradient embedding is a ⊗ h."""
+    log_probs = random_log_probs(30, 5, 4, seed=16)
+    ours = loss_gradient_factors(log_probs)
+    p_mean = log_probs.exp().numpy().mean(1)
+    expected = p_mean - np.eye(4)[p_mean.argmax(1)]
+    assert ours.dtype == torch.float64 and ours.shape == (30, 4)
+    np.testing.assert_allclose(ours.numpy(), expected, rtol=0, atol=1e-15)
+    features = torch.randn(30, 3, generator=gen(17), dtype=torch.float64)
+    np.testing.assert_allclose(gradient_embeddings(log_probs, features).numpy(),
+                               np.einsum("nc,nd->ncd", expected, features.numpy()), rtol=0, atol=1e-14)
+    # row by row: the factors of a pool are its chunks' factors
+    assert torch.equal(torch.cat([loss_gradient_factors(log_probs[:11]), loss_gradient_factors(log_probs[11:])]), ours)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_badge_from_factors_equals_badge(seed: int) -> None:
+    log_probs = random_log_probs(60, 7, 5, seed=20 + seed).float()
+    features = torch.randn(60, 4, generator=gen(30 + seed))
+    whole = badge(log_probs, features, 9, generator=gen(seed))
+    split = badge_from_factors(loss_gradient_factors(log_probs), features, 9, generator=gen(seed))
+    assert split.indices.tolist() == whole.indices.tolist()
+    assert torch.equal(split.scores, whole.scores)
+    costs = torch.linspace(1, 2, 60, dtype=torch.float64)
+    budgeted = badge(log_probs, features, 9, generator=gen(seed), costs_N=costs, cost_budget=5.0)
+    plan = BudgetPlan(costs, 5.0)
+    assert badge_from_factors(loss_gradient_factors(log_probs), features, 9, generator=gen(seed),
+                              plan=plan).indices.tolist() == budgeted.indices.tolist()
+
+
+@pytest.mark.parametrize(
+    ("factors", "features", "kwargs", "match"),
+    [
+        (torch.zeros(5, 3, 2), torch.zeros(5, 2), {}, "factors_N_C must be a float tensor"),
+        (torch.full((5, 3), float("nan")), torch.zeros(5, 2), {}, "factors_N_C must be finite"),
+        (torch.zeros(5, 3), torch.zeros(4, 2), {}, "features_N_D"),
+        (torch.zeros(5, 3), torch.zeros(5, 2), {"batch_size": 6}, "batch_size must be <="),
+        (torch.zeros(5, 3), torch.zeros(5, 2), {"plan": BudgetPlan(torch.ones(4, dtype=torch.float64), 2.0)},
+         "one cost per item"),
+    ],
+)
+def test_badge_from_factors_names_bad_arguments(factors, features, kwargs, match) -> None:
+    batch_size = kwargs.pop("batch_size", 2)
+    with pytest.raises(ValueError, match=match):
+        badge_from_factors(factors, features, batch_size, **kwargs)

@@ -63,6 +63,7 @@ def _score(net, data, candidates, strategy, **kwargs):
 
 
 COSTS = torch.rand(700, generator=torch.Generator().manual_seed(5), dtype=torch.float64) + 0.5
+FEATURES_700 = torch.randn(700, 3, generator=torch.Generator().manual_seed(6))
 
 
 @pytest.mark.parametrize(
@@ -73,8 +74,9 @@ COSTS = torch.rand(700, generator=torch.Generator().manual_seed(5), dtype=torch.
         ("power_bald", "lazy", {"options": {"beta": 2.0}}),       # keyed Gumbel noise; activebayes memmap dataset
         ("batchbald", "lazy", {"options": {"prefilter": 60, "num_samples": 300, "max_exact_configs": 16}}),
         ("bald", "tensor", {"costs_N": COSTS, "cost_budget": 4.0, "options": {"cost_aware": True}}),  # all scores
+        ("badge", "lazy", {"strategy_inputs": {"features_N_D": FEATURES_700}}),  # [n, C] gradient factors per chunk
     ],
-    ids=["bald", "entropy", "power_bald", "batchbald_prefilter", "bald_cost_budget"],
+    ids=["bald", "entropy", "power_bald", "batchbald_prefilter", "bald_cost_budget", "badge"],
 )
 def test_ray_equals_one_process(executor, setup, strategy, data, kwargs):
     net, pool, lazy, float_memmap, candidates = setup

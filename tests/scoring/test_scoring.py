@@ -347,6 +347,39 @@ def test_epig_and_badge_in_memory_equal_select(net, pool, candidates):
     assert got.indices.tolist() == sorted_candidates[reference.indices].tolist()
 
 
+class RecordingExecutor(LocalExecutor):
+    """The in-process executor, remembering every work it ran and the columns of its rows."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[object, dict[str, tuple[int, ...]]]] = []
+
+    def run(self, model, inputs, indices_N, costs_N, work, **kwargs):
+        rows = super().run(model, inputs, indices_N, costs_N, work, **kwargs)
+        self.runs.append((work, {key: tuple(value.shape) for key, value in rows.items()}))
+        return rows
+
+
+@pytest.mark.parametrize("chunk_size", [37, 64, 1000])
+def test_badge_streams_gradient_factors_not_predictions(net, pool, candidates, chunk_size):
+    """BADGE keeps [N, C] factors p̄ - e_ŷ per pass (not [N, K, C]) and picks what select does, with or without a budget."""
+    order = torch.argsort(candidates)
+    sorted_candidates = candidates[order]
+    log_probs = full_log_probs(net, pool, sorted_candidates)
+    features = torch.randn(len(candidates), 5, generator=torch.Generator().manual_seed(6))  # candidates' order
+    costs = torch.rand(len(candidates), generator=torch.Generator().manual_seed(7), dtype=torch.float64) + 0.5
+    for budget in ({}, {"costs_N": costs, "cost_budget": 4.0}):
+        reference_budget = {} if not budget else {"costs_N": costs[order], "cost_budget": 4.0}
+        reference = select(log_probs, "badge", 8, generator=torch.Generator().manual_seed(SELECTION_SEED),
+                           features_N_D=features[order], **reference_budget)
+        executor = RecordingExecutor()
+        got = score(net, pool, candidates, "badge", 8, chunk_size=chunk_size, executor=executor,
+                    strategy_inputs={"features_N_D": features}, **budget)
+        assert got.indices.tolist() == sorted_candidates[reference.indices].tolist()
+        torch.testing.assert_close(got.scores, reference.scores, rtol=1e-12, atol=0)
+        ((_, columns),) = executor.runs
+        assert columns == {"index": (len(candidates),), "factors": (len(candidates), C)}
+
+
 def test_typicality_needs_no_predictions(pool, candidates):
     class Exploding(torch.nn.Module):
         def forward(self, x):

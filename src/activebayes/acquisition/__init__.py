@@ -18,7 +18,7 @@ seeded k-means they use. Extend with :func:`register_strategy` and :func:`topk_s
 
 from __future__ import annotations
 
-from activebayes.acquisition.badge import badge, gradient_embeddings
+from activebayes.acquisition.badge import badge, badge_from_factors, gradient_embeddings, loss_gradient_factors
 from activebayes.acquisition.clustering import KMeansResult, kmeans, kmeans_plus_plus
 from activebayes.acquisition.epig import epig
 from activebayes.acquisition.greedy_batchbald import batchbald
@@ -58,6 +58,7 @@ __all__ = [
     "Strategy",
     "available_strategies",
     "badge",
+    "badge_from_factors",
     "bald",
     "batchbald",
     "epig",
@@ -70,6 +71,7 @@ __all__ = [
     "kmeans",
     "kmeans_plus_plus",
     "least_confidence",
+    "loss_gradient_factors",
     "margin",
     "mean_std",
     "predictive_entropy",

@@ -25,6 +25,10 @@ Seeding as in the paper's code: the first centre is the item with the largest
 ``g_x`` is never materialised (``N × C × D`` can be large): since ``g = a ⊗ h`` with
 ``a = p̄ - e_ŷ``, ``|g_x - g_y|^2 = |a_x|^2 |h_x|^2 + |a_y|^2 |h_y|^2 - 2 (a_x·a_y)(h_x·h_y)``,
 so one centre costs ``O(N (C + D))`` and memory is ``O(N (C + D))`` (float64).
+The K samples are needed only to form ``a``: :func:`loss_gradient_factors` reduces
+``[N, K, C]`` to ``a_N_C`` row by row, and :func:`badge_from_factors` seeds from
+``a_N_C`` and ``h_N_D`` alone, so a streamed pool (:func:`activebayes.scoring.score_pool`,
+on one machine or on Ray) keeps ``C`` numbers per item instead of ``K × C``.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from activebayes.acquisition.clustering import d2_seeding
 from activebayes.acquisition.selection import BudgetPlan, Selection, check_budget
 from activebayes.errors import InvalidArgumentError
 
-__all__ = ["badge", "gradient_embeddings"]
+__all__ = ["badge", "badge_from_factors", "gradient_embeddings", "loss_gradient_factors"]
 
 Device = torch.device | str | None
 
@@ -59,6 +63,20 @@ def _loss_gradient_factors(
         mean_n_C[torch.arange(end - start, device=device), mean_n_C.argmax(dim=1)] -= 1.0
         factors_N_C[start:end] = mean_n_C
     return factors_N_C
+
+
+def loss_gradient_factors(log_probs_N_K_C: Tensor, *, device: Device = None, chunk_size: int | None = None) -> Tensor:
+    r"""``a_N_C = p̄ - e_ŷ``, float64: the gradient embedding is ``g_n = a_n ⊗ h_n``.
+
+    Row ``n`` depends on item ``n``'s predictions only, so the factors of a pool are the
+    concatenation of its chunks' factors.
+
+    >>> loss_gradient_factors(torch.log(torch.tensor([[[0.75, 0.25]], [[0.2, 0.8]]])))
+    tensor([[-0.2500,  0.2500],
+            [ 0.2000, -0.2000]], dtype=torch.float64)
+    """
+    check_log_probs(log_probs_N_K_C, values=False)
+    return _loss_gradient_factors(log_probs_N_K_C, resolve_device(log_probs_N_K_C, device), chunk_size).cpu()
 
 
 def gradient_embeddings(log_probs_N_K_C: Tensor, features_N_D: Tensor) -> Tensor:
@@ -126,9 +144,48 @@ def badge(
     elif costs_N is not None or cost_budget is not None:
         raise InvalidArgumentError("pass either plan or costs_N / cost_budget, not both")
     compute_device = resolve_device(log_probs_N_K_C, device)
-
     factors_N_C = _loss_gradient_factors(log_probs_N_K_C, compute_device, chunk_size)
-    features_N_D64 = features.to(compute_device, torch.float64)
+    return _seed_from_factors(factors_N_C, features.to(compute_device, torch.float64), batch_size, generator, plan)
+
+
+def badge_from_factors(
+    factors_N_C: Tensor,
+    features_N_D: Tensor,
+    batch_size: int,
+    *,
+    generator: torch.Generator | None = None,
+    plan: BudgetPlan | None = None,
+    device: Device = None,
+) -> Selection:
+    r"""The BADGE batch from the gradient factors ``a_N_C`` (:func:`loss_gradient_factors`) and features ``h_N_D``.
+
+    ``badge(log_probs_N_K_C, features_N_D, ...)`` equals
+    ``badge_from_factors(loss_gradient_factors(log_probs_N_K_C), features_N_D, ...)``
+    for the same generator; this form needs ``C`` numbers per item instead of ``K × C``.
+    """
+    if not isinstance(factors_N_C, Tensor) or factors_N_C.ndim != 2 or not factors_N_C.is_floating_point():
+        got = f"{factors_N_C.dtype} {tuple(factors_N_C.shape)}" if isinstance(factors_N_C, Tensor) else type(factors_N_C).__name__
+        raise InvalidArgumentError(f"factors_N_C must be a float tensor [N, C], got {got}")
+    if not bool(torch.isfinite(factors_N_C).all()):
+        raise InvalidArgumentError("factors_N_C must be finite (p̄ - e_ŷ lies in [-1, 1]), got NaN or inf")
+    N = int(factors_N_C.shape[0])
+    features = check_features(features_N_D, "features_N_D", N)
+    batch_size = check_positive_int(batch_size, "batch_size")
+    if batch_size > N:
+        raise InvalidArgumentError(f"batch_size must be <= the pool size N={N}, got {batch_size}")
+    if plan is not None and tuple(plan.costs_N.shape) != (N,):
+        raise InvalidArgumentError(f"plan must hold one cost per item ({N}), got {tuple(plan.costs_N.shape)}")
+    compute_device = torch.device("cpu") if device is None else torch.device(device)
+    return _seed_from_factors(factors_N_C.to(compute_device, torch.float64),
+                              features.to(compute_device, torch.float64), batch_size, generator, plan)
+
+
+def _seed_from_factors(
+    factors_N_C: Tensor, features_N_D64: Tensor, batch_size: int, generator: torch.Generator | None,
+    plan: BudgetPlan | None,
+) -> Selection:
+    """k-means++ seeding over ``g_n = a_n ⊗ h_n`` without materialising ``g`` (float64 inputs on one device)."""
+    N = int(factors_N_C.shape[0])
     factor_norms_N = (factors_N_C * factors_N_C).sum(-1)
     feature_norms_N = (features_N_D64 * features_N_D64).sum(-1)
     norms_N = factor_norms_N * feature_norms_N  # |g|^2
