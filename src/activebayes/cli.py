@@ -28,6 +28,7 @@ from activebayes.distributed import RayExecutor
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
 from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
 from activebayes.labelling import LabellingProject, ProjectConfig, is_project
+from activebayes.loop import config_strategies
 from activebayes.models import available_models
 from activebayes.oracles import AnswerFileError
 from activebayes.records import LoopConfig
@@ -154,7 +155,12 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **ov
         value = values.get(name)
         if isinstance(value, int) and value < 0:
             raise InvalidArgumentError(f"--{name.replace('_', '-')} must not be negative, got {value}")
-    return LoopConfig.from_dict(values)
+    config = LoopConfig.from_dict(values)
+    # unknown names fail here, before a command prints its plan or creates a directory
+    check_choice(config.dataset, "--dataset", available_datasets())
+    check_choice(config.model, "--model", available_models())
+    config_strategies(config)
+    return config
 
 
 def _parse_seeds(text: str | list[int] | int) -> list[int]:
@@ -289,13 +295,13 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
     datasets = _parse_names(flags.pop("dataset", None) or file_values.pop("datasets", None)
                             or file_values.pop("dataset", None) or "digits", "--dataset")
     file_values.pop("dataset", None)
-    for name in datasets:
-        check_choice(name, "--dataset", available_datasets())
     bases = [
         _build_config(file_values, flags, dataset=name, strategy=strategies[0], seed=0,
                       max_epochs=max_epochs, warm_start=warm_start, download=download)
         for name in datasets
     ]  # every config is validated before any run starts
+    for name in strategies[1:]:
+        config_strategies(bases[0].replace(strategy=name))
     root = Path(out or Path(DEFAULT_RUNS_DIR) / f"{'-'.join(datasets)}-compare")
     for base in bases:
         path = root / base.dataset if len(bases) > 1 else root

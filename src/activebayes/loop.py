@@ -159,7 +159,10 @@ def config_strategies(config: LoopConfig) -> tuple[Strategy, Strategy | None]:
 
     Unknown names raise :class:`~activebayes.errors.InvalidArgumentError` naming the argument.
     """
-    strategy = get_strategy(config.strategy)
+    try:
+        strategy = get_strategy(config.strategy)
+    except InvalidArgumentError as error:
+        raise InvalidArgumentError(f"strategy (--strategy): {error}") from None
     if config.cold_start is None:
         return strategy, None
     try:

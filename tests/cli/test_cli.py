@@ -125,7 +125,7 @@ def test_threads_option_sets_torch_threads(capsys):
     [
         (["run", "--dataset", "mnist", "--data-dir", "/nonexistent/folder"], "/nonexistent/folder"),
         (["run", "--strategy", "telepathy"], "telepathy"),
-        (["run", "--strategy", "batchbal"], "unknown strategy 'batchbal'; did you mean 'batchbald'?"),
+        (["run", "--strategy", "batchbal"], "--strategy): unknown strategy 'batchbal'; did you mean 'batchbald'?"),
         (["run", "--dataset", "mnsit"], "did you mean 'mnist'?"),
         (["run", "--budget", "25", "--batch-size", "30"], "budget"),
         (["run", "--batch-size", "-3"], "batch-size"),
@@ -153,6 +153,23 @@ def test_user_mistakes_give_one_line_and_no_traceback(tmp_path, capsys, args, ne
     lines = [line for line in err.strip().splitlines() if line]
     assert len(lines) == 1, err
     assert lines[0].startswith("error: ") and needle in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", "--strategy", "badgee"], "--strategy"),
+        (["run", "--cold-start", "typ"], "--cold-start"),
+        (["run", "--dataset", "mnistt"], "--dataset"),
+        (["run", "--model", "cnnn"], "--model"),
+        (["compare", "--strategy", "bald,badgee"], "--strategy"),
+    ],
+)
+def test_unknown_names_fail_before_the_plan_is_printed_or_a_directory_made(tmp_path, capsys, args, needle):
+    code, stdout, err = _run(capsys, *args, "--out", tmp_path / "out")
+    assert code != 0 and needle in err
+    assert stdout == ""  # no "run: ... -> DIR" banner promising a run that never starts
+    assert not (tmp_path / "out").exists()
 
 
 def test_unreadable_and_invalid_configs(tmp_path, capsys):
