@@ -31,7 +31,7 @@ from activebayes.labelling import LabellingProject, ProjectConfig, is_project
 from activebayes.loop import config_strategies
 from activebayes.models import available_models
 from activebayes.oracles import AnswerFileError
-from activebayes.records import LoopConfig
+from activebayes.records import DEFAULT_STRATEGY, LoopConfig
 from activebayes.report import write_report
 from activebayes.rundir import is_comparison, is_run
 
@@ -241,12 +241,12 @@ def main(args: list[str] | None = None) -> int:
 @cli.command()
 @_loop_options
 @_ray_options
-@click.option("--strategy", "strategy", default=None, help="Acquisition strategy (see `activebayes list`). [power_bald]")
+@click.option("--strategy", "strategy", default=None, help=f"Acquisition strategy (see `activebayes list`). [{DEFAULT_STRATEGY}]")
 @click.option("--seed", "seed", type=int, default=None, help="Random seed. [0]")
 @_friendly
 def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int | None, warm_start: bool | None,
         download: bool | None, strategy: str | None, seed: int | None, **flags: Any) -> None:
-    """Run one active learning experiment (default: typicality, then PowerBALD, on the embedded digits)."""
+    """Run one active learning experiment (default: typicality, then BADGE, on the embedded digits)."""
     executor = _executor(flags)
     file_values = _read_toml(config_file)
     out = out or file_values.pop("out", None)
@@ -366,7 +366,7 @@ _PROJECT_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "images": ("--images", {"type": click.Path(file_okay=False), "help": "Label a folder of images (stored as an absolute path)."}),
     "classes": ("--classes", {"type": str, "help": "Comma-separated class names (required with --images)."}),
     "data_dir": ("--data-dir", {"type": click.Path(file_okay=False), "help": "Folder with the dataset's files."}),
-    "strategy": ("--strategy", {"type": str, "help": "Acquisition strategy. [power_bald]"}),
+    "strategy": ("--strategy", {"type": str, "help": f"Acquisition strategy. [{DEFAULT_STRATEGY}]"}),
     "cold_start": ("--cold-start", {"type": str, "help": "Strategy for the first rounds (6 labels per class); 'none' for none. [typicality]"}),
     "model": ("--model", {"type": str, "help": "Model name, or 'auto'. [auto]"}),
     "batch_size": ("--batch-size", {"type": int, "help": "Labels per round (the model retrains after each). [10]"}),

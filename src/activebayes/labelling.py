@@ -70,7 +70,7 @@ from activebayes.labelstore import (
 from activebayes.loop import ActiveLearningLoop
 from activebayes.models import available_models
 from activebayes.oracles.files import AnswerFileError, AnswerProblem, read_answers, write_query
-from activebayes.records import LoopConfig, Proposal, RoundRecord
+from activebayes.records import DEFAULT_STRATEGY, LoopConfig, Proposal, RoundRecord
 
 __all__ = [
     "STORE_FILE",
@@ -125,7 +125,7 @@ class ProjectConfig:
     images: str | None = None
     classes: tuple[str, ...] | None = None
     data_dir: str | None = None
-    strategy: str = "power_bald"
+    strategy: str = DEFAULT_STRATEGY
     cold_start: str | None = "typicality"
     model: str = "auto"
     batch_size: int = 10

@@ -560,12 +560,15 @@ class ActiveLearningLoop:
         try:
             inputs = self._strategy_inputs(get_strategy(strategy), model, candidates_N, n_labelled)
         except InvalidArgumentError as error:
-            if entry is not self._cold_start:
-                raise
+            if entry is self._cold_start:
+                raise InvalidArgumentError(
+                    f"the cold start ({strategy!r}, cold_start / --cold-start) reads the model's features and "
+                    f"could not get them: {error}; switch it off with cold_start=None (--cold-start none) or use "
+                    "cold_start='random'"
+                ) from None
             raise InvalidArgumentError(
-                f"the cold start ({strategy!r}, cold_start / --cold-start) reads the model's features and "
-                f"could not get them: {error}; switch it off with cold_start=None (--cold-start none) or use "
-                "cold_start='random'"
+                f"the strategy ({strategy!r}, strategy / --strategy) reads the model's features and could not "
+                f"get them: {error}; or pick a strategy that needs only predictions, e.g. strategy='power_bald'"
             ) from None
         if strategy == "typicality":
             # as many clusters as the labelled set plus this batch (TypiClust), whatever the lookahead

@@ -75,7 +75,8 @@ def test_items_are_served_in_ranking_order_and_the_model_retrains(client, projec
     proposal = project.store.proposal(1)
     assert fresh["round"] == 1 and fresh["id"] == proposal["indices"][0]
     assert [p["p"] for p in fresh["probs"]] == pytest.approx(proposal["probs"][0])
-    assert fresh["score"] == pytest.approx(proposal["ranking_scores"][0]) and "bald score" in fresh["why"]
+    assert fresh["score"] == pytest.approx(proposal["ranking_scores"][0])
+    assert fresh["why"].startswith(f"{proposal['strategy']} score ") and proposal["strategy"] == "badge"
 
 
 def test_prequential_accuracy_matches_the_stored_predictions(client, project):

@@ -46,7 +46,7 @@ def test_run_writes_results_and_says_where(tmp_path, fast_config, capsys):
     rows = (out / "rounds.jsonl").read_text().splitlines()
     assert [json.loads(r)["n_labelled"] for r in rows] == [20, 30, 40]
     config = json.loads((out / "config.json").read_text())
-    assert config["budget"] == 40 and config["strategy"] == "power_bald" and config["num_samples"] == 4
+    assert config["budget"] == 40 and config["strategy"] == "badge" and config["num_samples"] == 4
 
 
 def test_run_with_a_cold_start_strategy(tmp_path, fast_config, capsys):
@@ -55,14 +55,14 @@ def test_run_with_a_cold_start_strategy(tmp_path, fast_config, capsys):
                         "--cold-start-labels", 30, "--out", out, "--quiet")
     assert code == 0, err
     rows = [json.loads(r) for r in (out / "rounds.jsonl").read_text().splitlines()]
-    assert [(r["n_labelled"], r["strategy"]) for r in rows] == [(20, "typicality"), (30, "power_bald"), (40, None)]
+    assert [(r["n_labelled"], r["strategy"]) for r in rows] == [(20, "typicality"), (30, "badge"), (40, None)]
     # the config file says cold_start = "none": a label count alone has no strategy to run
     code, _, err = _run(capsys, "run", "--config", fast_config, "--cold-start-labels", 30, "--out",
                         tmp_path / "bad", "--quiet")
     assert code != 0 and "--cold-start-labels) needs a cold_start strategy" in err and "Traceback" not in err
 
 
-def test_run_defaults_to_typicality_for_six_labels_per_class_then_power_bald(tmp_path, capsys):
+def test_run_defaults_to_typicality_for_six_labels_per_class_then_badge(tmp_path, capsys):
     config = tmp_path / "default.toml"
     config.write_text(FAST_TOML.replace('cold_start = "none"\n', ""))
     out = tmp_path / "default"
@@ -72,12 +72,12 @@ def test_run_defaults_to_typicality_for_six_labels_per_class_then_power_bald(tmp
     # digits has 10 classes: typicality while fewer than 60 items are labelled
     assert [(r["n_labelled"], r["strategy"]) for r in rows] == [
         (20, "typicality"), (30, "typicality"), (40, "typicality"), (50, "typicality"),
-        (60, "power_bald"), (70, "power_bald"), (80, None)]
+        (60, "badge"), (70, "badge"), (80, None)]
     code, _, err = _run(capsys, "run", "--config", config, "--budget", 40, "--cold-start", "none",
                         "--out", tmp_path / "none", "--quiet")
     assert code == 0, err
     rows = [json.loads(r) for r in (tmp_path / "none" / "rounds.jsonl").read_text().splitlines()]
-    assert [r["strategy"] for r in rows] == ["power_bald", "power_bald", None]
+    assert [r["strategy"] for r in rows] == ["badge", "badge", None]
 
 
 def test_compare_and_resume(tmp_path, fast_config, capsys):

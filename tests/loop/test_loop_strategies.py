@@ -82,7 +82,7 @@ def test_the_default_cold_start_is_typicality_for_six_labels_per_class():
     from activebayes.records import COLD_START_LABELS_PER_CLASS
 
     default = LoopConfig()
-    assert (default.strategy, default.cold_start, default.cold_start_labels) == ("power_bald", "typicality", None)
+    assert (default.strategy, default.cold_start, default.cold_start_labels) == ("badge", "typicality", None)
     base = {k: v for k, v in FAST_LOOP.items() if k != "cold_start"}
     loop = ActiveLearningLoop(LoopConfig(**base))
     assert loop.cold_start_labels == COLD_START_LABELS_PER_CLASS * loop.dataset.num_classes == 60
@@ -90,7 +90,7 @@ def test_the_default_cold_start_is_typicality_for_six_labels_per_class():
     assert ActiveLearningLoop(LoopConfig(**{**base, "cold_start": "none"})).cold_start_labels == 0
     # initial labels already past the default count: no cold start and no error (unlike an explicit count)
     late = ActiveLearningLoop(LoopConfig(**{**base, "initial_size": 60, "budget": 70}))
-    assert late.propose().strategy == "power_bald"
+    assert late.propose().strategy == "badge"
 
 
 def test_configs_written_before_the_cold_start_resume_without_one():
@@ -156,5 +156,11 @@ def test_a_model_without_features_gets_an_error_naming_the_cold_start():
     with pytest.raises(ValueError, match=r"the cold start \('typicality', cold_start / --cold-start\) reads "
                                          r"the model's features .* has no nn.Linear layer.*cold_start=None"):
         loop.propose()
-    plain = ActiveLearningLoop(LoopConfig(**{**base, "cold_start": None}), model_factory=_NoLinear)
+    # the default strategy after it (BADGE) reads features too
+    no_cold_start = ActiveLearningLoop(LoopConfig(**{**base, "cold_start": None}), model_factory=_NoLinear)
+    with pytest.raises(ValueError, match=r"the strategy \('badge', strategy / --strategy\) reads the model's "
+                                         r"features .* has no nn.Linear layer.*strategy='power_bald'"):
+        no_cold_start.propose()
+    plain = ActiveLearningLoop(LoopConfig(**{**base, "cold_start": None, "strategy": "power_bald"}),
+                               model_factory=_NoLinear)
     assert len(plain.propose().indices) == 10

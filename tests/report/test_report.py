@@ -535,7 +535,7 @@ def test_overview_names_the_cold_start_read_from_the_rounds(tmp_path, fast_figur
     config = LoopConfig(**{**base, "cold_start": "typicality", "cold_start_labels": 40})
     run_experiment(config, tmp_path / "cold", progress=False, report=False)
     overview = html.unescape(re.sub(r"<[^>]+>", " ", _section(write_report(tmp_path / "cold").read_text(), "overview")))
-    assert [r["strategy"] for r in _rounds(tmp_path / "cold")] == ["typicality", "typicality", "power_bald", None]
+    assert [r["strategy"] for r in _rounds(tmp_path / "cold")] == ["typicality", "typicality", "badge", None]
     assert "Cold start: the batches were picked by typicality in the rounds trained on up to 30 labels" in overview
     run_experiment(LoopConfig(**{**base, "budget": 30}), tmp_path / "plain", progress=False, report=False)
     assert "Cold start" not in write_report(tmp_path / "plain").read_text()
