@@ -28,7 +28,7 @@ from activebayes.distributed import RayExecutor
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
 from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
 from activebayes.labelling import LabellingProject, ProjectConfig, is_project
-from activebayes.loop import config_strategies
+from activebayes.loop import check_config_names, config_strategies
 from activebayes.models import available_models
 from activebayes.oracles import AnswerFileError
 from activebayes.records import DEFAULT_STRATEGY, LoopConfig
@@ -156,10 +156,7 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **ov
         if isinstance(value, int) and value < 0:
             raise InvalidArgumentError(f"--{name.replace('_', '-')} must not be negative, got {value}")
     config = LoopConfig.from_dict(values)
-    # unknown names fail here, before a command prints its plan or creates a directory
-    check_choice(config.dataset, "--dataset", available_datasets())
-    check_choice(config.model, "--model", available_models())
-    config_strategies(config)
+    check_config_names(config)  # before a command prints its plan or creates a directory
     return config
 
 

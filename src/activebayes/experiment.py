@@ -26,7 +26,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from activebayes.acquisition import get_strategy
-from activebayes.loop import ActiveLearningLoop, config_strategies
+from activebayes.loop import ActiveLearningLoop, check_config_names
 from activebayes.scoring import PoolExecutor
 from activebayes.records import RUNTIME_FIELDS, LoopConfig, LoopResult, RoundRecord
 from activebayes.report import write_report
@@ -79,7 +79,7 @@ def run_experiment(
     before the next starts.
     """
     directory = RunDirectory(Path(run_dir))
-    config_strategies(config)  # a misspelt name is reported as such, not as a config mismatch
+    check_config_names(config)  # a misspelt name is reported as such, not as a config mismatch
     if directory.exists():
         directory.check_config(config)  # runtime settings (device, ...) may differ
     loop = _factory(loop_factory, executor)(config)  # validates names, loads data; nothing written yet

@@ -48,11 +48,11 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from activebayes._seeding import derive_seed, make_generator, seeded_global_rng
-from activebayes._validation import check_device
+from activebayes._validation import check_choice, check_device
 from activebayes.acquisition import Strategy, get_strategy
-from activebayes.data import Pool, load_dataset
+from activebayes.data import Pool, available_datasets, load_dataset
 from activebayes.metrics import evaluate_classification
-from activebayes.models import Ensemble, build_model, fit, predict_log_probs
+from activebayes.models import Ensemble, available_models, build_model, fit, predict_log_probs
 from activebayes.models.embeddings import penultimate_features
 from activebayes.models.representation import (
     Representation,
@@ -154,6 +154,15 @@ _LAZY_REPRESENTATION_ITEMS = 50_000
 _FEATURE_STRATEGY_ITEMS = 50_000
 
 
+def check_config_names(config: LoopConfig) -> None:
+    """Unknown ``dataset``, ``model``, ``strategy`` or ``cold_start`` names raise
+    :class:`~activebayes.errors.InvalidArgumentError` naming the argument, before any data
+    is loaded or anything written (a misspelt name is then never stored in a run's config)."""
+    check_choice(config.dataset, "dataset (--dataset)", available_datasets())
+    check_choice(config.model, "model (--model)", available_models())
+    config_strategies(config)
+
+
 def config_strategies(config: LoopConfig) -> tuple[Strategy, Strategy | None]:
     """The registry entries of ``config.strategy`` and ``config.cold_start`` (``None`` when off).
 
@@ -204,6 +213,8 @@ class ActiveLearningLoop:
     ) -> None:
         self.config = config = config or LoopConfig()
         self._strategy, self._cold_start = config_strategies(config)  # fails early on unknown names
+        if model_factory is None:
+            check_choice(config.model, "model (--model)", available_models())
         check_device(config.device)  # before any data is loaded or anything written
         if dataset is None:
             dataset = load_dataset(config.dataset, data_dir=config.data_dir, download=config.download, split="train")

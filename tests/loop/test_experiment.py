@@ -13,7 +13,7 @@ import pytest
 from activebayes.errors import InvalidArgumentError
 from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
 from activebayes.rundir import Comparison, RunDirectory, RunDirectoryError, load_runs
-from activebayes.loop import LoopConfig
+from activebayes.loop import ActiveLearningLoop, LoopConfig
 from tests.conftest import FAST_LOOP, ROOT
 
 
@@ -50,7 +50,16 @@ def test_run_directory_contents(tmp_path):
         run_experiment(config.replace(cold_start="typicalty"), run, progress=False, report=False)
     with pytest.raises(InvalidArgumentError, match="balld"):
         run_experiment(config.replace(strategy="balld"), run, progress=False, report=False)
+    with pytest.raises(InvalidArgumentError, match=r"model \(--model\) 'mllp'; did you mean 'mlp'"):
+        run_experiment(config.replace(model="mllp"), run, progress=False, report=False)
     assert sorted((p.name, p.stat().st_mtime_ns) for p in run.rglob("*")) == before
+    # nor is a new directory made for a misspelt name, so the corrected config can use it
+    for bad in (config.replace(model="mllp"), config.replace(dataset="digitz")):
+        with pytest.raises(InvalidArgumentError, match="did you mean"):
+            run_experiment(bad, tmp_path / "fresh", progress=False, report=False)
+        assert not (tmp_path / "fresh").exists()
+    with pytest.raises(InvalidArgumentError, match=r"model \(--model\)"):
+        ActiveLearningLoop(config.replace(model="mllp"))  # before any data is loaded
 
 
 def test_resume_from_partial_records_equals_uninterrupted(tmp_path):
