@@ -9,6 +9,8 @@
 - :class:`Ensemble`: K members = K function samples, same interface.
 - Reference networks :class:`GalCNN`, :class:`BatchBALDCNN`, :class:`MLP` and the
   registry :func:`build_model` / :func:`available_models`.
+- The posterior protocol (:class:`Posterior`, :class:`NetworkPosterior`,
+  :func:`as_posterior`): what the loop needs from any model kind.
 - Training: :func:`fit` -> :class:`FitResult`, :func:`reset_parameters`.
 - A representation learnt from the unlabelled pool (SimCLR):
   :func:`train_or_load_representation` -> :class:`Representation`, :func:`features`,
@@ -40,6 +42,13 @@ from activebayes.models.networks import (
     default_model_name,
     register_model,
 )
+from activebayes.models.posterior import (
+    FeaturesUnavailableError,
+    NetworkPosterior,
+    Posterior,
+    SampledFunctions,
+    as_posterior,
+)
 from activebayes.models.predict import SAMPLING_MODES, FunctionSampler, predict_log_probs
 from activebayes.models.representation import (
     Augmentation,
@@ -65,13 +74,18 @@ __all__ = [
     "EncoderClassifier",
     "Ensemble",
     "EpochRecord",
+    "FeaturesUnavailableError",
     "FitResult",
     "FunctionSampler",
     "GalCNN",
     "MCDropoutConv2d",
     "MCDropoutLinear",
+    "NetworkPosterior",
+    "Posterior",
     "Representation",
+    "SampledFunctions",
     "RepresentationConfig",
+    "as_posterior",
     "available_models",
     "build_model",
     "channel_masked_conv2d",

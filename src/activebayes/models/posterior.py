@@ -1,0 +1,198 @@
+r"""The posterior protocol: what the loop and pool scoring need from a model kind.
+
+A *posterior* is anything that can be fitted on a labelled set and then gives K
+coherent function samples for any inputs:
+
+.. math::
+
+    \log p(y = c \mid x_i, w_k), \qquad i = 1..N,\ k = 1..K,
+
+returned as ``log_probs_N_K_C``, where sample ``k`` is **one function** for every
+item, whatever the chunking, the order of the items or the process (a Ray worker)
+that computes it. MC dropout networks hold K dropout masks fixed; an ensemble has K
+members; a last-layer Laplace posterior draws K weight samples once per round.
+
+The protocol has five parts:
+
+- :attr:`Posterior.module`: the ``nn.Module`` that
+  :func:`~activebayes.models.predict_log_probs` and
+  :func:`~activebayes.scoring.score_pool` run chunk by chunk (picklable, for Ray). It
+  has consistent MC dropout layers, or is a
+  :class:`~activebayes.models.FunctionSampler` (fixed K), or a
+  :class:`SampledFunctions` (K weight samples drawn on request from a generator).
+- :attr:`Posterior.num_functions`: a fixed K (an ensemble's size) or ``None`` when any
+  K can be drawn.
+- :meth:`Posterior.fit`: train on ``(inputs, targets)`` with an optional validation
+  set, seeded; returns a JSON-friendly summary for the round's record.
+- :meth:`Posterior.log_probs`: ``[N, K, C]`` for any inputs.
+- :meth:`Posterior.features`: ``[N, D]`` embeddings for strategies that read them
+  (BADGE, typicality), or :class:`FeaturesUnavailableError`.
+
+:class:`NetworkPosterior` implements it for an ``nn.Module`` trained by
+:func:`~activebayes.models.fit` (consistent MC dropout networks and
+:class:`~activebayes.models.Ensemble`); :func:`as_posterior` turns a module into one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor, nn
+
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
+
+__all__ = [
+    "FeaturesUnavailableError",
+    "NetworkPosterior",
+    "Posterior",
+    "SampledFunctions",
+    "as_posterior",
+    "fit_summary",
+]
+
+Device = torch.device | str | None
+
+
+class FeaturesUnavailableError(InvalidArgumentError):
+    """The posterior has no feature space a strategy could read (e.g. no ``nn.Linear`` head)."""
+
+
+@runtime_checkable
+class SampledFunctions(Protocol):
+    """A module whose K function samples are drawn on request (e.g. last-layer Laplace weights).
+
+    ``draw_functions(num_samples, generator)`` fixes K functions (the same generator
+    state gives the same K functions); afterwards the module behaves as a
+    :class:`~activebayes.models.FunctionSampler` with ``num_function_samples == K``:
+    ``forward_samples(inputs_n, sample_ids) -> logits [n, k, C]``, so sample ``k`` is one
+    function for every item in every chunk.
+    """
+
+    def draw_functions(self, num_samples: int, generator: torch.Generator) -> None: ...
+
+    @property
+    def num_function_samples(self) -> int: ...
+
+    def forward_samples(self, inputs: Tensor, sample_ids: Any) -> Tensor: ...
+
+
+@runtime_checkable
+class Posterior(Protocol):
+    """What the loop needs from a model kind (see the module docstring)."""
+
+    @property
+    def module(self) -> nn.Module: ...
+
+    @property
+    def num_functions(self) -> int | None: ...
+
+    def fit(
+        self,
+        train: tuple[Tensor, Tensor],
+        *,
+        validation: tuple[Tensor, Tensor] | None = None,
+        generator: torch.Generator | None = None,
+        device: Device = None,
+    ) -> dict[str, Any]: ...
+
+    def log_probs(
+        self,
+        inputs: Any,
+        *,
+        num_samples: int | None,
+        generator: torch.Generator | None = None,
+        batch_size: int = 512,
+        device: Device = None,
+    ) -> Tensor: ...
+
+    def features(self, inputs: Any, *, batch_size: int = 512, device: Device = None) -> Tensor: ...
+
+
+def fit_summary(fit_result: Any) -> dict[str, Any]:
+    """The JSON-friendly scalar fields of a fit result (a dataclass, an object or a mapping)."""
+    if isinstance(fit_result, Mapping):
+        items = fit_result.items()
+    elif dataclasses.is_dataclass(fit_result) and not isinstance(fit_result, type):
+        items = dataclasses.asdict(fit_result).items()
+    else:
+        items = vars(fit_result).items() if hasattr(fit_result, "__dict__") else []
+    out: dict[str, Any] = {}
+    for key, value in items:
+        if isinstance(value, bool | int | str) or value is None:
+            out[key] = value
+        elif isinstance(value, float):
+            out[key] = value if math.isfinite(value) else None
+    return out
+
+
+class NetworkPosterior:
+    """A network trained by :func:`~activebayes.models.fit`: consistent MC dropout or an ensemble.
+
+    Args:
+        module: the network (``nn.Module`` returning logits ``[n, C]``), with consistent
+            MC dropout layers (:func:`~activebayes.models.mc_dropout`) or an
+            :class:`~activebayes.models.Ensemble`.
+        fit_options: keyword arguments of :func:`~activebayes.models.fit` (``lr``,
+            ``max_epochs``, ...).
+    """
+
+    def __init__(self, module: nn.Module, **fit_options: Any) -> None:
+        if not isinstance(module, nn.Module):
+            raise InvalidTypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        self._module = module
+        self.fit_options = dict(fit_options)
+
+    @property
+    def module(self) -> nn.Module:
+        return self._module
+
+    @property
+    def num_functions(self) -> int | None:
+        from activebayes.models.predict import FunctionSampler
+
+        module = self._module
+        if isinstance(module, FunctionSampler) and not isinstance(module, SampledFunctions):
+            return int(module.num_function_samples)
+        return None
+
+    def fit(self, train, *, validation=None, generator=None, device=None) -> dict[str, Any]:
+        from activebayes.models.training import fit
+
+        return fit_summary(fit(self._module, train, validation=validation, generator=generator, device=device,
+                               **self.fit_options))
+
+    def log_probs(self, inputs, *, num_samples, generator=None, batch_size=512, device=None) -> Tensor:
+        from activebayes.models.predict import predict_log_probs
+
+        k = None if self.num_functions is not None else num_samples
+        return predict_log_probs(self._module, inputs, k, batch_size=batch_size, generator=generator, device=device)
+
+    def features(self, inputs, *, batch_size=512, device=None) -> Tensor:
+        from activebayes.models.embeddings import penultimate_features
+        from activebayes.models.ensemble import Ensemble
+
+        # an ensemble's members embed in different spaces: the first member's features
+        module = self._module.members[0] if isinstance(self._module, Ensemble) else self._module
+        try:
+            return penultimate_features(module, inputs, batch_size=batch_size, device=device)
+        except (InvalidArgumentError, InvalidTypeError) as error:
+            raise FeaturesUnavailableError(str(error)) from None
+
+    def __repr__(self) -> str:
+        return f"NetworkPosterior({type(self._module).__name__})"
+
+
+def as_posterior(model: Posterior | nn.Module, **fit_options: Any) -> Posterior:
+    """``model`` itself if it is a :class:`Posterior`, else a :class:`NetworkPosterior` around it."""
+    if isinstance(model, nn.Module):
+        return NetworkPosterior(model, **fit_options)
+    if isinstance(model, Posterior):
+        return model
+    raise InvalidTypeError(
+        f"model must be a torch.nn.Module or an activebayes Posterior (module, num_functions, fit, log_probs, "
+        f"features), got {type(model).__name__}"
+    )
