@@ -55,8 +55,8 @@ import numpy as np
 from activebayes._io import atomic_write_text
 from activebayes._validation import check_choice, check_positive_int
 from activebayes.acquisition import available_strategies
-from activebayes.data import ArrayDataset, available_datasets, image_folder, load_dataset
-from activebayes.data.image_folder import list_images
+from activebayes.data import ArrayDataset, DataError, available_datasets, image_folder, load_dataset
+from activebayes.data.image_folder import check_image, confined_file, list_images
 from activebayes.errors import ActiveBayesError, MissingFileError
 from activebayes.labelstore import (
     ItemChanges,
@@ -210,21 +210,35 @@ class ProjectConfig:
 
 
 def scan_folder(folder: str | os.PathLike[str], *, classes: Sequence[str] | None,
-                cache: Mapping[str, tuple[int | None, int | None, str]] | None = None) -> list[ItemFile]:
-    """The images of ``folder`` as :class:`~activebayes.labelstore.ItemFile` (key = path relative
-    to the folder), in :func:`~activebayes.data.image_folder` order. A file whose size and
-    modification time equal ``cache[key]`` keeps its cached hash instead of being read again."""
+                cache: Mapping[str, tuple[int | None, int | None, str]] | None = None,
+                skipped: list[tuple[str, str]] | None = None) -> list[ItemFile]:
+    """The readable images of ``folder`` as :class:`~activebayes.labelstore.ItemFile` (key = path
+    relative to the folder), in :func:`~activebayes.data.image_folder` order.
+
+    Every file must be a regular file inside the folder (a link out of it is refused) and,
+    unless its size and modification time equal ``cache[key]`` (then it keeps its cached
+    hash and is not read again), decode within the bounds of
+    :func:`~activebayes.data.image_folder.open_image`. Files that fail are left out and
+    appended to ``skipped`` as ``(key, reason)``.
+    """
     root = Path(folder)
     listing = list_images(root, classes=classes)
     files = []
     for path in listing.files:
         key = path.relative_to(root).as_posix()
-        stat = path.stat()
-        cached = (cache or {}).get(key)
-        if cached is not None and cached[0] == stat.st_size and cached[1] == stat.st_mtime_ns:
-            sha = cached[2]
-        else:
-            sha = file_sha256(path)
+        try:
+            real = confined_file(root, key)
+            stat = real.stat()
+            cached = (cache or {}).get(key)
+            if cached is not None and cached[0] == stat.st_size and cached[1] == stat.st_mtime_ns:
+                sha = cached[2]
+            else:
+                check_image(real)
+                sha = file_sha256(real)
+        except (DataError, OSError) as error:
+            if skipped is not None:
+                skipped.append((key, str(error)))
+            continue
         files.append(ItemFile(key, sha, stat.st_size, stat.st_mtime_ns))
     return files
 
@@ -313,10 +327,13 @@ class LabellingProject:
         staging = target.parent / f".{target.name}.creating-{secrets.token_hex(4)}"
         try:
             staging.mkdir(parents=True)
-            dataset, files = cls._load_source(config, progress=progress)
+            skipped: list[tuple[str, str]] = []
+            dataset, files = cls._load_source(config, progress=progress, skipped=skipped)
             n = len(dataset)
             if n < 2:
-                raise ProjectError(f"{config.images or config.dataset} holds {n} item(s); a project needs at least 2")
+                unread = f" ({len(skipped)} file(s) could not be read: {skipped[0][1]})" if skipped else ""
+                raise ProjectError(f"{config.images or config.dataset} holds {n} readable item(s){unread}; "
+                                   "a project needs at least 2")
             store = LabelStore.create(staging / STORE_FILE, classes=cls._classes(config, dataset),
                                       meta={"project": config.to_dict(), "dataset_name": dataset.name})
             try:
@@ -333,7 +350,7 @@ class LabellingProject:
                     parent.rmdir()
             raise
         store = LabelStore.open(target / STORE_FILE)
-        project = cls(target, store, config, ItemChanges(), dataset)
+        project = cls(target, store, config, ItemChanges(skipped=skipped), dataset)
         project._check_dataset(dataset)
         return project
 
@@ -352,8 +369,10 @@ class LabellingProject:
             dataset = None
             if rescan:
                 if config.images is not None:
+                    skipped: list[tuple[str, str]] = []
                     changes = store.sync_items(scan_folder(config.images, classes=config.classes,
-                                                           cache=store.scan_cache()))
+                                                           cache=store.scan_cache(), skipped=skipped))
+                    changes.skipped = skipped
                 else:  # a built-in dataset's files could be replaced too: its items are checked by content
                     dataset, _ = cls._load_source(config, progress=False, scan=False)
                     changes = store.sync_items(scan_dataset(dataset))
@@ -394,11 +413,16 @@ class LabellingProject:
         return config.classes if config.classes is not None else tuple(dataset.classes)
 
     @staticmethod
-    def _load_source(config: ProjectConfig, *, progress: bool, scan: bool = True
+    def _load_source(config: ProjectConfig, *, progress: bool, scan: bool = True,
+                     skipped: list[tuple[str, str]] | None = None, keys: Sequence[str] = ()
                      ) -> tuple[ArrayDataset, list[ItemFile]]:
+        """The dataset (and with ``scan`` the scanned items). An image folder's dataset holds the
+        readable files only: those the scan found (``scan``), else the items ``keys``."""
         if config.images is not None:
-            files = scan_folder(config.images, classes=config.classes) if scan else []
-            dataset = image_folder(config.images, classes=config.classes, progress=progress)
+            root = Path(config.images)
+            files = scan_folder(root, classes=config.classes, skipped=skipped) if scan else []
+            readable = {root.joinpath(*Path(key).parts) for key in ([f.key for f in files] if scan else keys)}
+            dataset = image_folder(root, classes=config.classes, progress=progress, only=readable)
             return dataset, files
         dataset = load_dataset(config.dataset, data_dir=config.data_dir, split="train")
         return dataset, scan_dataset(dataset) if scan else []
@@ -413,7 +437,8 @@ class LabellingProject:
     def dataset(self) -> ArrayDataset:
         """The project's items as an :class:`~activebayes.data.ArrayDataset` (positions = the folder listing)."""
         if self._dataset is None:
-            self._dataset, _ = self._load_source(self.config, progress=False, scan=False)
+            self._dataset, _ = self._load_source(self.config, progress=False, scan=False,
+                                                 keys=[item.key for item in self.store.items()])
             self._check_dataset(self._dataset)
         elif self._ids_N is None:
             self._check_dataset(self._dataset)
@@ -435,7 +460,8 @@ class LabellingProject:
         if self.config.images is not None:
             root = Path(self.config.images)
             files = list_images(root, classes=self.config.classes).files
-            return [p.relative_to(root).as_posix() for p in files]
+            present = {item.key for item in self.store.items()}
+            return [key for key in (p.relative_to(root).as_posix() for p in files) if key in present]
         return [f"{dataset.name}[{i}]" for i in range(len(dataset))]
 
     def _check_dataset(self, dataset: ArrayDataset) -> None:

@@ -171,7 +171,9 @@ class Lease:
 @dataclass
 class ItemChanges:
     """What a rescan found, by item key. ``labelled_removed`` / ``labelled_changed`` count the
-    removed / replaced items that had a label (the label stays in the store with its content)."""
+    removed / replaced items that had a label (the label stays in the store with its content).
+    ``skipped``: ``(key, reason)`` of the files the scan left out (unreadable, too large, a link
+    out of the folder); they are not items until they can be read."""
 
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
@@ -180,10 +182,11 @@ class ItemChanges:
     returned: list[str] = field(default_factory=list)
     labelled_removed: int = 0
     labelled_changed: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def any(self) -> bool:
-        return bool(self.added or self.removed or self.changed or self.moved or self.returned)
+        return bool(self.added or self.removed or self.changed or self.moved or self.returned or self.skipped)
 
     def summary(self, limit: int = 5) -> list[str]:
         """Human-readable lines, one per kind of change (empty when nothing changed)."""
@@ -208,6 +211,10 @@ class ItemChanges:
                          f"{names([f'{a} -> {b}' for a, b in self.moved])}")
         if self.returned:
             lines.append(f"{len(self.returned)} image(s) back (labels restored): {names(self.returned)}")
+        if self.skipped:
+            lines.append(f"{len(self.skipped)} file(s) skipped, not labelled until they can be read: "
+                         + "; ".join(reason for _key, reason in self.skipped[:limit])
+                         + (f"; ... ({len(self.skipped) - limit} more)" if len(self.skipped) > limit else ""))
         return lines
 
 
@@ -409,7 +416,17 @@ class LabelStore:
     # ----------------------------------------------------------------- items
 
     def sync_items(self, files: Sequence[ItemFile], *, now: float | None = None) -> ItemChanges:
-        """Make the stored items match a fresh scan ``files`` (see the module docstring)."""
+        """Make the stored items match a fresh scan ``files``, matching by content first.
+
+        Each scanned file is matched, in this order, to: the present item with the same
+        path and content (unchanged); a stored item with the same path and content that
+        was gone (back); the one item with the same content that lost its path (moved:
+        renamed, or two names swapped) or, failing that, the one absent item with that
+        content (back, under its new name); else a new item. A content match needs one
+        candidate on each side (duplicate files are not guessed). Present items left
+        unmatched are gone (their path vanished) or changed (their path now holds
+        other content); their labels stay in the store with their content.
+        """
         now = time.time() if now is None else now
         keys = [f.key for f in files]
         if len(set(keys)) != len(keys):
@@ -417,53 +434,70 @@ class LabelStore:
         changes = ItemChanges()
         with self._write() as db:
             stored = db.execute("SELECT id, key, sha256, present FROM items").fetchall()
-            by_pair = {(key, sha): (id_, present) for id_, key, sha, present in stored}
+            by_pair = {(key, sha): (id_, bool(present)) for id_, key, sha, present in stored}
             present_by_key = {key: (id_, sha) for id_, key, sha, present in stored if present}
             labelled = {row[0] for row in db.execute("SELECT item FROM labels")}
             scanned = {f.key: f for f in files}
-            # present items whose key vanished from the scan: removed, unless their content moved
-            vanished = {key: v for key, v in present_by_key.items() if key not in scanned}
-            vanished_by_sha: dict[str, list[tuple[str, int]]] = {}
-            for key, (id_, sha) in vanished.items():
-                vanished_by_sha.setdefault(sha, []).append((key, id_))
-            new_files = [f for f in files if f.key not in present_by_key or present_by_key[f.key][1] != f.sha256]
-            new_sha_count: dict[str, int] = {}
-            for f in new_files:
-                new_sha_count[f.sha256] = new_sha_count.get(f.sha256, 0) + 1
-            moved_ids: set[int] = set()
+            unmatched = [f for f in files if present_by_key.get(f.key, (None, None))[1] != f.sha256]
+            # present items whose path vanished or now holds other content: free to be matched by content
+            released = {id_: (key, sha) for key, (id_, sha) in present_by_key.items()
+                        if key not in scanned or scanned[key].sha256 != sha}
+            absent_by_sha: dict[str, list[tuple[int, str]]] = {}
+            for id_, key, sha, present in stored:
+                if not present:
+                    absent_by_sha.setdefault(sha, []).append((id_, key))
             for f in files:
                 old = present_by_key.get(f.key)
                 if old is not None and old[1] == f.sha256:  # unchanged
                     db.execute("UPDATE items SET size = ?, mtime_ns = ? WHERE id = ?", (f.size, f.mtime_ns, old[0]))
-                    continue
-                if old is not None:  # same path, new content: the old content keeps its label
-                    db.execute("UPDATE items SET present = 0 WHERE id = ?", (old[0],))
-                    changes.changed.append(f.key)
-                    if old[0] in labelled:
-                        changes.labelled_changed += 1
-                elif (f.key, f.sha256) not in by_pair and len(vanished_by_sha.get(f.sha256, ())) == 1 \
-                        and new_sha_count[f.sha256] == 1:
-                    old_key, old_id = vanished_by_sha[f.sha256][0]
-                    db.execute("UPDATE items SET key = ?, size = ?, mtime_ns = ? WHERE id = ?",
-                               (f.key, f.size, f.mtime_ns, old_id))
-                    changes.moved.append((old_key, f.key))
-                    moved_ids.add(old_id)
-                    continue
+            pending: list[ItemFile] = []
+            revived: set[int] = set()
+            for f in unmatched:  # 1. this exact content is back at this path
                 pair = by_pair.get((f.key, f.sha256))
-                if pair is not None:  # this exact content is back at this path
+                if pair is not None and not pair[1]:
+                    revived.add(pair[0])
                     db.execute("UPDATE items SET present = 1, size = ?, mtime_ns = ? WHERE id = ?",
                                (f.size, f.mtime_ns, pair[0]))
-                    if old is None:
+                    if f.key in present_by_key:
+                        changes.changed.append(f.key)
+                    else:
                         changes.returned.append(f.key)
+                else:
+                    pending.append(f)
+            released_by_sha: dict[str, list[int]] = {}
+            for id_, (_key, sha) in released.items():
+                released_by_sha.setdefault(sha, []).append(id_)
+            pending_sha_count: dict[str, int] = {}
+            for f in pending:
+                pending_sha_count[f.sha256] = pending_sha_count.get(f.sha256, 0) + 1
+            matched: set[int] = set()
+            for f in pending:  # 2. the same content under another path; 3. a new item
+                unique_file = pending_sha_count[f.sha256] == 1
+                candidates = released_by_sha.get(f.sha256, [])
+                absent = [(i, k) for i, k in absent_by_sha.get(f.sha256, []) if i not in revived]
+                if unique_file and len(candidates) == 1:
+                    id_ = candidates[0]
+                    db.execute("UPDATE items SET key = ?, size = ?, mtime_ns = ? WHERE id = ?",
+                               (f.key, f.size, f.mtime_ns, id_))
+                    changes.moved.append((released[id_][0], f.key))
+                    matched.add(id_)
+                elif unique_file and not candidates and len(absent) == 1:
+                    id_ = absent[0][0]
+                    db.execute("UPDATE items SET key = ?, present = 1, size = ?, mtime_ns = ? WHERE id = ?",
+                               (f.key, f.size, f.mtime_ns, id_))
+                    changes.returned.append(f.key)
                 else:
                     db.execute("INSERT INTO items (key, sha256, present, size, mtime_ns, added) VALUES (?, ?, 1, ?, ?, ?)",
                                (f.key, f.sha256, f.size, f.mtime_ns, now))
-                    if old is None:
-                        changes.added.append(f.key)
-            for key, (id_, _sha) in vanished.items():
-                if id_ in moved_ids:
+                    (changes.changed if f.key in present_by_key else changes.added).append(f.key)
+            for id_, (key, _sha) in released.items():
+                if id_ in matched:
                     continue
                 db.execute("UPDATE items SET present = 0 WHERE id = ?", (id_,))
+                if key in changes.changed:  # the path holds other content now: counted with the new item
+                    if id_ in labelled:
+                        changes.labelled_changed += 1
+                    continue
                 changes.removed.append(key)
                 if id_ in labelled:
                     changes.labelled_removed += 1

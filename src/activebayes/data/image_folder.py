@@ -21,13 +21,24 @@ pickles as its list of paths (usable in DataLoader workers). For a pool that is
 read many times (every round), convert the folder once with
 :func:`~activebayes.data.convert_to_memmap` instead: decoding a JPEG costs far
 more than reading 784 bytes.
+
+Every image is read with bounds (:func:`open_image`): at most
+:data:`MAX_IMAGE_BYTES` bytes on disk and :data:`MAX_IMAGE_PIXELS` pixels once
+decoded, checked from the header before any pixel is decoded, so a
+decompression bomb (a small file that claims 20000 x 20000 pixels) is refused
+with a :class:`DataError` naming the file instead of filling the memory.
+:func:`confined_file` resolves a path inside a folder and refuses links out of
+it and special files (FIFOs, devices): what a labelling project serves stays
+inside its image folder; :func:`preview_png` re-encodes an image for a browser.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import os
-from collections.abc import Iterable, Sequence
+import stat
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,16 +55,109 @@ from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "IMAGE_EXTENSIONS",
+    "MAX_IMAGE_BYTES",
+    "MAX_IMAGE_PIXELS",
     "ImageFileInputs",
     "ImageListing",
     "PixelStats",
+    "check_image",
+    "confined_file",
     "decode_image",
     "folder_pixel_stats",
     "image_folder",
     "list_images",
+    "open_image",
+    "preview_png",
 ]
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".pgm", ".ppm"})
+
+
+MAX_IMAGE_BYTES = 256 * 1024 * 1024
+"""The largest image file read (bytes on disk)."""
+
+MAX_IMAGE_PIXELS = 64_000_000
+"""The most pixels an image may decode to (64 Mpx: an 8000 x 8000 photograph)."""
+
+
+def confined_file(root: str | os.PathLike[str], relative: str) -> Path:
+    """``root / relative`` resolved, when it is a regular file inside ``root``.
+
+    Raises :class:`DataError` for a path that leaves ``root`` (``..``, an absolute
+    path, or a symbolic link whose target lies outside), a missing file, or
+    anything that is not a regular file (a FIFO, a device, a folder).
+    """
+    base = Path(root).resolve()
+    parts = Path(relative).parts
+    if not parts or Path(relative).is_absolute() or ".." in parts:
+        raise DataError(f"{relative!r} is not a path inside {base}")
+    try:
+        real = base.joinpath(*parts).resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise DataError(f"{base / relative}: no such file") from None
+    if not real.is_relative_to(base):
+        raise DataError(f"{base / relative} links to {real}, outside the image folder {base}; refused")
+    try:
+        mode = real.stat().st_mode
+    except OSError as error:
+        raise DataError(f"{base / relative}: cannot read ({error.strerror})") from None
+    if not stat.S_ISREG(mode):
+        raise DataError(f"{base / relative} is not a regular file; refused")
+    return real
+
+
+def open_image(file: str | os.PathLike[str], *, max_pixels: int = MAX_IMAGE_PIXELS,
+               max_bytes: int = MAX_IMAGE_BYTES) -> Image.Image:
+    """One image file decoded into memory, within bounds, as a PIL image (first frame).
+
+    The file must be a regular file of at most ``max_bytes`` bytes; its header must
+    claim at most ``max_pixels`` pixels (checked before decoding). Raises
+    :class:`DataError` naming the file and the limit otherwise, or when it cannot
+    be decoded.
+    """
+    path = Path(file)
+    try:
+        info = path.stat()
+    except OSError as error:
+        raise DataError(f"{path}: cannot read image ({error.strerror or error})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise DataError(f"{path}: not a regular file; refused")
+    if info.st_size > max_bytes:
+        raise DataError(f"{path}: image file of {info.st_size:,} bytes is over the limit of {max_bytes:,} bytes")
+    try:
+        with Image.open(path) as image:
+            width, height = image.size
+            if width * height > max_pixels:
+                raise DataError(f"{path}: image of {width} x {height} pixels is over the limit of "
+                                f"{max_pixels:,} pixels (a decompression bomb?); refused")
+            image.load()
+            return image.copy()
+    except DataError:
+        raise
+    except Image.DecompressionBombError as error:
+        raise DataError(f"{path}: image is over the limit of {max_pixels:,} pixels ({error}); refused") from None
+    except (OSError, ValueError, SyntaxError, EOFError, MemoryError) as error:
+        raise DataError(f"{path}: cannot read image ({error})") from None
+
+
+def check_image(file: str | os.PathLike[str]) -> None:
+    """Raise :class:`DataError` unless ``file`` decodes within the bounds of :func:`open_image`."""
+    open_image(file).close()
+
+
+def preview_png(file: str | os.PathLike[str], *, max_side: int = 1024) -> bytes:
+    """``file`` decoded within bounds and re-encoded as PNG (RGB or grayscale), its longer
+    side at most ``max_side`` pixels: what a browser is sent instead of the raw file."""
+    image = open_image(file)
+    try:
+        picture = image.convert("L" if image.mode in ("1", "L", "I;16", "I", "F") else "RGB")
+        if max(picture.size) > max_side:
+            picture.thumbnail((max_side, max_side), Image.Resampling.BILINEAR)
+        buffer = io.BytesIO()
+        picture.save(buffer, format="PNG")
+        return buffer.getvalue()
+    finally:
+        image.close()
 
 
 def _images_in(folder: Path) -> list[Path]:
@@ -110,12 +214,14 @@ def decode_image(file: str | os.PathLike[str], size: tuple[int, int], grayscale:
     Raises :class:`DataError` naming the file when it cannot be read or decoded.
     """
     height, width = size
+    image = open_image(file)
     try:
-        with Image.open(file) as image:
-            image = image.convert("L" if grayscale else "RGB").resize((width, height), Image.Resampling.BILINEAR)
-            pixels = np.asarray(image, dtype=np.uint8)
-    except (OSError, ValueError, SyntaxError) as exc:
+        image = image.convert("L" if grayscale else "RGB").resize((width, height), Image.Resampling.BILINEAR)
+        pixels = np.asarray(image, dtype=np.uint8)
+    except (OSError, ValueError, MemoryError) as exc:
         raise DataError(f"{file}: cannot read image ({exc})") from None
+    finally:
+        image.close()
     return pixels.reshape(height, width, -1).transpose(2, 0, 1)
 
 
@@ -229,6 +335,7 @@ def image_folder(
     name: str | None = None,
     lazy: bool = False,
     progress: bool = False,
+    only: Collection[Path] | None = None,
 ) -> ArrayDataset:
     """Load every image in ``path`` (flat) or in its class subfolders.
 
@@ -248,6 +355,9 @@ def image_folder(
             are an :class:`ImageFileInputs` decoding each item when read (for
             folders larger than memory); items are bitwise the same either way.
         progress: progress bars over the decoding (or statistics) pass.
+        only: keep only the listed files that are in this collection (paths as
+            :func:`list_images` gives them), in listing order; e.g. the items of a
+            labelling project that were checked readable.
 
     Returns an :class:`ArrayDataset` with ``inputs [N, 1 or 3, H, W]`` and
     ``paths`` (absolute file paths, in item order). Raises :class:`DataError` for
@@ -267,8 +377,10 @@ def image_folder(
     height, width = _check_size(size)
     folder = Path(path).expanduser()
     listing = list_images(folder, classes=classes)
-    paths = tuple(str(f.resolve()) for f in listing.files)
-    targets = None if listing.targets is None else torch.tensor(listing.targets, dtype=torch.long)
+    kept = range(len(listing.files)) if only is None else [
+        i for i, f in enumerate(listing.files) if f in only]
+    paths = tuple(str(listing.files[i].resolve()) for i in kept)
+    targets = None if listing.targets is None else torch.tensor([listing.targets[i] for i in kept], dtype=torch.long)
     if lazy:
         if normalization is None and standardize:
             normalization = folder_pixel_stats(paths, size=(height, width), grayscale=grayscale, progress=progress)
