@@ -32,7 +32,6 @@ so the page never waits for the model, which retrains in the background
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import random
@@ -49,7 +48,6 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from PIL import Image
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -58,6 +56,8 @@ from starlette.routing import Route
 
 from activebayes._seeding import derive_seed
 from activebayes.app.worker import WorkerProcess, WorkerThread, read_status
+from activebayes.data import DataError
+from activebayes.data.image_folder import confined_file, preview_png
 from activebayes.errors import InvalidArgumentError
 from activebayes.labelling import LabellingProject
 from activebayes.labelstore import (
@@ -72,8 +72,6 @@ from activebayes.oracles.files import item_png
 __all__ = ["DEFAULT_MAX_BODY", "Guard", "LabelApp", "create_app", "serve"]
 
 DEFAULT_MAX_BODY = 16 * 1024
-_BROWSER_IMAGES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
-                   ".webp": "image/webp", ".bmp": "image/bmp"}
 _STATIC = {"label.html": "text/html", "dashboard.html": "text/html", "app.css": "text/css",
            "common.js": "text/javascript", "label.js": "text/javascript", "dashboard.js": "text/javascript"}
 _SECURITY_HEADERS = [
@@ -282,8 +280,11 @@ class LabelApp:
         if rank is None:
             why = (f"the ranking of round {served.round} is used up while the model retrains: "
                    "an item picked at random")
-        elif served.strategy == "random" or served.n_labelled == 0:
+        elif served.strategy == "random":
             why = f"no model yet (round {served.round}, {served.n_labelled} labels): picked at random"
+        elif served.n_labelled == 0:  # a cold start that needs no labels (e.g. typicality), as the records say
+            why = (f"{served.strategy} score {score:.4g}, #{rank + 1} of round {served.round}'s ranking "
+                   "(no labels yet: picked from the images alone)")
         else:
             why = (f"{served.strategy} score {score:.4g}, #{rank + 1} of round {served.round}'s ranking "
                    f"(model trained on {served.n_labelled} labels)")
@@ -384,14 +385,7 @@ class LabelApp:
         record = self.store.item(item)
         config = self.project.config
         if config.images is not None:
-            root = Path(config.images)
-            path = root.joinpath(*Path(record.key).parts)
-            if ".." in Path(record.key).parts or not path.is_file():
-                raise HTTPError(404, f"the file of item {item} is gone from {root}")
-            suffix = path.suffix.lower()
-            if suffix in _BROWSER_IMAGES:
-                return path.read_bytes(), _BROWSER_IMAGES[suffix], record.sha256
-            return self._png(item, lambda: _convert_png(path)), "image/png", record.sha256
+            return self._png(item, lambda: _item_png(config.images, record.key)), "image/png", record.sha256
         index = self.project.index_of(item)
         if index is None:
             raise HTTPError(404, f"item {item} is not in the dataset")
@@ -462,14 +456,13 @@ class LabelApp:
         }
 
 
-def _convert_png(path: Path) -> bytes:
+def _item_png(root: str, key: str) -> bytes:
+    """The image of the item at ``key``: a regular file inside ``root``, decoded within bounds and
+    re-encoded as PNG (:func:`~activebayes.data.image_folder.preview_png`); never the raw file."""
     try:
-        with Image.open(path) as picture:
-            buffer = io.BytesIO()
-            picture.convert("RGB").save(buffer, format="PNG")
-            return buffer.getvalue()
-    except (OSError, ValueError) as error:
-        raise HTTPError(404, f"cannot read the image of {path.name}: {error}") from None
+        return preview_png(confined_file(root, key))
+    except DataError as error:
+        raise HTTPError(404, f"cannot serve the image {key}: {error}") from None
 
 
 # --------------------------------------------------------------------------- routes

@@ -1,6 +1,25 @@
 // The labelling page: one item at a time, one key per class, skip, undo.
 "use strict";
 
+// The key of each class: a class whose name is a single character is typed by that
+// character (with classes 0,...,9 the key 3 stores "3"); the other classes are numbered
+// with the digits 1..9, 0 that no class name took. Every button shows its key.
+function classKeys(names) {
+  const own = names.map((name) => (name.length === 1 && name.trim() !== "" ? name : null));
+  const taken = new Set(own.filter((key) => key !== null));
+  const spare = ["1", "2", "3", "4", "5", "6", "7", "8", "9", "0"].filter((key) => !taken.has(key));
+  return own.map((key) => (key !== null ? key : spare.shift() || ""));
+}
+
+// The class index a key press means (-1 for none); a letter matches in either case
+// when only one class has it.
+function classOfKey(keys, key) {
+  const exact = keys.indexOf(key);
+  if (exact >= 0 || key.length !== 1) return exact;
+  const folded = keys.map((k, i) => (k.toLowerCase() === key.toLowerCase() ? i : -1)).filter((i) => i >= 0);
+  return folded.length === 1 ? folded[0] : -1;
+}
+
 (function () {
   const image = document.getElementById("item-image");
   const empty = document.getElementById("empty");
@@ -8,6 +27,9 @@
   const toast = document.getElementById("toast");
   const nameInput = document.getElementById("annotator");
   let classes = [];
+  let keys = [];        // the key of each class (classKeys)
+  let skipKeys = [" "]; // Space, and S unless a class is named s
+  let flashTimer = null;
   let current = null;   // the item shown
   let busy = false;     // a request is in flight
   let mine = 0;
@@ -53,7 +75,10 @@
       const top = Math.max.apply(null, item.probs.map((p) => p.p));
       AB.bars(probs, item.probs.map((p) => ({ name: p.class, value: p.p, label: AB.percent(p.p), top: p.p === top })));
     } else {
-      probs.replaceChildren(AB.el("p", { class: "muted small", text: "no model yet: the first labels are picked at random" }));
+      const story = item.strategy && item.strategy !== "random"
+        ? "no model yet: the first items are picked by " + item.strategy + " (from the images alone)"
+        : "no model yet: the first items are picked at random";
+      probs.replaceChildren(AB.el("p", { class: "muted small", text: story }));
     }
   }
 
@@ -76,14 +101,34 @@
     }
   }
 
+  // What was stored, where nobody misses it: the class in large letters over the image for a
+  // moment, and a line under the buttons that stays until the next answer, with the undo key.
+  function stored(label, key) {
+    const flash = document.getElementById("stored-flash");
+    flash.textContent = label;
+    flash.hidden = false;
+    flash.classList.remove("fade");
+    void flash.offsetWidth; // restart the fade
+    flash.classList.add("fade");
+    clearTimeout(flashTimer);
+    flashTimer = setTimeout(() => { flash.hidden = true; }, 1200);
+    const last = document.getElementById("last");
+    last.replaceChildren(document.createTextNode("stored "), AB.el("strong", { text: label }),
+      document.createTextNode(" for " + key + " · "), AB.el("kbd", { text: "Backspace" }),
+      document.createTextNode(" takes it back"));
+    last.dataset.label = label;
+  }
+
   function answer(index) {
-    if (!current || index >= classes.length) return;
+    if (!current || index < 0 || index >= classes.length) return;
     const button = classesBox.children[index];
     if (button) { button.classList.add("pressed"); setTimeout(() => button.classList.remove("pressed"), 150); }
+    const key = current.key;
     request("/api/answer", { annotator: annotator(), item: current.id, label: classes[index] }, (data) => {
       mine += 1;
       document.getElementById("stat-mine").textContent = mine;
       say("saved: " + data.saved.label);
+      stored(data.saved.label, key);
     });
   }
 
@@ -96,6 +141,9 @@
     request("/api/undo", { annotator: annotator() }, (data) => {
       if (data.undone.kind === "answer") { mine = Math.max(0, mine - 1); document.getElementById("stat-mine").textContent = mine; }
       say("took back: " + (data.undone.kind === "answer" ? data.undone.label : "skip"));
+      const last = document.getElementById("last");
+      last.textContent = "took back " + (data.undone.kind === "answer" ? "\u201c" + data.undone.label + "\u201d" : "a skip");
+      last.dataset.label = "";
     });
   }
 
@@ -104,11 +152,11 @@
     if ((event.ctrlKey || event.metaKey) && (event.key === "z" || event.key === "Z")) { event.preventDefault(); undo(); return; }
     if (event.key === "Backspace") { event.preventDefault(); undo(); return; }
     if (event.ctrlKey || event.metaKey || event.altKey) return;
-    if (event.key >= "0" && event.key <= "9") {
-      const index = event.key === "0" ? 9 : Number(event.key) - 1;
+    const index = classOfKey(keys, event.key);
+    if (index >= 0) {
       event.preventDefault();
       answer(index);
-    } else if (event.key === "s" || event.key === "S" || event.key === " ") {
+    } else if (skipKeys.includes(event.key)) {
       event.preventDefault();
       skip();
     }
@@ -148,13 +196,19 @@
     const state = await refresh();
     if (!state) return;
     classes = state.classes;
+    keys = classKeys(classes);
+    skipKeys = keys.some((key) => key.toLowerCase() === "s") ? [" "] : [" ", "s", "S"];
     classes.forEach((name, index) => {
-      const key = index < 9 ? String(index + 1) : index === 9 ? "0" : "";
-      const button = AB.el("button", { type: "button", "data-label": name }, [
+      const key = keys[index];
+      const button = AB.el("button", { type: "button", "data-label": name, "data-key": key }, [
         ...(key ? [AB.el("kbd", { text: key })] : []), document.createTextNode(" " + name)]);
       button.addEventListener("click", () => answer(index));
       classesBox.appendChild(button);
     });
+    document.getElementById("skip-key").textContent = skipKeys.length > 1 ? "S" : "Space";
+    const own = keys.filter((key, i) => key === classes[i]).length;
+    document.getElementById("key-help").textContent = own === classes.length
+      ? "each class's own name" : own ? "the key on each button" : "the number on each button";
     const data = await AB.call("POST", "/api/next", { annotator: annotator() });
     show(data.item, data.message);
     document.body.dataset.ready = "1";
