@@ -1,0 +1,91 @@
+"""The label page's keys mean what they say (issue 29 item 2), and its story of round 0 matches the record.
+
+``classKeys`` is checked with Node (pure function, milliseconds); the keyboard itself in
+headless Chromium: with classes ``0..9`` the key ``3`` stores ``"3"``, the page shows what was
+stored where nobody misses it, and Backspace takes it back.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.app.app_helpers import TOKEN, make_project
+
+LABEL_JS = Path(__file__).parents[2] / "src" / "activebayes" / "app" / "static" / "label.js"
+NODE = shutil.which("node")
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def class_keys(names: list[str]) -> list[str]:
+    """label.js's ``classKeys(names)``, run by Node on the file's top-level functions."""
+    source = LABEL_JS.read_text()
+    functions = source[: source.index("(function () {")]
+    script = functions + f"\nprocess.stdout.write(JSON.stringify(classKeys({json.dumps(names)})));"
+    return json.loads(subprocess.run([NODE, "-e", script], capture_output=True, text=True, check=True).stdout)
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@pytest.mark.parametrize(("names", "keys"), [
+    ([str(d) for d in range(10)], [str(d) for d in range(10)]),   # the digit classes: their own keys
+    (["3", "2", "1"], ["3", "2", "1"]),
+    (["cat", "dog"], ["1", "2"]),                                  # numbered, as before
+    (["a", "1", "other"], ["a", "1", "2"]),                        # numbers skip the keys names took
+])
+def test_a_class_named_by_one_key_is_typed_by_that_key(names, keys):
+    assert class_keys(names) == keys
+
+
+@pytest.fixture
+def round0_project(tmp_path):
+    project = make_project(tmp_path / "proj", cold_start="typicality")
+    yield project
+    project.close()
+
+
+def test_round_zero_is_told_as_the_record_tells_it(round0_project):
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from activebayes.app import create_app
+
+    stored = round0_project.store.latest_proposal()[1]
+    assert stored["strategy"] == "typicality" and stored["n_labelled"] == 0
+    app = create_app(round0_project, token=TOKEN)
+    with TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        item = client.post("/api/next", json={"annotator": "ann"}).json()["item"]
+    assert item["strategy"] == "typicality"
+    assert "typicality" in item["why"] and "random" not in item["why"], item["why"]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_digit_key_stores_that_digit_and_backspace_takes_it_back(live, project):
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(90_000)
+            page.goto(f"{live.url}/?token={TOKEN}")
+            page.wait_for_selector("body[data-ready='1']")
+            shown = page.eval_on_selector_all("#classes button kbd", "nodes => nodes.map(n => n.textContent)")
+            assert shown == [str(d) for d in range(10)]
+            item = int(page.get_attribute("body", "data-item"))
+            page.keyboard.press("3")
+            page.wait_for_selector(f"body:not([data-item='{item}'])")
+            page.wait_for_selector("#last[data-label='3']")
+            assert "3" in page.inner_text("#last") and "Backspace" in page.inner_text("#last")
+            assert page.inner_text("#stored-flash") == "3"
+            assert project.store.labels() == {item: project.classes.index("3")}
+            page.keyboard.press("Backspace")
+            page.wait_for_selector(f"body[data-item='{item}']")
+            assert project.store.labels() == {}
+            assert "took back" in page.inner_text("#last")
+        finally:
+            browser.close()
