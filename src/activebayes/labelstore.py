@@ -58,6 +58,7 @@ import io
 import itertools
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -84,6 +85,7 @@ __all__ = [
     "LeaseConflictError",
     "NothingToUndoError",
     "UnknownItemError",
+    "csv_cell",
     "export_text",
     "file_sha256",
     "label_studio_tasks",
@@ -962,9 +964,26 @@ class LabelStore:
 
 EXPORT_COLUMNS = ("item", "key", "path", "sha256", "label", "label_id", "annotator", "time", "source", "round")
 
+_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def csv_cell(value: Any) -> Any:
+    """``value`` made safe for a spreadsheet (CSV injection): a text cell that starts with
+    ``=``, ``+``, ``-``, ``@``, a tab or a carriage return, and is not a plain number, gets a
+    leading ``'`` so Excel, LibreOffice and Google Sheets show it as text instead of running
+    it as a formula. Other values are returned unchanged.
+
+    >>> csv_cell("=SUM(A1:A9)"), csv_cell("-1"), csv_cell("cat"), csv_cell(3)
+    ("'=SUM(A1:A9)", '-1', 'cat', 3)
+    """
+    if isinstance(value, str) and value.startswith(_FORMULA_PREFIXES) and not _PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
 
 def export_text(rows: Sequence[Mapping[str, Any]], fmt: str) -> str:
-    """``rows`` (from :meth:`LabelStore.export_rows`) as CSV or JSON text."""
+    """``rows`` (from :meth:`LabelStore.export_rows`) as CSV or JSON text (CSV cells through :func:`csv_cell`)."""
     if fmt == "json":
         return json.dumps(list(rows), indent=1) + "\n"
     if fmt != "csv":
@@ -972,8 +991,8 @@ def export_text(rows: Sequence[Mapping[str, Any]], fmt: str) -> str:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
     writer.writeheader()
-    for row in rows:
-        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in EXPORT_COLUMNS})
+    for row in rows:  # text cells neutralised against formula injection (csv_cell); JSON keeps them as they are
+        writer.writerow({k: ("" if row.get(k) is None else csv_cell(row.get(k))) for k in EXPORT_COLUMNS})
     return buffer.getvalue()
 
 

@@ -48,6 +48,7 @@ from torch import Tensor
 from .._io import atomic_write_bytes, atomic_write_text
 from ..data.dataset import ArrayDataset, as_index_tensor
 from activebayes.errors import ActiveBayesError, InvalidArgumentError
+from activebayes.labelstore import csv_cell as _csv_cell
 
 __all__ = [
     "AnswerFileError",
@@ -207,9 +208,9 @@ def write_query(
         writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         for item in items:
-            row = dict(item)
+            row = {k: _csv_cell(v) for k, v in item.items()}  # file names neutralised against formula injection
             row["label"] = ""
-            row["score"] = "" if row["score"] is None else repr(row["score"])
+            row["score"] = "" if item["score"] is None else repr(item["score"])
             writer.writerow(row)
         text = buffer.getvalue()
     return atomic_write_text(path, text)
@@ -306,11 +307,29 @@ def _parse_index(value: object) -> int | None:
     return None
 
 
+def numbers_are_names(classes: Sequence[str]) -> bool:
+    """Whether a number in an answer is read as a class *name* only, never as a class id.
+
+    That is so when some class name is itself a number and the names are not simply the ids
+    (``0, 1, ..., n-1`` in order, where both readings agree): with classes ``3,2,1`` the
+    answer ``1`` is the class named "1", and ``0`` is no class at all, not the first class.
+    """
+    numeric = any(str(name).strip().lstrip("-").isdigit() for name in classes)
+    return numeric and tuple(str(c) for c in classes) != tuple(str(i) for i in range(len(classes)))
+
+
 def _resolve_label(value: object, classes: tuple[str, ...]) -> int | None:
-    """Class id for a class name or an integer id; ``None`` if it is neither."""
+    """Class id for a class name or an integer id; ``None`` if it is neither.
+
+    With numeric class names (:func:`numbers_are_names`) a number is read as a name only."""
     n_classes = len(classes)
     if isinstance(value, bool):
         return None
+    if numbers_are_names(classes):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        text = str(value).strip()
+        return classes.index(text) if text in classes else None
     if isinstance(value, int):
         return value if 0 <= value < n_classes else None
     if isinstance(value, float) and value.is_integer():
@@ -413,11 +432,11 @@ def read_answers(
         label = _resolve_label(row.label, class_names)
         if label is None:
             shown = ", ".join(class_names) if len(class_names) <= 20 else ", ".join(class_names[:20]) + ", ..."
-            found.append(AnswerProblem(
-                row.where,
-                f"label {row.label!r} for {key} {index} is not a class; "
-                f"expected one of [{shown}] or an id 0..{len(class_names) - 1}",
-            ))
+            expected_text = (f"the class names are numbers, so a number is read as a class name, never as an "
+                             f"id: expected one of [{shown}]" if numbers_are_names(class_names) else
+                             f"expected one of [{shown}] or an id 0..{len(class_names) - 1}")
+            found.append(AnswerProblem(row.where, f"label {row.label!r} for {key} {index} is not a class; "
+                                                  + expected_text))
             continue
         answers[index] = label
     absent = sorted(expected - set(seen))
