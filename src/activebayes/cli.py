@@ -387,11 +387,8 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) 
     for name in ("batch_size", "num_samples", "seed", "max_epochs"):
         if name in given and given[name] < (0 if name == "seed" else 1):
             raise InvalidArgumentError(f"--{name.replace('_', '-')} must be >= {0 if name == 'seed' else 1}, got {given[name]}")
-    if is_project(project):
-        if given:
-            flags = ", ".join("--" + k.replace("_", "-") for k in given)
-            raise InvalidArgumentError(f"{project} is an existing project; its settings are fixed (drop {flags})")
-        return LabellingProject.open(project)
+    if is_project(project):  # the same settings again continue it; a different one is an error naming both values
+        return LabellingProject.open(project, settings=given)
     if "dataset" not in given and "images" not in given:
         raise InvalidArgumentError(f"{project} is not a labelling project yet: a new project needs --images FOLDER "
                          "--classes a,b,... or --dataset NAME")

@@ -206,6 +206,47 @@ class ProjectConfig:
         )
 
 
+def _setting_value(name: str, value: Any) -> Any:
+    """A setting in the form it is compared in (see :func:`setting_differences`)."""
+    if value is None:
+        return None
+    if name == "classes":
+        names = value.split(",") if isinstance(value, str) else value
+        return tuple(str(c).strip() for c in names if str(c).strip())
+    if name in ("images", "data_dir"):
+        return os.path.realpath(Path(str(value)).expanduser())
+    if name == "cold_start" and value == "none":
+        return None
+    return value
+
+
+def _shown(name: str, value: Any) -> str:
+    if value is None:
+        return "none" if name == "cold_start" else "(not set)"
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
+
+def setting_differences(config: ProjectConfig, given: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """``(flag, stored, given)`` for each setting in ``given`` (command-line names: ``classes``
+    as ``"a,b"`` or a sequence, ``max_epochs`` for ``fit_options["max_epochs"]``) that differs
+    from the project's ``config``. Paths are compared resolved, class lists name by name."""
+    stored_values = config.to_dict()
+    stored_values["max_epochs"] = config.fit_options.get("max_epochs")
+    differences = []
+    for name, value in given.items():
+        if value is None:
+            continue
+        if name not in stored_values:
+            raise ProjectError(f"unknown project setting {name!r}")
+        stored = _setting_value(name, stored_values[name])
+        wanted = _setting_value(name, value)
+        if stored != wanted:
+            differences.append(("--" + name.replace("_", "-"), _shown(name, stored), _shown(name, wanted)))
+    return differences
+
+
 # --------------------------------------------------------------------------- scanning
 
 
@@ -355,8 +396,15 @@ class LabellingProject:
         return project
 
     @classmethod
-    def open(cls, directory: str | os.PathLike[str], *, rescan: bool = True) -> LabellingProject:
-        """Open an existing project; with ``rescan`` compare its image folder with the store."""
+    def open(cls, directory: str | os.PathLike[str], *, rescan: bool = True,
+             settings: Mapping[str, Any] | None = None) -> LabellingProject:
+        """Open an existing project; with ``rescan`` compare its image folder with the store.
+
+        ``settings`` (command-line names, see :func:`setting_differences`): the settings a
+        command gave; the same as the project's is fine (running the same command again
+        continues), any other value raises :class:`ProjectError` naming the setting and
+        both values.
+        """
         path = Path(directory).expanduser().absolute()
         if not is_project(path):
             raise MissingFileError(
@@ -365,6 +413,12 @@ class LabellingProject:
         store = LabelStore.open(path / STORE_FILE)
         try:
             config = ProjectConfig.from_dict(store.meta("project"))
+            differ = setting_differences(config, settings or {})
+            if differ:
+                shown = "; ".join(f"{flag} {old} (this command: {flag} {new})" for flag, old, new in differ)
+                flags = " ".join(flag for flag, _, _ in differ)
+                raise ProjectError(f"{path} was created with {shown}; a project's settings are fixed: drop "
+                                   f"{flags} to continue it, or start a new project directory")
             changes = ItemChanges()
             dataset = None
             if rescan:
@@ -389,10 +443,11 @@ class LabellingProject:
         if is_project(directory):
             project = cls.open(directory)
             if config is not None and config != project.config:
-                differ = [k for k, v in config.to_dict().items() if project.config.to_dict().get(k) != v]
+                old, new = project.config.to_dict(), config.to_dict()
+                differ = [f"{k}: {old.get(k)!r} stored, {v!r} given" for k, v in new.items() if old.get(k) != v]
                 project.close()
                 raise ProjectError(f"{directory} is an existing project with other settings "
-                                   f"({', '.join(differ)}); its settings are fixed")
+                                   f"({'; '.join(differ)}); its settings are fixed")
             return project
         if config is None:
             raise ProjectError(f"{directory} is not a labelling project yet: give --images FOLDER --classes a,b "
