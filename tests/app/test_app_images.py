@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from PIL.PngImagePlugin import PngInfo
 from starlette.testclient import TestClient
 
 from activebayes.app import WorkerThread, create_app
@@ -20,9 +21,11 @@ def image_project(tmp_path):
     folder = tmp_path / "images"
     folder.mkdir()
     rng = np.random.default_rng(0)
+    extra = PngInfo()
+    extra.add_text("Comment", "<script>a chunk the app must not pass on</script>")  # the re-encoding drops it
     for i in range(8):
         pixels = rng.integers(0, 256, size=(12, 12, 3), dtype=np.uint8)
-        Image.fromarray(pixels).save(folder / f"img_{i}.png", pnginfo=None)
+        Image.fromarray(pixels).save(folder / f"img_{i}.png", pnginfo=extra)
     Image.fromarray(np.full((10, 14, 3), 200, dtype=np.uint8)).save(folder / "photo.jpg", quality=90)
     (folder / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
     project = LabellingProject.create(tmp_path / "proj", fast_config(dataset=None, images=str(folder),
@@ -39,10 +42,12 @@ def test_every_image_is_served_re_encoded_from_inside_the_folder(image_project, 
     Image.fromarray(np.zeros((5, 5), dtype=np.uint8)).save(outside)
     with TestClient(create_app(project, token=TOKEN), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
         for item, key in keys.items():
+            if key in ("img_3.png", "img_4.png"):
+                continue  # fetched below, after their files are swapped for links (not from the app's cache)
             response = client.get(f"/api/items/{item}/image")
             assert response.status_code == 200 and response.headers["content-type"] == "image/png"
             raw = (folder / key).read_bytes()
-            assert response.content != raw  # the decoded, re-encoded picture, not the file's bytes
+            assert response.content != raw and b"<script>" not in response.content  # re-encoded, not the file
             served = Image.open(io.BytesIO(response.content))
             with Image.open(folder / key) as original:
                 assert served.size == original.size
