@@ -89,3 +89,56 @@ def test_digit_key_stores_that_digit_and_backspace_takes_it_back(live, project):
             assert "took back" in page.inner_text("#last")
         finally:
             browser.close()
+
+
+# --------------------------------------------------------------------------- the dashboard (issue 29 item 10)
+
+
+@pytest.fixture
+def trained_live(tmp_path):
+    from tests.app.app_helpers import LiveServer, wait_for
+
+    project = make_project(tmp_path / "dash", batch_size=10)
+    server = LiveServer(project)
+    store = project.store
+    for name in ("anon-0123456789abcdef0123456789abcdef", "a-very-long-annotator-name-without-any-spaces-at-all"):
+        for _ in range(5):  # ten labels: one round, as a newcomer's first model
+            item = store.lease_next(name, store.item_ids())
+            store.answer(item, 0, name)
+    server.worker.wake()
+    wait_for(lambda: store.n_rounds() == 1 and (store.meta("status") or {}).get("state") == "ready", timeout=300)
+    yield server
+    server.stop()
+    project.close()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_the_first_round_is_readable_on_the_dashboard(trained_live):
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(90_000)
+            page.goto(f"{trained_live.url}/dashboard?token={TOKEN}")
+            page.wait_for_selector("body[data-ready='1']")
+            page.wait_for_selector("#curve circle")
+            ticks = [int(t) for t in page.eval_on_selector_all("#curve text[y='280']", "n => n.map(e => e.textContent)")]
+            steps = {b - a for a, b in zip(ticks, ticks[1:])}
+            assert ticks[0] == 0 and len(steps) == 1 and ticks[-1] > 10, ticks  # evenly spaced, room after 10
+            circles = page.eval_on_selector_all("#curve circle", "n => n.map(e => Number(e.getAttribute('cx')))")
+            assert circles and max(circles) < 640 - 16 - 50, circles  # the point is not pinned to the right edge
+            caption = page.inner_text("#curve-note")
+            for cls, colour, line in [("test", "blue", "blue line"), ("preq", "orange", "orange dashed line")]:
+                dots = page.locator(f"#curve circle.dot-{cls}").count()
+                drawn_line = page.locator(f"#curve polyline.{cls}").count() > 0
+                # the caption names each series as it is drawn, and nothing that is not drawn
+                assert (colour in caption) == (dots > 0), (cls, dots, caption)
+                assert (line in caption) == drawn_line, (cls, drawn_line, caption)
+                assert (f"{colour} dot" in caption) == (dots == 1), (cls, dots, caption)
+            assert page.locator("#curve circle").count() >= 1
+            fits = page.evaluate("(() => { const t = document.getElementById('annotators');"
+                                 " return [t.scrollWidth, t.parentElement.clientWidth]; })()")
+            assert fits[0] <= fits[1], fits  # the annotators table stays inside its card
+        finally:
+            browser.close()

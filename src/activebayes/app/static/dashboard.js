@@ -1,6 +1,44 @@
 // The dashboard: learning curve, training status, class balance, annotators, exports.
 "use strict";
 
+// The x axis of the learning curve: 0 .. a round number beyond the last point (room for
+// the next round, so the first point is not pinned to the right edge), with integer ticks
+// 1, 2 or 5 x 10^k apart. ``batch``: labels per round.
+function curveAxis(labelCounts, batch) {
+  const last = Math.max(0, ...labelCounts);
+  const want = Math.max(last + Math.max(1, batch || 1), 4);
+  let step = 1;
+  for (const base of [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000]) {
+    step = base;
+    if (want / base <= 6) break;
+  }
+  const max = Math.ceil(want / step) * step;
+  const ticks = [];
+  for (let v = 0; v <= max; v += step) ticks.push(v);
+  return { max: max, ticks: ticks };
+}
+
+// The caption of the curve: one sentence per series actually drawn, naming how it is drawn
+// (a line, or a dot while it has one point), or what to wait for when nothing is drawn.
+function curveCaption(drawn) {
+  const words = {
+    test: ["blue", "test accuracy of each round's model on the dataset's test split"],
+    preq: ["orange", "prequential accuracy: each round's model scored on the items labelled while it ranked " +
+                     "them (held out, but picked for being hard, so pessimistic)"],
+  };
+  const parts = [];
+  for (const [key, count] of Object.entries(drawn)) {
+    if (!count) continue;
+    const shape = count === 1 ? "dot" : key === "preq" ? "dashed line" : "line";
+    parts.push(words[key][0] + " " + shape + ": " + words[key][1]);
+  }
+  if (!parts.length) {
+    return "No point yet: a point appears once a round's model has been scored, on a test split " +
+           "or on the labels given after it ranked the items.";
+  }
+  return parts.join("; ") + ".";
+}
+
 (function () {
   const SVG = "http://www.w3.org/2000/svg";
 
@@ -10,12 +48,12 @@
     return node;
   }
 
-  function drawCurve(points) {
+  function drawCurve(points, batch) {
     const box = document.getElementById("curve");
     box.replaceChildren();
     const W = 640, H = 300, L = 48, R = 16, T = 12, B = 36;
-    const xs = points.map((p) => p.n_labelled || 0);
-    const xmax = Math.max(10, ...xs);
+    const axis = curveAxis(points.map((p) => p.n_labelled || 0), batch);
+    const xmax = axis.max;
     const x = (v) => L + (W - L - R) * v / xmax;
     const y = (v) => T + (H - T - B) * (1 - v);
     for (let t = 0; t <= 1.0001; t += 0.25) {
@@ -26,21 +64,36 @@
     }
     box.appendChild(svg("line", { x1: L, x2: W - R, y1: y(0), y2: y(0), class: "axis" }));
     box.appendChild(svg("line", { x1: L, x2: L, y1: T, y2: y(0), class: "axis" }));
-    for (let i = 0; i <= 4; i++) {
-      const v = Math.round(xmax * i / 4);
-      const label = svg("text", { x: x(v), y: H - B + 16, "text-anchor": "middle" });
+    for (const v of axis.ticks) {
+      const label = svg("text", { x: x(v), y: H - B + 16, "text-anchor": "middle", class: "tick" });
       label.textContent = v;
       box.appendChild(label);
     }
     const caption = svg("text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" });
     caption.textContent = "labels the model was trained on";
     box.appendChild(caption);
+    const drawn = {};
     for (const [key, cls] of [["test_accuracy", "test"], ["prequential_accuracy", "preq"]]) {
       const series = points.filter((p) => p[key] !== null && p[key] !== undefined);
+      drawn[cls] = series.length;
       if (!series.length) continue;
-      box.appendChild(svg("polyline", { class: cls, points: series.map((p) => x(p.n_labelled) + "," + y(p[key])).join(" ") }));
-      for (const p of series) box.appendChild(svg("circle", { cx: x(p.n_labelled), cy: y(p[key]), r: 3, class: "dot-" + cls }));
+      if (series.length > 1) {
+        box.appendChild(svg("polyline", { class: cls, points: series.map((p) => x(p.n_labelled) + "," + y(p[key])).join(" ") }));
+      }
+      for (const p of series) {
+        box.appendChild(svg("circle", { cx: x(p.n_labelled), cy: y(p[key]), r: series.length > 1 ? 3 : 5, class: "dot-" + cls }));
+      }
+      const end = series[series.length - 1];  // the latest value, written beside its point
+      const value = svg("text", { x: x(end.n_labelled) + 8, y: y(end[key]) - 8, class: "value-" + cls });
+      value.textContent = AB.percent(end[key]);
+      box.appendChild(value);
     }
+    if (!drawn.test && !drawn.preq) {
+      const wait = svg("text", { x: (L + W - R) / 2, y: (T + H - B) / 2, "text-anchor": "middle", class: "wait" });
+      wait.textContent = "no accuracy yet: the first point comes with the first scored model";
+      box.appendChild(wait);
+    }
+    return drawn;
   }
 
   function table(node, head, rows) {
@@ -52,12 +105,8 @@
     let state;
     try { state = await AB.call("GET", "/api/state"); } catch (error) { return; }
     document.getElementById("project").textContent = state.source;
-    drawCurve(state.curve);
-    const hasTest = state.curve.some((p) => p.test_accuracy !== null && p.test_accuracy !== undefined);
-    document.getElementById("curve-note").textContent =
-      (hasTest ? "solid: test accuracy of each round's model; " : "") +
-      "dashed: prequential accuracy, each round's model scored on the items labelled while it ranked them " +
-      "(held out, but picked for being hard, so pessimistic).";
+    const drawn = drawCurve(state.curve, state.batch_size);
+    document.getElementById("curve-note").textContent = curveCaption(drawn);
     AB.statusLine(document.getElementById("status"), state);
     const last = (state.status && state.status.last) || {};
     table(document.getElementById("timings"), ["last round", "seconds"], [
@@ -77,7 +126,7 @@
     const total = state.balance.reduce((a, b) => a + b, 0) || 1;
     AB.bars(document.getElementById("balance"), state.classes.map((name, i) => ({
       name: name, value: state.balance[i] / total, label: String(state.balance[i]) })));
-    table(document.getElementById("annotators"), ["annotator", "answers", "skips", "undos", "s per answer"],
+    table(document.getElementById("annotators"), ["annotator", "answers", "skips", "undos", "s / answer"],
       state.annotators.map((a) => [a.name, a.answers, a.skips, a.undos, a.mean_seconds === null ? "–" : a.mean_seconds.toFixed(1)]));
     const exports = document.getElementById("exports");
     exports.replaceChildren();
