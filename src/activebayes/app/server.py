@@ -385,7 +385,8 @@ class LabelApp:
         record = self.store.item(item)
         config = self.project.config
         if config.images is not None:
-            return self._png(item, lambda: _item_png(config.images, record.key)), "image/png", record.sha256
+            path = _item_file(config.images, record.key)  # checked at every request, cached or not
+            return self._png(item, lambda: _item_png(path)), "image/png", record.sha256
         index = self.project.index_of(item)
         if index is None:
             raise HTTPError(404, f"item {item} is not in the dataset")
@@ -456,13 +457,21 @@ class LabelApp:
         }
 
 
-def _item_png(root: str, key: str) -> bytes:
-    """The image of the item at ``key``: a regular file inside ``root``, decoded within bounds and
-    re-encoded as PNG (:func:`~activebayes.data.image_folder.preview_png`); never the raw file."""
+def _item_file(root: str, key: str) -> Path:
+    """The file of the item at ``key``: a regular file inside ``root`` (no link out), else a 404."""
     try:
-        return preview_png(confined_file(root, key))
+        return confined_file(root, key)
     except DataError as error:
         raise HTTPError(404, f"cannot serve the image {key}: {error}") from None
+
+
+def _item_png(path: Path) -> bytes:
+    """The item's image decoded within bounds and re-encoded as PNG
+    (:func:`~activebayes.data.image_folder.preview_png`); never the raw file."""
+    try:
+        return preview_png(path)
+    except DataError as error:
+        raise HTTPError(404, f"cannot serve the image {path.name}: {error}") from None
 
 
 # --------------------------------------------------------------------------- routes

@@ -94,7 +94,7 @@ def confined_file(root: str | os.PathLike[str], relative: str) -> Path:
     try:
         real = base.joinpath(*parts).resolve(strict=True)
     except (OSError, RuntimeError):
-        raise DataError(f"{base / relative}: no such file") from None
+        raise DataError(f"{base / relative} is gone: no such file") from None
     if not real.is_relative_to(base):
         raise DataError(f"{base / relative} links to {real}, outside the image folder {base}; refused")
     try:
