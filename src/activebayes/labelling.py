@@ -391,6 +391,7 @@ class LabellingProject:
                     parent.rmdir()
             raise
         store = LabelStore.open(target / STORE_FILE)
+        _note_skipped(store, skipped)
         project = cls(target, store, config, ItemChanges(skipped=skipped), dataset)
         project._check_dataset(dataset)
         return project
@@ -427,6 +428,7 @@ class LabellingProject:
                     changes = store.sync_items(scan_folder(config.images, classes=config.classes,
                                                            cache=store.scan_cache(), skipped=skipped))
                     changes.skipped = skipped
+                    _note_skipped(store, skipped)
                 else:  # a built-in dataset's files could be replaced too: its items are checked by content
                     dataset, _ = cls._load_source(config, progress=False, scan=False)
                     changes = store.sync_items(scan_dataset(dataset))
@@ -806,6 +808,17 @@ class LabellingProject:
     def summary(self) -> dict[str, Any]:
         counts = self.store.counts()
         return {**counts, "rounds": self.store.n_rounds(), "classes": list(self.classes)}
+
+
+SKIPPED_KEY = "skipped"
+
+
+def _note_skipped(store: LabelStore, skipped: Sequence[tuple[str, str]]) -> None:
+    """Keep the last scan's skipped files (``[key, reason]``) in the store's meta ``"skipped"``,
+    for the app's pages (the app itself does not rescan)."""
+    value = [[key, reason] for key, reason in skipped]
+    if (store.meta(SKIPPED_KEY) or []) != value:
+        store.set_meta(SKIPPED_KEY, value)
 
 
 def _round_of(file: Path) -> int | None:

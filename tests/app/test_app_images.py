@@ -76,3 +76,13 @@ def test_an_unreadable_image_never_puts_the_trainer_in_error(image_project):
     finally:
         worker.stop()
     assert status["state"] == "ready" and not worker.errors, status
+
+
+def test_skipped_files_are_noted_for_the_pages(image_project):
+    project, folder = image_project
+    with TestClient(create_app(project, token=TOKEN), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        skipped = client.get("/api/state").json()["skipped"]
+    assert [key for key, _ in skipped] == ["broken.png"] and "cannot read image" in skipped[0][1]
+    (folder / "broken.png").unlink()
+    with LabellingProject.open(project.directory) as again:  # the next scan: nothing skipped any more
+        assert again.store.meta("skipped") == []

@@ -452,6 +452,7 @@ class LabelApp:
             "curve": curve,
             "balance": store.class_counts(),
             "annotators": store.annotator_counts(),
+            "skipped": store.meta("skipped") or [],  # files the last scan could not read (not items)
             "exports": {fmt: f"/api/export/{fmt}" for fmt in ("csv", "json", "labelstudio")},
             "now": time.time(),
         }

@@ -123,6 +123,12 @@ function curveCaption(drawn) {
       counts.appendChild(AB.el("dt", { text: k }));
       counts.appendChild(AB.el("dd", { text: String(v) }));
     }
+    const skipped = state.skipped || [];
+    const note = document.getElementById("skipped");
+    note.hidden = !skipped.length;
+    note.textContent = skipped.length ? skipped.length + " file(s) of the folder skipped, not labelled until they " +
+      "can be read: " + skipped.slice(0, 5).map((s) => s[0]).join(", ") + (skipped.length > 5 ? ", ..." : "") : "";
+    note.title = skipped.map((s) => s[1]).join("\n");
     const total = state.balance.reduce((a, b) => a + b, 0) || 1;
     AB.bars(document.getElementById("balance"), state.classes.map((name, i) => ({
       name: name, value: state.balance[i] / total, label: String(state.balance[i]) })));
