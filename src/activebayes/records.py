@@ -302,6 +302,13 @@ class Proposal:
     seconds: dict[str, float]
     strategy: str
     stop_reason: str | None = None
+    #: the kind of stop (:mod:`activebayes.stopping`), with ``stop_reason``
+    stop_kind: str | None = None
+
+    @property
+    def stopped(self) -> bool:
+        """Whether a stopping criterion fired (the proposal then has no items)."""
+        return self.stop_reason is not None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -334,6 +341,9 @@ class RoundRecord:
     seconds: dict[str, float]
     stop_reason: str | None = None
     strategy: str | None = None
+    #: the kind of stop (:mod:`activebayes.stopping`); ``None`` in records written before it
+    #: was kept (:func:`activebayes.stopping.stop_kind_of` reads those)
+    stop_kind: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

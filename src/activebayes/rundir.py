@@ -38,9 +38,9 @@ import torch
 from activebayes._io import atomic_write_bytes, atomic_write_text
 from activebayes.errors import ActiveBayesError, InvalidArgumentError
 from activebayes._validation import check_positive_int
+from activebayes.stopping import LABEL_BUDGET, stop_kind_of
 from activebayes.records import (
     HEADLINE_METRICS,
-    LABEL_BUDGET_REACHED,
     LoopConfig,
     LoopResult,
     Proposal,
@@ -176,7 +176,7 @@ class RunDirectory:
         records = self.read_rounds()
         last = records[-1] if records else None
         if last is not None and last.stop_reason is not None:
-            if not last.stop_reason.startswith(LABEL_BUDGET_REACHED):
+            if stop_kind_of(last) != LABEL_BUDGET:
                 raise RunDirectoryError(
                     f"{self.path} stopped for another reason than its label budget ({last.stop_reason}); "
                     "it cannot continue"
