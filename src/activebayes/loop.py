@@ -74,10 +74,13 @@ from activebayes.stopping import (
     CostBudget,
     LabelBudget,
     Plateau,
+    SignalCriterion,
     StopReason,
     StoppingCriterion,
     TargetAccuracy,
     first_stop,
+    parse_stop_when,
+    round_signals,
 )
 
 # --------------------------------------------------------------------------- the loop
@@ -191,6 +194,11 @@ class ActiveLearningLoop:
             self.stopping.append(TargetAccuracy(config.target_accuracy))
         if config.plateau_patience is not None:
             self.stopping.append(Plateau(config.plateau_patience, config.plateau_min_delta))
+        #: signal -> threshold of the criteria that need no test set (``stop_when``)
+        self.stop_thresholds = parse_stop_when(config.stop_when)
+        self.stopping += [SignalCriterion(name) for name in self.stop_thresholds]
+        #: a fixed, seeded set of initially unlabelled items the stopping signals are measured on
+        self.stop_set_N = self._draw_stop_set()
         #: labels up to which ``cold_start`` acquires (0: no cold start)
         self.cold_start_labels = 0
         if self._cold_start is not None:
@@ -336,9 +344,11 @@ class ActiveLearningLoop:
             fit_info = self._fit(r, n_labelled, validation)
         with timer("evaluate"):
             metrics = self._evaluate(validation)
+        with timer("signals"):
+            signals = self._signals(n_labelled)
         class_counts = [int(c) for c in self.pool.class_counts()]
         round_so_far = dict(round=r, n_labelled=n_labelled, metrics=metrics, class_counts=class_counts,
-                            cost_spent=self.cost_spent, fit=fit_info)
+                            cost_spent=self.cost_spent, fit=fit_info, signals=signals)
         reason = self.stop_check(RoundRecord(acquired=[], scores=[], labels=[], seconds=timer.seconds,
                                              **round_so_far))
         if reason is not None:
@@ -348,10 +358,12 @@ class ActiveLearningLoop:
                             **round_so_far)
         with timer("acquire"):
             batch_size, ranking_N, scores_N, strategy = self._acquire(n_labelled, r, lookahead)
+            ranking_N, scores_N, audit_N = self._with_audit(ranking_N, scores_N, batch_size, n_labelled, r)
         ranking, scores = [int(i) for i in ranking_N], [float(s) for s in scores_N]
         self.pending = Proposal(indices=ranking[:batch_size], scores=scores[:batch_size], ranking=ranking,
                                 ranking_scores=scores, probs=self._ranking_probs(ranking_N, n_labelled),
-                                seconds=timer.seconds, strategy=strategy, **round_so_far)
+                                seconds=timer.seconds, strategy=strategy, audit=[int(i) for i in audit_N],
+                                **round_so_far)
         return self.pending
 
     def stop_check(self, provisional: RoundRecord) -> StopReason | None:
@@ -367,7 +379,8 @@ class ActiveLearningLoop:
                                        f"{proposal.round} with stop_reason={proposal.stop_reason!r}")
         record = RoundRecord(proposal.round, proposal.n_labelled, [], [], [], proposal.metrics,
                              proposal.class_counts, proposal.cost_spent, proposal.fit, dict(proposal.seconds),
-                             stop_reason=proposal.stop_reason, stop_kind=proposal.stop_kind)
+                             stop_reason=proposal.stop_reason, stop_kind=proposal.stop_kind,
+                             signals=proposal.signals)
         self.history.append(record)
         self.stop_reason = proposal.stop_reason
         self.pending = None
@@ -383,6 +396,45 @@ class ActiveLearningLoop:
         with seeded_global_rng(config.seed, "fit", r):
             return self.posterior.fit(self.pool.labelled_data(), validation=validation,
                                       generator=make_generator(config.seed, "fit", r), device=config.device)
+
+    def _draw_stop_set(self) -> Tensor:
+        """A seeded subset of the unlabelled pool of at most ``stop_set_size`` items (sorted)."""
+        candidates_N = self.pool.unlabelled_indices
+        size = min(self.config.stop_set_size, len(candidates_N))
+        order = torch.randperm(len(candidates_N), generator=make_generator(self.config.seed, "stop-set"))
+        return candidates_N[order[:size]].sort().values
+
+    def _signals(self, n_labelled: int) -> dict[str, Any] | None:
+        """The round's stopping signals (:func:`activebayes.stopping.round_signals`) on the stop set."""
+        if not len(self.stop_set_N):
+            return None
+        log_probs_S_K_C = self._predict(self.dataset.rows(self.stop_set_N), key="stop-set",
+                                        num_samples=self.config.eval_samples)
+        return round_signals(self.history, log_probs_S_K_C=log_probs_S_K_C, n_labelled=n_labelled,
+                             n_unlabelled=int(self.pool.n_unlabelled), num_classes=int(self.dataset.num_classes),
+                             thresholds=self.stop_thresholds)
+
+    def _with_audit(self, ranking_N: Tensor, scores_N: Tensor, batch_size: int, n_labelled: int,
+                    r: int) -> tuple[Tensor, Tensor, Tensor]:
+        """Swap the batch's last ``round(audit_fraction * batch_size)`` (at least 1) picks for
+        items drawn uniformly from the rest of the unlabelled pool (seeded by ``(seed, "audit",
+        r)``): their answers, against the model's predictions, estimate its accuracy without
+        selection bias. Their scores are NaN; nothing is audited before the first model."""
+        fraction = self.config.audit_fraction
+        empty = torch.empty(0, dtype=torch.long)
+        if not fraction or n_labelled == 0 or batch_size < 2:
+            return ranking_N, scores_N, empty
+        m = max(1, round(fraction * batch_size))
+        keep_N = ranking_N[: batch_size - m]
+        others_N = self.pool.unlabelled_indices
+        others_N = others_N[~torch.isin(others_N, keep_N)]
+        draw = torch.randperm(len(others_N), generator=make_generator(self.config.seed, "audit", r))[:m]
+        audit_N = others_N[draw]
+        rest = ~torch.isin(ranking_N[batch_size - m:], audit_N)
+        ranking = torch.cat([keep_N, audit_N, ranking_N[batch_size - m:][rest]])
+        scores = torch.cat([scores_N[: batch_size - m].double(), torch.full((len(audit_N),), math.nan, dtype=torch.float64),
+                            scores_N[batch_size - m:][rest].double()])
+        return ranking, scores, audit_N
 
     def _ranking_probs(self, ranking_N: Tensor, n_labelled: int) -> list[list[float]]:
         """The predictive class probabilities of the ranked items (shown by the labelling app)."""
@@ -418,6 +470,10 @@ class ActiveLearningLoop:
         if self.costs_N is not None and len(index_B):
             self.cost_spent += float(self.costs_N[index_B].sum())
         score_of = dict(zip(proposal.ranking, proposal.ranking_scores, strict=True))
+        signals = dict(proposal.signals) if proposal.signals is not None else None
+        if proposal.audit and proposal.probs:
+            signals = signals or {}
+            signals["audit"] = _audit_answers(proposal, index_B, labels_B)
         seconds = dict(proposal.seconds)
         seconds["label"] = time.perf_counter() - tic
         record = RoundRecord(
@@ -432,6 +488,7 @@ class ActiveLearningLoop:
             fit=proposal.fit,
             seconds=_rounded(seconds),
             strategy=proposal.strategy,
+            signals=signals,
         )
         self.history.append(record)
         self.pending = None
@@ -599,6 +656,19 @@ def _read_costs(path: str) -> Tensor:
     except (ValueError, OSError) as error:
         raise InvalidArgumentError(f"costs_file: {path} is not a .npy array or a text file of numbers ({error})") from None
     return torch.as_tensor(np.asarray(values, dtype=np.float64).reshape(-1))
+
+
+def _audit_answers(proposal: Proposal, index_B: Tensor, labels_B: Tensor) -> dict[str, int]:
+    """How many of the answered audit items the proposal's model predicted right (argmax of ``probs``)."""
+    position = {item: k for k, item in enumerate(proposal.ranking)}
+    audited = set(proposal.audit)
+    n = correct = 0
+    for item, label in zip(index_B.tolist(), labels_B.tolist(), strict=True):
+        if item in audited and item in position:
+            probs = proposal.probs[position[item]]
+            n += 1
+            correct += int(max(range(len(probs)), key=probs.__getitem__) == label)
+    return {"n": n, "correct": correct}
 
 
 def _rounded(seconds: Mapping[str, float]) -> dict[str, float]:
