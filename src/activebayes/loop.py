@@ -58,7 +58,7 @@ from activebayes.models.representation import (
     train_or_load_representation,
 )
 from activebayes.models.representation import features as representation_features
-from activebayes.oracles import SimulatedOracle
+from activebayes.oracles import Oracle, SimulatedOracle
 from activebayes.scoring import PoolExecutor, score_pool
 from activebayes.records import (
     COLD_START_LABELS_PER_CLASS,
@@ -85,7 +85,6 @@ from activebayes.stopping import (
 
 # --------------------------------------------------------------------------- the loop
 
-Oracle = Callable[[Tensor], Tensor]
 
 #: BatchBALD scores the whole pool while its ``[N, K, C]`` float32 predictions fit in this
 #: many bytes; beyond, a BALD pre-filter keeps the best ``_BATCHBALD_BYTES / (K C 4)`` items.
