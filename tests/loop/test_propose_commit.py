@@ -26,7 +26,8 @@ def _manual_run(config: LoopConfig) -> ActiveLearningLoop:
     targets = loop.dataset.targets
     while True:
         proposal = loop.propose()
-        if proposal.stop_reason is not None:
+        if proposal.stopped:
+            loop.finish(proposal)
             return loop
         loop.commit(proposal.indices, targets[proposal.indices])
 
