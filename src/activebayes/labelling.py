@@ -637,12 +637,10 @@ class LabellingProject:
                 on_phase("scoring")
         r = loop.round
         proposal = loop.pending if loop.pending is not None and loop.pending.round == r else self.stored_proposal(r)
-        if proposal is None or proposal.stop_reason is not None:
-            if loop.finished:
-                loop = self.build_loop()
+        if proposal is None or proposal.stopped:
+            # a stop is not a round of a labelling project (new items may come): never ``finish``ed
             proposal = loop.propose(lookahead=lookahead, on_phase=to_status)
-            if proposal.stop_reason is not None:
-                loop = self.build_loop()  # a stop is not a round of a labelling project: new items may come
+            if proposal.stopped:
                 return loop, proposal
             self.store.save_proposal(r, self._to_store(proposal.to_dict(), ("indices", "ranking")))
         pending = self.pending_labels()
@@ -650,13 +648,9 @@ class LabellingProject:
             return loop, proposal
         record = loop.commit([i for _, i, _ in pending], [y for _, _, y in pending], proposal=proposal)
         following = loop.propose(lookahead=lookahead, on_phase=to_status)
-        stored_next = None
-        if following.stop_reason is None:
-            stored_next = self._to_store(following.to_dict(), ("indices", "ranking"))
+        stored_next = None if following.stopped else self._to_store(following.to_dict(), ("indices", "ranking"))
         self.store.save_round(r, self._to_store(record.to_dict(), ("acquired",)),
                               [(item, label) for item, _, label in pending], stored_next)
-        if following.stop_reason is not None:
-            loop = self.build_loop()
         return loop, following
 
     # ----------------------------------------------------------------- the file round trip

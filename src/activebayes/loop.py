@@ -34,13 +34,12 @@ Example::
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -52,20 +51,18 @@ from activebayes._validation import check_choice, check_device
 from activebayes.acquisition import Strategy, get_strategy
 from activebayes.data import Pool, available_datasets, load_dataset
 from activebayes.metrics import evaluate_classification
-from activebayes.models import Ensemble, available_models, build_model, fit, predict_log_probs
-from activebayes.models.embeddings import penultimate_features
+from activebayes.models import Posterior, available_models, as_posterior, build_model
 from activebayes.models.representation import (
     Representation,
     RepresentationConfig,
     train_or_load_representation,
 )
 from activebayes.models.representation import features as representation_features
-from activebayes.oracles import SimulatedOracle
+from activebayes.oracles import Oracle, SimulatedOracle
 from activebayes.scoring import PoolExecutor, score_pool
 from activebayes.records import (
     COLD_START_LABELS_PER_CLASS,
     INITIAL_CHOICES,
-    LABEL_BUDGET_REACHED,
     LoopConfig,
     LoopResult,
     Proposal,
@@ -73,75 +70,21 @@ from activebayes.records import (
     headline_metric,
 )
 from activebayes.errors import InvalidArgumentError, MissingFileError
-
-# --------------------------------------------------------------------------- stopping
-
-
-class StoppingCriterion(Protocol):
-    """Decides after a round's evaluation whether to stop; returns a reason or None."""
-
-    def __call__(self, history: Sequence[RoundRecord], *, n_labelled: int, cost_spent: float) -> str | None: ...
-
-
-@dataclass(frozen=True)
-class LabelBudget:
-    budget: int
-
-    def __call__(self, history: Sequence[RoundRecord], *, n_labelled: int, cost_spent: float) -> str | None:
-        return f"{LABEL_BUDGET_REACHED} ({n_labelled} >= {self.budget})" if n_labelled >= self.budget else None
-
-
-@dataclass(frozen=True)
-class CostBudget:
-    budget: float
-    min_cost: float
-
-    def __call__(self, history: Sequence[RoundRecord], *, n_labelled: int, cost_spent: float) -> str | None:
-        if cost_spent + self.min_cost > self.budget + 1e-9:
-            return f"cost budget reached ({cost_spent:g} spent of {self.budget:g})"
-        return None
-
-
-@dataclass(frozen=True)
-class TargetAccuracy:
-    """Stop once ``metric`` reaches ``target`` (default: the headline metric, test accuracy
-    when there is a test set, else validation accuracy)."""
-
-    target: float
-    metric: str | None = None
-
-    def __call__(self, history: Sequence[RoundRecord], *, n_labelled: int, cost_spent: float) -> str | None:
-        if not history:
-            return None
-        metrics = history[-1].metrics
-        metric = self.metric or headline_metric(metrics)
-        value = metrics.get(metric)
-        if value is not None and value >= self.target:
-            return f"target {metric} {self.target:g} reached ({value:.4f})"
-        return None
-
-
-@dataclass(frozen=True)
-class Plateau:
-    """Stop when ``metric`` has not improved by ``min_delta`` for ``patience`` rounds."""
-
-    patience: int
-    min_delta: float = 0.0
-    metric: str = "validation_accuracy"
-
-    def __call__(self, history: Sequence[RoundRecord], *, n_labelled: int, cost_spent: float) -> str | None:
-        values = [r.metrics.get(self.metric) for r in history]
-        if len(values) <= self.patience or any(v is None for v in values):
-            return None
-        best_before = max(values[: -self.patience])
-        if max(values[-self.patience :]) < best_before + self.min_delta:
-            return f"plateau: {self.metric} did not improve for {self.patience} rounds"
-        return None
-
+from activebayes.stopping import (
+    CostBudget,
+    LabelBudget,
+    Plateau,
+    SignalCriterion,
+    StopReason,
+    StoppingCriterion,
+    TargetAccuracy,
+    first_stop,
+    parse_stop_when,
+    round_signals,
+)
 
 # --------------------------------------------------------------------------- the loop
 
-Oracle = Callable[[Tensor], Tensor]
 
 #: BatchBALD scores the whole pool while its ``[N, K, C]`` float32 predictions fit in this
 #: many bytes; beyond, a BALD pre-filter keeps the best ``_BATCHBALD_BYTES / (K C 4)`` items.
@@ -192,8 +135,9 @@ class ActiveLearningLoop:
     Parameters are keyword-only overrides of what ``config`` would load: pass a
     ``dataset`` / ``test`` (``ArrayDataset``) to use your own data, an ``oracle``
     (any callable ``indices_B -> labels_B``, e.g. a ``SimulatedOracle``; needed
-    only by :meth:`step`), a ``model_factory`` (``generator -> nn.Module``) for
-    your own network, ``costs_N`` (per-item labelling cost, indexed by
+    only by :meth:`step`), a ``model_factory`` (``generator -> nn.Module`` or
+    ``generator -> Posterior``, :mod:`activebayes.models.posterior`) for your own
+    network or posterior, ``costs_N`` (per-item labelling cost, indexed by
     original dataset index; ``config.costs_file`` loads them from a file instead),
     and an ``executor`` for scoring the pool (default: this process; e.g.
     :class:`activebayes.distributed.RayExecutor` for a Ray cluster).
@@ -206,7 +150,7 @@ class ActiveLearningLoop:
         dataset: Any = None,
         test: Any = None,
         oracle: Oracle | None = None,
-        model_factory: Callable[[torch.Generator], torch.nn.Module] | None = None,
+        model_factory: Callable[[torch.Generator], torch.nn.Module | Posterior] | None = None,
         costs_N: Tensor | None = None,
         stopping: Sequence[StoppingCriterion] = (),
         executor: PoolExecutor | None = None,
@@ -249,6 +193,11 @@ class ActiveLearningLoop:
             self.stopping.append(TargetAccuracy(config.target_accuracy))
         if config.plateau_patience is not None:
             self.stopping.append(Plateau(config.plateau_patience, config.plateau_min_delta))
+        #: signal -> threshold of the criteria that need no test set (``stop_when``)
+        self.stop_thresholds = parse_stop_when(config.stop_when)
+        self.stopping += [SignalCriterion(name) for name in self.stop_thresholds]
+        #: a fixed, seeded set of initially unlabelled items the stopping signals are measured on
+        self.stop_set_N = self._draw_stop_set()
         #: labels up to which ``cold_start`` acquires (0: no cold start)
         self.cold_start_labels = 0
         if self._cold_start is not None:
@@ -256,7 +205,8 @@ class ActiveLearningLoop:
                                       else COLD_START_LABELS_PER_CLASS * int(dataset.num_classes))
         self.history: list[RoundRecord] = []
         self.cost_spent = 0.0
-        self.model: torch.nn.Module | None = None
+        #: the round's posterior (built and fitted by :meth:`propose`)
+        self.posterior: Posterior | None = None
         self.stop_reason: str | None = None
         self.pending: Proposal | None = None
         self._executor = executor
@@ -319,20 +269,25 @@ class ActiveLearningLoop:
             **options,
         )
 
-    def _build_model(self, r: int) -> torch.nn.Module:
-        """Round ``r``'s freshly initialised model; the global RNG is seeded too, so
+    def _build_posterior(self, r: int) -> Posterior:
+        """Round ``r``'s freshly initialised posterior; the global RNG is seeded too, so
         factories that use PyTorch's default initialisers are reproducible."""
         with seeded_global_rng(self.config.seed, "model-init", r):
-            return self.model_factory(make_generator(self.config.seed, "model", r))
+            built = self.model_factory(make_generator(self.config.seed, "model", r))
+        return as_posterior(built, **dict(self.config.fit_options))
 
-    def _predict(self, model: torch.nn.Module, inputs: Tensor, *, key: str, num_samples: int) -> Tensor:
-        k = None if isinstance(model, Ensemble) else num_samples
-        return predict_log_probs(
-            model,
+    @property
+    def model(self) -> torch.nn.Module | None:
+        """The round's network (``posterior.module``); ``None`` before the first round."""
+        return None if self.posterior is None else self.posterior.module
+
+    def _predict(self, inputs: Any, *, key: str, num_samples: int) -> Tensor:
+        """``log_probs_N_K_C`` of the round's posterior, K functions seeded by ``(seed, round, key)``."""
+        return self.posterior.log_probs(
             inputs,
-            k,
-            batch_size=self.config.predict_batch_size,
+            num_samples=num_samples,
             generator=make_generator(self.config.seed, len(self.history), key),
+            batch_size=self.config.predict_batch_size,
             device=self.config.device,
         )
 
@@ -351,8 +306,8 @@ class ActiveLearningLoop:
             if record.stop_reason:
                 self.stop_reason = record.stop_reason
         if model_state is not None:
-            self.model = self._build_model(len(records) - 1)
-            self.model.load_state_dict(model_state)
+            self.posterior = self._build_posterior(len(records) - 1)
+            self.posterior.module.load_state_dict(model_state)
 
     @property
     def finished(self) -> bool:
@@ -370,96 +325,122 @@ class ActiveLearningLoop:
 
         Returns the round's :class:`Proposal`; the round ends with :meth:`commit`.
         When a stopping criterion fires the proposal has no items and its
-        ``stop_reason`` set; the round is then recorded at once and the loop is
-        finished. ``lookahead`` extends ``ranking`` beyond the batch (for a
+        ``stop_reason`` / ``stop_kind`` set, and nothing else changes: :meth:`finish`
+        records the stop (a simulation does; a labelling project, where new items may
+        come, does not). ``lookahead`` extends ``ranking`` beyond the batch (for a
         labelling app that must never wait for the next round). ``on_phase(name)``
         is called as each phase starts: ``"fit"``, ``"evaluate"``, ``"acquire"``
         (the keys of the proposal's ``seconds``), e.g. for a status line.
         """
-        def phase(name: str) -> None:
-            if on_phase is not None:
-                on_phase(name)
-
         if self.finished:
             raise RuntimeError(f"the loop has already stopped: {self.stop_reason}")
         if lookahead < 0:
             raise InvalidArgumentError(f"lookahead must be >= 0, got {lookahead}")
-        config = self.config
-        r = self.round
-        seconds: dict[str, float] = {}
-        pool = self.pool
-        n_labelled = int(pool.n_labelled)
-
-        # 1. fit
-        phase("fit")
-        tic = time.perf_counter()
-        if self.model is None or not config.warm_start:
-            self.model = self._build_model(r)
-        model = self.model
-        validation = pool.validation_data() if config.validation_size else None
-        if n_labelled > 0:
-            with seeded_global_rng(config.seed, "fit", r):
-                fit_result = fit(
-                    model,
-                    pool.labelled_data(),
-                    validation=validation,
-                    generator=make_generator(config.seed, "fit", r),
-                    device=config.device,
-                    **dict(config.fit_options),
-                )
-            fit_info = _fit_summary(fit_result)
-        else:
-            fit_info = {"skipped": "no labelled data"}
-        seconds["fit"] = time.perf_counter() - tic
-
-        # 2. evaluate
-        phase("evaluate")
-        tic = time.perf_counter()
-        metrics = self._evaluate(model, validation)
-        seconds["evaluate"] = time.perf_counter() - tic
-
-        # 3. stop?
-        class_counts = [int(c) for c in pool.class_counts()]
-        provisional = RoundRecord(r, n_labelled, [], [], [], metrics, class_counts, self.cost_spent, fit_info,
-                                  _rounded(seconds))
-        reason = self._stop_reason([*self.history, provisional], n_labelled)
-        if reason is None and pool.n_unlabelled == 0:
-            reason = "the unlabelled pool is empty"
+        r, n_labelled = self.round, int(self.pool.n_labelled)
+        timer = _PhaseTimer(on_phase)
+        validation = self.pool.validation_data() if self.config.validation_size else None
+        with timer("fit"):
+            fit_info = self._fit(r, n_labelled, validation)
+        with timer("evaluate"):
+            metrics = self._evaluate(validation)
+        with timer("signals"):
+            signals = self._signals(n_labelled)
+        class_counts = [int(c) for c in self.pool.class_counts()]
+        round_so_far = dict(round=r, n_labelled=n_labelled, metrics=metrics, class_counts=class_counts,
+                            cost_spent=self.cost_spent, fit=fit_info, signals=signals)
+        reason = self.stop_check(RoundRecord(acquired=[], scores=[], labels=[], seconds=timer.seconds,
+                                             **round_so_far))
         if reason is not None:
-            self.history.append(dataclasses.replace(provisional, stop_reason=reason))
-            self.stop_reason = reason
             self.pending = None
-            return Proposal(r, n_labelled, [], [], [], [], [], metrics, class_counts, self.cost_spent, fit_info,
-                            _rounded(seconds), config.strategy, stop_reason=reason)
-
-        # 4. score the pool and select
-        phase("acquire")
-        tic = time.perf_counter()
-        batch_size, ranking_N, ranking_scores, strategy = self._acquire(model, n_labelled, r, lookahead)
-        seconds["acquire"] = time.perf_counter() - tic
-        probs = []
-        if n_labelled > 0 and len(ranking_N):
-            log_probs = self._predict(model, self.dataset.inputs[ranking_N], key="ranking",
-                                      num_samples=config.eval_samples)
-            probs = [[float(p) for p in row] for row in log_probs.exp().mean(1)]
-        ranking = [int(i) for i in ranking_N]
-        scores = [float(s) for s in ranking_scores]
-        self.pending = Proposal(
-            round=r,
-            n_labelled=n_labelled,
-            indices=ranking[:batch_size],
-            scores=scores[:batch_size],
-            ranking=ranking,
-            ranking_scores=scores,
-            probs=probs,
-            metrics=metrics,
-            class_counts=class_counts,
-            cost_spent=self.cost_spent,
-            fit=fit_info,
-            seconds=_rounded(seconds),
-            strategy=strategy,
-        )
+            return Proposal(indices=[], scores=[], ranking=[], ranking_scores=[], probs=[], seconds=timer.seconds,
+                            strategy=self.config.strategy, stop_reason=reason.detail, stop_kind=reason.kind,
+                            **round_so_far)
+        with timer("acquire"):
+            batch_size, ranking_N, scores_N, strategy = self._acquire(n_labelled, r, lookahead)
+            ranking_N, scores_N, audit_N = self._with_audit(ranking_N, scores_N, batch_size, n_labelled, r)
+        ranking, scores = [int(i) for i in ranking_N], [float(s) for s in scores_N]
+        self.pending = Proposal(indices=ranking[:batch_size], scores=scores[:batch_size], ranking=ranking,
+                                ranking_scores=scores, probs=self._ranking_probs(ranking_N, n_labelled),
+                                seconds=timer.seconds, strategy=strategy, audit=[int(i) for i in audit_N],
+                                **round_so_far)
         return self.pending
+
+    def stop_check(self, provisional: RoundRecord) -> StopReason | None:
+        """The first stopping criterion that fires after ``provisional`` (the current round,
+        evaluated, nothing acquired yet), or an empty pool; ``None`` to go on. No side effects."""
+        return first_stop(self.stopping, [*self.history, provisional], n_labelled=provisional.n_labelled,
+                          cost_spent=self.cost_spent, n_unlabelled=int(self.pool.n_unlabelled))
+
+    def finish(self, proposal: Proposal) -> RoundRecord:
+        """Record a stopping proposal as the run's last round; the loop is then finished."""
+        if proposal.stop_reason is None or proposal.round != self.round:
+            raise InvalidArgumentError(f"finish() needs this round's ({self.round}) stopping proposal, got round "
+                                       f"{proposal.round} with stop_reason={proposal.stop_reason!r}")
+        record = RoundRecord(proposal.round, proposal.n_labelled, [], [], [], proposal.metrics,
+                             proposal.class_counts, proposal.cost_spent, proposal.fit, dict(proposal.seconds),
+                             stop_reason=proposal.stop_reason, stop_kind=proposal.stop_kind,
+                             signals=proposal.signals)
+        self.history.append(record)
+        self.stop_reason = proposal.stop_reason
+        self.pending = None
+        return record
+
+    def _fit(self, r: int, n_labelled: int, validation: tuple[Tensor, Tensor] | None) -> dict[str, Any]:
+        """Build round ``r``'s posterior (or keep the last with ``warm_start``) and fit it."""
+        config = self.config
+        if self.posterior is None or not config.warm_start:
+            self.posterior = self._build_posterior(r)
+        if n_labelled == 0:
+            return {"skipped": "no labelled data"}
+        with seeded_global_rng(config.seed, "fit", r):
+            return self.posterior.fit(self.pool.labelled_data(), validation=validation,
+                                      generator=make_generator(config.seed, "fit", r), device=config.device)
+
+    def _draw_stop_set(self) -> Tensor:
+        """A seeded subset of the unlabelled pool of at most ``stop_set_size`` items (sorted)."""
+        candidates_N = self.pool.unlabelled_indices
+        size = min(self.config.stop_set_size, len(candidates_N))
+        order = torch.randperm(len(candidates_N), generator=make_generator(self.config.seed, "stop-set"))
+        return candidates_N[order[:size]].sort().values
+
+    def _signals(self, n_labelled: int) -> dict[str, Any] | None:
+        """The round's stopping signals (:func:`activebayes.stopping.round_signals`) on the stop set."""
+        if not len(self.stop_set_N):
+            return None
+        log_probs_S_K_C = self._predict(self.dataset.rows(self.stop_set_N), key="stop-set",
+                                        num_samples=self.config.eval_samples)
+        return round_signals(self.history, log_probs_S_K_C=log_probs_S_K_C, n_labelled=n_labelled,
+                             n_unlabelled=int(self.pool.n_unlabelled), num_classes=int(self.dataset.num_classes),
+                             thresholds=self.stop_thresholds)
+
+    def _with_audit(self, ranking_N: Tensor, scores_N: Tensor, batch_size: int, n_labelled: int,
+                    r: int) -> tuple[Tensor, Tensor, Tensor]:
+        """Swap the batch's last ``round(audit_fraction * batch_size)`` (at least 1) picks for
+        items drawn uniformly from the rest of the unlabelled pool (seeded by ``(seed, "audit",
+        r)``): their answers, against the model's predictions, estimate its accuracy without
+        selection bias. Their scores are NaN; nothing is audited before the first model."""
+        fraction = self.config.audit_fraction
+        empty = torch.empty(0, dtype=torch.long)
+        if not fraction or n_labelled == 0 or batch_size < 2:
+            return ranking_N, scores_N, empty
+        m = max(1, round(fraction * batch_size))
+        keep_N = ranking_N[: batch_size - m]
+        others_N = self.pool.unlabelled_indices
+        others_N = others_N[~torch.isin(others_N, keep_N)]
+        draw = torch.randperm(len(others_N), generator=make_generator(self.config.seed, "audit", r))[:m]
+        audit_N = others_N[draw]
+        rest = ~torch.isin(ranking_N[batch_size - m:], audit_N)
+        ranking = torch.cat([keep_N, audit_N, ranking_N[batch_size - m:][rest]])
+        scores = torch.cat([scores_N[: batch_size - m].double(), torch.full((len(audit_N),), math.nan, dtype=torch.float64),
+                            scores_N[batch_size - m:][rest].double()])
+        return ranking, scores, audit_N
+
+    def _ranking_probs(self, ranking_N: Tensor, n_labelled: int) -> list[list[float]]:
+        """The predictive class probabilities of the ranked items (shown by the labelling app)."""
+        if n_labelled == 0 or not len(ranking_N):
+            return []
+        log_probs = self._predict(self.dataset.inputs[ranking_N], key="ranking", num_samples=self.config.eval_samples)
+        return [[float(p) for p in row] for row in log_probs.exp().mean(1)]
 
     def commit(self, indices: object, labels: object, *, proposal: Proposal | None = None) -> RoundRecord:
         """End the proposed round with the answers: ``labels[i]`` for ``indices[i]``.
@@ -488,6 +469,10 @@ class ActiveLearningLoop:
         if self.costs_N is not None and len(index_B):
             self.cost_spent += float(self.costs_N[index_B].sum())
         score_of = dict(zip(proposal.ranking, proposal.ranking_scores, strict=True))
+        signals = dict(proposal.signals) if proposal.signals is not None else None
+        if proposal.audit and proposal.probs:
+            signals = signals or {}
+            signals["audit"] = _audit_answers(proposal, index_B, labels_B)
         seconds = dict(proposal.seconds)
         seconds["label"] = time.perf_counter() - tic
         record = RoundRecord(
@@ -502,6 +487,7 @@ class ActiveLearningLoop:
             fit=proposal.fit,
             seconds=_rounded(seconds),
             strategy=proposal.strategy,
+            signals=signals,
         )
         self.history.append(record)
         self.pending = None
@@ -510,8 +496,8 @@ class ActiveLearningLoop:
     def step(self) -> RoundRecord:
         """One whole round with the loop's oracle: ``propose``, ask, ``commit``."""
         proposal = self.propose()
-        if proposal.stop_reason is not None:
-            return self.history[-1]
+        if proposal.stopped:
+            return self.finish(proposal)
         tic = time.perf_counter()
         labels = torch.as_tensor(self.oracle(torch.tensor(proposal.indices, dtype=torch.long)), dtype=torch.long)
         asked = time.perf_counter() - tic
@@ -519,29 +505,21 @@ class ActiveLearningLoop:
         record.seconds["label"] = round(record.seconds["label"] + asked, 4)
         return record
 
-    def _evaluate(self, model: torch.nn.Module, validation: tuple[Tensor, Tensor] | None) -> dict[str, Any]:
+    def _evaluate(self, validation: tuple[Tensor, Tensor] | None) -> dict[str, Any]:
         metrics: dict[str, Any] = {}
         num_classes = self.dataset.num_classes
         eval_samples = self.config.eval_samples
         if validation is not None:
-            log_probs = self._predict(model, validation[0], key="validation", num_samples=eval_samples)
+            log_probs = self._predict(validation[0], key="validation", num_samples=eval_samples)
             for name, value in evaluate_classification(log_probs, validation[1], num_classes=num_classes).items():
                 metrics[f"validation_{name}"] = value
         if self.test is not None and self.test.targets is not None:
-            log_probs = self._predict(model, self.test.inputs, key="test", num_samples=eval_samples)
+            log_probs = self._predict(self.test.inputs, key="test", num_samples=eval_samples)
             for name, value in evaluate_classification(log_probs, self.test.targets, num_classes=num_classes).items():
                 metrics[f"test_{name}"] = value
         return metrics
 
-    def _stop_reason(self, history: Sequence[RoundRecord], n_labelled: int) -> str | None:
-        for criterion in self.stopping:
-            reason = criterion(history, n_labelled=n_labelled, cost_spent=self.cost_spent)
-            if reason is not None:
-                return reason
-        return None
-
-    def _acquire(self, model: torch.nn.Module, n_labelled: int, r: int,
-                 lookahead: int) -> tuple[int, Tensor, Tensor, str]:
+    def _acquire(self, n_labelled: int, r: int, lookahead: int) -> tuple[int, Tensor, Tensor, str]:
         """``(batch_size, ranking_N, scores, strategy)``: the batch is the ranking's prefix.
 
         The pool is scored by :func:`activebayes.scoring.score_pool`, streamed in chunks
@@ -569,7 +547,7 @@ class ActiveLearningLoop:
         if self.costs_N is not None and config.cost_budget is not None:
             costs_N, cost_budget = self.costs_N[candidates_N], config.cost_budget - self.cost_spent
         try:
-            inputs = self._strategy_inputs(get_strategy(strategy), model, candidates_N, n_labelled)
+            inputs = self._strategy_inputs(get_strategy(strategy), candidates_N, n_labelled)
         except InvalidArgumentError as error:
             if entry is self._cold_start:
                 raise InvalidArgumentError(
@@ -588,13 +566,14 @@ class ActiveLearningLoop:
             # BatchBALD on the whole pool while its predictions fit in memory, else a BALD pre-filter
             per_item = config.num_samples * self.dataset.num_classes * 4
             options.setdefault("prefilter", max(batch_size, min(len(candidates_N), _BATCHBALD_BYTES // per_item)))
+        posterior = self.posterior
         selection = score_pool(
-            model,
+            posterior.module,
             self.dataset,
             candidates_N,
             strategy,
             ranked,
-            num_samples=None if isinstance(model, Ensemble) else config.num_samples,
+            num_samples=None if posterior.num_functions is not None else config.num_samples,
             mask_generator=make_generator(config.seed, r, "pool"),
             selection_seed=derive_seed(config.seed, "acquire", r),
             predict_batch_size=config.predict_batch_size,
@@ -607,13 +586,12 @@ class ActiveLearningLoop:
         )
         return min(batch_size, len(selection.indices)), selection.indices, selection.scores, strategy
 
-    def _strategy_inputs(self, entry: Strategy, model: torch.nn.Module, candidates_N: Tensor,
-                         n_labelled: int) -> dict[str, Tensor]:
+    def _strategy_inputs(self, entry: Strategy, candidates_N: Tensor, n_labelled: int) -> dict[str, Tensor]:
         """The representation-based inputs a strategy reads (BADGE, typicality)."""
         wanted = set(entry.inputs) | set(entry.optional_inputs)
         if not wanted & {"features", "labelled_features"}:
             return {}
-        features = self._features(model, n_labelled)
+        features = self._features(n_labelled)
         inputs = {}
         if "features" in wanted:
             inputs["features_N_D"] = features(candidates_N)
@@ -621,10 +599,10 @@ class ActiveLearningLoop:
             inputs["labelled_features_L_D"] = features(self.pool.labelled_indices)
         return inputs
 
-    def _features(self, model: torch.nn.Module, n_labelled: int) -> Callable[[Tensor], Tensor]:
+    def _features(self, n_labelled: int) -> Callable[[Tensor], Tensor]:
         """Features of items by original index: the self-supervised representation's, else
-        the round model's penultimate layer (an ensemble's first member's), or the flattened
-        inputs before the first model."""
+        the round posterior's (:meth:`Posterior.features`), or the flattened inputs before
+        the first model."""
         if self.representation is not None:
             if self._representation_features is None:
                 self._representation_features = representation_features(
@@ -634,10 +612,8 @@ class ActiveLearningLoop:
         if n_labelled == 0:
             width = math.prod(self.dataset.input_shape)
             return lambda index_N: self.dataset.rows(index_N)[:].reshape(len(index_N), width).float()
-        # an ensemble's members embed in different spaces: the first member's features
-        embedder = model.members[0] if isinstance(model, Ensemble) else model
-        return lambda index_N: penultimate_features(
-            embedder, self.dataset.rows(index_N), batch_size=self.config.predict_batch_size, device=self.config.device
+        return lambda index_N: self.posterior.features(
+            self.dataset.rows(index_N), batch_size=self.config.predict_batch_size, device=self.config.device
         )
 
     # ----------------------------------------------------------------- all rounds
@@ -681,23 +657,41 @@ def _read_costs(path: str) -> Tensor:
     return torch.as_tensor(np.asarray(values, dtype=np.float64).reshape(-1))
 
 
+def _audit_answers(proposal: Proposal, index_B: Tensor, labels_B: Tensor) -> dict[str, int]:
+    """How many of the answered audit items the proposal's model predicted right (argmax of ``probs``)."""
+    position = {item: k for k, item in enumerate(proposal.ranking)}
+    audited = set(proposal.audit)
+    n = correct = 0
+    for item, label in zip(index_B.tolist(), labels_B.tolist(), strict=True):
+        if item in audited and item in position:
+            probs = proposal.probs[position[item]]
+            n += 1
+            correct += int(max(range(len(probs)), key=probs.__getitem__) == label)
+    return {"n": n, "correct": correct}
+
+
 def _rounded(seconds: Mapping[str, float]) -> dict[str, float]:
     return {key: round(value, 4) for key, value in seconds.items()}
 
 
-def _fit_summary(fit_result: Any) -> dict[str, Any]:
-    """The JSON-friendly scalar fields of a ``FitResult``."""
-    if dataclasses.is_dataclass(fit_result):
-        items = dataclasses.asdict(fit_result).items()
-    else:
-        items = vars(fit_result).items() if hasattr(fit_result, "__dict__") else []
-    out: dict[str, Any] = {}
-    for key, value in items:
-        if isinstance(value, bool | int | str) or value is None:
-            out[key] = value
-        elif isinstance(value, float):
-            out[key] = value if math.isfinite(value) else None
-    return out
+class _PhaseTimer:
+    """Times the phases of a round (``with timer("fit"): ...``) and announces each start."""
+
+    def __init__(self, on_phase: Callable[[str], None] | None) -> None:
+        self.on_phase = on_phase
+        self._seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        if self.on_phase is not None:
+            self.on_phase(name)
+        tic = time.perf_counter()
+        yield
+        self._seconds[name] = time.perf_counter() - tic
+
+    @property
+    def seconds(self) -> dict[str, float]:
+        return _rounded(self._seconds)
 
 
 __all__ = [

@@ -149,6 +149,9 @@ class LoopConfig:
     eval_samples: int = 20
     pool_subsample: int | None = None
     target_accuracy: float | None = None
+    stop_when: tuple[str, ...] = ()
+    stop_set_size: int = 1000
+    audit_fraction: float = 0.0
     plateau_patience: int | None = None
     plateau_min_delta: float = 0.0
     warm_start: bool = False
@@ -174,6 +177,21 @@ class LoopConfig:
             )
         for name in ("batch_size", "budget", "num_samples", "eval_samples", "predict_batch_size"):
             check_positive_int(getattr(self, name), name)
+        from activebayes.stopping import parse_stop_when  # stopping reads records: imported late
+
+        if isinstance(self.stop_when, str):
+            object.__setattr__(self, "stop_when", tuple(s for s in self.stop_when.split(",") if s.strip()))
+        object.__setattr__(self, "stop_when", tuple(self.stop_when))
+        parse_stop_when(self.stop_when)
+        check_positive_int(self.stop_set_size, "stop_set_size", allow_zero=True)
+        if not isinstance(self.audit_fraction, int | float) or not 0.0 <= self.audit_fraction < 1.0:
+            raise InvalidArgumentError(f"audit_fraction (--audit-fraction) must be in [0, 1), got {self.audit_fraction!r}")
+        if self.stop_when and not self.stop_set_size:
+            raise InvalidArgumentError("stop_when (--stop-when) needs a stop set: stop_set_size must be >= 1, got 0")
+        if "estimated_accuracy" in " ".join(self.stop_when) and not self.audit_fraction:
+            raise InvalidArgumentError(
+                "stop_when (--stop-when) estimated_accuracy needs audited answers: set audit_fraction "
+                "(--audit-fraction), e.g. 0.2")
         for name in ("initial_size", "validation_size"):
             check_positive_int(getattr(self, name), name, allow_zero=True)
         check_positive_int(self.seed, "seed", allow_zero=True)
@@ -302,6 +320,17 @@ class Proposal:
     seconds: dict[str, float]
     strategy: str
     stop_reason: str | None = None
+    #: the kind of stop (:mod:`activebayes.stopping`), with ``stop_reason``
+    stop_kind: str | None = None
+    #: the stopping signals measured this round (:func:`activebayes.stopping.round_signals`)
+    signals: dict[str, Any] | None = None
+    #: the uniformly drawn items of the batch (``audit_fraction``), whose answers estimate accuracy
+    audit: list[int] = field(default_factory=list)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether a stopping criterion fired (the proposal then has no items)."""
+        return self.stop_reason is not None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -334,6 +363,12 @@ class RoundRecord:
     seconds: dict[str, float]
     stop_reason: str | None = None
     strategy: str | None = None
+    #: the kind of stop (:mod:`activebayes.stopping`); ``None`` in records written before it
+    #: was kept (:func:`activebayes.stopping.stop_kind_of` reads those)
+    stop_kind: str | None = None
+    #: the stopping signals measured this round, and ``audit`` (``n``, ``correct``): the answers
+    #: to the round's uniformly drawn items against the round model's predictions
+    signals: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

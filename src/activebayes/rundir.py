@@ -38,12 +38,11 @@ import torch
 from activebayes._io import atomic_write_bytes, atomic_write_text
 from activebayes.errors import ActiveBayesError, InvalidArgumentError
 from activebayes._validation import check_positive_int
+from activebayes.stopping import LABEL_BUDGET, stop_kind_of
 from activebayes.records import (
     HEADLINE_METRICS,
-    LABEL_BUDGET_REACHED,
     LoopConfig,
     LoopResult,
-    Proposal,
     RoundRecord,
     headline_accuracy,
     headline_metric,
@@ -54,7 +53,6 @@ __all__ = [
     "COMPARISON_FILE",
     "CONFIG_FILE",
     "HEADLINE_METRICS",
-    "PROPOSAL_FILE",
     "REPORT_FILE",
     "ROUNDS_FILE",
     "SUMMARY_FILE",
@@ -71,7 +69,6 @@ __all__ = [
 
 CONFIG_FILE = "config.json"
 ROUNDS_FILE = "rounds.jsonl"
-PROPOSAL_FILE = "proposal.json"
 SUMMARY_FILE = "summary.json"
 COMPARISON_FILE = "comparison.json"
 REPORT_FILE = "report.html"
@@ -108,16 +105,8 @@ class RunDirectory:
         return self.path / ROUNDS_FILE
 
     @property
-    def proposal_path(self) -> Path:
-        return self.path / PROPOSAL_FILE
-
-    @property
     def summary_path(self) -> Path:
         return self.path / SUMMARY_FILE
-
-    @property
-    def report_path(self) -> Path:
-        return self.path / REPORT_FILE
 
     def exists(self) -> bool:
         return self.config_path.is_file()
@@ -168,15 +157,10 @@ class RunDirectory:
                 f"budget must be larger than the run's budget ({config.budget}) to continue it, got {budget}"
             )
         raised = config.replace(budget=budget)  # validates against the other settings
-        if self.proposal_path.is_file():
-            raise RunDirectoryError(
-                f"{self.path} has a proposed batch waiting for labels ({PROPOSAL_FILE}); "
-                "import its labels before raising the budget"
-            )
         records = self.read_rounds()
         last = records[-1] if records else None
         if last is not None and last.stop_reason is not None:
-            if not last.stop_reason.startswith(LABEL_BUDGET_REACHED):
+            if stop_kind_of(last) != LABEL_BUDGET:
                 raise RunDirectoryError(
                     f"{self.path} stopped for another reason than its label budget ({last.stop_reason}); "
                     "it cannot continue"
@@ -217,24 +201,6 @@ class RunDirectory:
         text = "".join(json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in records)
         atomic_write_text(self.rounds_path, text)
 
-    # ----------------------------------------------------------------- pending proposal
-
-    def read_proposal(self) -> Proposal | None:
-        """The proposed batch still waiting for labels, if any."""
-        if not self.proposal_path.is_file():
-            return None
-        try:
-            return Proposal.from_dict(json.loads(self.proposal_path.read_text()))
-        except (json.JSONDecodeError, TypeError) as error:
-            raise RunDirectoryError(f"{self.proposal_path} is not a valid proposal: {error}") from None
-
-    def write_proposal(self, proposal: Proposal) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.proposal_path, _json_text(proposal.to_dict()))
-
-    def clear_proposal(self) -> None:
-        self.proposal_path.unlink(missing_ok=True)
-
     # ----------------------------------------------------------------- checkpoints
 
     def checkpoint_path(self, round_index: int) -> Path:
@@ -271,13 +237,6 @@ class RunDirectory:
         }
         atomic_write_text(self.summary_path, _json_text(summary))
 
-    def read_summary(self) -> dict[str, Any] | None:
-        if not self.summary_path.is_file():
-            return None
-        try:
-            return json.loads(self.summary_path.read_text())
-        except json.JSONDecodeError as error:
-            raise RunDirectoryError(f"{self.summary_path} is not valid JSON: {error}") from None
 
 
 # --------------------------------------------------------------------------- comparisons
@@ -362,8 +321,3 @@ def load_runs(path: str | os.PathLike[str]) -> dict[tuple[str, int], tuple[LoopC
         config = directory.read_config()
         runs[(config.strategy, config.seed)] = (config, directory.read_rounds())
     return runs
-
-
-def stored_metrics(rounds: Sequence[RoundRecord | Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The ``metrics`` of each round (records or plain dicts as stored)."""
-    return [(r.get("metrics") if isinstance(r, Mapping) else r.metrics) or {} for r in rounds]

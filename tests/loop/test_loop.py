@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from activebayes.loop import ActiveLearningLoop, LoopConfig, Plateau, RoundRecord, TargetAccuracy
+from activebayes.stopping import PLATEAU, TARGET
 from tests.conftest import FAST_LOOP
 
 
@@ -103,6 +104,7 @@ def test_target_accuracy_stops_early():
     config = LoopConfig(strategy="random", target_accuracy=0.05, **FAST_LOOP)
     result = ActiveLearningLoop(config).run(progress=False)
     assert len(result.rounds) == 1 and "target" in result.stop_reason
+    assert result.rounds[-1].stop_kind == TARGET
 
 
 def _record(r: int, acc: float) -> RoundRecord:
@@ -114,8 +116,8 @@ def test_stopping_criteria_on_synthetic_histories():
     rising = [_record(i, a) for i, a in enumerate([0.5, 0.6, 0.7, 0.8])]
     flat = [_record(i, a) for i, a in enumerate([0.5, 0.8, 0.805, 0.79])]
     assert plateau(rising, n_labelled=0, cost_spent=0) is None
-    assert "plateau" in plateau(flat, n_labelled=0, cost_spent=0)
-    assert TargetAccuracy(0.8)(rising, n_labelled=0, cost_spent=0) is not None
+    assert plateau(flat, n_labelled=0, cost_spent=0).kind == PLATEAU
+    assert TargetAccuracy(0.8)(rising, n_labelled=0, cost_spent=0).kind == TARGET
     assert TargetAccuracy(0.81)(rising, n_labelled=0, cost_spent=0) is None
 
 

@@ -26,7 +26,8 @@ def _manual_run(config: LoopConfig) -> ActiveLearningLoop:
     targets = loop.dataset.targets
     while True:
         proposal = loop.propose()
-        if proposal.stop_reason is not None:
+        if proposal.stopped:
+            loop.finish(proposal)
             return loop
         loop.commit(proposal.indices, targets[proposal.indices])
 
@@ -108,10 +109,8 @@ def test_a_stored_proposal_commits_in_another_process(tmp_path):
     proposal = direct.propose()
     expected = direct.commit(proposal.indices, direct.dataset.targets[proposal.indices])
 
-    directory = RunDirectory(tmp_path)
-    directory.write_proposal(proposal)
-    stored = directory.read_proposal()
-    assert stored == Proposal.from_dict(json.loads(json.dumps(proposal.to_dict())))
+    stored = Proposal.from_dict(json.loads(json.dumps(proposal.to_dict())))  # as the labelling store keeps it
+    assert stored == proposal
     later = ActiveLearningLoop(config)  # nothing proposed in this process
     record = later.commit(stored.indices, later.dataset.targets[stored.indices], proposal=stored)
     assert dataclasses.replace(record, seconds={}) == dataclasses.replace(expected, seconds={})
@@ -122,8 +121,10 @@ def test_stopping_proposal_records_the_final_round():
     first = loop.propose()
     loop.commit(first.indices, loop.dataset.targets[first.indices])
     last = loop.propose()
-    assert last.stop_reason.startswith("label budget") and last.indices == []
-    assert loop.finished and loop.history[-1].stop_reason == last.stop_reason
+    assert last.stop_reason.startswith("label budget") and last.indices == [] and last.stop_kind == "label_budget"
+    assert not loop.finished and len(loop.history) == 1  # proposing has no side effects
+    record = loop.finish(last)
+    assert loop.finished and loop.history[-1] == record and record.stop_reason == last.stop_reason
     with pytest.raises(RuntimeError, match="stopped"):
         loop.propose()
 

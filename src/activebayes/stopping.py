@@ -1,0 +1,404 @@
+"""When the loop stops: criteria checked after each round's evaluation.
+
+A criterion is a callable ``criterion(history, *, n_labelled, cost_spent)`` that returns
+``None`` (go on) or a :class:`StopReason`: a machine-readable ``kind`` and a sentence
+``detail`` for people. Records store both (``RoundRecord.stop_kind`` and
+``RoundRecord.stop_reason``) and readers test the kind, never the wording.
+
+``history`` ends with the current round's provisional record (its metrics are the
+current model's), so a criterion sees every evaluation so far.
+
+Example::
+
+    >>> from activebayes.stopping import LabelBudget
+    >>> LabelBudget(100)([], n_labelled=100, cost_spent=0.0)
+    StopReason(kind='label_budget', detail='label budget reached (100 >= 100)')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from activebayes.records import LABEL_BUDGET_REACHED, headline_metric
+
+if TYPE_CHECKING:
+    from activebayes.records import RoundRecord
+
+__all__ = [
+    "COST_BUDGET",
+    "CUSTOM",
+    "EMPTY_POOL",
+    "LABEL_BUDGET",
+    "PLATEAU",
+    "TARGET",
+    "CostBudget",
+    "LabelBudget",
+    "Plateau",
+    "StopReason",
+    "StoppingCriterion",
+    "TargetAccuracy",
+    "first_stop",
+    "stop_kind_of",
+]
+
+#: Kinds of stop (``StopReason.kind``).
+LABEL_BUDGET = "label_budget"
+COST_BUDGET = "cost_budget"
+TARGET = "target"
+PLATEAU = "plateau"
+EMPTY_POOL = "empty_pool"
+#: a user's criterion that returned a plain string
+CUSTOM = "custom"
+
+
+@dataclass(frozen=True)
+class StopReason:
+    """Why the loop stops: ``kind`` (one of the module's constants, or a user criterion's
+    own) and ``detail``, a sentence for people."""
+
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+class StoppingCriterion(Protocol):
+    """Decides after a round's evaluation whether to stop; returns a reason or ``None``."""
+
+    def __call__(
+        self, history: Sequence[RoundRecord], *, n_labelled: int, cost_spent: float
+    ) -> StopReason | str | None: ...
+
+
+@dataclass(frozen=True)
+class LabelBudget:
+    """Stop once ``budget`` items are labelled."""
+
+    budget: int
+
+    def __call__(self, history: Sequence[RoundRecord], *, n_labelled: int, cost_spent: float) -> StopReason | None:
+        if n_labelled >= self.budget:
+            return StopReason(LABEL_BUDGET, f"{LABEL_BUDGET_REACHED} ({n_labelled} >= {self.budget})")
+        return None
+
+
+@dataclass(frozen=True)
+class CostBudget:
+    """Stop once not even the cheapest item (``min_cost``) fits in what is left of ``budget``."""
+
+    budget: float
+    min_cost: float
+
+    def __call__(self, history: Sequence[RoundRecord], *, n_labelled: int, cost_spent: float) -> StopReason | None:
+        if cost_spent + self.min_cost > self.budget + 1e-9:
+            return StopReason(COST_BUDGET, f"cost budget reached ({cost_spent:g} spent of {self.budget:g})")
+        return None
+
+
+@dataclass(frozen=True)
+class TargetAccuracy:
+    """Stop once ``metric`` reaches ``target`` (default: the headline metric, test accuracy
+    when there is a test set, else validation accuracy)."""
+
+    target: float
+    metric: str | None = None
+
+    def __call__(self, history: Sequence[RoundRecord], *, n_labelled: int, cost_spent: float) -> StopReason | None:
+        if not history:
+            return None
+        metrics = history[-1].metrics
+        metric = self.metric or headline_metric(metrics)
+        value = metrics.get(metric)
+        if value is not None and value >= self.target:
+            return StopReason(TARGET, f"target {metric} {self.target:g} reached ({value:.4f})")
+        return None
+
+
+@dataclass(frozen=True)
+class Plateau:
+    """Stop when ``metric`` has not improved by ``min_delta`` for ``patience`` rounds."""
+
+    patience: int
+    min_delta: float = 0.0
+    metric: str = "validation_accuracy"
+
+    def __call__(self, history: Sequence[RoundRecord], *, n_labelled: int, cost_spent: float) -> StopReason | None:
+        values = [r.metrics.get(self.metric) for r in history]
+        if len(values) <= self.patience or any(v is None for v in values):
+            return None
+        best_before = max(values[: -self.patience])
+        if max(values[-self.patience :]) < best_before + self.min_delta:
+            return StopReason(PLATEAU, f"plateau: {self.metric} did not improve for {self.patience} rounds")
+        return None
+
+
+def first_stop(
+    criteria: Iterable[StoppingCriterion],
+    history: Sequence[RoundRecord],
+    *,
+    n_labelled: int,
+    cost_spent: float,
+    n_unlabelled: int,
+) -> StopReason | None:
+    """The first criterion that fires, else an empty pool, else ``None``. No side effects."""
+    for criterion in criteria:
+        reason = criterion(history, n_labelled=n_labelled, cost_spent=cost_spent)
+        if isinstance(reason, str):
+            reason = StopReason(CUSTOM, reason)
+        if reason is not None:
+            return reason
+    if n_unlabelled == 0:
+        return StopReason(EMPTY_POOL, "the unlabelled pool is empty")
+    return None
+
+
+#: how the stop sentences of records written before ``stop_kind`` was stored begin
+_LEGACY_PREFIXES = (
+    (LABEL_BUDGET_REACHED, LABEL_BUDGET),
+    ("cost budget reached", COST_BUDGET),
+    ("target ", TARGET),
+    ("plateau:", PLATEAU),
+    ("the unlabelled pool is empty", EMPTY_POOL),
+)
+
+
+def stop_kind_of(record: RoundRecord) -> str | None:
+    """The kind of stop of ``record`` (``None`` if it did not stop the run).
+
+    Records written before the kind was stored only have the sentence: its known
+    beginnings are read here, and nowhere else.
+    """
+    if record.stop_reason is None:
+        return None
+    if record.stop_kind is not None:
+        return record.stop_kind
+    for prefix, kind in _LEGACY_PREFIXES:
+        if record.stop_reason.startswith(prefix):
+            return kind
+    return CUSTOM
+
+
+# --------------------------------------------------------------------------- without a test set
+#
+# Signals: measured every round from what a labelling project has (the round's posterior on
+# a fixed stop set of pool items, and the answers to uniformly drawn audit items), recorded
+# in ``RoundRecord.signals`` whether or not they stop the run; ``stop_when`` turns some of
+# them into stopping criteria.
+
+STABLE_PREDICTIONS = "stable_predictions"
+EXPECTED_ACCURACY = "expected_accuracy"
+INFORMATION = "information"
+ESTIMATED_ACCURACY = "estimated_accuracy"
+
+#: signal -> (default threshold, what the threshold means)
+SIGNALS: dict[str, tuple[float | None, str]] = {
+    STABLE_PREDICTIONS: (0.99, "mean Cohen's kappa of successive models over the window, in (0, 1]"),
+    EXPECTED_ACCURACY: (0.005, "largest change of the expected accuracy over the window, in (0, 1)"),
+    INFORMATION: (0.1, "fraction of the first model's total information, in (0, 1)"),
+    ESTIMATED_ACCURACY: (None, "accuracy the interval's lower bound must reach, in (0, 1)"),
+}
+#: rounds a signal looks back over (Bloodgood and Vijay-Shanker 2009 use 3 for kappa)
+SIGNAL_WINDOW = 3
+#: two-sided confidence of the estimated-accuracy interval
+AUDIT_CONFIDENCE = 0.9
+
+
+def parse_stop_when(specs: Iterable[str] | str | None) -> dict[str, float | None]:
+    """``["stable_predictions", "information=0.05"]`` -> ``{name: threshold}`` (defaults filled).
+
+    Unknown names and thresholds outside their range raise
+    :class:`~activebayes.errors.InvalidArgumentError` naming ``stop_when`` (``--stop-when``).
+    """
+    from activebayes.errors import InvalidArgumentError
+
+    if specs is None:
+        return {}
+    if isinstance(specs, str):
+        specs = [s for s in specs.split(",") if s.strip()]
+    out: dict[str, float | None] = {}
+    for spec in specs:
+        name, _, value = str(spec).strip().partition("=")
+        name = name.strip().replace("-", "_")
+        if name not in SIGNALS:
+            raise InvalidArgumentError(
+                f"stop_when (--stop-when): unknown criterion {name!r}; choose from {', '.join(SIGNALS)}")
+        default, meaning = SIGNALS[name]
+        if value.strip():
+            try:
+                threshold = float(value)
+            except ValueError:
+                raise InvalidArgumentError(
+                    f"stop_when (--stop-when): {name}'s threshold must be a number ({meaning}), got {value!r}") from None
+        elif default is None:
+            raise InvalidArgumentError(
+                f"stop_when (--stop-when): {name} needs a threshold, e.g. {name}=0.9 ({meaning})")
+        else:
+            threshold = default
+        upper_ok = threshold <= 1.0 if name == STABLE_PREDICTIONS else threshold < 1.0
+        if not (threshold > 0.0 and upper_ok):
+            raise InvalidArgumentError(f"stop_when (--stop-when): {name}'s threshold is the {meaning}, got {threshold}")
+        out[name] = threshold
+    return out
+
+
+def cohen_kappa(a_S: Any, b_S: Any, num_classes: int) -> float:
+    r"""Cohen's kappa between two labellings of the same items.
+
+    :math:`\kappa = (p_o - p_e) / (1 - p_e)` with :math:`p_o` the share of items where they
+    agree and :math:`p_e = \sum_c p_a(c) p_b(c)` the agreement expected by chance from the
+    two label frequencies. Two identical labellings with a single class give 1.
+    """
+    import numpy as np
+
+    a_S, b_S = np.asarray(a_S, dtype=np.int64), np.asarray(b_S, dtype=np.int64)
+    n = len(a_S)
+    observed = float((a_S == b_S).mean())
+    expected = float((np.bincount(a_S, minlength=num_classes) * np.bincount(b_S, minlength=num_classes)).sum()) / n**2
+    if expected >= 1.0:
+        return 1.0 if observed == 1.0 else 0.0
+    return (observed - expected) / (1.0 - expected)
+
+
+def expected_accuracy(log_probs_S_K_C: Any) -> float:
+    r"""The posterior's own estimate of its accuracy on the items:
+    :math:`\frac1S \sum_s \max_c \bar p(c \mid x_s)`, :math:`\bar p = \frac1K \sum_k p(c \mid x_s, w_k)`
+    (exact when the predictive is calibrated)."""
+    return float(log_probs_S_K_C.exp().mean(1).max(-1).values.double().mean())
+
+
+def total_information(log_probs_S_K_C: Any, n_unlabelled: int) -> float:
+    r"""The pool's summed BALD, estimated from the stop set: :math:`N_u \cdot \frac1S \sum_s I(y_s; w)`."""
+    from activebayes.acquisition import bald
+
+    return float(bald(log_probs_S_K_C).double().mean()) * int(n_unlabelled)
+
+
+def wilson_interval(correct: int, n: int, confidence: float = AUDIT_CONFIDENCE) -> tuple[float, float]:
+    r"""Wilson's (1927) score interval for a proportion :math:`\hat p = k / n`:
+    :math:`\frac{\hat p + z^2/2n \pm z\sqrt{\hat p(1-\hat p)/n + z^2/4n^2}}{1 + z^2/n}`."""
+    from statistics import NormalDist
+
+    if n == 0:
+        return 0.0, 1.0
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    p = correct / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def encode_classes(classes_S: Any) -> str:
+    """Predicted classes as a compact string for a record (base64 of uint16)."""
+    import base64
+
+    import numpy as np
+
+    return base64.b64encode(np.asarray(classes_S, dtype="<u2").tobytes()).decode("ascii")
+
+
+def decode_classes(text: str) -> Any:
+    import base64
+
+    import numpy as np
+
+    return np.frombuffer(base64.b64decode(text), dtype="<u2").astype(np.int64)
+
+
+def round_signals(
+    history: Sequence[RoundRecord],
+    *,
+    log_probs_S_K_C: Any,
+    n_labelled: int,
+    n_unlabelled: int,
+    num_classes: int,
+    thresholds: Mapping[str, float | None],
+) -> dict[str, dict[str, Any]]:
+    """Every signal of the current round, from the stop set's predictions and the history.
+
+    Each entry: ``value`` (``None`` while it cannot be measured yet), ``fired`` (against
+    ``thresholds[name]``, or the default threshold), ``detail`` (plain words), and
+    what the next round needs (the stop set's predicted classes).
+    """
+    window = SIGNAL_WINDOW
+    previous = [r.signals or {} for r in history]
+    predicted_S = log_probs_S_K_C.exp().mean(1).argmax(-1).numpy()
+    out: dict[str, dict[str, Any]] = {}
+
+    def threshold(name: str) -> float | None:
+        return thresholds.get(name, SIGNALS[name][0])
+
+    # 1. stabilising predictions (Bloodgood and Vijay-Shanker 2009)
+    last = previous[-1].get(STABLE_PREDICTIONS) if previous else None
+    kappa = None
+    if n_labelled > 0 and last is not None and last.get("predictions") and last.get("trained"):
+        kappa = cohen_kappa(decode_classes(last["predictions"]), predicted_S, num_classes)
+    kappas = [p.get(STABLE_PREDICTIONS, {}).get("value") for p in previous[-(window - 1):]] + [kappa]
+    kappas = kappas[-window:]
+    fired, detail = False, "predictions are still being compared"
+    t = threshold(STABLE_PREDICTIONS)
+    if kappa is not None and len(kappas) == window and all(k is not None for k in kappas):
+        mean = sum(kappas) / window
+        fired = t is not None and mean >= t
+        detail = (f"predictions have {'stopped' if fired else 'not stopped'} changing: kappa {mean:.3f} "
+                  f"over the last {window} rounds (stop at {t:g})")
+    out[STABLE_PREDICTIONS] = {"value": kappa, "fired": fired, "detail": detail,
+                               "predictions": encode_classes(predicted_S), "trained": n_labelled > 0}
+
+    # 2. expected accuracy under the posterior, and its change
+    accuracy = expected_accuracy(log_probs_S_K_C) if n_labelled > 0 else None
+    values = [p.get(EXPECTED_ACCURACY, {}).get("value") for p in previous[-window:]] + [accuracy]
+    fired, detail = False, "not measured before the first model"
+    t = threshold(EXPECTED_ACCURACY)
+    if accuracy is not None:
+        detail = f"the model expects {accuracy:.1%} accuracy on the pool"
+        if len(values) == window + 1 and all(v is not None for v in values):
+            change = max(abs(b - a) for a, b in zip(values, values[1:], strict=False))
+            fired = t is not None and change < t
+            detail += f"; it changed by at most {change:.4f} over the last {window} rounds (stop below {t:g})"
+    out[EXPECTED_ACCURACY] = {"value": accuracy, "fired": fired, "detail": detail}
+
+    # 3. the pool's total information, against the first model's
+    info = total_information(log_probs_S_K_C, n_unlabelled) if n_labelled > 0 else None
+    first = next((p[INFORMATION]["value"] for p in previous
+                  if p.get(INFORMATION, {}).get("value") is not None), info)
+    fired, detail = False, "not measured before the first model"
+    t = threshold(INFORMATION)
+    if info is not None and first:
+        ratio = info / first
+        fired = t is not None and len(previous) > 0 and ratio < t
+        detail = f"the pool holds {ratio:.0%} of the information it held at the first model (stop below {t:.0%})"
+    out[INFORMATION] = {"value": info, "fired": fired, "detail": detail}
+
+    # 4. accuracy estimated from the answers to uniformly drawn audit items
+    audits = [p.get("audit") for p in previous[-window:] if p.get("audit")]
+    n = sum(a["n"] for a in audits)
+    correct = sum(a["correct"] for a in audits)
+    t = threshold(ESTIMATED_ACCURACY)
+    if n:
+        low, high = wilson_interval(correct, n)
+        fired = t is not None and low >= t
+        detail = (f"accuracy estimated from {n} uniformly drawn answers: {correct / n:.1%} "
+                  f"({AUDIT_CONFIDENCE:.0%} interval {low:.1%}-{high:.1%})")
+        out[ESTIMATED_ACCURACY] = {"value": correct / n, "low": low, "high": high, "n": n, "fired": fired,
+                                   "detail": detail}
+    else:
+        out[ESTIMATED_ACCURACY] = {"value": None, "fired": False,
+                                   "detail": "no audited answers yet (set audit_fraction / --audit-fraction)"}
+    return out
+
+
+@dataclass(frozen=True)
+class SignalCriterion:
+    """Stop when signal ``name`` fired this round (its value is computed by :func:`round_signals`)."""
+
+    name: str
+
+    def __call__(self, history: Sequence[RoundRecord], *, n_labelled: int, cost_spent: float) -> StopReason | None:
+        signal = (history[-1].signals or {}).get(self.name) if history else None
+        if signal and signal.get("fired"):
+            return StopReason(self.name, signal["detail"])
+        return None

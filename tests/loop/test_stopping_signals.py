@@ -1,0 +1,136 @@
+"""Stopping without a test set: the signals against independent references, and in the loop."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import binomtest
+from sklearn.metrics import cohen_kappa_score
+
+from activebayes.errors import InvalidArgumentError
+from activebayes.loop import ActiveLearningLoop, LoopConfig
+from activebayes.stopping import (
+    ESTIMATED_ACCURACY,
+    EXPECTED_ACCURACY,
+    INFORMATION,
+    STABLE_PREDICTIONS,
+    cohen_kappa,
+    decode_classes,
+    encode_classes,
+    expected_accuracy,
+    parse_stop_when,
+    total_information,
+    wilson_interval,
+)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_cohen_kappa_matches_sklearn(seed):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 4, 200)
+    b = np.where(rng.random(200) < 0.7, a, rng.integers(0, 4, 200))
+    assert cohen_kappa(a, b, 4) == pytest.approx(cohen_kappa_score(a, b), abs=1e-12)
+    assert cohen_kappa(a, a, 4) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("k", "n", "confidence"), [(0, 5, 0.9), (3, 7, 0.9), (19, 20, 0.95), (50, 100, 0.8)])
+def test_wilson_interval_matches_scipy(k, n, confidence):
+    want = binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
+    low, high = wilson_interval(k, n, confidence)
+    assert low == pytest.approx(want.low, abs=1e-12) and high == pytest.approx(want.high, abs=1e-12)
+
+
+def test_expected_accuracy_and_total_information_match_numpy_float64():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(30, 6, 4))
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    probs = np.exp(log_probs)
+    mean = probs.mean(1)
+    want_accuracy = mean.max(-1).mean()
+    entropy_of_mean = -(mean * np.log(mean)).sum(-1)
+    mean_entropy = -(probs * log_probs).sum(-1).mean(1)
+    want_information = 123 * (entropy_of_mean - mean_entropy).mean()
+    tensor = torch.tensor(log_probs, dtype=torch.float32)
+    assert expected_accuracy(tensor) == pytest.approx(want_accuracy, rel=1e-5)
+    assert total_information(tensor, 123) == pytest.approx(want_information, rel=1e-4)
+
+
+def test_class_codes_round_trip():
+    classes = np.array([0, 9, 3, 700, 2])
+    assert np.array_equal(decode_classes(encode_classes(classes)), classes)
+
+
+@pytest.mark.parametrize(
+    ("specs", "match"),
+    [
+        (["nope"], "unknown criterion 'nope'"),
+        (["information=2"], "information's threshold"),
+        (["stable_predictions=0"], "stable_predictions's threshold"),
+        (["estimated_accuracy"], "needs a threshold"),
+        (["information=abc"], "must be a number"),
+    ],
+)
+def test_bad_stop_when_names_the_flag(specs, match):
+    with pytest.raises(InvalidArgumentError, match=match) as info:
+        parse_stop_when(specs)
+    assert "--stop-when" in str(info.value)
+
+
+def test_parse_stop_when_fills_defaults():
+    assert parse_stop_when("stable-predictions, information=0.05") == {STABLE_PREDICTIONS: 0.99, INFORMATION: 0.05}
+
+
+def test_config_refuses_an_estimate_without_audits_and_a_stop_set():
+    with pytest.raises(InvalidArgumentError, match="--audit-fraction"):
+        LoopConfig(stop_when=("estimated_accuracy=0.9",))
+    with pytest.raises(InvalidArgumentError, match="stop_set_size"):
+        LoopConfig(stop_when=("information",), stop_set_size=0)
+    with pytest.raises(InvalidArgumentError, match="audit_fraction"):
+        LoopConfig(audit_fraction=1.5)
+
+
+FAST = dict(dataset="digits", initial_size=20, validation_size=50, batch_size=10, num_samples=5, eval_samples=5,
+            cold_start=None, fit_options={"max_epochs": 2}, stop_set_size=300)
+
+
+def test_the_loop_records_every_signal_and_audits_uniform_items():
+    config = LoopConfig(strategy="bald", budget=60, audit_fraction=0.3, **FAST)
+    loop = ActiveLearningLoop(config)
+    result = loop.run(progress=False)
+    rounds = result.rounds
+    assert [r.n_labelled for r in rounds] == [20, 30, 40, 50, 60]
+    for r in rounds:
+        assert set(r.signals) >= {STABLE_PREDICTIONS, EXPECTED_ACCURACY, INFORMATION, ESTIMATED_ACCURACY}
+        assert not any(s["fired"] for name, s in r.signals.items() if name != "audit")  # none in stop_when
+    assert rounds[0].signals[STABLE_PREDICTIONS]["value"] is None  # nothing to compare with yet
+    assert all(r.signals[STABLE_PREDICTIONS]["value"] is not None for r in rounds[1:])
+    # 3 audited items a round: their scores are NaN (not picked by BALD), answered and counted
+    for r in rounds[:-1]:
+        assert sum(math.isnan(s) for s in r.scores) == 3
+        audit = r.signals["audit"]
+        assert audit["n"] == 3 and 0 <= audit["correct"] <= 3
+    n = sum(r.signals["audit"]["n"] for r in rounds[1:4])
+    correct = sum(r.signals["audit"]["correct"] for r in rounds[1:4])
+    assert rounds[-1].signals[ESTIMATED_ACCURACY]["value"] == pytest.approx(correct / n)
+    # the stop set is fixed: the same items every round, drawn from the initially unlabelled pool
+    assert len(loop.stop_set_N) == 300
+
+
+def test_a_signal_in_stop_when_stops_the_run_and_names_its_kind():
+    config = LoopConfig(strategy="random", budget=200, stop_when=("information=0.99",), **FAST)
+    result = ActiveLearningLoop(config).run(progress=False)
+    last = result.rounds[-1]
+    assert last.stop_kind == INFORMATION and last.n_labelled < 200
+    assert "information" in last.stop_reason
+    assert last.signals[INFORMATION]["fired"]
+    assert not any(r.signals[INFORMATION]["fired"] for r in result.rounds[:-1])
+
+
+def test_signals_are_reproduced_by_a_resumed_loop():
+    config = LoopConfig(strategy="bald", budget=50, audit_fraction=0.2, **FAST)
+    whole = ActiveLearningLoop(config).run(progress=False).rounds
+    resumed = ActiveLearningLoop(config)
+    resumed.restore(whole[:2])
+    rest = resumed.run(progress=False).rounds[2:]
+    assert [r.signals for r in rest] == [r.signals for r in whole[2:]]
