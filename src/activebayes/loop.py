@@ -54,6 +54,7 @@ from activebayes.data import Pool, available_datasets, load_dataset
 from activebayes.metrics import evaluate_classification
 from activebayes.models import Ensemble, available_models, build_model, fit, predict_log_probs
 from activebayes.models.embeddings import penultimate_features
+from activebayes.models.posterior import Posterior, as_posterior, fit_summary
 from activebayes.models.representation import (
     Representation,
     RepresentationConfig,
@@ -192,8 +193,9 @@ class ActiveLearningLoop:
     Parameters are keyword-only overrides of what ``config`` would load: pass a
     ``dataset`` / ``test`` (``ArrayDataset``) to use your own data, an ``oracle``
     (any callable ``indices_B -> labels_B``, e.g. a ``SimulatedOracle``; needed
-    only by :meth:`step`), a ``model_factory`` (``generator -> nn.Module``) for
-    your own network, ``costs_N`` (per-item labelling cost, indexed by
+    only by :meth:`step`), a ``model_factory`` (``generator -> nn.Module``, or
+    ``-> Posterior`` such as an adapter of :mod:`activebayes.adapters`, which then
+    fits itself and provides the module to score and its features) for your own network, ``costs_N`` (per-item labelling cost, indexed by
     original dataset index; ``config.costs_file`` loads them from a file instead),
     and an ``executor`` for scoring the pool (default: this process; e.g.
     :class:`activebayes.distributed.RayExecutor` for a Ray cluster).
@@ -206,7 +208,7 @@ class ActiveLearningLoop:
         dataset: Any = None,
         test: Any = None,
         oracle: Oracle | None = None,
-        model_factory: Callable[[torch.Generator], torch.nn.Module] | None = None,
+        model_factory: Callable[[torch.Generator], torch.nn.Module | Posterior] | None = None,
         costs_N: Tensor | None = None,
         stopping: Sequence[StoppingCriterion] = (),
         executor: PoolExecutor | None = None,
@@ -257,6 +259,8 @@ class ActiveLearningLoop:
         self.history: list[RoundRecord] = []
         self.cost_spent = 0.0
         self.model: torch.nn.Module | None = None
+        #: the round's posterior when ``model_factory`` returns one (``self.model`` is its module)
+        self.posterior: Posterior | None = None
         self.stop_reason: str | None = None
         self.pending: Proposal | None = None
         self._executor = executor
@@ -323,10 +327,18 @@ class ActiveLearningLoop:
         """Round ``r``'s freshly initialised model; the global RNG is seeded too, so
         factories that use PyTorch's default initialisers are reproducible."""
         with seeded_global_rng(self.config.seed, "model-init", r):
-            return self.model_factory(make_generator(self.config.seed, "model", r))
+            built = self.model_factory(make_generator(self.config.seed, "model", r))
+        self.posterior = None if isinstance(built, torch.nn.Module) else as_posterior(built)
+        return built if self.posterior is None else self.posterior.module
+
+    def _fixed_functions(self, model: torch.nn.Module) -> bool:
+        """K is the model's own (an ensemble, a posterior with ``num_functions``): pass ``None``."""
+        if self.posterior is not None and model is self.posterior.module:
+            return self.posterior.num_functions is not None
+        return isinstance(model, Ensemble)
 
     def _predict(self, model: torch.nn.Module, inputs: Tensor, *, key: str, num_samples: int) -> Tensor:
-        k = None if isinstance(model, Ensemble) else num_samples
+        k = None if self._fixed_functions(model) else num_samples
         return predict_log_probs(
             model,
             inputs,
@@ -397,7 +409,12 @@ class ActiveLearningLoop:
             self.model = self._build_model(r)
         model = self.model
         validation = pool.validation_data() if config.validation_size else None
-        if n_labelled > 0:
+        if n_labelled > 0 and self.posterior is not None:
+            with seeded_global_rng(config.seed, "fit", r):
+                fit_info = fit_summary(self.posterior.fit(
+                    pool.labelled_data(), validation=validation, generator=make_generator(config.seed, "fit", r),
+                    device=config.device))
+        elif n_labelled > 0:
             with seeded_global_rng(config.seed, "fit", r):
                 fit_result = fit(
                     model,
@@ -594,7 +611,7 @@ class ActiveLearningLoop:
             candidates_N,
             strategy,
             ranked,
-            num_samples=None if isinstance(model, Ensemble) else config.num_samples,
+            num_samples=None if self._fixed_functions(model) else config.num_samples,
             mask_generator=make_generator(config.seed, r, "pool"),
             selection_seed=derive_seed(config.seed, "acquire", r),
             predict_batch_size=config.predict_batch_size,
@@ -634,6 +651,10 @@ class ActiveLearningLoop:
         if n_labelled == 0:
             width = math.prod(self.dataset.input_shape)
             return lambda index_N: self.dataset.rows(index_N)[:].reshape(len(index_N), width).float()
+        if self.posterior is not None:
+            posterior = self.posterior
+            return lambda index_N: posterior.features(
+                self.dataset.rows(index_N), batch_size=self.config.predict_batch_size, device=self.config.device)
         # an ensemble's members embed in different spaces: the first member's features
         embedder = model.members[0] if isinstance(model, Ensemble) else model
         return lambda index_N: penultimate_features(
