@@ -4,7 +4,8 @@
 ``input_ids`` / ``attention_mask`` (/ ``labels``) and returns ``.logits [n, C]`` (e.g.
 ``BertForSequenceClassification``). Pool items are token ids ``input_ids_N_L`` (one
 tensor, padded to one length ``L`` with ``config.pad_token_id``; the attention mask is
-``input_ids != pad_token_id``).
+``input_ids != pad_token_id``). In an activebayes dataset (``from_arrays``) they are stored
+as float32, exact for ids below 2**24, and cast back to int64 before the model.
 
 - Consistent MC dropout over the whole pool: the model's ``nn.Dropout`` modules are
   converted in place to :class:`~activebayes.models.ConsistentMCDropout`; sample ``k``
@@ -186,14 +187,14 @@ class HuggingFacePosterior:
 
     def fit(self, train, *, validation=None, generator=None, device=None) -> dict[str, Any]:
         """Train on ``train = (input_ids_N_L, labels_N)``: the Trainer's ``train()`` or activebayes ``fit``."""
-        seed = seed_from(generator)
         if self.training_args is None:
             from activebayes.models.training import fit
 
-            result = fit(self._module, train, validation=validation, generator=seed, device=device,
+            result = fit(self._module, train, validation=validation, generator=generator, device=device,
                          **self.fit_options)
             return fit_summary(result)
         transformers = _transformers()
+        seed = seed_from(generator)
         args = copy.deepcopy(self.training_args)
         args.seed = seed % 2**32
         args.data_seed = seed % 2**32
