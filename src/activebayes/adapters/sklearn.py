@@ -69,11 +69,14 @@ class SklearnFunctions(nn.Module):
     def __init__(self, members: Sequence[Any], columns: Sequence[np.ndarray], num_classes: int,
                  features: Sequence[np.ndarray | None] | None = None) -> None:
         super().__init__()
-        if not members:
-            raise InvalidArgumentError("members must hold at least one fitted classifier")
+        self.num_classes = int(num_classes)
+        self.set_members(members, columns, features)
+
+    def set_members(self, members: Sequence[Any], columns: Sequence[np.ndarray],
+                    features: Sequence[np.ndarray | None] | None = None) -> None:
+        """Replace the K functions in place (the module object stays the one the loop holds)."""
         self.members = list(members)
         self.columns = [np.asarray(c, dtype=np.int64) for c in columns]
-        self.num_classes = int(num_classes)
         self.features = list(features) if features is not None else [None] * len(self.members)
 
     @property
@@ -81,6 +84,8 @@ class SklearnFunctions(nn.Module):
         return len(self.members)
 
     def forward_samples(self, inputs: Tensor, sample_ids: Sequence[int]) -> Tensor:
+        if not self.members:
+            raise InvalidArgumentError("the scikit-learn posterior has no fitted members yet: call fit first")
         X = _as_matrix(inputs)
         out = np.full((len(X), len(sample_ids), self.num_classes), 0.0)
         for j, k in enumerate(sample_ids):
@@ -160,12 +165,11 @@ class SklearnPosterior:
         self.members = "ensemble" if members == "auto" and _is_member_ensemble(estimator) else (
             "bootstrap" if members == "auto" else members)
         self.num_bootstrap = check_positive_int(num_functions, "num_functions")
-        self._module: SklearnFunctions | None = None
+        self._module = SklearnFunctions([], [], self.num_classes)
 
     @property
-    def module(self) -> nn.Module:
-        if self._module is None:
-            raise InvalidArgumentError("SklearnPosterior has no functions before fit(): call fit first")
+    def module(self) -> SklearnFunctions:
+        """The K fitted members (none before :meth:`fit`; the same object after every fit)."""
         return self._module
 
     @property
@@ -198,7 +202,7 @@ class SklearnPosterior:
                 members.append(member)
                 columns.append(np.asarray(member.classes_, dtype=np.int64))
             features = None
-        self._module = SklearnFunctions(members, columns, self.num_classes, features)
+        self._module.set_members(members, columns, features)
         return {"members": len(members), "kind": self.members}
 
     def log_probs(self, inputs, *, num_samples=None, generator=None, batch_size=512, device=None) -> Tensor:
