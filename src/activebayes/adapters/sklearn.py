@@ -240,8 +240,12 @@ class PosteriorClassifier(ClassifierMixin, BaseEstimator):
         p: its dropout probability.
         num_samples: K, the MC samples averaged by ``predict_proba`` (ignored for a
             posterior with its own fixed K, e.g. an ensemble).
-        lr, max_epochs, batch_size, min_samples_per_epoch, weight_decay: passed to
-            :func:`activebayes.models.fit` (for an ``nn.Module``).
+        lr: learning rate of :func:`activebayes.models.fit` (for an ``nn.Module``; so are
+            the next four).
+        max_epochs: epochs at most.
+        batch_size: items per optimizer step.
+        min_samples_per_epoch: samples drawn per epoch at least.
+        weight_decay: L2 penalty.
         random_state: int seed or ``None`` (drawn from NumPy's global RNG at fit).
         device: train and predict there (e.g. ``"cuda"``).
     """
