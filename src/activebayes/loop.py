@@ -52,6 +52,7 @@ from activebayes.acquisition import Strategy, get_strategy
 from activebayes.data import Pool, available_datasets, load_dataset
 from activebayes.metrics import evaluate_classification
 from activebayes.models import Posterior, available_models, as_posterior, build_model
+from activebayes.models.posterior import fit_summary
 from activebayes.models.representation import (
     Representation,
     RepresentationConfig,
@@ -136,8 +137,8 @@ class ActiveLearningLoop:
     ``dataset`` / ``test`` (``ArrayDataset``) to use your own data, an ``oracle``
     (any callable ``indices_B -> labels_B``, e.g. a ``SimulatedOracle``; needed
     only by :meth:`step`), a ``model_factory`` (``generator -> nn.Module`` or
-    ``generator -> Posterior``, :mod:`activebayes.models.posterior`) for your own
-    network or posterior, ``costs_N`` (per-item labelling cost, indexed by
+    ``generator -> Posterior``, :mod:`activebayes.models.posterior`, such as an adapter
+    of :mod:`activebayes.adapters`) for your own network or posterior, ``costs_N`` (per-item labelling cost, indexed by
     original dataset index; ``config.costs_file`` loads them from a file instead),
     and an ``executor`` for scoring the pool (default: this process; e.g.
     :class:`activebayes.distributed.RayExecutor` for a Ray cluster).
@@ -393,8 +394,9 @@ class ActiveLearningLoop:
         if n_labelled == 0:
             return {"skipped": "no labelled data"}
         with seeded_global_rng(config.seed, "fit", r):
-            return self.posterior.fit(self.pool.labelled_data(), validation=validation,
-                                      generator=make_generator(config.seed, "fit", r), device=config.device)
+            return fit_summary(self.posterior.fit(self.pool.labelled_data(), validation=validation,
+                                                  generator=make_generator(config.seed, "fit", r),
+                                                  device=config.device))
 
     def _draw_stop_set(self) -> Tensor:
         """A seeded subset of the unlabelled pool of at most ``stop_set_size`` items (sorted)."""

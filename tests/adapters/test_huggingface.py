@@ -1,0 +1,116 @@
+"""HuggingFacePosterior against the real transformers 5.x, with a tiny random BERT (nothing downloaded)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from activebayes.adapters import HuggingFaceClassifier, HuggingFacePosterior  # noqa: E402
+from activebayes.data import from_arrays  # noqa: E402
+from activebayes.errors import InvalidArgumentError, InvalidTypeError  # noqa: E402
+from activebayes.loop import ActiveLearningLoop, LoopConfig  # noqa: E402
+from activebayes.models import mc_dropout, mc_sampling, resample_masks  # noqa: E402
+
+VOCAB, LENGTH = 40, 10
+
+
+def tiny_bert(seed: int = 0, **overrides) -> torch.nn.Module:
+    config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=64, max_position_embeddings=16, num_labels=3, pad_token_id=0,
+                                     **overrides)
+    torch.manual_seed(seed)
+    return transformers.BertForSequenceClassification(config)
+
+
+def token_ids(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids [n, L] with padding (0) after a random length, and a learnable label."""
+    g = torch.Generator().manual_seed(seed)
+    ids_N_L = torch.randint(1, VOCAB, (n, LENGTH), generator=g)
+    lengths_N = torch.randint(3, LENGTH + 1, (n,), generator=g)
+    ids_N_L[torch.arange(LENGTH)[None] >= lengths_N[:, None]] = 0
+    y_N = (ids_N_L[:, 0] % 3).long()  # the first token decides the class
+    return ids_N_L, y_N
+
+
+def test_samples_are_consistent_across_batches_and_orders_and_honour_k_and_batch_size():
+    posterior = HuggingFacePosterior(tiny_bert(), eval_batch_size=4)
+    x_N_L, _ = token_ids(24)
+    seen_batches = []
+    hook = posterior.model.register_forward_pre_hook(lambda m, a, kw: seen_batches.append(len(kw["input_ids"])),
+                                                     with_kwargs=True)
+    log_probs_N_K_C = posterior.log_probs(x_N_L, num_samples=5, generator=2)
+    hook.remove()
+    assert log_probs_N_K_C.shape == (24, 5, 3)
+    assert max(seen_batches) <= 4  # the eval batch size, whatever N and K
+    order = torch.randperm(24, generator=torch.Generator().manual_seed(0))
+    shuffled = posterior.log_probs(x_N_L[order], num_samples=5, generator=2, batch_size=7)
+    torch.testing.assert_close(shuffled, log_probs_N_K_C[order], rtol=0, atol=1e-5)
+    # an independent reference: sample k = one forward of all items with masks k (sequential MC)
+    module = posterior.module
+    resample_masks(module, generator=2)
+    module.eval()
+    for k in (0, 3):
+        with torch.no_grad(), mc_sampling(module, [k], expand=False):
+            logits_N_C = posterior.model(input_ids=x_N_L, attention_mask=(x_N_L != 0).long()).logits
+        torch.testing.assert_close(log_probs_N_K_C[:, k], logits_N_C.log_softmax(-1), rtol=0, atol=1e-5)
+    # K samples are K different functions; the deterministic model is none of them
+    assert not torch.allclose(log_probs_N_K_C[:, 0], log_probs_N_K_C[:, 1])
+    with torch.no_grad():
+        mean_N_C = posterior.model(input_ids=x_N_L, attention_mask=(x_N_L != 0).long()).logits.log_softmax(-1)
+    assert not torch.allclose(mean_N_C, log_probs_N_K_C[:, 0])
+    # evaluation uses the K samples too
+    metrics = posterior.evaluate(x_N_L, torch.zeros(24, dtype=torch.long), num_samples=5, generator=2)
+    expected = float((log_probs_N_K_C.exp().mean(1).argmax(1) == 0).float().mean())
+    assert metrics["accuracy"] == pytest.approx(expected)
+
+
+def test_trainer_fit_is_seeded_and_learns(tmp_path):
+    x_N_L, y_N = token_ids(48)
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), num_train_epochs=8, per_device_train_batch_size=8, per_device_eval_batch_size=16,
+        learning_rate=5e-3, report_to="none", use_cpu=True, save_strategy="no", logging_strategy="no",
+        disable_tqdm=True)
+    weights = []
+    for _ in range(2):
+        posterior = HuggingFacePosterior(tiny_bert(), training_args=args)
+        summary = posterior.fit((x_N_L, y_N), generator=torch.Generator().manual_seed(3))
+        weights.append(posterior.model.classifier.weight.detach().clone())
+    assert posterior.eval_batch_size == 16
+    assert summary["global_step"] == 8 * 6
+    torch.testing.assert_close(weights[0], weights[1], rtol=0, atol=0)
+    accuracy = (posterior.log_probs(x_N_L, num_samples=4, generator=0).exp().mean(1).argmax(1) == y_N).float().mean()
+    assert accuracy > 0.6  # chance is 1/3
+
+
+def test_loop_through_the_adapter_picks_what_the_native_module_picks():
+    """The same BERT, trained by activebayes' fit either way: the loop given the posterior and the
+    loop given the bare nn.Module (HuggingFaceClassifier) pick the same items every round."""
+    x_N_L, y_N = token_ids(120, seed=1)
+    dataset = from_arrays(x_N_L.float().numpy(), y_N.numpy(), name="tokens")
+    fit_options = {"max_epochs": 2, "min_samples_per_epoch": 64, "batch_size": 16, "lr": 1e-3}
+    config = LoopConfig(strategy="bald", initial_size=12, validation_size=16, batch_size=6, budget=24,
+                        num_samples=3, eval_samples=2, predict_batch_size=16, evaluate_test=False,
+                        cold_start=None, seed=1, fit_options=fit_options)
+    native = ActiveLearningLoop(
+        config, dataset=dataset, model_factory=lambda g: HuggingFaceClassifier(mc_dropout(tiny_bert(), inplace=True)))
+    adapted = ActiveLearningLoop(
+        config, dataset=dataset, model_factory=lambda g: HuggingFacePosterior(tiny_bert(), fit_options=fit_options))
+    native_result, adapted_result = native.run(progress=False), adapted.run(progress=False)
+    assert isinstance(adapted.posterior, HuggingFacePosterior)
+    assert len(adapted_result.rounds) == 3
+    assert [r.acquired for r in adapted_result.rounds] == [r.acquired for r in native_result.rounds]
+    assert adapted_result.rounds[0].fit["epochs_run"] >= 1
+
+
+def test_dropout_zero_and_wrong_types_give_one_line_errors():
+    with pytest.raises(InvalidArgumentError, match=r"hidden_dropout_prob=0.0\): set its config's hidden_dropout_prob") as e:
+        HuggingFacePosterior(tiny_bert(hidden_dropout_prob=0.0))
+    assert "\n" not in str(e.value)
+    with pytest.raises(InvalidTypeError, match="model must be a transformers.PreTrainedModel"):
+        HuggingFacePosterior(torch.nn.Linear(2, 2))
+    with pytest.raises(InvalidArgumentError, match="eval_batch_size must be >= 1"):
+        HuggingFacePosterior(tiny_bert(), eval_batch_size=0)
+    with pytest.raises(InvalidArgumentError, match="num_samples is required"):
+        HuggingFacePosterior(tiny_bert()).log_probs(token_ids(2)[0], num_samples=None)

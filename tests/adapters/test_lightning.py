@@ -1,0 +1,132 @@
+"""LightningPosterior against the real lightning 2.x: consistency, picks equal to the native loop, errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+pl = pytest.importorskip("lightning.pytorch")
+
+from activebayes.adapters import LightningPosterior  # noqa: E402
+from activebayes.errors import InvalidArgumentError, InvalidTypeError  # noqa: E402
+from activebayes.loop import ActiveLearningLoop, LoopConfig  # noqa: E402
+from activebayes.models import mc_dropout, predict_log_probs  # noqa: E402
+
+from adapters_toy import toy_dataset  # noqa: E402
+
+
+def make_net(d: int = 6, classes: int = 3) -> nn.Module:
+    return nn.Sequential(nn.Linear(d, 16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, classes))
+
+
+class Classifier(pl.LightningModule):
+    def __init__(self, net: nn.Module, lr: float = 1e-2) -> None:
+        super().__init__()
+        self.net = net
+        self.lr = lr
+
+    def forward(self, x):
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return F.cross_entropy(self(x), y)
+
+    def predict_step(self, batch, batch_idx):
+        return self(batch)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.lr)
+
+
+def trainer(max_epochs: int = 2):
+    return pl.Trainer(max_epochs=max_epochs, accelerator="cpu", logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False)
+
+
+def test_trainer_predict_gives_consistent_samples_equal_to_the_scoring_module():
+    torch.manual_seed(0)
+    posterior = LightningPosterior(Classifier(make_net()), trainer)
+    x_N_D = torch.randn(40, 6)
+    log_probs_N_K_C = posterior.log_probs(x_N_D, num_samples=6, generator=3, batch_size=40)
+    assert log_probs_N_K_C.shape == (40, 6, 3)
+    # other batch sizes and orders: sample k is one function for every item
+    order = torch.randperm(40, generator=torch.Generator().manual_seed(1))
+    shuffled = posterior.log_probs(x_N_D[order], num_samples=6, generator=3, batch_size=7)
+    torch.testing.assert_close(shuffled, log_probs_N_K_C[order], rtol=0, atol=1e-6)
+    # the module the loop scores (score_pool) gives the same numbers
+    native = predict_log_probs(posterior.module, x_N_D, 6, generator=3, batch_size=11)
+    torch.testing.assert_close(native, log_probs_N_K_C, rtol=0, atol=1e-6)
+    # an independent reference: sample k = the net with dropout mask k applied by hand
+    layer = posterior.lightning_module.net[2]
+    hidden_N_H = torch.relu(posterior.lightning_module.net[0](x_N_D))
+    masks_K_H = layer.masks(range(6), hidden_N_H.shape[1:])
+    reference = F.log_softmax(posterior.lightning_module.net[3](hidden_N_H[:, None] * masks_K_H), -1)
+    torch.testing.assert_close(reference.detach(), log_probs_N_K_C, rtol=0, atol=1e-5)
+    # the samples differ (dropout is sampled) and another seed gives other functions
+    assert not torch.allclose(log_probs_N_K_C[:, 0], log_probs_N_K_C[:, 1])
+    assert not torch.allclose(posterior.log_probs(x_N_D, num_samples=6, generator=4), log_probs_N_K_C)
+
+
+def test_fit_is_seeded_and_trains():
+    x_N_D, y_N = toy_dataset(60).inputs, toy_dataset(60).targets
+    states = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        posterior = LightningPosterior(Classifier(make_net(), lr=0.1), lambda: trainer(5), batch_size=16)
+        before = {k: v.clone() for k, v in posterior.lightning_module.state_dict().items()}
+        summary = posterior.fit((x_N_D, y_N), generator=torch.Generator().manual_seed(7))
+        states.append(posterior.lightning_module.state_dict())
+    assert summary["epochs_run"] == 5 and summary["global_step"] == 5 * 4
+    assert not torch.equal(before["net.0.weight"], states[0]["net.0.weight"])
+    for key in states[0]:
+        assert torch.equal(states[0][key], states[1][key]), key
+    accuracy = (posterior.log_probs(x_N_D, num_samples=8, generator=0).exp().mean(1).argmax(1) == y_N).float().mean()
+    assert accuracy > 0.8
+
+
+def test_loop_through_lightning_picks_what_the_native_loop_picks():
+    """Training differs between Lightning and activebayes' fit, so both keep the factory's
+    weights (SGD with lr=0 through each trainer): then every round's picks must be identical."""
+    dataset = toy_dataset(160)
+    config = LoopConfig(strategy="bald", initial_size=12, validation_size=20, batch_size=8, budget=36,
+                        num_samples=8, eval_samples=4, evaluate_test=False, cold_start=None, seed=5,
+                        fit_options={"max_epochs": 1, "lr": 0.0, "weight_decay": 0.0, "optimizer": "sgd",
+                                     "min_samples_per_epoch": 1})
+
+    def native_factory(generator):
+        torch.manual_seed(int(torch.randint(0, 2**31, (), generator=generator)))
+        return mc_dropout(make_net())
+
+    def lightning_factory(generator):
+        torch.manual_seed(int(torch.randint(0, 2**31, (), generator=generator)))
+        return LightningPosterior(Classifier(make_net(), lr=0.0), lambda: trainer(1))
+
+    native = ActiveLearningLoop(config, dataset=dataset, model_factory=native_factory).run(progress=False)
+    loop = ActiveLearningLoop(config, dataset=dataset, model_factory=lightning_factory)
+    adapted = loop.run(progress=False)
+    assert isinstance(loop.posterior, LightningPosterior)
+    assert len(adapted.rounds) == len(native.rounds) >= 4
+    assert [r.acquired for r in adapted.rounds] == [r.acquired for r in native.rounds]
+    assert [r.metrics["validation_accuracy"] for r in adapted.rounds] == [
+        r.metrics["validation_accuracy"] for r in native.rounds]
+    assert adapted.rounds[1].fit["global_step"] >= 1  # the Lightning trainer did run
+
+
+class NoPredictStep(Classifier):
+    predict_step = pl.LightningModule.predict_step
+
+
+def test_bad_modules_give_one_line_errors():
+    with pytest.raises(InvalidArgumentError, match=r"no predict_step: define predict_step\(self, batch, batch_idx\)"):
+        LightningPosterior(NoPredictStep(make_net()), trainer)
+    no_dropout = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+    with pytest.raises(InvalidArgumentError, match=r"no dropout layer with p > 0: add an nn.Dropout") as error:
+        LightningPosterior(Classifier(no_dropout), trainer)
+    assert "\n" not in str(error.value)
+    with pytest.raises(InvalidTypeError, match="module must be a lightning.pytorch.LightningModule"):
+        LightningPosterior(make_net(), trainer)
+    with pytest.raises(InvalidTypeError, match="trainer_factory must return a lightning.pytorch.Trainer"):
+        LightningPosterior(Classifier(make_net()), lambda: "trainer").log_probs(torch.randn(2, 6), num_samples=2)

@@ -1,0 +1,118 @@
+"""scikit-learn both ways: SklearnPosterior (K member functions) and PosteriorClassifier (estimator checks)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("sklearn")
+
+from adapters_toy import toy_dataset  # noqa: E402
+from sklearn.ensemble import RandomForestClassifier  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
+from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+
+from activebayes.adapters.sklearn import PROBABILITY_FLOOR, PosteriorClassifier, SklearnPosterior  # noqa: E402
+from activebayes.errors import InvalidArgumentError, InvalidTypeError  # noqa: E402
+from activebayes.loop import ActiveLearningLoop, LoopConfig  # noqa: E402
+from activebayes.models import FeaturesUnavailableError  # noqa: E402
+
+
+def test_forest_trees_are_the_k_functions_consistently():
+    data = toy_dataset(90)
+    posterior = SklearnPosterior(RandomForestClassifier(n_estimators=7, max_depth=3), num_classes=4)
+    posterior.fit((data.inputs, data.targets), generator=0)
+    log_probs_N_K_C = posterior.log_probs(data.inputs, num_samples=None, batch_size=90)
+    assert log_probs_N_K_C.shape == (90, 7, 4) and posterior.num_functions == 7
+    order = torch.randperm(90, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(posterior.log_probs(data.inputs[order], num_samples=None, batch_size=8),
+                               log_probs_N_K_C[order], rtol=0, atol=0)
+    # independent reference: tree k's predict_proba, class 3 (never seen) at the floor
+    trees = posterior.module.members
+    X = data.inputs.double().numpy()
+    for k in (0, 6):
+        probs = np.maximum(np.pad(trees[k].predict_proba(X), ((0, 0), (0, 1))), PROBABILITY_FLOOR)
+        expected = np.log(probs / probs.sum(1, keepdims=True))
+        np.testing.assert_allclose(log_probs_N_K_C[:, k].numpy(), expected, atol=1e-5)
+    assert not torch.equal(log_probs_N_K_C[:, 0], log_probs_N_K_C[:, 1])
+    with pytest.raises(InvalidArgumentError, match="num_samples must be None or the ensemble size 7"):
+        posterior.log_probs(data.inputs, num_samples=3)
+
+
+def test_bootstrap_members_are_seeded_and_differ():
+    data = toy_dataset(60)
+    runs = []
+    for _ in range(2):
+        posterior = SklearnPosterior(LogisticRegression(), num_classes=3, num_functions=5)
+        assert posterior.fit((data.inputs, data.targets), generator=torch.Generator().manual_seed(4))["members"] == 5
+        runs.append(posterior.log_probs(data.inputs))
+    torch.testing.assert_close(runs[0], runs[1], rtol=0, atol=0)
+    assert not torch.allclose(runs[0][:, 0], runs[0][:, 1])
+
+
+def bald_reference(log_probs_N_K_C: torch.Tensor) -> np.ndarray:
+    p = log_probs_N_K_C.double().exp().numpy()
+    mean = p.mean(1)
+    return -(mean * np.log(mean)).sum(-1) + (p * np.log(p)).sum(-1).mean(1)
+
+
+def test_loop_with_a_forest_picks_the_top_bald_items_of_its_trees():
+    """The loop driven through the adapter against an independent BALD over the fitted trees."""
+    data = toy_dataset(150)
+    config = LoopConfig(strategy="bald", initial_size=12, validation_size=20, batch_size=5, budget=27,
+                        evaluate_test=False, cold_start=None, seed=2)
+    loop = ActiveLearningLoop(config, dataset=data, model_factory=lambda g: SklearnPosterior(
+        RandomForestClassifier(n_estimators=10, max_depth=4), num_classes=3))
+    rounds = 0
+    while not loop.finished:
+        proposal = loop.propose()
+        if proposal.stop_reason:
+            break
+        unlabelled_N = loop.pool.unlabelled_indices
+        scores_N = bald_reference(loop.posterior.module.forward_samples(data.inputs[unlabelled_N], range(10)))
+        # trees' leaves give many exactly tied BALD scores: the picks must hold the top-5 scores
+        score_of = dict(zip(unlabelled_N.tolist(), scores_N, strict=True))
+        picked = sorted((score_of[i] for i in proposal.indices), reverse=True)
+        np.testing.assert_allclose(picked, np.sort(scores_N)[::-1][:5], atol=1e-5)
+        assert np.ptp(scores_N) > 0.1  # the scores do separate items
+        loop.commit(proposal.indices, data.targets[proposal.indices])
+        rounds += 1
+    assert rounds == 3
+    assert 0.0 <= loop.history[-1].metrics["validation_accuracy"] <= 1.0
+
+
+def test_sklearn_errors():
+    with pytest.raises(InvalidTypeError, match="estimator must be a scikit-learn classifier with predict_proba"):
+        SklearnPosterior(StandardScaler(), num_classes=2)
+    with pytest.raises(InvalidArgumentError, match="members='ensemble' needs a RandomForestClassifier"):
+        SklearnPosterior(LogisticRegression(), num_classes=2, members="ensemble")
+    with pytest.raises(FeaturesUnavailableError, match="pick a strategy that needs only predictions"):
+        SklearnPosterior(LogisticRegression(), num_classes=2).features(torch.zeros(2, 2))
+    data = toy_dataset(30)
+    with pytest.raises(InvalidArgumentError, match=r"targets must be class ids in \[0, 2\)"):
+        SklearnPosterior(LogisticRegression(), num_classes=2).fit((data.inputs, data.targets))
+
+
+def test_posterior_classifier_in_a_pipeline_predicts_consistently():
+    data = toy_dataset(120)
+    X, y = data.inputs.numpy() * 10 + 3, np.array(["a", "b", "c"])[data.targets.numpy()]
+    model = make_pipeline(StandardScaler(), PosteriorClassifier(max_epochs=20, num_samples=10, random_state=0))
+    model.fit(X[:90], y[:90])
+    assert (model.predict(X[90:]) == y[90:]).mean() > 0.8
+    probs = model.predict_proba(X[90:])
+    # an item's probabilities do not depend on the other items or their order (consistent MC dropout)
+    np.testing.assert_allclose(model.predict_proba(X[90:][::-1])[::-1], probs, atol=1e-6)
+    np.testing.assert_allclose(model.predict_proba(X[95:96])[0], probs[5], atol=1e-6)
+    classifier = model[-1]
+    samples = classifier.sample_log_probs(StandardScaler().fit(X[:90]).transform(X[90:]))
+    assert samples.shape == (30, 10, 3)
+    np.testing.assert_allclose(np.exp(samples).mean(1), probs, atol=1e-6)
+    assert classifier.get_params()["num_samples"] == 10
+
+
+@parametrize_with_checks([PosteriorClassifier(max_epochs=10, random_state=0)])
+def test_posterior_classifier_passes_sklearn_estimator_checks(estimator, check):
+    check(estimator)
