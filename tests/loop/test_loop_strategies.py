@@ -45,7 +45,7 @@ def test_badge_reads_the_round_models_penultimate_features():
     candidates_N = loop.pool.unlabelled_indices
     features_N_D = penultimate_features(loop.model, loop.dataset.inputs[candidates_N])
     assert features_N_D.shape[1] != loop.dataset.inputs[0].numel()  # a learnt layer, not the pixels
-    log_probs = loop._predict(loop.model, loop.dataset.inputs[candidates_N], key="pool", num_samples=config.num_samples)
+    log_probs = loop._predict(loop.dataset.inputs[candidates_N], key="pool", num_samples=config.num_samples)
     expected = select(log_probs, "badge", 10, features_N_D=features_N_D,
                       generator=torch.Generator().manual_seed(derive_seed(0, "acquire", 0)))
     assert proposal.indices == candidates_N[expected.indices].tolist()
