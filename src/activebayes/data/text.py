@@ -113,6 +113,7 @@ class TfidfEncoder:
                           sort_keys=True)
 
     def fit_transform(self, texts: Sequence[str]) -> np.ndarray:
+        """Fit the vocabulary, IDF weights and SVD on ``texts``; their features ``[N, dim]``."""
         _require_sklearn("the TF-IDF text encoder")
         from sklearn.decomposition import TruncatedSVD
         from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer, TfidfVectorizer
@@ -127,16 +128,27 @@ class TfidfEncoder:
                 f"the texts have too few distinct terms ({weights.shape[1]}) or rows ({weights.shape[0]}) "
                 f"for a TF-IDF encoder; give more texts"
             )
-        svd = TruncatedSVD(n_components=dim, algorithm="randomized", n_iter=7, random_state=self.seed)
-        return svd.fit_transform(weights).astype(np.float32)
+        self._svd = TruncatedSVD(n_components=dim, algorithm="randomized", n_iter=7, random_state=self.seed)
+        return self._svd.fit_transform(weights).astype(np.float32)
+
+    def transform(self, texts: Sequence[str]) -> np.ndarray:
+        """Features of new texts with the transform fitted by :meth:`fit_transform`."""
+        if getattr(self, "_svd", None) is None:
+            raise InvalidArgumentError("TfidfEncoder.transform: call fit_transform first")
+        if self.hashing:
+            weights = self._tfidf.transform(self._hasher.transform(texts))
+        else:
+            weights = self._tfidf.transform(texts)
+        return self._svd.transform(weights).astype(np.float32)
 
     def _weights(self, texts: Sequence[str], hashing_cls: Any, transformer_cls: Any, vectorizer_cls: Any) -> Any:
         if self.hashing:
-            counts = hashing_cls(n_features=self.n_features, ngram_range=self.ngram_range,
-                                 alternate_sign=False, norm=None).transform(texts)
-            return transformer_cls(sublinear_tf=True).fit_transform(counts)
-        return vectorizer_cls(ngram_range=self.ngram_range, min_df=self.min_df,
-                              sublinear_tf=True).fit_transform(texts)
+            self._hasher = hashing_cls(n_features=self.n_features, ngram_range=self.ngram_range,
+                                       alternate_sign=False, norm=None)
+            self._tfidf = transformer_cls(sublinear_tf=True)
+            return self._tfidf.fit_transform(self._hasher.transform(texts))
+        self._tfidf = vectorizer_cls(ngram_range=self.ngram_range, min_df=self.min_df, sublinear_tf=True)
+        return self._tfidf.fit_transform(texts)
 
 
 class LocalModelEncoder:
@@ -235,8 +247,12 @@ def encode_texts(
     *,
     cache_dir: str | os.PathLike[str] | None = None,
     mmap_bytes: int = DEFAULT_MMAP_BYTES,
+    fit_texts: Sequence[str] | None = None,
 ) -> np.ndarray:
     """Features float32 ``[N, D]`` of ``texts``, computed once per (encoder, texts) when ``cache_dir`` is given.
+
+    ``fit_texts``: fit the encoder on these (e.g. a training split) and transform
+    ``texts`` with it (the encoder needs a ``transform`` method); default: fit on ``texts``.
 
     Returns an in-memory array, or a read-only ``np.memmap`` of the cached file when
     it is larger than ``mmap_bytes``. A cached file that is unreadable or of the wrong
@@ -252,31 +268,45 @@ def encode_texts(
     enc = get_encoder(encoder)
     path = None
     if cache_dir is not None:
-        key = hashlib.sha256((enc.fingerprint() + "\0" + texts_sha256(texts)).encode()).hexdigest()
+        fitted_on = "" if fit_texts is None else "\0fit:" + texts_sha256(fit_texts)
+        key = hashlib.sha256((enc.fingerprint() + fitted_on + "\0" + texts_sha256(texts)).encode()).hexdigest()
         path = Path(cache_dir).expanduser() / f"embeddings-{key[:32]}.npy"
         cached = _read_cached(path, len(texts), mmap_bytes)
         if cached is not None:
             return cached
-    features = np.ascontiguousarray(enc.fit_transform(texts), dtype=np.float32)
+    if fit_texts is None:
+        features = np.ascontiguousarray(enc.fit_transform(texts), dtype=np.float32)
+    else:
+        if not callable(getattr(enc, "transform", None)):
+            raise InvalidTypeError(f"fit_texts needs an encoder with a transform method, got {type(enc).__name__}")
+        enc.fit_transform(fit_texts)
+        features = np.ascontiguousarray(enc.transform(texts), dtype=np.float32)
     if features.ndim != 2 or features.shape[0] != len(texts):
         raise DataError(f"the encoder returned features of shape {features.shape}, expected [{len(texts)}, D]")
     if not np.isfinite(features).all():
         raise DataError("the encoder returned NaN or inf features")
-    if path is not None:
+    if path is not None and _write_cache(path, features) and features.nbytes > mmap_bytes:
+        return np.load(path, mmap_mode="r")
+    return features
+
+
+def _write_cache(path: Path, features: np.ndarray) -> bool:
+    """Write ``features`` to ``path`` atomically; ``False`` (no cache) when the folder is not writable."""
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.save(handle, features)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        if features.nbytes > mmap_bytes:
-            return np.load(path, mmap_mode="r")
-    return features
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            np.save(handle, features)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
 
 
 def _read_cached(path: Path, n_items: int, mmap_bytes: int) -> np.ndarray | None:
