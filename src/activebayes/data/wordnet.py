@@ -167,9 +167,11 @@ def read_wordnet_nouns(folder: str | os.PathLike[str] | None = None) -> WordNetN
                         tuple(glosses), lexnames)
 
 
-def wordnet_split(n_items: int, *, test_size: int = WORDNET_TEST_SIZE,
+def wordnet_split(n_items: int, *, test_size: int | None = None,
                   seed: int = WORDNET_SPLIT_SEED) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted ``(train, test)`` row indices: the first ``test_size`` of a seeded permutation are test."""
+    """Sorted ``(train, test)`` row indices: the first ``test_size`` (default :data:`WORDNET_TEST_SIZE`)
+    of a seeded permutation are test."""
+    test_size = WORDNET_TEST_SIZE if test_size is None else test_size
     order = np.random.default_rng(seed).permutation(n_items)
     return np.sort(order[test_size:]), np.sort(order[:test_size])
 
