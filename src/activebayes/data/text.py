@@ -298,6 +298,9 @@ def _write_cache(path: Path, features: np.ndarray) -> bool:
     except OSError:
         return False
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the cache from other users
         with os.fdopen(fd, "wb") as handle:
             np.save(handle, features)
             handle.flush()
