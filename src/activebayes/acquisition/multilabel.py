@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -283,12 +282,6 @@ class _Draws:
 
 
 # ----------------------------------------------------------------------------- BatchBALD
-
-
-@dataclass(frozen=True)
-class _Step:
-    exact: bool
-    joint_N: Tensor
 
 
 def multilabel_batchbald(
