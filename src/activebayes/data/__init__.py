@@ -8,6 +8,9 @@
   downloaded on request; ``"memmap"`` folders).
 - The memory-mapped format: :func:`convert_to_memmap` (IDX files or an image folder,
   once), :func:`write_memmap` (arrays), :func:`load_memmap`.
+- Text and table pools: :func:`load_table` (CSV / JSONL / Parquet rows, texts encoded by
+  :func:`encode_texts`, features standardised, stable item ids), ``"wordnet_nouns"``,
+  ``"breast_cancer"``, ``"wine"``, ``"iris"`` in :func:`load_dataset`.
 - :class:`Pool`: labelled / unlabelled / validation index sets over one dataset,
   in original dataset indices, without copying data.
 
@@ -25,6 +28,8 @@ from .image_folder import ImageFileInputs, image_folder
 from .lazy import LazyInputs, MemmapInputs
 from .memmap import MEMMAP_FORMAT, load_memmap, write_memmap
 from .pool import Pool
+from .table import TablePool, load_table
+from .text import TfidfEncoder, encode_texts
 
 __all__ = [
     "ArrayDataset",
@@ -35,16 +40,20 @@ __all__ = [
     "MEMMAP_FORMAT",
     "MemmapInputs",
     "Pool",
+    "TablePool",
+    "TfidfEncoder",
     "available_datasets",
     "convert_to_memmap",
     "default_data_dir",
     "digits_split_indices",
+    "encode_texts",
     "download_file",
     "file_md5",
     "from_arrays",
     "image_folder",
     "load_dataset",
     "load_memmap",
+    "load_table",
     "normalize_pixels",
     "parse_idx",
     "read_idx",

@@ -424,11 +424,31 @@ def repeated_mnist(
                         name="repeated_mnist", normalization=base.normalization)
 
 
+def _sklearn_loader(name: str) -> Callable[..., ArrayDataset]:
+    def load(split: str, **options: object) -> ArrayDataset:
+        from .real_tables import sklearn_table
+
+        return sklearn_table(name, split)
+
+    return load
+
+
+def _wordnet_nouns(split: str, **options: object) -> ArrayDataset:
+    from .wordnet import wordnet_nouns
+
+    return wordnet_nouns(split, data_dir=options.get("data_dir"))  # type: ignore[arg-type]
+
+
 _REGISTRY: dict[str, Callable[..., ArrayDataset]] = {
     "digits": _load_digits,
     **{name: _idx_loader(spec) for name, spec in IDX_DATASETS.items()},
     "memmap": load_memmap_split,
     "repeated_mnist": repeated_mnist,
+    # text and tables (scikit-learn needed: the `text` extra)
+    "wordnet_nouns": _wordnet_nouns,
+    "breast_cancer": _sklearn_loader("breast_cancer"),
+    "wine": _sklearn_loader("wine"),
+    "iris": _sklearn_loader("iris"),
 }
 
 
@@ -455,7 +475,11 @@ def load_dataset(
             (28x28, from their standard gzipped IDX files), ``"memmap"`` (a
             memory-mapped dataset folder written by :func:`convert_to_memmap`, read
             on demand: see :func:`load_memmap`), ``"repeated_mnist"`` (MNIST's training
-            set three times, each copy with N(0, 0.1) noise: :func:`repeated_mnist`).
+            set three times, each copy with N(0, 0.1) noise: :func:`repeated_mnist`),
+            ``"wordnet_nouns"`` (WordNet noun glosses as TF-IDF features, 26 categories;
+            ``data_dir`` is the WordNet folder, default ``/usr/share/wordnet``: see
+            :mod:`activebayes.data.wordnet`), ``"breast_cancer"``, ``"wine"``, ``"iris"``
+            (scikit-learn's bundled tables, standardised: :mod:`activebayes.data.real_tables`).
         data_dir: folder holding the IDX files, directly or in ``<data_dir>/<name>``
             or the torchvision layout ``<data_dir>/MNIST/raw``; default
             :func:`default_data_dir`. Ignored for digits. For ``"memmap"`` (required):

@@ -1,0 +1,397 @@
+r"""Multi-label acquisition: per-label Bernoulli posteriors, entropy, BALD and BatchBALD.
+
+In a multi-label task an item carries a label *vector* ``y = (y_1, .., y_C)`` in
+``{0, 1}^C`` (a document has several topics). The model gives, for each of K
+coherent function samples ``w_k`` (consistent MC dropout masks, ensemble members),
+C independent sigmoids: ``p_k(c) = P(y_c = 1 | x, w_k)``. Every function here takes
+``log_probs_N_K_C[n, k, c] = log p_k(c)`` for item n (``F.logsigmoid`` of the logits:
+see :func:`multilabel_log_probs`); ``log(1 - p)`` is recomputed stably from it. This
+is *not* a softmax: rows do not sum to 1.
+
+Given ``w_k`` the labels of an item are independent Bernoullis, so an item's label
+vector has the product distribution
+
+.. math:: P_k(y) = \prod_{c=1}^{C} p_k(c)^{y_c} (1 - p_k(c))^{1 - y_c},
+
+and the predictive is the mixture ``q(y) = 1/K Σ_k P_k(y)``, which does **not**
+factorise over labels: the labels are correlated through ``w``.
+
+Scores (``[N, K, C] -> [N]``, larger = more worth labelling, float64):
+
+- :func:`multilabel_entropy`: the per-label predictive entropies
+  ``h(p̄(c))`` with ``p̄(c) = 1/K Σ_k p_k(c)`` and ``h(p) = -p log p - (1-p) log(1-p)``,
+  reduced over labels (sum by default). The sum is an upper bound of the entropy of
+  the label vector, ``H[y] <= Σ_c H[y_c]``.
+- :func:`multilabel_bald`: BALD per label, ``I[y_c; w] = h(p̄(c)) - 1/K Σ_k h(p_k(c))``,
+  summed over labels. Since ``H[y | w] = Σ_c H[y_c | w]`` exactly (independence given
+  w) while ``H[y] <= Σ_c H[y_c]``, the sum is an upper bound of the item's joint BALD
+  ``I[y; w]`` (equal when the labels are independent under the predictive).
+- :func:`multilabel_batchbald`: greedy BatchBALD on label vectors,
+
+  .. math:: a(A) = \mathbb{I}[y_A; w] = \mathbb{H}[y_A] - \sum_{i \in A} \sum_c \mathbb{E}_k\, h(p_k(i, c)),
+
+  where ``y_A`` is the ``|A| · C`` bits of all labels of the batch. Given ``w_k`` all
+  these bits are independent, so ``P_k(y_A) = Π_{i, c}`` Bernoulli terms and
+  ``q(y_A) = 1/K Σ_k P_k(y_A)``. The joint entropy ``H[y_A] = -Σ q log q`` runs over
+  ``2^{C |A|}`` configurations:
+
+  * *exact* while ``2^{C |A|}`` (batch so far plus the candidate) is at most
+    ``max_configurations``: all configurations are enumerated, ``q`` is one product
+    ``[M, K] @ [K, 2^C]`` per candidate (``M = 2^{C(|A|-1)}`` configurations of the
+    batch so far), in float64;
+  * *sampled* beyond: S joint draws ``(k_s, y^s)`` with ``k_s = s mod K`` (stratified
+    over the function samples) and every bit ``y^s_{i,c} = [u_{s,i,c} < p_{k_s}(i, c)]``,
+    so ``y^s ~ q``. Then ``Ĥ = -1/S Σ_s log q(y^s)`` with
+    ``log q(y^s) = logsumexp_k log P_k(y^s) - log K`` is an unbiased Monte Carlo
+    estimate of ``H[y_A]`` (the BatchBALD paper's estimator, Kirsch et al. 2019, Sec.
+    3.3, on bits). The uniforms of the candidate's bits are shared by all candidates
+    of a step (common random numbers), so candidates are compared on the same draws;
+    the chosen candidate's bits extend the stored draws.
+
+  The first pick maximises the joint BALD ``I[y_n; w]`` (exact when ``2^C`` fits).
+  ``a`` is submodular (as in the single-label case), so the greedy batch is within
+  ``1 - 1/e`` of the best. Unlike summed BALD, two copies of one item add (almost)
+  nothing to ``H[y_A]`` beyond the first, so BatchBALD does not pick duplicates.
+
+:func:`multilabel_joint_entropy` is ``H[y_A]`` alone for a given set of items.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from activebayes._validation import check_positive_int, check_tensor
+from activebayes.acquisition.selection import Selection
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
+
+__all__ = [
+    "multilabel_log_probs",
+    "per_label_entropy",
+    "per_label_bald",
+    "multilabel_entropy",
+    "multilabel_bald",
+    "multilabel_joint_entropy",
+    "multilabel_batchbald",
+    "DEFAULT_MAX_CONFIGURATIONS",
+    "DEFAULT_NUM_SAMPLES",
+]
+
+#: Exact enumeration while the label configurations of batch + candidate are at most this many.
+DEFAULT_MAX_CONFIGURATIONS = 2**12
+#: Joint draws of the sampled estimate.
+DEFAULT_NUM_SAMPLES = 2000
+
+_REDUCTIONS = ("sum", "mean", "max")
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def multilabel_log_probs(logits_N_K_C: Tensor) -> Tensor:
+    """``log p_k(c) = logsigmoid(logits)``: what every function here takes (any shape)."""
+    tensor = check_tensor(logits_N_K_C, "logits_N_K_C")
+    if not tensor.is_floating_point():
+        raise InvalidTypeError(f"logits_N_K_C must be a floating point tensor, got dtype {tensor.dtype}")
+    return F.logsigmoid(tensor)
+
+
+def _check(log_probs: object, name: str = "log_probs_N_K_C") -> Tensor:
+    """Validate per-label log-probabilities ``[N, K, C]`` and return them as float64 (<= 0)."""
+    tensor = check_tensor(log_probs, name)
+    if tensor.ndim != 3:
+        raise InvalidArgumentError(
+            f"{name} must have shape [N, K, C] (items, function samples, labels), got {tuple(tensor.shape)}"
+        )
+    if not tensor.is_floating_point():
+        raise InvalidTypeError(f"{name} must be a floating point tensor, got dtype {tensor.dtype}")
+    if tensor.numel() == 0:
+        raise InvalidArgumentError(f"{name} has a zero-sized dimension: shape {tuple(tensor.shape)}")
+    tensor = tensor.detach().to(torch.float64)
+    if bool(torch.isnan(tensor).any()) or bool((tensor == math.inf).any()):
+        raise InvalidArgumentError(f"{name} holds NaN or +inf")
+    high = float(tensor.max())
+    if high > 1e-4:
+        raise InvalidArgumentError(
+            f"{name} must hold log P(y_c = 1) <= 0 (logsigmoid of the logits), got a maximum of {high:.4g}; "
+            "pass multilabel_log_probs(logits)"
+        )
+    return tensor.clamp_max(0.0)
+
+
+def _log1mexp(log_p: Tensor) -> Tensor:
+    """``log(1 - exp(x))`` for ``x <= 0``, accurate everywhere (Mächler 2012)."""
+    return torch.where(log_p > -math.log(2.0), torch.log(-torch.expm1(log_p)), torch.log1p(-torch.exp(log_p)))
+
+
+def _xlogx_from_log(log_p: Tensor) -> Tensor:
+    """``p log p`` with ``0 log 0 = 0``."""
+    return torch.where(torch.isneginf(log_p), torch.zeros_like(log_p), log_p.exp() * log_p)
+
+
+def _binary_entropy(log_pos: Tensor, log_neg: Tensor) -> Tensor:
+    return 0.0 - (_xlogx_from_log(log_pos) + _xlogx_from_log(log_neg))
+
+
+def _split(log_probs_N_K_C: object) -> tuple[Tensor, Tensor]:
+    log_pos = _check(log_probs_N_K_C)
+    return log_pos, _log1mexp(log_pos)
+
+
+def _mean_log(log_N_K_C: Tensor) -> Tensor:
+    """``log(1/K Σ_k exp(x))`` over dim 1."""
+    return torch.logsumexp(log_N_K_C, dim=1) - math.log(log_N_K_C.shape[1])
+
+
+def _reduce(values_N_C: Tensor, reduce: str) -> Tensor:
+    if reduce not in _REDUCTIONS:
+        raise InvalidArgumentError(f"reduce must be one of {', '.join(_REDUCTIONS)}, got {reduce!r}")
+    if reduce == "sum":
+        return values_N_C.sum(-1)
+    if reduce == "mean":
+        return values_N_C.mean(-1)
+    return values_N_C.max(-1).values
+
+
+# ----------------------------------------------------------------------------- per-item scores
+
+
+def per_label_entropy(log_probs_N_K_C: Tensor) -> Tensor:
+    """Predictive entropy of every label, ``h(p̄(c))``: float64 ``[N, C]`` (nats).
+
+    ``p̄(c) = 1/K Σ_k p_k(c)`` and ``1 - p̄(c) = 1/K Σ_k (1 - p_k(c))`` are both taken
+    from the log-probabilities (no cancellation in ``1 - p̄`` for ``p̄`` near 1).
+    """
+    log_pos, log_neg = _split(log_probs_N_K_C)
+    return _binary_entropy(_mean_log(log_pos), _mean_log(log_neg)).clamp_min(0.0)
+
+
+def per_label_bald(log_probs_N_K_C: Tensor) -> Tensor:
+    """BALD of every label, ``I[y_c; w] = h(p̄(c)) - 1/K Σ_k h(p_k(c))``: float64 ``[N, C]`` (>= 0)."""
+    log_pos, log_neg = _split(log_probs_N_K_C)
+    predictive = _binary_entropy(_mean_log(log_pos), _mean_log(log_neg))
+    expected = _binary_entropy(log_pos, log_neg).mean(1)
+    return (predictive - expected).clamp_min(0.0)
+
+
+def multilabel_entropy(log_probs_N_K_C: Tensor, *, reduce: str = "sum") -> Tensor:
+    """Per-label predictive entropy reduced over the labels (``"sum"``, ``"mean"`` or ``"max"``): ``[N]``.
+
+    >>> lp = multilabel_log_probs(torch.tensor([[[0.0, 9.0]], [[9.0, 9.0]]]))
+    >>> multilabel_entropy(lp).argmax().item()  # an undecided label beats two sure ones
+    0
+    """
+    return _reduce(per_label_entropy(log_probs_N_K_C), reduce)
+
+
+def multilabel_bald(log_probs_N_K_C: Tensor, *, reduce: str = "sum") -> Tensor:
+    """BALD summed (or ``"mean"`` / ``"max"``) over labels: ``[N]``, an upper bound of the joint ``I[y; w]``."""
+    return _reduce(per_label_bald(log_probs_N_K_C), reduce)
+
+
+def _conditional_entropy_N(log_pos: Tensor, log_neg: Tensor) -> Tensor:
+    """``H[y_n | w] = Σ_c 1/K Σ_k h(p_k(n, c))``: ``[N]``."""
+    return _binary_entropy(log_pos, log_neg).mean(1).sum(-1)
+
+
+# ----------------------------------------------------------------------------- joint entropy
+
+
+def _bit_table(C: int) -> Tensor:
+    """All ``2^C`` label vectors as float64 ``[2^C, C]`` (row ``j`` = the binary digits of ``j``)."""
+    return torch.tensor(list(itertools.product((0.0, 1.0), repeat=C)), dtype=torch.float64).reshape(-1, C)
+
+
+def _log_configurations(log_pos_K_C: Tensor, log_neg_K_C: Tensor, bits_Y_C: Tensor) -> Tensor:
+    """``log P_k(y)`` for every row ``y`` of ``bits_Y_C``: ``[Y, K]``."""
+    # 0 * (-inf) must be 0: a bit that is 0 never reads log p (and vice versa)
+    pos = torch.where(bits_Y_C[:, None, :] > 0, log_pos_K_C[None], torch.zeros((), dtype=torch.float64))
+    neg = torch.where(bits_Y_C[:, None, :] > 0, torch.zeros((), dtype=torch.float64), log_neg_K_C[None])
+    return (pos + neg).sum(-1)
+
+
+def _entropy_of_log_q(log_q: Tensor, dims: tuple[int, ...]) -> Tensor:
+    return 0.0 - _xlogx_from_log(log_q).sum(dims)
+
+
+def _check_budget_args(max_configurations: int, num_samples: int) -> tuple[int, int]:
+    return (check_positive_int(max_configurations, "max_configurations"),
+            check_positive_int(num_samples, "num_samples"))
+
+
+def multilabel_joint_entropy(
+    log_probs_B_K_C: Tensor,
+    *,
+    max_configurations: int = DEFAULT_MAX_CONFIGURATIONS,
+    num_samples: int = DEFAULT_NUM_SAMPLES,
+    seed: int = 0,
+) -> float:
+    """``H[y_1..y_B]`` (nats) of the label vectors of B items: exact while ``2^(B·C)`` fits
+    ``max_configurations``, else the unbiased estimate from ``num_samples`` joint draws
+    (seeded by ``seed``); see the module docstring.
+    """
+    log_pos, log_neg = _split(log_probs_B_K_C)
+    max_configurations, num_samples = _check_budget_args(max_configurations, num_samples)
+    B, K, C = log_pos.shape
+    if B * C <= math.log2(max_configurations):
+        log_joint_M_K = torch.zeros(1, K, dtype=torch.float64)
+        bits = _bit_table(C)
+        for i in range(B):
+            log_y_Y_K = _log_configurations(log_pos[i], log_neg[i], bits)
+            log_joint_M_K = (log_joint_M_K[:, None, :] + log_y_Y_K[None]).reshape(-1, K)
+        log_q_M = torch.logsumexp(log_joint_M_K, dim=1) - math.log(K)
+        return float(_entropy_of_log_q(log_q_M, (0,)))
+    draws = _Draws(K, num_samples, torch.Generator().manual_seed(int(seed)))
+    for i in range(B):
+        draws.extend(log_pos[i], log_neg[i], draws.uniforms(C))
+    return float(-(torch.logsumexp(draws.log_joint_S_K, dim=1) - math.log(K)).mean())
+
+
+class _Draws:
+    """S joint draws of the batch's bits: ``k_s = s mod K`` and ``log P_k(y^s)`` for every k."""
+
+    def __init__(self, K: int, num_samples: int, generator: torch.Generator) -> None:
+        self.S = -(-num_samples // K) * K  # a multiple of K: every k_s equally often
+        self.K = K
+        self.k_S = torch.arange(self.S) % K
+        self.log_joint_S_K = torch.zeros(self.S, K, dtype=torch.float64)
+        self.generator = generator
+
+    def uniforms(self, C: int) -> Tensor:
+        return torch.rand(self.S, C, generator=self.generator, dtype=torch.float64)
+
+    def bits(self, log_pos_K_C: Tensor, u_S_C: Tensor) -> Tensor:
+        """``y^s_c = [u_{s,c} < p_{k_s}(c)]``: ``[S, C]`` bool."""
+        return u_S_C.log() < log_pos_K_C[self.k_S]
+
+    def log_likelihood(self, log_pos_n_K_C: Tensor, log_neg_n_K_C: Tensor, bits_n_S_C: Tensor) -> Tensor:
+        """``log P_k(y^s)`` of each candidate's own bits: ``[n, S, K]``."""
+        pos = torch.where(torch.isneginf(log_pos_n_K_C), -1e300, log_pos_n_K_C)
+        neg = torch.where(torch.isneginf(log_neg_n_K_C), -1e300, log_neg_n_K_C)
+        b = bits_n_S_C.to(torch.float64)
+        return torch.einsum("nsc,nkc->nsk", b, pos) + torch.einsum("nsc,nkc->nsk", 1.0 - b, neg)
+
+    def extend(self, log_pos_K_C: Tensor, log_neg_K_C: Tensor, u_S_C: Tensor) -> None:
+        bits_S_C = self.bits(log_pos_K_C, u_S_C)
+        self.log_joint_S_K = self.log_joint_S_K + self.log_likelihood(
+            log_pos_K_C[None], log_neg_K_C[None], bits_S_C[None])[0]
+
+
+# ----------------------------------------------------------------------------- BatchBALD
+
+
+def multilabel_batchbald(
+    log_probs_N_K_C: Tensor,
+    batch_size: int,
+    *,
+    max_configurations: int = DEFAULT_MAX_CONFIGURATIONS,
+    num_samples: int = DEFAULT_NUM_SAMPLES,
+    seed: int = 0,
+    chunk_elements: int = 2**22,
+) -> Selection:
+    """Greedy BatchBALD on label vectors: ``batch_size`` items of ``log_probs_N_K_C`` (see the module docstring).
+
+    Args:
+        log_probs_N_K_C: ``log P(y_c = 1)`` per item, function sample and label.
+        batch_size: items to pick (at most N).
+        max_configurations: exact while batch + candidate have at most this many label
+            configurations ``2^(C·(b+1))``; beyond, sampled.
+        num_samples: joint draws S of the sampled estimate (rounded up to a multiple of K).
+        seed: seeds the draws.
+        chunk_elements: candidates are scored in chunks of about this many float64
+            work elements (memory bound).
+
+    Returns:
+        a :class:`~activebayes.acquisition.selection.Selection` named ``"multilabel_batchbald"``;
+        ``scores[b]`` is ``I[y_{A_b}; w]`` of the first ``b + 1`` picks.
+
+    >>> lp = multilabel_log_probs(2 * torch.randn(30, 8, 3, generator=torch.Generator().manual_seed(0)))
+    >>> picks = multilabel_batchbald(lp, 3)
+    >>> len(picks), bool((picks.scores.diff() >= -1e-12).all())
+    (3, True)
+    """
+    log_pos, log_neg = _split(log_probs_N_K_C)
+    N, K, C = log_pos.shape
+    batch_size = check_positive_int(batch_size, "batch_size")
+    if batch_size > N:
+        raise InvalidArgumentError(f"batch_size must be <= the pool size N={N}, got {batch_size}")
+    max_configurations, num_samples = _check_budget_args(max_configurations, num_samples)
+    chunk_elements = check_positive_int(chunk_elements, "chunk_elements")
+    generator = torch.Generator().manual_seed(int(seed))
+    conditional_N = _conditional_entropy_N(log_pos, log_neg)
+    bits_Y_C = _bit_table(C) if C <= math.log2(max_configurations) else None
+    available_N = torch.ones(N, dtype=torch.bool)
+    picked: list[int] = []
+    scores: list[float] = []
+    batch_conditional = 0.0
+    log_joint_M_K = torch.zeros(1, K, dtype=torch.float64)  # exact configurations of the batch so far
+    draws: _Draws | None = None
+    for step in range(batch_size):
+        exact = draws is None and bits_Y_C is not None and C * (step + 1) <= math.log2(max_configurations)
+        if exact:
+            assert bits_Y_C is not None
+            joint_N = _exact_joint_N(log_pos, log_neg, log_joint_M_K, bits_Y_C, chunk_elements)
+            u_S_C = None
+        else:
+            if draws is None:  # switch to sampling: draw the batch so far afresh
+                draws = _Draws(K, num_samples, generator)
+                for index in picked:
+                    draws.extend(log_pos[index], log_neg[index], draws.uniforms(C))
+            u_S_C = draws.uniforms(C)
+            joint_N = _sampled_joint_N(log_pos, log_neg, draws, u_S_C, chunk_elements)
+        scores_N = joint_N - batch_conditional - conditional_N
+        scores_N[~available_N] = -math.inf
+        index = int(torch.argmax(scores_N))
+        picked.append(index)
+        scores.append(float(scores_N[index]))
+        available_N[index] = False
+        batch_conditional += float(conditional_N[index])
+        if step + 1 < batch_size:
+            if draws is not None:
+                assert u_S_C is not None
+                draws.extend(log_pos[index], log_neg[index], u_S_C)
+            elif bits_Y_C is not None and C * (step + 2) <= math.log2(max_configurations):
+                log_y_Y_K = _log_configurations(log_pos[index], log_neg[index], bits_Y_C)
+                log_joint_M_K = (log_joint_M_K[:, None, :] + log_y_Y_K[None]).reshape(-1, K)
+    return Selection(torch.tensor(picked, dtype=torch.long), torch.tensor(scores, dtype=torch.float64),
+                     "multilabel_batchbald")
+
+
+def _exact_joint_N(log_pos: Tensor, log_neg: Tensor, log_joint_M_K: Tensor, bits_Y_C: Tensor,
+                   chunk_elements: int) -> Tensor:
+    """``H[y_A, y_n]`` for every candidate n, enumerating all configurations: ``[N]``."""
+    N, K, C = log_pos.shape
+    M, Y = log_joint_M_K.shape[0], bits_Y_C.shape[0]
+    joint_N = torch.empty(N, dtype=torch.float64)
+    # log q(m, y) = logsumexp_k (log P_k(m) + log P_k(y)) - log K, as a stable product of exps
+    shift_M = log_joint_M_K.max(dim=1, keepdim=True).values.clamp_min(-1e300)
+    weights_M_K = (log_joint_M_K - shift_M).exp() / K
+    rows = max(1, chunk_elements // max(1, M * Y + Y * K))
+    for start in range(0, N, rows):
+        end = min(N, start + rows)
+        log_y_n_Y_K = torch.stack([_log_configurations(log_pos[i], log_neg[i], bits_Y_C) for i in range(start, end)])
+        shift_n_Y = log_y_n_Y_K.max(dim=2, keepdim=True).values.clamp_min(-1e300)
+        q_n_M_Y = torch.einsum("mk,nyk->nmy", weights_M_K, (log_y_n_Y_K - shift_n_Y).exp())
+        log_q = q_n_M_Y.log() + shift_M[None] + shift_n_Y.transpose(1, 2)
+        joint_N[start:end] = _entropy_of_log_q(log_q, (1, 2))
+    return joint_N
+
+
+def _sampled_joint_N(log_pos: Tensor, log_neg: Tensor, draws: _Draws, u_S_C: Tensor, chunk_elements: int) -> Tensor:
+    """Unbiased estimate of ``H[y_A, y_n]`` for every candidate n on shared draws: ``[N]``."""
+    N, K, C = log_pos.shape
+    S = draws.S
+    joint_N = torch.empty(N, dtype=torch.float64)
+    rows = max(1, chunk_elements // (S * (K + C)))
+    for start in range(0, N, rows):
+        end = min(N, start + rows)
+        lp, ln = log_pos[start:end], log_neg[start:end]
+        bits_n_S_C = u_S_C.log()[None] < lp[:, draws.k_S]
+        log_y_n_S_K = draws.log_likelihood(lp, ln, bits_n_S_C)
+        log_q_n_S = torch.logsumexp(draws.log_joint_S_K[None] + log_y_n_S_K, dim=2) - math.log(K)
+        joint_N[start:end] = -log_q_n_S.mean(1)
+    return joint_N

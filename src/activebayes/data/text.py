@@ -1,0 +1,324 @@
+r"""Text to features: encoders, computed once and cached by content.
+
+An encoder turns texts into float32 vectors ``[N, D]`` that an MLP (with MC dropout)
+classifies; the expensive part runs once per pool, not once per round.
+
+- :class:`TfidfEncoder` (the offline default, needs scikit-learn: the ``text`` extra):
+  TF-IDF of word unigrams and bigrams (or of hashed n-grams, ``hashing=True``: no
+  vocabulary, a fixed number of columns), then a truncated SVD (latent semantic
+  analysis) to ``dim`` dense dimensions. With ``w_{t,d}`` the count of term t in text
+  d, the TF-IDF weight is ``(1 + log w_{t,d}) · (1 + log((1 + N) / (1 + df_t)))``, each
+  text's vector scaled to unit length; the SVD keeps the ``dim`` directions of largest
+  variance (``X ≈ U Σ V^T``, features ``X V``), seeded.
+- :class:`LocalModelEncoder`: a sentence-transformers or Hugging Face model *directory*
+  on disk (mean-pooled token embeddings for a plain transformers model). Nothing is
+  downloaded: the directory must hold the model, and the libraries are imported only
+  when it is used.
+
+:func:`encode_texts` runs an encoder with a cache: the key is the sha256 of the
+encoder's fingerprint (its class, settings, and for a model directory its files'
+names, sizes and config) and of every text, in order. The cached ``.npy`` is written
+atomically; pools larger than ``mmap_bytes`` come back memory-mapped (read-only)
+instead of being loaded.
+
+Example:
+    >>> enc = TfidfEncoder(dim=2)
+    >>> encode_texts(["a cat", "a dog", "the cat sat", "dogs bark"], enc).shape  # doctest: +SKIP
+    (4, 2)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from activebayes.errors import InvalidArgumentError, InvalidTypeError, MissingFileError
+
+from ._core import DataError
+
+__all__ = [
+    "TextEncoder",
+    "TfidfEncoder",
+    "LocalModelEncoder",
+    "encode_texts",
+    "get_encoder",
+    "texts_sha256",
+    "DEFAULT_MMAP_BYTES",
+]
+
+#: Cached embeddings larger than this are memory-mapped rather than read into memory.
+DEFAULT_MMAP_BYTES = 512 * 2**20
+
+
+@runtime_checkable
+class TextEncoder(Protocol):
+    """What :func:`encode_texts` needs from an encoder."""
+
+    def fingerprint(self) -> str:
+        """A string that changes whenever the features of a text could change."""
+        ...
+
+    def fit_transform(self, texts: Sequence[str]) -> np.ndarray:
+        """Features ``[N, D]`` (float32) of ``texts`` (fitting the encoder on them if it learns anything)."""
+        ...
+
+
+def _require_sklearn(what: str) -> Any:
+    try:
+        import sklearn  # noqa: F401
+    except ImportError:
+        raise InvalidArgumentError(
+            f"{what} needs scikit-learn: pip install 'activebayes[text]' (or pass another encoder)"
+        ) from None
+    return sklearn
+
+
+class TfidfEncoder:
+    """TF-IDF (or hashed TF-IDF) then a seeded truncated SVD to ``dim`` dimensions.
+
+    Args:
+        dim: output dimensions (at most the number of distinct terms minus 1; fewer
+            when the vocabulary is smaller).
+        hashing: hash n-grams into ``n_features`` columns instead of learning a vocabulary.
+        n_features: columns of the hashing trick.
+        ngram_range: word n-gram lengths.
+        min_df: a learned term must occur in at least this many texts.
+        seed: seeds the randomized SVD.
+    """
+
+    def __init__(self, *, dim: int = 256, hashing: bool = False, n_features: int = 2**18,
+                 ngram_range: tuple[int, int] = (1, 2), min_df: int = 1, seed: int = 0) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise InvalidArgumentError(f"dim must be an int >= 1, got {dim!r}")
+        self.dim = dim
+        self.hashing = bool(hashing)
+        self.n_features = int(n_features)
+        self.ngram_range = (int(ngram_range[0]), int(ngram_range[1]))
+        self.min_df = int(min_df)
+        self.seed = int(seed)
+
+    def fingerprint(self) -> str:
+        import sklearn
+
+        return json.dumps({"encoder": "tfidf", "dim": self.dim, "hashing": self.hashing,
+                           "n_features": self.n_features, "ngram_range": self.ngram_range,
+                           "min_df": self.min_df, "seed": self.seed, "sklearn": sklearn.__version__},
+                          sort_keys=True)
+
+    def fit_transform(self, texts: Sequence[str]) -> np.ndarray:
+        """Fit the vocabulary, IDF weights and SVD on ``texts``; their features ``[N, dim]``."""
+        _require_sklearn("the TF-IDF text encoder")
+        from sklearn.decomposition import TruncatedSVD
+        from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer, TfidfVectorizer
+
+        try:
+            weights = self._weights(texts, HashingVectorizer, TfidfTransformer, TfidfVectorizer)
+        except ValueError as exc:  # e.g. an empty vocabulary
+            raise InvalidArgumentError(f"the TF-IDF encoder cannot use these texts: {exc}") from None
+        dim = min(self.dim, weights.shape[1] - 1, weights.shape[0] - 1)
+        if dim < 1:
+            raise InvalidArgumentError(
+                f"the texts have too few distinct terms ({weights.shape[1]}) or rows ({weights.shape[0]}) "
+                f"for a TF-IDF encoder; give more texts"
+            )
+        self._svd = TruncatedSVD(n_components=dim, algorithm="randomized", n_iter=7, random_state=self.seed)
+        return self._svd.fit_transform(weights).astype(np.float32)
+
+    def transform(self, texts: Sequence[str]) -> np.ndarray:
+        """Features of new texts with the transform fitted by :meth:`fit_transform`."""
+        if getattr(self, "_svd", None) is None:
+            raise InvalidArgumentError("TfidfEncoder.transform: call fit_transform first")
+        if self.hashing:
+            weights = self._tfidf.transform(self._hasher.transform(texts))
+        else:
+            weights = self._tfidf.transform(texts)
+        return self._svd.transform(weights).astype(np.float32)
+
+    def _weights(self, texts: Sequence[str], hashing_cls: Any, transformer_cls: Any, vectorizer_cls: Any) -> Any:
+        if self.hashing:
+            self._hasher = hashing_cls(n_features=self.n_features, ngram_range=self.ngram_range,
+                                       alternate_sign=False, norm=None)
+            self._tfidf = transformer_cls(sublinear_tf=True)
+            return self._tfidf.fit_transform(self._hasher.transform(texts))
+        self._tfidf = vectorizer_cls(ngram_range=self.ngram_range, min_df=self.min_df, sublinear_tf=True)
+        return self._tfidf.fit_transform(texts)
+
+
+class LocalModelEncoder:
+    """A sentence-transformers or Hugging Face encoder read from a local directory (never downloaded).
+
+    A directory with ``modules.json`` (sentence-transformers layout) is loaded with
+    ``sentence_transformers.SentenceTransformer``; otherwise with
+    ``transformers.AutoTokenizer`` / ``AutoModel`` (``local_files_only=True``) and the
+    features are the attention-mask-weighted mean of the last hidden states.
+
+    Not tested against a real model in this project's CI (none is installed); the
+    loading path fails with a one-line error when the directory or the library is missing.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, batch_size: int = 64, device: str = "cpu",
+                 max_length: int = 256) -> None:
+        self.path = Path(path).expanduser()
+        if not self.path.is_dir():
+            raise MissingFileError(f"encoder directory {self.path} not found (a local model folder is needed; "
+                                   "nothing is downloaded)")
+        if not (self.path / "config.json").is_file() and not (self.path / "modules.json").is_file():
+            raise DataError(f"encoder directory {self.path} holds neither config.json nor modules.json: "
+                            "not a Hugging Face / sentence-transformers model folder")
+        self.batch_size = int(batch_size)
+        self.device = device
+        self.max_length = int(max_length)
+
+    def fingerprint(self) -> str:
+        files = sorted((p.relative_to(self.path).as_posix(), p.stat().st_size)
+                       for p in self.path.rglob("*") if p.is_file())
+        config = ""
+        for name in ("config.json", "modules.json"):
+            if (self.path / name).is_file():
+                config += (self.path / name).read_text(encoding="utf-8", errors="replace")
+        return json.dumps({"encoder": "local", "files": files, "config": hashlib.sha256(config.encode()).hexdigest(),
+                           "max_length": self.max_length}, sort_keys=True)
+
+    def fit_transform(self, texts: Sequence[str]) -> np.ndarray:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        if (self.path / "modules.json").is_file():
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError:
+                raise InvalidArgumentError(f"{self.path} is a sentence-transformers model: "
+                                           "pip install sentence-transformers") from None
+            model = SentenceTransformer(str(self.path), device=self.device)
+            return np.asarray(model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True),
+                              dtype=np.float32)
+        try:
+            import torch
+            from transformers import AutoModel, AutoTokenizer
+        except ImportError:
+            raise InvalidArgumentError(f"{self.path} is a Hugging Face model: pip install transformers") from None
+        tokenizer = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
+        model = AutoModel.from_pretrained(str(self.path), local_files_only=True).to(self.device).eval()
+        out = []
+        with torch.inference_mode():
+            for start in range(0, len(texts), self.batch_size):
+                batch = tokenizer(list(texts[start : start + self.batch_size]), padding=True, truncation=True,
+                                  max_length=self.max_length, return_tensors="pt").to(self.device)
+                hidden = model(**batch).last_hidden_state
+                mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                out.append(((hidden * mask).sum(1) / mask.sum(1).clamp_min(1)).float().cpu().numpy())
+        return np.concatenate(out).astype(np.float32)
+
+
+def get_encoder(encoder: str | os.PathLike[str] | TextEncoder | None) -> TextEncoder:
+    """``None`` / ``"tfidf"``: :class:`TfidfEncoder`; ``"hashing"``: hashed TF-IDF; a directory:
+    :class:`LocalModelEncoder`; an encoder object: itself."""
+    if encoder is None or encoder == "tfidf":
+        return TfidfEncoder()
+    if encoder == "hashing":
+        return TfidfEncoder(hashing=True)
+    if isinstance(encoder, str | os.PathLike):
+        return LocalModelEncoder(encoder)
+    if isinstance(encoder, TextEncoder):
+        return encoder
+    raise InvalidTypeError(f"encoder must be 'tfidf', 'hashing', a model directory or a TextEncoder, "
+                           f"got {type(encoder).__name__}")
+
+
+def texts_sha256(texts: Sequence[str]) -> str:
+    """sha256 over the texts in order (each UTF-8, length-prefixed so boundaries count)."""
+    digest = hashlib.sha256()
+    for text in texts:
+        data = text.encode("utf-8")
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def encode_texts(
+    texts: Sequence[str],
+    encoder: str | os.PathLike[str] | TextEncoder | None = None,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    mmap_bytes: int = DEFAULT_MMAP_BYTES,
+    fit_texts: Sequence[str] | None = None,
+) -> np.ndarray:
+    """Features float32 ``[N, D]`` of ``texts``, computed once per (encoder, texts) when ``cache_dir`` is given.
+
+    ``fit_texts``: fit the encoder on these (e.g. a training split) and transform
+    ``texts`` with it (the encoder needs a ``transform`` method); default: fit on ``texts``.
+
+    Returns an in-memory array, or a read-only ``np.memmap`` of the cached file when
+    it is larger than ``mmap_bytes``. A cached file that is unreadable or of the wrong
+    shape is recomputed (and replaced atomically).
+    """
+    if isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise InvalidTypeError(f"texts must be a sequence of str, got {type(texts).__name__}")
+    if not texts:
+        raise InvalidArgumentError("texts is empty: nothing to encode")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InvalidTypeError(f"texts[{i}] must be a str, got {type(text).__name__}")
+    enc = get_encoder(encoder)
+    path = None
+    if cache_dir is not None:
+        fitted_on = "" if fit_texts is None else "\0fit:" + texts_sha256(fit_texts)
+        key = hashlib.sha256((enc.fingerprint() + fitted_on + "\0" + texts_sha256(texts)).encode()).hexdigest()
+        path = Path(cache_dir).expanduser() / f"embeddings-{key[:32]}.npy"
+        cached = _read_cached(path, len(texts), mmap_bytes)
+        if cached is not None:
+            return cached
+    if fit_texts is None:
+        features = np.ascontiguousarray(enc.fit_transform(texts), dtype=np.float32)
+    else:
+        if not callable(getattr(enc, "transform", None)):
+            raise InvalidTypeError(f"fit_texts needs an encoder with a transform method, got {type(enc).__name__}")
+        enc.fit_transform(fit_texts)
+        features = np.ascontiguousarray(enc.transform(texts), dtype=np.float32)
+    if features.ndim != 2 or features.shape[0] != len(texts):
+        raise DataError(f"the encoder returned features of shape {features.shape}, expected [{len(texts)}, D]")
+    if not np.isfinite(features).all():
+        raise DataError("the encoder returned NaN or inf features")
+    if path is not None and _write_cache(path, features) and features.nbytes > mmap_bytes:
+        return np.load(path, mmap_mode="r")
+    return features
+
+
+def _write_cache(path: Path, features: np.ndarray) -> bool:
+    """Write ``features`` to ``path`` atomically; ``False`` (no cache) when the folder is not writable."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError:
+        return False
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the cache from other users
+        with os.fdopen(fd, "wb") as handle:
+            np.save(handle, features)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
+
+
+def _read_cached(path: Path, n_items: int, mmap_bytes: int) -> np.ndarray | None:
+    if not path.is_file():
+        return None
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError):
+        return None
+    if array.dtype != np.float32 or array.ndim != 2 or array.shape[0] != n_items:
+        return None
+    return array if array.nbytes > mmap_bytes else np.array(array)

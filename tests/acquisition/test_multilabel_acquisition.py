@@ -1,0 +1,143 @@
+"""Multi-label acquisition against independent NumPy float64 brute-force references."""
+
+from __future__ import annotations
+
+import doctest
+import math
+
+import multilabel_reference as ref
+import numpy as np
+import pytest
+import torch
+
+from activebayes.acquisition import multilabel as ml
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
+
+
+def random_logits(N: int, K: int, C: int, *, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    scale_N_1_1 = torch.rand(N, 1, 1, generator=g, dtype=torch.float64) * 4
+    shift_N_1_C = torch.randn(N, 1, C, generator=g, dtype=torch.float64) * 2
+    return torch.randn(N, K, C, generator=g, dtype=torch.float64) * scale_N_1_1 + shift_N_1_C
+
+
+def probs(logits: torch.Tensor) -> np.ndarray:
+    return torch.sigmoid(logits).numpy().astype(np.float64)
+
+
+def test_doctests():
+    assert doctest.testmod(ml, raise_on_error=True).attempted >= 2
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_per_label_scores_match_reference(seed):
+    logits = random_logits(40, 7, 5, seed=seed)
+    lp = ml.multilabel_log_probs(logits)
+    p = probs(logits)
+    np.testing.assert_allclose(ml.per_label_entropy(lp).numpy(), ref.per_label_entropy(p), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ml.per_label_bald(lp).numpy(), np.maximum(ref.per_label_bald(p), 0),
+                               rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(ml.multilabel_entropy(lp).numpy(), ref.per_label_entropy(p).sum(1), rtol=1e-10)
+    np.testing.assert_allclose(ml.multilabel_entropy(lp, reduce="max").numpy(), ref.per_label_entropy(p).max(1),
+                               rtol=1e-10)
+    np.testing.assert_allclose(ml.multilabel_bald(lp).numpy(), ref.per_label_bald(p).sum(1), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(ml.multilabel_bald(lp, reduce="mean").numpy(), ref.per_label_bald(p).mean(1),
+                               rtol=1e-8, atol=1e-12)
+
+
+def test_float32_input_and_saturated_probabilities():
+    logits = torch.tensor([[[60.0, -60.0, 0.0], [60.0, -60.0, 0.0]]])  # p = 1, 0, 1/2 (float32 saturates)
+    lp = ml.multilabel_log_probs(logits)
+    ent = ml.per_label_entropy(lp)
+    assert torch.isfinite(ent).all()
+    np.testing.assert_allclose(ent[0].numpy(), [0.0, 0.0, math.log(2)], atol=1e-12)
+    assert float(ml.multilabel_bald(lp)[0]) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_summed_bald_bounds_joint_bald():
+    logits = random_logits(12, 6, 3, seed=3)
+    lp = ml.multilabel_log_probs(logits)
+    p = probs(logits)
+    joint = np.array([ref.mutual_information(p[[n]]) for n in range(len(p))])
+    assert (ml.multilabel_bald(lp).numpy() >= joint - 1e-10).all()
+    assert (ml.multilabel_bald(lp).numpy() - joint).max() > 1e-3  # the bound is not tight here
+
+
+@pytest.mark.parametrize("B,C", [(1, 3), (2, 2), (3, 2), (2, 4)])
+def test_exact_joint_entropy_matches_brute_force(B, C):
+    logits = random_logits(B, 6, C, seed=B * 10 + C)
+    got = ml.multilabel_joint_entropy(ml.multilabel_log_probs(logits), max_configurations=2 ** (B * C))
+    assert got == pytest.approx(ref.joint_entropy(probs(logits)), rel=1e-10, abs=1e-12)
+
+
+def test_sampled_joint_entropy_is_close_and_seeded():
+    logits = random_logits(3, 5, 3, seed=7)
+    lp = ml.multilabel_log_probs(logits)
+    exact = ref.joint_entropy(probs(logits))
+    estimates = [ml.multilabel_joint_entropy(lp, max_configurations=1, num_samples=20_000, seed=s) for s in range(3)]
+    for estimate in estimates:
+        assert estimate == pytest.approx(exact, abs=0.05)
+    assert estimates[0] != estimates[1]
+    assert ml.multilabel_joint_entropy(lp, max_configurations=1, num_samples=500, seed=4) == \
+        ml.multilabel_joint_entropy(lp, max_configurations=1, num_samples=500, seed=4)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_exact_batchbald_matches_brute_force_greedy(seed):
+    logits = random_logits(9, 5, 2, seed=seed)
+    got = ml.multilabel_batchbald(ml.multilabel_log_probs(logits), 3, max_configurations=2**6)
+    want_idx, want_scores = ref.greedy_batchbald(probs(logits), 3)
+    assert got.indices.tolist() == want_idx
+    np.testing.assert_allclose(got.scores.numpy(), want_scores, rtol=1e-9, atol=1e-12)
+    assert got.strategy == "multilabel_batchbald"
+
+
+def test_sampled_batchbald_scores_are_unbiased_estimates():
+    logits = random_logits(8, 4, 2, seed=11)
+    lp = ml.multilabel_log_probs(logits)
+    got = ml.multilabel_batchbald(lp, 3, max_configurations=4, num_samples=40_000, seed=0)
+    # the scores are estimates of the joint mutual information of the batch actually picked
+    p = probs(logits)
+    for b in range(3):
+        want = ref.mutual_information(p[got.indices[: b + 1].tolist()])
+        assert float(got.scores[b]) == pytest.approx(want, abs=0.03)
+
+
+def test_batchbald_avoids_duplicates_where_summed_bald_does_not():
+    logits = random_logits(6, 8, 3, seed=5)
+    top = int(ml.multilabel_bald(ml.multilabel_log_probs(logits)).argmax())
+    pool = torch.cat([logits, logits[top : top + 1].expand(3, -1, -1)])  # three exact copies of the top item
+    lp = ml.multilabel_log_probs(pool)
+    copies = {top, 6, 7, 8}
+    by_bald = set(torch.topk(ml.multilabel_bald(lp), 3).indices.tolist())
+    assert by_bald <= copies
+    got = ml.multilabel_batchbald(lp, 3, max_configurations=2**9)
+    picked = got.indices.tolist()
+    assert picked == ref.greedy_batchbald(probs(pool), 3)[0]
+    assert len(copies & set(picked)) < 3
+    # a copy's labels are a fresh draw, so it still adds information, but less than the first time
+    p = probs(pool)
+    first = ref.mutual_information(p[[top]])
+    assert ref.mutual_information(p[[top, 6]]) - first < first - 1e-3
+
+
+def test_larger_labels_fall_back_to_sampling():
+    logits = random_logits(50, 6, 12, seed=2)
+    picks = ml.multilabel_batchbald(ml.multilabel_log_probs(logits), 4, num_samples=300, seed=1)
+    assert len(set(picks.indices.tolist())) == 4
+    assert (picks.scores.diff() > -0.2).all()
+
+
+def test_bad_inputs():
+    with pytest.raises(InvalidArgumentError, match=r"\[N, K, C\]"):
+        ml.multilabel_entropy(torch.zeros(3, 4))
+    with pytest.raises(InvalidArgumentError, match="logsigmoid"):
+        ml.multilabel_bald(torch.full((2, 3, 4), 0.5))
+    with pytest.raises(InvalidArgumentError, match="NaN"):
+        ml.multilabel_bald(torch.full((2, 3, 4), float("nan")))
+    with pytest.raises(InvalidTypeError, match="floating"):
+        ml.multilabel_bald(torch.zeros(2, 3, 4, dtype=torch.long))
+    with pytest.raises(InvalidArgumentError, match="reduce"):
+        ml.multilabel_bald(torch.full((2, 3, 4), -1.0), reduce="median")
+    with pytest.raises(InvalidArgumentError, match="batch_size"):
+        ml.multilabel_batchbald(torch.full((2, 3, 4), -1.0), 3)

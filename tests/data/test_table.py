@@ -1,0 +1,197 @@
+"""Table and text pools: reading, identity, features against scikit-learn / NumPy, and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from activebayes.data.table import MISSING_CATEGORY, FeatureMemmapInputs, TablePreprocessor, load_table, read_table_rows
+from activebayes.data.text import TfidfEncoder, encode_texts, texts_sha256
+from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
+
+pytest.importorskip("sklearn")
+
+TEXTS = [
+    "the cat sat on the mat", "a dog barked at the cat", "stocks fell sharply today",
+    "the market rallied after the report", "a kitten chased the dog", "bond yields rose again",
+    "the puppy slept all day", "investors sold their shares",
+]
+LABELS = ["animal", "animal", "finance", "finance", "animal", "finance", "animal", "finance"]
+
+
+def write_csv(path, header, rows):
+    import csv
+
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+@pytest.fixture
+def text_csv(tmp_path):
+    return write_csv(tmp_path / "texts.csv", ["id", "text", "label"],
+                     [[f"t{i}", t, y] for i, (t, y) in enumerate(zip(TEXTS, LABELS))])
+
+
+def test_tabular_features_match_numpy_and_sklearn_one_hot():
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(3, 2, size=12)
+    colours = ["red", "blue", "green", "red", "red", "blue", "green", "green", "blue", "red", "red", "blue"]
+    rows = [{"x": float(a), "c": c, "y": "pos" if a > 3 else "neg"} for a, c in zip(x, colours)]
+    pool = load_table(rows, feature_columns=["x", "c"], label_column="y")
+    prep = TablePreprocessor.from_dict(pool.preprocessing["table"])
+    raw = prep.transform(rows)
+    np.testing.assert_allclose(raw[:, 0], StandardScaler().fit_transform(x[:, None])[:, 0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(raw[:, 1:], OneHotEncoder().fit_transform(np.array(colours)[:, None]).toarray())
+    # final per-dimension standardisation: zero mean, unit (population) std
+    inputs = pool.dataset.inputs.numpy().astype(np.float64)
+    np.testing.assert_allclose(inputs.mean(0), 0, atol=1e-6)
+    np.testing.assert_allclose(inputs.std(0), 1, atol=1e-5)
+    assert pool.dataset.classes == ("neg", "pos")
+    assert pool.dataset.targets.tolist() == [int(a > 3) for a in x]
+    assert json.loads(json.dumps(pool.preprocessing)) == pool.preprocessing  # storable in a run
+
+
+def test_csv_jsonl_and_parquet_read_the_same(tmp_path, text_csv):
+    rows = [{"id": f"t{i}", "text": t, "label": y} for i, (t, y) in enumerate(zip(TEXTS, LABELS))]
+    jsonl = tmp_path / "texts.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    pools = [load_table(text_csv, text_column="text", label_column="label", id_column="id",
+                        encoder=TfidfEncoder(dim=4))]
+    pools.append(load_table(jsonl, text_column="text", label_column="label", id_column="id",
+                            encoder=TfidfEncoder(dim=4)))
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "texts.parquet")
+    pools.append(load_table(tmp_path / "texts.parquet", text_column="text", label_column="label", id_column="id",
+                            encoder=TfidfEncoder(dim=4)))
+    for pool in pools[1:]:
+        assert pool.item_ids == pools[0].item_ids == tuple(f"t{i}" for i in range(8))
+        assert pool.texts == tuple(TEXTS)
+        torch.testing.assert_close(pool.dataset.inputs, pools[0].dataset.inputs)
+        assert pool.dataset.targets.tolist() == pools[0].dataset.targets.tolist()
+    assert pools[0].kind == "text" and pools[0].dataset.input_shape == (4,)
+
+
+def test_tfidf_features_match_sklearn_pipeline():
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    got = encode_texts(TEXTS, TfidfEncoder(dim=3, seed=1))
+    weights = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True).fit_transform(TEXTS)
+    want = TruncatedSVD(3, algorithm="randomized", n_iter=7, random_state=1).fit_transform(weights)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    hashed = encode_texts(TEXTS, TfidfEncoder(dim=3, hashing=True))
+    assert hashed.shape == (8, 3) and np.isfinite(hashed).all()
+
+
+def test_identity_is_content_not_position():
+    rows = [{"text": t} for t in TEXTS]
+    a = load_table(rows, text_column="text", encoder=TfidfEncoder(dim=2))
+    b = load_table(rows[::-1], text_column="text", encoder=TfidfEncoder(dim=2))
+    assert a.item_ids == b.item_ids[::-1]
+    assert all(i.startswith("sha256:") for i in a.item_ids)
+    assert a.dataset.targets is None and a.dataset.classes == ()  # unlabelled: a real project
+    dup = load_table(rows + rows[:1], text_column="text", encoder=TfidfEncoder(dim=2))
+    assert dup.item_ids[-1] == dup.item_ids[0] + "~2"
+    assert a.index_of(a.item_ids[3]) == 3
+
+
+def test_cache_by_content_and_memmap(tmp_path):
+    calls = []
+
+    class Counting(TfidfEncoder):
+        def fit_transform(self, texts):
+            calls.append(len(texts))
+            return super().fit_transform(texts)
+
+    first = encode_texts(TEXTS, Counting(dim=3), cache_dir=tmp_path)
+    second = encode_texts(TEXTS, Counting(dim=3), cache_dir=tmp_path)
+    np.testing.assert_array_equal(first, second)
+    assert calls == [8]
+    encode_texts(TEXTS[:-1] + ["something else entirely"], Counting(dim=3), cache_dir=tmp_path)
+    assert calls == [8, 8]
+    mapped = encode_texts(TEXTS, Counting(dim=3), cache_dir=tmp_path, mmap_bytes=0)
+    assert isinstance(mapped, np.memmap) and calls == [8, 8]
+    pool = load_table([{"text": t} for t in TEXTS], text_column="text", encoder=Counting(dim=3),
+                      cache_dir=tmp_path, mmap_bytes=0)
+    assert isinstance(pool.dataset.inputs, FeatureMemmapInputs)
+    in_memory = load_table([{"text": t} for t in TEXTS], text_column="text", encoder=Counting(dim=3))
+    torch.testing.assert_close(pool.dataset.inputs[torch.arange(8)], in_memory.dataset.inputs, atol=1e-5, rtol=1e-5)
+    assert texts_sha256(["ab", "c"]) != texts_sha256(["a", "bc"])
+
+
+def test_missing_values_error_or_documented_imputation():
+    rows = [{"x": 1.0, "c": "a"}, {"x": None, "c": "b"}, {"x": 3.0, "c": None}]
+    with pytest.raises(ActiveBayesError, match=r"row 2, column 'x': missing value"):
+        load_table(rows, feature_columns=["x", "c"])
+    pool = load_table(rows, feature_columns=["x", "c"], missing="impute")
+    prep = TablePreprocessor.from_dict(pool.preprocessing["table"])
+    raw = prep.transform(rows)
+    assert raw[1, 0] == 0.0  # the mean (1 + 3) / 2, standardised
+    assert prep.categorical["c"][-1] == MISSING_CATEGORY and raw[2, prep.categorical["c"].index(MISSING_CATEGORY) + 1] == 1
+    assert sorted(pool.preprocessing["table"]["impute"]) == ["c", "x"]
+    assert torch.isfinite(pool.dataset.inputs).all()
+    with pytest.raises(ActiveBayesError, match=r"row 1, column 'x': nan is not a finite number"):
+        load_table([{"x": "nan"}, {"x": "1"}], feature_columns=["x"])
+
+
+def test_multilabel_targets():
+    rows = [{"t": "red cat", "y": "cat|red"}, {"t": "blue dog", "y": "dog| blue"}, {"t": "red dog", "y": ["dog", "red"]}]
+    pool = load_table(rows, text_column="t", label_column="y", multilabel=True, encoder=TfidfEncoder(dim=2))
+    assert pool.dataset.classes == ("blue", "cat", "dog", "red") and pool.dataset.targets is None
+    assert pool.targets_N_C.tolist() == [[0, 1, 0, 1], [1, 0, 1, 0], [0, 0, 1, 1]]
+
+
+@pytest.mark.parametrize("rows,kwargs,message", [
+    ([{"t": "a b"}], {"text_column": "text"}, r"^table: text_column 'text' is not a column of the table \(columns: t\)$"),
+    ([{"t": "a b"}, {"t": "  "}], {"text_column": "t"}, r"^table: row 2, column 't': empty text$"),
+    ([{"t": "red apple", "y": "x"}, {"t": "green pear", "y": "z"}], {"text_column": "t", "label_column": "y", "classes": ["x", "y"]},
+     r"^table: row 2, column 'y': label 'z' is not among the classes \(x, y\)$"),
+    ([{"i": "1", "t": "a b"}, {"i": "1", "t": "c d"}], {"text_column": "t", "id_column": "i"},
+     r"^table: row 2, column 'i': id '1' is used twice \(rows 1 and 2\); ids must be unique$"),
+    ([{"t": "a b", "y": "x"}, {"t": "c d", "y": " | "}], {"text_column": "t", "label_column": "y", "multilabel": True},
+     r"^table: row 2, column 'y': a multi-label answer needs at least one class, got none$"),
+])
+def test_bad_input_is_one_line_naming_row_and_column(rows, kwargs, message):
+    with pytest.raises(ActiveBayesError, match=message) as info:
+        load_table(rows, encoder=TfidfEncoder(dim=1), **kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_bad_files(tmp_path):
+    bad = tmp_path / "latin1.csv"
+    bad.write_bytes("id,text\n1,caf\xe9 au lait\n".encode("latin-1"))
+    with pytest.raises(ActiveBayesError, match=r"latin1.csv: line 2 is not valid UTF-8 \(byte 0xe9"):
+        load_table(bad, text_column="text")
+    with pytest.raises(MissingFileError, match="not found"):
+        load_table(tmp_path / "nope.csv", text_column="text")
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"text": "ok"}\n{"text": \n', encoding="utf-8")
+    with pytest.raises(ActiveBayesError, match=r"broken.jsonl: line 2 is not valid JSON"):
+        read_table_rows(broken)
+    with pytest.raises(InvalidArgumentError, match="unknown format"):
+        read_table_rows(write_csv(tmp_path / "t.xlsx", ["a"], [["1"]]))
+    with pytest.raises(InvalidArgumentError, match="text_column .* and/or feature_columns"):
+        load_table([{"a": 1}])
+
+
+def test_text_pool_trains_in_the_loop(text_csv):
+    from activebayes.loop import ActiveLearningLoop, LoopConfig
+
+    rows = [{"text": t + f" {i}", "label": y} for i in range(6) for t, y in zip(TEXTS, LABELS)]
+    pool = load_table(rows, text_column="text", label_column="label", encoder=TfidfEncoder(dim=8))
+    config = LoopConfig(strategy="bald", initial_size=4, validation_size=8, batch_size=4, budget=12, num_samples=4,
+                        eval_samples=4, evaluate_test=False, cold_start=None,
+                        fit_options={"max_epochs": 3, "min_samples_per_epoch": 64, "patience": 2})
+    result = ActiveLearningLoop(config, dataset=pool.dataset).run(progress=False)
+    assert len(result.labelled_indices) == 12
+    assert all(0 <= i < len(pool) for i in result.labelled_indices)
