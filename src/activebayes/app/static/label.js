@@ -12,17 +12,17 @@
   let busy = false;     // a request is in flight
   let mine = 0;
 
-  function annotator() {
-    const name = (localStorage.getItem("activebayes-name") || "").trim();
-    if (name) return name;
-    let id = sessionStorage.getItem("activebayes-anon");
-    if (!id) {
-      const bytes = new Uint8Array(4);
-      crypto.getRandomValues(bytes);
-      id = "anon-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-      sessionStorage.setItem("activebayes-anon", id);
-    }
-    return id;
+  let me = null;        // this browser's annotator (its session's name)
+  let shownURL = null;  // the object URL of the image on screen
+
+  async function showImage(item) {
+    try {
+      const url = await AB.blobURL(item.image);
+      if (current !== item) { URL.revokeObjectURL(url); return; }  // the page moved on meanwhile
+      if (shownURL) URL.revokeObjectURL(shownURL);
+      shownURL = url;
+      image.src = url;
+    } catch (error) { say(error.message, true); }
   }
 
   function say(text, isError) {
@@ -45,7 +45,7 @@
     image.hidden = false;
     empty.hidden = true;
     image.classList.add("busy");
-    image.src = item.image;
+    showImage(item);
     document.getElementById("item-key").textContent = item.key;
     document.getElementById("why").textContent = item.why;
     const probs = document.getElementById("probs");
@@ -69,7 +69,7 @@
     } catch (error) {
       say(error.message, true);
       if (error.status === 409 || error.status === 404) {
-        try { const data = await AB.call("POST", "/api/next", { annotator: annotator() }); show(data.item, data.message); } catch (e) { say(e.message, true); }
+        try { const data = await AB.call("POST", "/api/next", {}); show(data.item, data.message); } catch (e) { say(e.message, true); }
       }
     } finally {
       busy = false;
@@ -80,7 +80,7 @@
     if (!current || index >= classes.length) return;
     const button = classesBox.children[index];
     if (button) { button.classList.add("pressed"); setTimeout(() => button.classList.remove("pressed"), 150); }
-    request("/api/answer", { annotator: annotator(), item: current.id, label: classes[index] }, (data) => {
+    request("/api/answer", { item: current.id, label: classes[index] }, (data) => {
       mine += 1;
       document.getElementById("stat-mine").textContent = mine;
       say("saved: " + data.saved.label);
@@ -89,11 +89,11 @@
 
   function skip() {
     if (!current) return;
-    request("/api/skip", { annotator: annotator(), item: current.id }, () => say("skipped"));
+    request("/api/skip", { item: current.id }, () => say("skipped"));
   }
 
   function undo() {
-    request("/api/undo", { annotator: annotator() }, (data) => {
+    request("/api/undo", {}, (data) => {
       if (data.undone.kind === "answer") { mine = Math.max(0, mine - 1); document.getElementById("stat-mine").textContent = mine; }
       say("took back: " + (data.undone.kind === "answer" ? data.undone.label : "skip"));
     });
@@ -116,13 +116,13 @@
   document.getElementById("skip").addEventListener("click", skip);
   document.getElementById("undo").addEventListener("click", undo);
 
-  nameInput.value = localStorage.getItem("activebayes-name") || "";
-  nameInput.placeholder = annotator();
   nameInput.addEventListener("change", async () => {
-    localStorage.setItem("activebayes-name", nameInput.value.trim());
-    nameInput.placeholder = annotator();
-    mine = 0;
-    const data = await AB.call("POST", "/api/next", { annotator: annotator() });
+    const wanted = nameInput.value.trim();
+    if (!wanted) { nameInput.value = me; return; }
+    try { me = await AB.session(wanted); } catch (error) { say(error.message, true); nameInput.value = me; return; }
+    nameInput.value = me;
+    refresh();
+    const data = await AB.call("POST", "/api/next", {});
     show(data.item, data.message);
   });
 
@@ -132,6 +132,7 @@
       document.getElementById("project").textContent = state.source;
       document.getElementById("stat-labelled").textContent = state.counts.labelled + " of " + state.counts.items;
       document.getElementById("stat-rounds").textContent = state.rounds;
+      if (state.you) { mine = state.you.labelled; document.getElementById("stat-mine").textContent = mine; }
       const acc = state.accuracy;
       let text = acc.prequential === null ? "–" : AB.percent(acc.prequential) + " (last " + acc.prequential_n + ")";
       if (acc.test !== null && acc.test !== undefined) text += " · test " + AB.percent(acc.test);
@@ -145,6 +146,8 @@
   }
 
   async function start() {
+    try { me = await AB.session(); } catch (error) { say(error.message, true); return; }
+    nameInput.value = me;
     const state = await refresh();
     if (!state) return;
     classes = state.classes;
@@ -155,7 +158,7 @@
       button.addEventListener("click", () => answer(index));
       classesBox.appendChild(button);
     });
-    const data = await AB.call("POST", "/api/next", { annotator: annotator() });
+    const data = await AB.call("POST", "/api/next", {});
     show(data.item, data.message);
     document.body.dataset.ready = "1";
     setInterval(refresh, 3000);
