@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from activebayes.app import WorkerThread, create_app, serve
 from activebayes.cli import main
 from activebayes.labelling import LabellingProject, ProjectConfig
-from tests.app.app_helpers import FAST_FIT, TOKEN, make_project, wait_for
+from tests.app.app_helpers import FAST_FIT, TOKEN, make_project, wait_for, with_sessions
 
 
 def test_images_are_served_by_item_id_from_the_folder(tmp_path):
@@ -28,6 +28,7 @@ def test_images_are_served_by_item_id_from_the_folder(tmp_path):
     with LabellingProject.create(tmp_path / "proj", config) as project:
         project.advance(min_pending=10**12)
         with TestClient(create_app(project, token=TOKEN), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+            with_sessions(client)
             for item in project.store.items():
                 response = client.get(f"/api/items/{item.id}/image")
                 assert response.status_code == 200 and response.headers["content-type"] == "image/png"
@@ -55,6 +56,7 @@ def test_a_failing_trainer_reports_and_the_page_keeps_serving(project, monkeypat
     try:
         with TestClient(create_app(project, token=TOKEN, notify=worker.wake),
                         headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+            with_sessions(client)
             state = wait_for(lambda: (s := client.get("/api/state").json())["status"]["state"] == "error" and s)
             assert "out of memory (simulated)" in state["status"]["error"]
             item = client.post("/api/next", json={"annotator": "ann"}).json()["item"]
