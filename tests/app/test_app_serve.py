@@ -97,7 +97,7 @@ def test_serve_prints_the_address_with_a_token_and_warns_beyond_loopback(tmp_pat
     project.close()
 
 
-def test_label_command_mistakes_are_one_line(tmp_path, capsys):
+def test_label_command_mistakes_are_one_line(tmp_path, capsys, monkeypatch):
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
     busy.listen(1)
@@ -108,10 +108,16 @@ def test_label_command_mistakes_are_one_line(tmp_path, capsys):
         (["label", tmp_path / "new", "--images", tmp_path / "nope", "--classes", "a,b"], "nope"),
         (["label", tmp_path / "proj", "--batch-size", "3"], "settings are fixed"),
         (["label", tmp_path / "proj", "--port", str(busy.getsockname()[1]), "--worker", "thread"], "--port 0"),
+        (["label", tmp_path / "new", "--dataset", "digits", "--host", ""], "--host: expected an address"),
+        (["label", tmp_path / "new", "--dataset", "digits", "--token", "x"], "--token: expected at least 16"),
+        (["label", tmp_path / "new", "--dataset", "digits", "--token-file", tmp_path / "no-token"], "--token-file"),
     ]:
         code = main([str(a) for a in args])
         err = capsys.readouterr().err
         lines = err.strip().splitlines()
         assert code == 1 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], err
+    monkeypatch.setenv("ACTIVEBAYES_TOKEN", "short")  # the way `ps` cannot see is checked the same
+    code = main(["label", str(tmp_path / "new"), "--dataset", "digits"])
+    assert code == 1 and "--token: expected at least 16" in capsys.readouterr().err
     busy.close()
     assert not (tmp_path / "new").exists()

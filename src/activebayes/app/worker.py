@@ -189,6 +189,11 @@ def _listen(inbox: Connection, stop: threading.Event, wake: threading.Event) -> 
 def _process_main(directory: str, inbox: Connection, poll: float, parent_pid: int, threads: int | None) -> None:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the server, which stops us
+    # tqdm's default lock is a multiprocessing semaphore: a worker killed with SIGKILL could never
+    # release it, and the server would print a "leaked semaphore" warning when it stops
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
     stop, wake = threading.Event(), threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: (stop.set(), wake.set()))
     threading.Thread(target=_listen, args=(inbox, stop, wake), name="activebayes-inbox", daemon=True).start()
