@@ -42,6 +42,7 @@ class Annotators:
         self.failures: list[str] = []
         self.requests = 0
         self.stop = threading.Event()
+        self.go = threading.Event()  # the annotators take their first item, then wait for this
         self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self.annotate, args=(f"annotator-{k}",)) for k in range(ANNOTATORS)]
 
@@ -67,6 +68,7 @@ class Annotators:
         with with_sessions(httpx.Client(base_url=self.url, headers=headers, timeout=5 * SLOW_S + 5)) as http:
             response = self.timed(http, "POST", "/api/next", json={"annotator": name})
             item = response.json()["item"] if response is not None else None
+            self.go.wait(120)
             while item is not None and not self.stop.is_set():
                 label = int(self.targets[item["id"] - 1])  # a dataset project numbers its items from 1
                 response = self.timed(http, "POST", "/api/answer", json={"annotator": name, "item": item["id"],
@@ -95,34 +97,39 @@ def _state(url: str, token: str) -> dict:
     return httpx.get(f"{url}/api/state", headers={"X-Token": token}, timeout=10).json()
 
 
+def _worker_pid(state: dict) -> int | None:
+    """The trainer's pid: the supervisor's record, else the pid the trainer last reported."""
+    return (state.get("worker") or {}).get("pid") or state["status"].get("pid")
+
+
 def test_a_killed_worker_never_hangs_a_request_and_comes_back(tmp_path):
     project = make_project(tmp_path / "proj", batch_size=10, lookahead=60)
     directory = project.directory
     project.close()
     process, url, token, lines = start(directory)  # the default: the trainer in a supervised process
     try:
-        first = wait_for(lambda: (s := _state(url, token))["status"]["state"] == "ready" and s["worker"]["pid"] and s,
+        first = wait_for(lambda: (s := _state(url, token))["status"]["state"] == "ready" and _worker_pid(s) and s,
                          timeout=180)
         with Annotators(url, token) as annotators:
-            wait_for(lambda: len(annotators.acked) >= 12 or annotators.failures, timeout=60)
-            # 1. killed while idle (the OOM killer, a segfault, kill -9)
-            idle = wait_for(lambda: (s := _state(url, token))["status"]["state"] == "ready" and s, timeout=120)
-            victim = idle["worker"]["pid"]
+            # 1. killed while idle (the OOM killer, a segfault, kill -9), the four annotators about to answer
+            victim = _worker_pid(first)
             os.kill(victim, signal.SIGKILL)
             killed = time.monotonic()
-            back = wait_for(lambda: (s := _state(url, token))["worker"]["pid"] not in (None, victim)
-                            and pid_alive(s["worker"]["pid"]) and s, timeout=30, interval=0.1)
+            time.sleep(0.3)
+            annotators.go.set()
+            back = wait_for(lambda: (s := _state(url, token)) and _worker_pid(s) not in (None, victim)
+                            and pid_alive(_worker_pid(s)) and s, timeout=30, interval=0.1)
             assert time.monotonic() - killed < BACK_S, f"the worker came back after {time.monotonic() - killed:.1f} s"
             assert back["worker"]["restarts"] == 1 and "SIGKILL" in back["worker"]["last_death"]["exit"]
             assert back["worker"]["last_death"]["during"] == "while idle"
             # 2. killed in the middle of a round
             busy = wait_for(lambda: (s := _state(url, token))["status"]["state"] in ("training", "scoring")
-                            and s["status"].get("pid") == s["worker"]["pid"] and s, timeout=120, interval=0.02)
-            victim = busy["worker"]["pid"]
+                            and s["status"].get("pid") == _worker_pid(s) and s, timeout=120, interval=0.02)
+            victim = _worker_pid(busy)
             os.kill(victim, signal.SIGKILL)
             killed = time.monotonic()
-            after = wait_for(lambda: (s := _state(url, token))["worker"]["pid"] not in (None, victim)
-                             and pid_alive(s["worker"]["pid"]) and s, timeout=30, interval=0.1)
+            after = wait_for(lambda: (s := _state(url, token)) and _worker_pid(s) not in (None, victim)
+                             and pid_alive(_worker_pid(s)) and s, timeout=30, interval=0.1)
             assert time.monotonic() - killed < BACK_S
             assert after["worker"]["restarts"] == 2 and after["worker"]["last_death"]["during"].startswith("while ")
             assert after["worker"]["last_death"]["during"] != "while idle"
