@@ -29,15 +29,16 @@ def make_project(directory: Path, **changes) -> LabellingProject:
     return project
 
 
-def with_sessions(http):
+def with_sessions(http, sessions: dict[str, str] | None = None):
     """Make ``http`` (an httpx client or Starlette's TestClient) act as the annotator its request body names.
 
     The app takes the annotator from an ``X-Session`` header (a session from
     ``POST /api/session``); this opens one session per name the first time a body names
     it and adds its header, so a test can keep writing ``json={"annotator": "ann", ...}``.
-    A request that sets ``X-Session`` itself is left alone. Returns ``http``.
+    A request that sets ``X-Session`` itself is left alone. ``sessions`` (name -> id) carries
+    the sessions of an earlier client over, as a page keeps its session. Returns ``http``.
     """
-    sessions: dict[str, str] = {}
+    sessions = {} if sessions is None else sessions
     original = http.request
 
     def request(method, url, *args, **kwargs):
