@@ -1,9 +1,12 @@
-"""Time to the next item in the labelling app, with 4 annotators while the model retrains.
+"""Time to the next item in the labelling app, with 8 annotators while the model retrains.
 
 The real thing end to end: a labelling project is created, ``activebayes label`` runs
 in its own process (the web server, plus its training worker process), and
 ``--annotators`` simulated annotators (threads with their own HTTP connection) label
-with the true labels, each pausing ``--think-ms`` between answers. Every
+with the true labels, each pausing ``--think-ms`` between answers, until each gave
+``--answers-each`` answers. Each annotator keeps its connection open (``keep-alive``, as a
+browser does) or opens a new one per request (``new``); ``--connection both`` (the
+default) runs the two one after the other and prints them side by side. Every
 ``--batch-size`` answers the worker retrains the model (default settings of a project:
 BALD, the default model and training) and rescores the pool in the background.
 
@@ -16,11 +19,11 @@ the worker's status every 100 ms; an answer counts as *during training* when the
 training or scoring both when it was sent and when it came back (the status is read
 from the project's store, read-only, so watching adds no load to the server).
 
-    python benchmarks/labelling_app.py --dataset digits
+    python benchmarks/labelling_app.py --dataset digits            # 8 x 500, keep-alive and new
     python benchmarks/labelling_app.py --dataset mnist --data-dir ../shared/data/mnist
 
 Results go to ``benchmarks/results/labelling_app.json`` (one entry per dataset and
-``--sync`` setting, replaced when that pair is run again): ``p50_ms``, ``p99_ms``, ``answers``, ``annotators``,
+``--sync`` and ``--connection`` setting, replaced when that is run again): ``p50_ms``, ``p99_ms``, ``answers``, ``annotators``,
 ``dataset``, and the same percentiles for the answers during training, the image
 fetches, the rounds trained and their durations, and the machine's load.
 """
@@ -84,7 +87,7 @@ def percentile(values: list[float], q: float) -> float | None:
     return float(np.percentile(np.asarray(values), q)) if values else None
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace, connection: str) -> dict[str, Any]:
     from activebayes.data import load_dataset
 
     targets = load_dataset(args.dataset, data_dir=args.data_dir, split="train").targets
@@ -116,22 +119,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             return before[-1] if before else "starting"
 
         def annotate(name: str) -> None:
-            with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
-                item = http.post("/api/next", json={"annotator": name}).json()["item"]
-                while item is not None and not stop.is_set():
+            # keep-alive: one connection for every request (a browser); new: a fresh connection each time
+            limits = httpx.Limits(max_keepalive_connections=0 if connection == "new" else 1)
+            with httpx.Client(base_url=url, headers=headers, timeout=60, limits=limits) as http:
+                session = http.post("/api/session", json={"name": name}).json()["session"]
+                http.headers["X-Session"] = session
+                given = 0
+                item = http.post("/api/next", json={}).json()["item"]
+                while item is not None and given < args.answers_each:
                     label = int(targets[int(item["key"].rsplit("[", 1)[1].rstrip("]"))])
                     sent = time.perf_counter()
-                    response = http.post("/api/answer", json={"annotator": name, "item": item["id"], "label": label})
+                    response = http.post("/api/answer", json={"item": item["id"], "label": label})
                     came = time.perf_counter()
                     if response.status_code != 200:
                         errors.append(f"{name}: {response.status_code} {response.text}")
                         return
                     item = response.json()["item"]
                     app_ms = float(response.headers.get("server-timing", "app;dur=nan").split("dur=")[1])
+                    given += 1
                     with lock:
                         samples.append({"ms": 1000 * (came - sent), "app_ms": app_ms, "sent": sent, "came": came})
-                        if len(samples) >= args.answers:
-                            stop.set()
                     if item is not None:
                         tic = time.perf_counter()
                         http.get(item["image"]).raise_for_status()
@@ -161,7 +168,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     train_seconds = [round(sum(p["seconds"].get(k, 0.0) for k in ("fit", "evaluate", "acquire")), 2) for p in rounds]
     return {
         "dataset": args.dataset,
+        "connection": connection,
         "annotators": args.annotators,
+        "answers_each": args.answers_each,
         "answers": len(samples),
         "p50_ms": round(percentile(all_ms, 50), 2),
         "p99_ms": round(percentile(all_ms, 99), 2),
@@ -193,8 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="digits", help="digits or mnist [digits]")
     parser.add_argument("--data-dir", default=None, help="folder with the dataset's files (MNIST)")
-    parser.add_argument("--annotators", type=int, default=4)
-    parser.add_argument("--answers", type=int, default=400, help="answers in total [400]")
+    parser.add_argument("--annotators", type=int, default=8, help="simulated annotators [8]")
+    parser.add_argument("--answers-each", type=int, default=500, help="answers per annotator [500]")
+    parser.add_argument("--connection", choices=["keep-alive", "new", "both"], default="both",
+                        help="keep each annotator's connection open (as browsers do), a new one per request, "
+                             "or both in turn [both]")
     parser.add_argument("--batch-size", type=int, default=20, help="labels per round [20]")
     parser.add_argument("--think-ms", type=float, default=250.0, help="pause between an annotator's answers [250]")
     parser.add_argument("--sync", choices=["full", "normal"], default="full",
@@ -205,15 +217,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.data_dir:
         args.data_dir = str(Path(args.data_dir).resolve())
-    result = run(args)
-    print(json.dumps(result, indent=1))
+    connections = ["keep-alive", "new"] if args.connection == "both" else [args.connection]
+    results = []
+    for connection in connections:
+        print(f"{connection} connections: {args.annotators} annotators x {args.answers_each} answers")
+        results.append(run(args, connection))
+        print(json.dumps(results[-1], indent=1))
+    print(f"\n{'connection':<12} {'p50 ms':>8} {'p99 ms':>8} {'p99 training':>13} {'server p99':>11} {'answers':>8}"
+          f" {'rounds':>7} {'load':>6}")
+    for r in results:
+        print(f"{r['connection']:<12} {r['p50_ms']:>8} {r['p99_ms']:>8} {str(r['p99_ms_during_training']):>13} "
+              f"{r['server_p99_ms']:>11} {r['answers']:>8} {r['rounds_trained']:>7} "
+              f"{r['machine']['load_average_1min']:>6}")
     runs = []
     if args.out.is_file():
+        keys = {(r["dataset"], r["sync"], r["connection"]) for r in results}
         runs = [r for r in json.loads(args.out.read_text()).get("runs", [])
-                if (r.get("dataset"), r.get("sync")) != (args.dataset, args.sync)]
-    runs.append(result)
+                if (r.get("dataset"), r.get("sync"), r.get("connection", "keep-alive")) not in keys]
+    runs.extend(results)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    runs.sort(key=lambda r: (r["dataset"], r.get("sync", "")))
+    runs.sort(key=lambda r: (r["dataset"], r.get("sync", ""), r.get("connection", "keep-alive")))
     args.out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
     print(f"written: {args.out}")
     return 0

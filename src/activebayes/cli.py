@@ -480,13 +480,14 @@ def import_(answers: str, project: str, allow_partial: bool, overwrite: bool) ->
 @_project_options
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port to listen on; 0 picks any free port.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on; anything but loopback is reachable by others (a warning is printed).")
-@click.option("--token", default=None, help="Access token (default: a new random one each start).")
+@click.option("--token", default=None, envvar="ACTIVEBAYES_TOKEN", show_envvar=True, help="Access token, 16 characters or more (default: a new random one each start). The environment variable or --token-file keep it out of `ps`.")
+@click.option("--token-file", type=click.Path(dir_okay=False), default=None, help="Read the access token from this file's first line.")
 @click.option("--worker", type=click.Choice(["process", "thread"]), default="process", show_default=True, help="Where the model retrains: a separate process (the page stays fast) or a thread.")
 @click.option("--sync", "synchronous", type=click.Choice(["full", "normal"]), default="full", show_default=True, help="Answer durability: full fsyncs each answer (survives a power cut); normal survives the server being killed, not a power cut, and answers faster on slow disks.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @_friendly
-def label(project: str, port: int, host: str, token: str | None, worker: str, synchronous: str, quiet: bool,
-          **settings: Any) -> None:
+def label(project: str, port: int, host: str, token: str | None, token_file: str | None, worker: str,
+          synchronous: str, quiet: bool, **settings: Any) -> None:
     """Label in the browser while the model learns (the labelling app).
 
     Creates PROJECT (`--images FOLDER --classes a,b,...` or `--dataset NAME`) or
@@ -498,6 +499,17 @@ def label(project: str, port: int, host: str, token: str | None, worker: str, sy
     except ImportError as error:  # the optional web stack
         raise click.ClickException(f"the labelling app needs Starlette and uvicorn ({error}); "
                                    "install them with: pip install 'activebayes[app]'") from None
+    from activebayes.app.serve import check_host, check_token
+
+    if token_file is not None:
+        try:
+            token = Path(token_file).read_text(encoding="utf-8").splitlines()[0].strip()
+        except (OSError, UnicodeDecodeError, IndexError) as error:
+            raise InvalidArgumentError(f"--token-file: cannot read a token from {token_file} "
+                                       f"({getattr(error, 'strerror', None) or 'empty or not text'})") from None
+    check_host(host)  # before a new project is created
+    if token is not None:
+        check_token(token)
     with _open_project(project, settings, progress=not quiet) as labelling:
         _describe_project(labelling)
         serve(labelling, host=host, port=port, token=token, worker=worker, echo=click.echo, synchronous=synchronous)

@@ -63,7 +63,7 @@ import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -414,6 +414,30 @@ class LabelStore:
         with self._write() as db:
             db.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                        (key, json.dumps(value)))
+
+    def claim_server(self, record: Mapping[str, Any], *, alive: Callable[[Mapping[str, Any]], bool],
+                     key: str = "server") -> dict[str, Any] | None:
+        """Claim the project for one server, atomically: read the current claim and write
+        ``record`` in one write transaction, so of two servers starting at once one wins.
+
+        Returns ``None`` when claimed, or the other claim when ``alive(claim)`` says its
+        holder still runs (then nothing is written). ``record`` needs a ``"pid"``.
+        """
+        with self._write() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            current = json.loads(row[0]) if row else None
+            if current and current.get("pid") != record["pid"] and alive(current):
+                return dict(current)
+            db.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                       (key, json.dumps(dict(record))))
+        return None
+
+    def release_server(self, pid: int, *, key: str = "server") -> None:
+        """Drop the server claim if process ``pid`` holds it (a later server's claim is left alone)."""
+        with self._write() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            if row and json.loads(row[0]) and json.loads(row[0]).get("pid") == pid:
+                db.execute("DELETE FROM meta WHERE key = ?", (key,))
 
     # ----------------------------------------------------------------- items
 
@@ -775,6 +799,11 @@ class LabelStore:
                      self._read(f"SELECT round, count(*), sum(predicted = label) {where} GROUP BY round")}
         recent = [int(c) for (c,) in self._read(f"SELECT predicted = label {where} ORDER BY id DESC LIMIT ?", (last,))]
         return per_round, (len(recent), sum(recent))
+
+    def labelled_by(self, annotator: str) -> int:
+        """How many items carry a label given by ``annotator`` (answers taken back not counted)."""
+        return int(self._read("SELECT count(*) FROM labels l JOIN events e ON e.id = l.event WHERE e.annotator = ?",
+                              (annotator,))[0][0])
 
     def annotator_counts(self) -> list[dict[str, Any]]:
         """Per annotator: answers, skips, undos and the mean seconds from lease to answer."""

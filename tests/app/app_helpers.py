@@ -29,6 +29,37 @@ def make_project(directory: Path, **changes) -> LabellingProject:
     return project
 
 
+def with_sessions(http, sessions: dict[str, str] | None = None):
+    """Make ``http`` (an httpx client or Starlette's TestClient) act as the annotator its request body names.
+
+    The app takes the annotator from an ``X-Session`` header (a session from
+    ``POST /api/session``); this opens one session per name the first time a body names
+    it and adds its header, so a test can keep writing ``json={"annotator": "ann", ...}``.
+    A request that sets ``X-Session`` itself is left alone. ``sessions`` (name -> id) carries
+    the sessions of an earlier client over, as a page keeps its session. Returns ``http``.
+    """
+    sessions = {} if sessions is None else sessions
+    original = http.request
+
+    def request(method, url, *args, **kwargs):
+        body = kwargs.get("json")
+        headers = dict(kwargs.get("headers") or {})
+        if (isinstance(body, dict) and isinstance(body.get("annotator"), str) and str(url) != "/api/session"
+                and not any(k.lower() == "x-session" for k in headers)):
+            name = body["annotator"]
+            if name not in sessions:
+                opened = original("POST", "/api/session", json={"name": name})
+                if opened.status_code == 200:
+                    sessions[name] = opened.json()["session"]
+            if name in sessions:
+                kwargs["headers"] = {**headers, "X-Session": sessions[name]}
+        return original(method, url, *args, **kwargs)
+
+    http.request = request
+    http.sessions = sessions
+    return http
+
+
 def wait_for(condition, timeout: float = 120.0, interval: float = 0.05):
     """Poll ``condition()`` until it returns something truthy."""
     deadline = time.monotonic() + timeout

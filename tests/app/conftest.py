@@ -13,7 +13,7 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from activebayes.app import WorkerThread, create_app  # noqa: E402
 from activebayes.labelling import LabellingProject  # noqa: E402
-from tests.app.app_helpers import TOKEN, LiveServer, make_project  # noqa: E402
+from tests.app.app_helpers import TOKEN, LiveServer, make_project, with_sessions  # noqa: E402
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def client(project) -> Iterator[TestClient]:
     worker = WorkerThread(project.directory, poll=0.05).start()
     app = create_app(project, token=TOKEN, notify=worker.wake)
     with TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}) as test_client:
-        yield test_client
+        yield with_sessions(test_client)
     worker.stop()
     assert not worker.errors, worker.errors
 

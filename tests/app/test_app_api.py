@@ -124,21 +124,57 @@ def test_export_formats(client, project):
     assert len(tasks) == len(DIGITS) and annotated[0]["annotations"][0]["result"][0]["value"]["choices"] == ["7"]
 
 
-def test_token_via_query_sets_a_cookie_and_pages_are_guarded(project):
+def test_pages_take_the_token_from_the_address_and_the_api_only_from_headers(project):
     app = create_app(project, token=TOKEN)
     with TestClient(app) as browser:
-        assert browser.get("/").status_code == 401
-        assert browser.get(f"/?token=wrong").status_code == 401
-        redirect = browser.get(f"/dashboard?token={TOKEN}", follow_redirects=False)
-        assert redirect.status_code == 303 and redirect.headers["location"] == "/dashboard"
-        assert "httponly" in redirect.headers["set-cookie"].lower() and "samesite=strict" in redirect.headers["set-cookie"].lower()
-        page = browser.get("/dashboard")  # the cookie now
+        page = browser.get("/")  # the page shell holds no data: served without the token (a reload works)
+        assert page.status_code == 200 and "set-cookie" not in page.headers
+        assert browser.get("/?token=wrong").status_code == 401  # a wrong address is refused at once
+        page = browser.get(f"/dashboard?token={TOKEN}", follow_redirects=False)
         assert page.status_code == 200 and "<svg id=\"curve\"" in page.text
+        assert "set-cookie" not in page.headers  # no cookie: other services on this host never see the token
         assert "script-src 'self'" in page.headers["content-security-policy"]
         assert browser.get("/static/label.js").status_code == 200
-        assert browser.get("/api/state").json()["classes"] == list(project.classes)
-    with TestClient(app, headers={"X-Token": TOKEN}) as scripted:
-        assert scripted.get("/api/state").status_code == 200
+        assert browser.get("/api/state").status_code == 401
+        # the query string is never accepted on the API, even with the right token
+        refused = browser.get(f"/api/state?token={TOKEN}")
+        assert refused.status_code == 401 and "header" in refused.json()["error"]
+        # no redirect anywhere, so none off-site (`GET //evil.example/?token=T` used to answer 303 to it)
+        for path in ("//evil.example/", "/", "/dashboard"):
+            response = browser.get(f"http://testserver{path}?token={TOKEN}", follow_redirects=False)
+            assert not 300 <= response.status_code < 400 and "location" not in response.headers
+    for headers in ({"X-Token": TOKEN}, {"Authorization": f"Bearer {TOKEN}"}, {"Authorization": f"bearer {TOKEN}"}):
+        with TestClient(app, headers=headers) as scripted:
+            assert scripted.get("/api/state").json()["classes"] == list(project.classes)
+
+
+def _near_misses(token: str) -> dict[str, str]:
+    return {"empty": "", "prefix": token[:8], "all but the last character": token[:-1],
+            "last character changed": token[:-1] + ("x" if token[-1] != "x" else "y"),
+            "one character more": token + "0", "first character changed": ("x" if token[0] != "x" else "y") + token[1:]}
+
+
+@pytest.mark.parametrize("way", ["bearer", "x-token", "cookie", "query"])
+def test_every_near_miss_of_the_token_is_refused_by_every_way_it_can_come(project, way):
+    """A guard comparing a prefix, the first 8 characters or all but the last would let one of these in."""
+    app = create_app(project, token=TOKEN)
+    with TestClient(app) as http:
+        for what, candidate in _near_misses(TOKEN).items():
+            headers, params = {}, {}
+            if way == "bearer":
+                headers["Authorization"] = f"Bearer {candidate}"
+            elif way == "x-token":
+                headers["X-Token"] = candidate
+            elif way == "cookie":
+                headers["Cookie"] = f"activebayes_token_{http.base_url.port or 80}={candidate}; activebayes_token={candidate}"
+            else:
+                params["token"] = candidate
+            for method, path in (("GET", "/api/state"), ("POST", "/api/next"), ("GET", "/api/export/csv"),
+                                 ("GET", "/api/items/1/image")):
+                response = http.request(method, path, headers=headers, params=params, json={} if method == "POST" else None)
+                assert response.status_code == 401, (way, what, method, path, response.status_code)
+            if way == "query":  # on a page: a wrong token in the address is refused too
+                assert http.get("/", params=params).status_code == 401, what
 
 
 BAD_REQUESTS = [
@@ -163,7 +199,23 @@ BAD_REQUESTS = [
     ("malformed JSON", "POST", "/api/answer", b"{not json", {"content-type": "application/json"}, 400, "not valid JSON"),
     ("JSON list", "POST", "/api/answer", b"[1, 2]", {"content-type": "application/json"}, 400, "JSON object"),
     ("no label", "POST", "/api/answer", {"annotator": "ann", "item": "ITEM"}, {}, 400, "needs a label"),
-    ("bad annotator", "POST", "/api/next", {"annotator": ""}, {}, 400, "annotator"),
+    ("bad annotator name", "POST", "/api/session", {"name": ""}, {}, 400, "annotator name"),
+    ("a session that is not one", "POST", "/api/session", {"session": 12}, {}, 400, "session"),
+    ("no session", "POST", "/api/next", {}, {}, 401, "session"),
+    ("another session's annotator", "POST", "/api/undo", {"annotator": "ann"}, {"X-Session": "CY"}, 403,
+     "this session labels as 'cy'"),
+    ("JSON nested 8,000 deep", "POST", "/api/answer", b"[" * 8000 + b"]" * 8000, {"content-type": "application/json"},
+     400, "nested too deep"),
+    ("an integer of 5,000 digits", "POST", "/api/answer", b'{"item": ' + b"9" * 5000 + b', "label": 1}',
+     {"content-type": "application/json"}, 400, "number"),
+    ("item 2**63", "POST", "/api/answer", {"annotator": "ann", "item": 2**63, "label": "1"}, {}, 400, "integer item id"),
+    ("item -1", "POST", "/api/skip", {"annotator": "ann", "item": -1}, {}, 400, "integer item id"),
+    ("image of item 2**63", "GET", f"/api/items/{2**63}/image", None, {}, 404, "no item"),
+    ("image of item 10**5000", "GET", f"/api/items/{10**400}/image", None, {}, 404, "no item"),
+    ("Content-Length of 5,000 digits", "POST", "/api/next", b"{}", {"content-type": "application/json",
+                                                                    "content-length": "9" * 5000}, 413, "larger than"),
+    ("Content-Length not a number", "POST", "/api/next", b"{}", {"content-type": "application/json",
+                                                                "content-length": b"\xb2"}, 400, "content-length"),
     ("already labelled", "POST", "/api/answer", {"annotator": "ann", "item": "LABELLED", "label": "1"}, {}, 409,
      "already labelled"),
     ("leased to another", "POST", "/api/answer", {"annotator": "bob", "item": "ITEM", "label": "1"}, {}, 409,
@@ -189,7 +241,7 @@ def test_bad_requests_get_a_clean_4xx_and_change_nothing(client, project, name, 
         kwargs = {"json": body}
     else:
         kwargs = {"content": body} if body is not None else {}
-    request_headers = {k: v for k, v in headers.items()}
+    request_headers = {k: (client.sessions["cy"] if v == "CY" else v) for k, v in headers.items()}
     response = client.request(method, path, headers=request_headers, **kwargs)
     assert response.status_code == status, response.text
     message = response.json()["error"]

@@ -34,7 +34,9 @@ def test_label_thirty_items_with_the_keyboard_including_undo(live, project):
             assert page.url == f"{live.url}/"
             page.wait_for_selector("body[data-ready='1']")
             assert page.locator("#classes button").count() == 10
-            annotator = page.evaluate("sessionStorage.getItem('activebayes-anon')")
+            annotator = page.input_value("#annotator")
+            assert annotator.startswith("anon-")
+            assert page.context.cookies() == []  # the token lives in this origin's localStorage, not a cookie
             undo_keys = {10: "Control+z", 20: "Backspace"}
             while len(given) < 30:
                 item = int(page.get_attribute("body", "data-item"))
@@ -58,6 +60,14 @@ def test_label_thirty_items_with_the_keyboard_including_undo(live, project):
             while not page.evaluate(loaded) and time.monotonic() < deadline:
                 page.wait_for_timeout(100)
             assert page.evaluate("document.getElementById('item-image').naturalWidth") > 0
+            # a reload (no token in the address any more) is the same annotator, and "by you" keeps counting
+            page.reload()
+            page.wait_for_selector("body[data-ready='1']")
+            assert page.input_value("#annotator") == annotator
+            deadline = time.monotonic() + 30
+            while page.inner_text("#stat-mine") != "30" and time.monotonic() < deadline:
+                page.wait_for_timeout(100)
+            assert page.inner_text("#stat-mine") == "30"
         finally:
             browser.close()
     store = project.store

@@ -7,7 +7,7 @@ import threading
 import httpx
 
 from activebayes.data import load_dataset
-from tests.app.app_helpers import TOKEN, LiveServer, make_project
+from tests.app.app_helpers import TOKEN, LiveServer, make_project, with_sessions
 
 ANNOTATORS = 4
 ANSWERS_EACH = 250
@@ -23,7 +23,7 @@ def test_four_clients_give_a_thousand_answers(tmp_path):
     failures: list[str] = []
 
     def annotate(name: str) -> None:
-        with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as http:
+        with with_sessions(httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)) as http:
             item = http.post("/api/next", json={"annotator": name}).json()["item"]
             while len(acknowledged[name]) < ANSWERS_EACH:
                 label = int(targets[index_of[item["id"]]])

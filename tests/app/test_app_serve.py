@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from activebayes.app import WorkerThread, create_app, serve
 from activebayes.cli import main
 from activebayes.labelling import LabellingProject, ProjectConfig
-from tests.app.app_helpers import FAST_FIT, TOKEN, make_project, wait_for
+from tests.app.app_helpers import FAST_FIT, TOKEN, make_project, wait_for, with_sessions
 
 
 def test_images_are_served_by_item_id_from_the_folder(tmp_path):
@@ -28,6 +28,7 @@ def test_images_are_served_by_item_id_from_the_folder(tmp_path):
     with LabellingProject.create(tmp_path / "proj", config) as project:
         project.advance(min_pending=10**12)
         with TestClient(create_app(project, token=TOKEN), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+            with_sessions(client)
             for item in project.store.items():
                 response = client.get(f"/api/items/{item.id}/image")
                 assert response.status_code == 200 and response.headers["content-type"] == "image/png"
@@ -54,6 +55,7 @@ def test_a_failing_trainer_reports_and_the_page_keeps_serving(project, monkeypat
     try:
         with TestClient(create_app(project, token=TOKEN, notify=worker.wake),
                         headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+            with_sessions(client)
             state = wait_for(lambda: (s := client.get("/api/state").json())["status"]["state"] == "error" and s)
             assert "out of memory (simulated)" in state["status"]["error"]
             item = client.post("/api/next", json={"annotator": "ann"}).json()["item"]
@@ -94,7 +96,7 @@ def test_serve_prints_the_address_with_a_token_and_warns_beyond_loopback(tmp_pat
     project.close()
 
 
-def test_label_command_mistakes_are_one_line(tmp_path, capsys):
+def test_label_command_mistakes_are_one_line(tmp_path, capsys, monkeypatch):
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
     busy.listen(1)
@@ -105,10 +107,16 @@ def test_label_command_mistakes_are_one_line(tmp_path, capsys):
         (["label", tmp_path / "new", "--images", tmp_path / "nope", "--classes", "a,b"], "nope"),
         (["label", tmp_path / "proj", "--batch-size", "3"], "settings are fixed"),
         (["label", tmp_path / "proj", "--port", str(busy.getsockname()[1]), "--worker", "thread"], "--port 0"),
+        (["label", tmp_path / "new", "--dataset", "digits", "--host", ""], "--host: expected an address"),
+        (["label", tmp_path / "new", "--dataset", "digits", "--token", "x"], "--token: expected at least 16"),
+        (["label", tmp_path / "new", "--dataset", "digits", "--token-file", tmp_path / "no-token"], "--token-file"),
     ]:
         code = main([str(a) for a in args])
         err = capsys.readouterr().err
         lines = err.strip().splitlines()
         assert code == 1 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], err
+    monkeypatch.setenv("ACTIVEBAYES_TOKEN", "short")  # the way `ps` cannot see is checked the same
+    code = main(["label", str(tmp_path / "new"), "--dataset", "digits"])
+    assert code == 1 and "--token: expected at least 16" in capsys.readouterr().err
     busy.close()
     assert not (tmp_path / "new").exists()

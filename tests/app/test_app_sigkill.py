@@ -16,7 +16,7 @@ import pytest
 
 from activebayes.data import load_dataset
 from activebayes.labelstore import LabelStore
-from tests.app.app_helpers import make_project, wait_for
+from tests.app.app_helpers import make_project, wait_for, with_sessions
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc to find child processes")
@@ -73,9 +73,11 @@ def test_sigkill_keeps_every_acknowledged_answer_and_resumes_the_ranking(tmp_pat
     # the weaker durability setting: an answer committed without fsync must survive a killed server too
     process, url, token, _ = start(directory, "--sync", "normal")
     acked: list[tuple[int, int]] = []
+    sessions: dict[str, str] = {}  # the annotator's session, kept across the restart as a page keeps it
 
     def label_forever() -> None:
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+        with with_sessions(httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30),
+                           sessions) as http:
             try:
                 item = http.post("/api/next", json={"annotator": "ann"}).json()["item"]
                 while True:
@@ -111,7 +113,8 @@ def test_sigkill_keeps_every_acknowledged_answer_and_resumes_the_ranking(tmp_pat
     process, url, token, lines = start(directory, "--worker", "thread")
     print(f"restart: {time.monotonic() - tic:.1f} s")
     try:
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+        with with_sessions(httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30),
+                           sessions) as http:
             item = http.post("/api/next", json={"annotator": "ann"}).json()["item"]
             assert item["id"] == expected  # the same item the page showed before the crash
             assert item["round"] >= round_

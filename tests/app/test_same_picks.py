@@ -11,7 +11,7 @@ from activebayes.data import load_dataset
 from activebayes.labelling import LabellingProject
 from activebayes.loop import ActiveLearningLoop
 from activebayes.records import LoopConfig
-from tests.app.app_helpers import FAST_FIT, TOKEN, fast_config, wait_for
+from tests.app.app_helpers import FAST_FIT, TOKEN, fast_config, wait_for, with_sessions
 
 ROUNDS = 3
 SETTINGS = dict(strategy="bald", cold_start=None, seed=3, batch_size=4, num_samples=8, eval_samples=4)
@@ -51,6 +51,7 @@ def test_simulated_loop_file_round_trip_and_app_pick_the_same_items(tmp_path):
         try:
             with TestClient(create_app(project, token=TOKEN, notify=worker.wake),
                             headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+                with_sessions(client)
                 for round_ in range(ROUNDS):
                     wait_for(lambda r=round_: project.store.n_rounds() == r and project.store.proposal(r))
                     picked = []

@@ -6,9 +6,12 @@ rescores the pool in the background. Every answer goes to the project's label st
 (:mod:`activebayes.labelstore`); the training is the loop's own ``propose`` /
 ``commit`` (:meth:`activebayes.labelling.LabellingProject.advance`).
 
-- :func:`serve`: run the app on a project (prints the address with its access token);
-- :func:`create_app`: the ASGI app itself (for tests or another server);
-- :mod:`activebayes.app.worker`: the background trainer (a process or a thread).
+- :func:`serve` (:mod:`~activebayes.app.serve`): run the app on a project (prints the
+  address with its access token; stops cleanly on Ctrl-C and SIGTERM);
+- :func:`create_app` (:mod:`~activebayes.app.server`): the ASGI app itself, its pages and API;
+- :mod:`activebayes.app.guard`: the access token and the request limits;
+- :mod:`activebayes.app.sessions`: annotator sessions (who may undo what);
+- :mod:`activebayes.app.worker`: the background trainer (a supervised process, or a thread).
 
 Importing this package needs Starlette and uvicorn: ``pip install "activebayes[app]"``.
 The core of activebayes never imports it.
@@ -16,12 +19,19 @@ The core of activebayes never imports it.
 
 from __future__ import annotations
 
-from .server import DEFAULT_MAX_BODY, LabelApp, create_app, serve
+from .guard import DEFAULT_MAX_BODY, MIN_TOKEN_LENGTH, Guard
+from .serve import TOKEN_ENV, serve
+from .server import LabelApp, create_app
+from .sessions import Sessions
 from .worker import WorkerProcess, WorkerThread, read_status, run_worker
 
 __all__ = [
     "DEFAULT_MAX_BODY",
+    "MIN_TOKEN_LENGTH",
+    "TOKEN_ENV",
+    "Guard",
     "LabelApp",
+    "Sessions",
     "WorkerProcess",
     "WorkerThread",
     "create_app",

@@ -1,28 +1,37 @@
-"""The labelling app's web server (Starlette on uvicorn).
+"""The labelling app's web server (Starlette on uvicorn): the pages and the JSON API.
 
-Pages: ``/`` (label one item at a time) and ``/dashboard``. JSON API (every request
-needs the access token, see :class:`Guard`):
+Pages: ``/`` (label one item at a time) and ``/dashboard``, served without the token
+(they hold no data); every ``/api/`` request needs the access token in a header
+(:mod:`activebayes.app.guard`), and the labelling requests an annotator session in an
+``X-Session`` header (:mod:`activebayes.app.sessions`):
 
 =======================  ====================================================================
-``GET  /api/state``       classes, counts, rounds, training status, accuracy estimates,
-                          learning curve, class balance, annotators, export links
-``POST /api/next``        ``{annotator}`` -> the item leased to this annotator (``item: null``
+``GET  /api/state``       classes, counts, rounds, training status (and the trainer's restarts),
+                          accuracy estimates, learning curve, class balance, annotators,
+                          leases in force, export links
+``POST /api/session``     ``{session?, name?}`` -> ``{session, annotator}``: resume or start a
+                          session, optionally under another annotator name
+``POST /api/next``        ``{}`` -> the item leased to this session's annotator (``item: null``
                           with a message when none is left)
-``POST /api/answer``      ``{annotator, item, label}`` (label: class name or id) -> the stored
-                          answer and the next item (none leased with ``"next": false``)
-``POST /api/skip``        ``{annotator, item}`` -> the next item (``"next": false`` as above)
-``POST /api/undo``        ``{annotator}`` -> takes back this annotator's last answer or skip;
-                          the item comes back to them
+``POST /api/answer``      ``{item, label}`` (label: class name or id) -> the stored answer and
+                          the next item (none leased with ``"next": false``)
+``POST /api/skip``        ``{item}`` -> the next item (``"next": false`` as above)
+``POST /api/undo``        ``{}`` -> takes back this annotator's last answer or skip; the item
+                          comes back to them
 ``GET  /api/items/{id}/image``   the item's image, by item id only
 ``GET  /api/export/{fmt}``       ``csv``, ``json`` or ``labelstudio``
 =======================  ====================================================================
 
+A body may name its ``annotator``: it must be the session's (403 otherwise).
 An answer is acknowledged only after the store committed it (``synchronous=FULL``).
 Every API response carries ``Server-Timing: app;dur=<ms>``, the time spent in the app.
 Errors are JSON ``{"error": message}`` with a 4xx status and change nothing: 400
-malformed request, 401 missing or wrong token, 404 unknown item or route, 409 a
-conflict (item already labelled, leased to someone else, nothing to undo), 411 /
-413 body length missing or too large, 415 not JSON, 422 a label that is not a class.
+malformed request (JSON nested too deep and integers too long included), 401 missing
+or wrong token or session, 403 another session's annotator, 404 unknown item or route,
+409 a conflict (item already labelled, leased to someone else, nothing to undo, a
+name taken), 411 / 413 body length missing or too large, 415 not JSON, 422 a label
+that is not a class, 429 too many new sessions. A bug answers a JSON 500 and is
+logged on the server's standard error.
 
 The next item comes from the current proposal at once: its batch first, then the
 rest of its ranking (``lookahead``), then every other item in a seeded random order,
@@ -32,14 +41,13 @@ so the page never waits for the model, which retrains in the background
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import random
-import secrets
-import socket
+import sys
 import threading
 import time
-import urllib.parse
+import traceback
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -47,18 +55,18 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from activebayes._seeding import derive_seed
-from activebayes.app.worker import WorkerProcess, WorkerThread, read_status
+from activebayes.app.guard import DEFAULT_MAX_BODY, BodyTooLarge, Guard, HTTPError, error_response
+from activebayes.app.sessions import Sessions
+from activebayes.app.worker import read_status
 from activebayes.data import DataError
 from activebayes.data.image_folder import confined_file, preview_png
-from activebayes.errors import InvalidArgumentError
 from activebayes.labelling import LabellingProject
 from activebayes.labelstore import (
     AlreadyLabelledError,
@@ -69,120 +77,11 @@ from activebayes.labelstore import (
 )
 from activebayes.oracles.files import item_png
 
-__all__ = ["DEFAULT_MAX_BODY", "Guard", "LabelApp", "create_app", "serve"]
+__all__ = ["DEFAULT_MAX_BODY", "LabelApp", "create_app"]
 
-DEFAULT_MAX_BODY = 16 * 1024
+MAX_ITEM_ID = 2**63 - 1  # SQLite's largest integer: a larger id is no item (and would overflow the driver)
 _STATIC = {"label.html": "text/html", "dashboard.html": "text/html", "app.css": "text/css",
            "common.js": "text/javascript", "label.js": "text/javascript", "dashboard.js": "text/javascript"}
-_SECURITY_HEADERS = [
-    (b"x-content-type-options", b"nosniff"),
-    (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
-    (b"content-security-policy", b"default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'"),
-]
-
-
-class HTTPError(Exception):
-    """A clean 4xx answer: ``{"error": message}`` with ``status``."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def _error_response(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
-
-
-# --------------------------------------------------------------------------- guard (token, body size)
-
-
-class _BodyTooLarge(Exception):
-    pass
-
-
-class Guard:
-    """ASGI middleware: every request needs the access token; bodies are limited to ``max_body`` bytes.
-
-    The token is accepted from an ``Authorization: Bearer TOKEN`` or ``X-Token``
-    header, a cookie, or once as ``?token=TOKEN`` on a page: the page then sets the
-    cookie (HttpOnly, SameSite=Strict, named after the port) and redirects to the
-    same address without the token. Compared in constant time.
-    """
-
-    def __init__(self, app: Callable[..., Awaitable[None]], *, token: str, max_body: int = DEFAULT_MAX_BODY) -> None:
-        self.app = app
-        self.token = token
-        self.max_body = max_body
-
-    def _cookie_name(self, scope: Mapping[str, Any]) -> str:
-        server = scope.get("server") or ("", 0)
-        return f"activebayes_token_{server[1]}"
-
-    def _valid(self, candidate: str | None) -> bool:
-        return candidate is not None and secrets.compare_digest(candidate.encode(), self.token.encode())
-
-    async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        cookie_name = self._cookie_name(scope)
-        cookies = {}
-        for part in headers.get("cookie", "").split(";"):
-            name, _, value = part.strip().partition("=")
-            cookies[name] = value
-        bearer = headers.get("authorization", "")
-        offered = [bearer[7:] if bearer.lower().startswith("bearer ") else None, headers.get("x-token"),
-                   cookies.get(cookie_name)]
-        from_query = (query.get("token") or [None])[0]
-        if self._valid(from_query) and scope["method"] == "GET" and not scope["path"].startswith("/api/"):
-            rest = {k: v for k, v in query.items() if k != "token"}
-            location = scope["path"] + ("?" + urllib.parse.urlencode(rest, doseq=True) if rest else "")
-            response = RedirectResponse(location, status_code=303)
-            response.set_cookie(cookie_name, self.token, httponly=True, samesite="strict", path="/")
-            await response(scope, receive, send)
-            return
-        if not any(self._valid(t) for t in offered) and not self._valid(from_query):
-            await _error_response(401, "missing or wrong access token: open the address `activebayes label` "
-                                       "printed (it ends in ?token=...)")(scope, receive, send)
-            return
-        if scope["method"] in ("POST", "PUT", "PATCH"):
-            length = headers.get("content-length")
-            if length is None and "chunked" not in headers.get("transfer-encoding", ""):
-                await _error_response(411, "a request body needs a Content-Length header")(scope, receive, send)
-                return
-            if length is not None and (not length.isdigit() or int(length) > self.max_body):
-                await _error_response(413, f"request body larger than {self.max_body} bytes")(scope, receive, send)
-                return
-        seen = 0
-        started = False
-
-        async def limited_receive() -> dict[str, Any]:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_body:
-                    raise _BodyTooLarge()
-            return message
-
-        async def send_with_headers(message: dict[str, Any]) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-                message = {**message, "headers": [*message.get("headers", []), *_SECURITY_HEADERS]}
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, send_with_headers)
-        except _BodyTooLarge:
-            if not started:
-                await _error_response(413, f"request body larger than {self.max_body} bytes")(scope, receive, send)
-
-
 # --------------------------------------------------------------------------- the ranking served
 
 
@@ -207,11 +106,14 @@ class LabelApp:
     """
 
     def __init__(self, project: LabellingProject, *, notify: Callable[[], None] | None = None,
-                 image_cache: int = 512) -> None:
+                 image_cache: int = 512, worker_info: Callable[[], dict[str, Any]] | None = None,
+                 sessions_per_minute: int = 30) -> None:
         self.project = project
         self.store = project.store
         self.classes = project.classes
         self.notify = notify or (lambda: None)
+        self.worker_info = worker_info or (lambda: {})
+        self.sessions = Sessions(project.store, per_minute=sessions_per_minute)
         self.lease_seconds = float(project.config.lease_seconds)
         self._lock = threading.Lock()
         self._served: _Served | None = None
@@ -407,6 +309,15 @@ class LabelApp:
 
     # ----------------------------------------------------------------- state for the pages
 
+    def leases(self, *, limit: int = 50) -> dict[str, Any]:
+        """The leases in force: how many, and the first ``limit`` (annotator, item, seconds left)."""
+        now = time.time()
+        held = self.store.leases(now=now)
+        rows = [{"annotator": lease.annotator, "item": lease.item, "key": self._keys.get(lease.item),
+                 "seconds_left": round(lease.expires - now, 1)} for lease in held[:limit]]
+        return {"count": len(held), "annotators": len({lease.annotator for lease in held}),
+                "lease_seconds": self.lease_seconds, "held": rows}
+
     def state(self) -> dict[str, Any]:
         """Everything the pages show (SQL aggregates: cheap whatever the number of answers)."""
         store = self.store
@@ -453,6 +364,8 @@ class LabelApp:
             "balance": store.class_counts(),
             "annotators": store.annotator_counts(),
             "skipped": store.meta("skipped") or [],  # files the last scan could not read (not items)
+            "leases": self.leases(),
+            "worker": self.worker_info(),
             "exports": {fmt: f"/api/export/{fmt}" for fmt in ("csv", "json", "labelstudio")},
             "now": time.time(),
         }
@@ -483,22 +396,19 @@ def _json_body(request_body: bytes) -> dict[str, Any]:
         data = json.loads(request_body or b"null")
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise HTTPError(400, f"the request body is not valid JSON: {error}") from None
+    except RecursionError:
+        raise HTTPError(400, "the request body is JSON nested too deeply; send a flat JSON object") from None
+    except ValueError as error:  # an integer of more than 4,300 digits (Python's int parsing limit)
+        raise HTTPError(400, f"the request body holds a number JSON cannot take here: {str(error)[:120]}") from None
     if not isinstance(data, dict):
         raise HTTPError(400, f"the request body must be a JSON object, got {type(data).__name__}")
     return data
 
 
-def _annotator(data: Mapping[str, Any]) -> str:
-    value = data.get("annotator")
-    if not isinstance(value, str) or not value.strip() or len(value) > 64 or not value.isprintable():
-        raise HTTPError(400, f"annotator must be a name of 1 to 64 printable characters, got {value!r}")
-    return value.strip()
-
-
 def _item(data: Mapping[str, Any]) -> int:
     value = data.get("item")
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise HTTPError(400, f"item must be an integer item id (as given by /api/next), got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ITEM_ID:
+        raise HTTPError(400, f"item must be an integer item id (as given by /api/next), got {value!r:.80}")
     return value
 
 
@@ -510,9 +420,14 @@ def _then_next(data: Mapping[str, Any]) -> bool:
 
 
 def create_app(project: LabellingProject, *, token: str, notify: Callable[[], None] | None = None,
-               max_body: int = DEFAULT_MAX_BODY) -> Guard:
-    """The ASGI app for ``project``, guarded by ``token`` (see the module docstring)."""
-    app_state = LabelApp(project, notify=notify)
+               max_body: int = DEFAULT_MAX_BODY, worker_info: Callable[[], dict[str, Any]] | None = None,
+               sessions_per_minute: int = 30) -> Guard:
+    """The ASGI app for ``project``, guarded by ``token`` (see the module docstring).
+
+    ``notify`` is called after each answer (it wakes the trainer and must not block);
+    ``worker_info`` describes the trainer for the dashboard (``WorkerProcess.info``).
+    """
+    app_state = LabelApp(project, notify=notify, worker_info=worker_info, sessions_per_minute=sessions_per_minute)
 
     def handle(method: Callable[[Request], Any]) -> Callable[[Request], Awaitable[Response]]:
         """Read the body, run the handler in Starlette's thread pool (the store blocks on
@@ -529,16 +444,20 @@ def create_app(project: LabellingProject, *, token: str, notify: Callable[[], No
                 if request.method == "POST":
                     request.state.body = await request.body()
                 result = await run_in_threadpool(method, request)
-            except _BodyTooLarge:
-                return _error_response(413, f"request body larger than {max_body} bytes")
+            except BodyTooLarge:
+                return error_response(413, f"request body larger than {max_body} bytes")
             except HTTPError as error:
-                return _error_response(error.status, error.message)
+                return error_response(error.status, error.message)
             except UnknownItemError as error:
-                return _error_response(404, str(error))
+                return error_response(404, str(error))
             except (AlreadyLabelledError, LeaseConflictError, NothingToUndoError) as error:
-                return _error_response(409, str(error))
+                return error_response(409, str(error))
             except LabelStoreError as error:
-                return _error_response(400, str(error))
+                return error_response(400, str(error))
+            except Exception:  # a bug: logged for the server's owner, a JSON 500 for the client
+                print(f"activebayes label: internal error on {request.method} {request.url.path}:\n"
+                      f"{traceback.format_exc(limit=8)}", file=sys.stderr)
+                return error_response(500, "internal error in the labelling app (the server logged it)")
             return result if isinstance(result, Response) else JSONResponse(result)
 
         return endpoint
@@ -565,26 +484,47 @@ def create_app(project: LabellingProject, *, token: str, notify: Callable[[], No
                         headers={"cache-control": "no-cache"})
 
     def state(request: Request) -> dict[str, Any]:
-        return app_state.state()
+        result = app_state.state()
+        session = request.headers.get("x-session")
+        if session:
+            with contextlib.suppress(HTTPError):
+                who = app_state.sessions.annotator(session)
+                result["you"] = {"annotator": who, "labelled": app_state.store.labelled_by(who)}
+        return result
+
+    def annotator(request: Request, data: Mapping[str, Any]) -> str:
+        """The request's annotator: its session's (``X-Session``); a body ``annotator`` must agree."""
+        return app_state.sessions.annotator(request.headers.get("x-session"), data.get("annotator"))
+
+    def session(request: Request) -> dict[str, Any]:
+        data = post_json(request)
+        return app_state.sessions.open(data.get("session"), data.get("name"))
 
     def next_(request: Request) -> dict[str, Any]:
-        return app_state.next_item(_annotator(post_json(request)))
+        data = post_json(request)
+        return app_state.next_item(annotator(request, data))
 
     def answer(request: Request) -> dict[str, Any]:
         data = post_json(request)
         if "label" not in data:
             raise HTTPError(400, "the answer needs a label (a class name or id)")
-        return app_state.answer(_annotator(data), _item(data), data["label"], then_next=_then_next(data))
+        item = _item(data)
+        return app_state.answer(annotator(request, data), item, data["label"], then_next=_then_next(data))
 
     def skip(request: Request) -> dict[str, Any]:
         data = post_json(request)
-        return app_state.skip(_annotator(data), _item(data), then_next=_then_next(data))
+        item = _item(data)
+        return app_state.skip(annotator(request, data), item, then_next=_then_next(data))
 
     def undo(request: Request) -> dict[str, Any]:
-        return app_state.undo(_annotator(post_json(request)))
+        data = post_json(request)
+        return app_state.undo(annotator(request, data))
 
     def image(request: Request) -> Response:
-        data, media_type, etag = app_state.image(int(request.path_params["item"]))
+        item = int(request.path_params["item"])
+        if item > MAX_ITEM_ID:
+            raise HTTPError(404, f"no item {item}")
+        data, media_type, etag = app_state.image(item)
         if request.headers.get("if-none-match") == f'"{etag}"':
             return Response(status_code=304)
         return Response(data, media_type=media_type,
@@ -601,16 +541,17 @@ def create_app(project: LabellingProject, *, token: str, notify: Callable[[], No
                         headers={"content-disposition": f'attachment; filename="{name}"'})
 
     def not_found(request: Request, exc: Exception) -> Response:
-        return _error_response(404, f"no such page or API route: {request.url.path}")
+        return error_response(404, f"no such page or API route: {request.url.path}")
 
     def not_allowed(request: Request, exc: Exception) -> Response:
-        return _error_response(405, f"{request.method} is not allowed on {request.url.path}")
+        return error_response(405, f"{request.method} is not allowed on {request.url.path}")
 
     routes = [
         Route("/", handle(page("label.html"))),
         Route("/dashboard", handle(page("dashboard.html"))),
         Route("/static/{name}", handle(static)),
         Route("/api/state", handle(state)),
+        Route("/api/session", handle(session), methods=["POST"]),
         Route("/api/next", handle(next_), methods=["POST"]),
         Route("/api/answer", handle(answer), methods=["POST"]),
         Route("/api/skip", handle(skip), methods=["POST"]),
@@ -630,102 +571,4 @@ def _read_body(request: Request) -> bytes:
         raise HTTPError(400, "the request body could not be read")
     return body
 
-
-# --------------------------------------------------------------------------- serving
-
-
-def serve(project: LabellingProject | str | Path, *, host: str = "127.0.0.1", port: int = 8765,
-          token: str | None = None, worker: str = "process", echo: Callable[[str], None] = print,
-          ready: Callable[[str], None] | None = None, max_body: int = DEFAULT_MAX_BODY,
-          synchronous: str = "full") -> None:
-    """Run the labelling app on ``project`` (an open project, or the directory of one) until interrupted.
-
-    Prints the address with a fresh random ``token`` (``secrets.token_urlsafe``) unless one
-    is given; ``ready(url)`` is called once the socket listens. ``worker``: ``"process"``
-    or ``"thread"`` (:mod:`activebayes.app.worker`). ``synchronous``: the durability of
-    the answers, ``"full"`` or ``"normal"`` (:meth:`~activebayes.labelstore.LabelStore.set_synchronous`).
-    """
-    token = token or secrets.token_urlsafe(24)
-    owned = not isinstance(project, LabellingProject)
-    if owned:
-        project = LabellingProject.open(project, rescan=False)
-    assert isinstance(project, LabellingProject)
-    try:
-        _claim(project, host, port)
-        project.store.set_synchronous(synchronous)
-        if project.store.proposal(project.store.n_rounds()) is None:
-            echo("preparing the first ranking ...")
-            project.advance(min_pending=10**12)
-        sock = _bind(host, port)
-        background = (WorkerProcess(project.directory) if worker == "process" else WorkerThread(project.directory))
-        background.start()
-        try:
-            app = create_app(project, token=token, notify=background.wake, max_body=max_body)
-            actual_port = sock.getsockname()[1]
-            shown_host = host if host not in ("0.0.0.0", "::") else socket.gethostname()
-            url = f"http://{_url_host(shown_host)}:{actual_port}/?token={token}"
-            if host not in ("127.0.0.1", "localhost", "::1"):
-                echo(f"warning: listening on {host}: anyone who can reach this machine and has the token can "
-                     "label (and read the images); use the default --host 127.0.0.1 unless you mean it")
-            echo("labelling app running; open this address in a browser (Ctrl-C stops it):")
-            echo(f"    {url}")
-            echo(f"dashboard: http://{_url_host(shown_host)}:{actual_port}/dashboard")
-            if ready is not None:
-                ready(url)
-            config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                                    timeout_graceful_shutdown=3)
-            try:
-                uvicorn.Server(config).run(sockets=[sock])
-            except KeyboardInterrupt:  # uvicorn shut down cleanly, then re-raised the Ctrl-C
-                pass
-            counts = project.store.counts()
-            echo(f"stopped; {counts['labelled']} of {counts['items']} items labelled, every answer saved in "
-                 f"{project.store.path}")
-        finally:
-            background.stop(timeout=2.0)
-            sock.close()
-            project.store.set_meta(SERVER_KEY, None)
-    finally:
-        if owned:
-            project.close()
-
-
-SERVER_KEY = "server"
-
-
-def _claim(project: LabellingProject, host: str, port: int) -> None:
-    """One server per project: refuse to start while another live process serves it."""
-    current = project.store.meta(SERVER_KEY)
-    if current and current.get("pid") != os.getpid() and _alive(int(current["pid"])):
-        raise InvalidArgumentError(f"{project.directory} is already being served by process {current['pid']} "
-                                   f"(on {current.get('host')}); open that one, or stop it first")
-    project.store.set_meta(SERVER_KEY, {"pid": os.getpid(), "host": host, "port": port, "since": time.time()})
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as error:
-        sock.close()
-        hint = "; pass --port 0 for any free port" if port else ""
-        raise InvalidArgumentError(f"--port: cannot listen on {host}:{port} ({error.strerror}){hint}") from None
-    sock.listen(128)
-    return sock
 

@@ -29,6 +29,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -150,6 +151,11 @@ class WorkerThread:
     def is_alive(self) -> bool:
         return self._thread.is_alive()
 
+    def info(self) -> dict[str, Any]:
+        """What the dashboard shows about the trainer (a thread is never restarted)."""
+        return {"kind": "thread", "alive": self.is_alive(), "pid": None, "restarts": 0, "last_death": None,
+                "gave_up": False}
+
 
 def _die_with_parent() -> None:
     try:
@@ -159,47 +165,208 @@ def _die_with_parent() -> None:
         pass  # not Linux: run_worker polls the parent instead
 
 
-def _process_main(directory: str, stop: Any, wake: Any, poll: float, parent_pid: int, threads: int | None) -> None:
+WAKE = b"w"
+STOP = b"s"
+
+
+def _listen(inbox: Connection, stop: threading.Event, wake: threading.Event) -> None:
+    """In the worker process: turn the server's messages into local events (never blocks the server).
+
+    The pipe's end of file (the server is gone, or closed its end) counts as a stop.
+    """
+    while True:
+        try:
+            message = inbox.recv_bytes()
+        except (EOFError, OSError):
+            message = STOP
+        if message == STOP:
+            stop.set()
+            wake.set()
+            return
+        wake.set()
+
+
+def _process_main(directory: str, inbox: Connection, poll: float, parent_pid: int, threads: int | None) -> None:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the server, which stops us
+    # tqdm's default lock is a multiprocessing semaphore: a worker killed with SIGKILL could never
+    # release it, and the server would print a "leaked semaphore" warning when it stops
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
+    stop, wake = threading.Event(), threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: (stop.set(), wake.set()))
+    threading.Thread(target=_listen, args=(inbox, stop, wake), name="activebayes-inbox", daemon=True).start()
     if threads is not None:
         torch.set_num_threads(threads)
     run_worker(directory, stop, wake, poll=poll, parent_pid=parent_pid)
 
 
+def describe_exit(code: int | None) -> str:
+    """``"exit code 1"`` or ``"killed by SIGKILL"`` for a process's exit code."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
 class WorkerProcess:
-    """:func:`run_worker` in a separate (spawned) process."""
+    """:func:`run_worker` in a separate (spawned) process, watched by a supervisor thread.
+
+    The server talks to the worker through a one-way pipe whose writing end is
+    non-blocking, so :meth:`wake` returns at once whatever the worker's state, dead
+    or alive (a ``multiprocessing.Event`` would wait forever for a dead sleeper).
+
+    The supervisor notices the worker's death within ``check`` seconds (idle or in
+    the middle of a round: a round cut short is redone, its labels are in the store),
+    writes what happened into the worker's status (state ``"restarting"``) and starts
+    a new worker after a back-off of ``backoff`` seconds, doubled at each death in a
+    row. A death in a row is one before the new worker finished a round; after
+    ``max_deaths`` of them the status becomes ``"error"`` with the reason and no new
+    worker is started: labelling goes on with the last ranking (restart the app to try
+    again). :meth:`info` is what the dashboard shows.
+    """
 
     def __init__(self, directory: str | os.PathLike[str], *, poll: float = 0.5, threads: int | None = None,
-                 ) -> None:
-        context = multiprocessing.get_context("spawn")
-        self.stop_event = context.Event()
-        self.wake_event = context.Event()
-        self._process = context.Process(
-            target=_process_main,
-            args=(str(Path(directory).absolute()), self.stop_event, self.wake_event, poll, os.getpid(), threads),
+                 backoff: float = 0.5, max_deaths: int = 5, check: float = 0.2) -> None:
+        self.directory = str(Path(directory).absolute())
+        self.poll = poll
+        self.threads = threads
+        self.backoff = backoff
+        self.max_deaths = max_deaths
+        self.check = check
+        self._context = multiprocessing.get_context("spawn")
+        self._lock = threading.Lock()
+        self._process: Any = None
+        self._outbox: Connection | None = None
+        self._stopping = threading.Event()
+        self._supervisor: threading.Thread | None = None
+        self.restarts = 0
+        self.deaths_in_a_row = 0
+        self.last_death: dict[str, Any] | None = None
+        self.gave_up = False
+
+    def _spawn(self) -> None:
+        inbox, outbox = self._context.Pipe(duplex=False)
+        process = self._context.Process(
+            target=_process_main, args=(self.directory, inbox, self.poll, os.getpid(), self.threads),
             name="activebayes-worker", daemon=True)
+        process.start()
+        inbox.close()  # the child holds its own copy: when it dies, writes fail at once (EPIPE)
+        os.set_blocking(outbox.fileno(), False)
+        with self._lock:
+            old = self._outbox
+            self._process, self._outbox = process, outbox
+        if old is not None:
+            old.close()
 
     def start(self) -> WorkerProcess:
-        self._process.start()
+        self._spawn()
+        self._supervisor = threading.Thread(target=self._supervise, name="activebayes-supervisor", daemon=True)
+        self._supervisor.start()
         return self
 
+    def _send(self, message: bytes) -> None:
+        with self._lock:
+            outbox = self._outbox
+            if outbox is None:
+                return
+            try:
+                outbox.send_bytes(message)
+            except (BlockingIOError, BrokenPipeError, OSError):
+                pass  # the worker is busy (the pipe is full: it will look anyway) or dead (the supervisor acts)
+
     def wake(self) -> None:
-        self.wake_event.set()
+        """Tell the worker new labels came in; returns at once, also when the worker is dead."""
+        self._send(WAKE)
+
+    # ----------------------------------------------------------------- supervision
+
+    def _store(self) -> LabelStore:
+        return LabelStore.open(Path(self.directory) / "labels.sqlite")
+
+    def _supervise(self) -> None:
+        from multiprocessing.connection import wait
+
+        store = self._store()
+        try:
+            while not self._stopping.is_set():
+                process = self._process
+                wait([process.sentinel], timeout=self.check)
+                if process.is_alive() or self._stopping.is_set():
+                    continue
+                process.join()
+                self._on_death(store, process)
+                if self.gave_up:
+                    return
+                delay = self.backoff * 2 ** max(0, self.deaths_in_a_row - 1)
+                if self._stopping.wait(delay):
+                    return
+                self._spawn()
+                self.restarts += 1
+        finally:
+            store.close()
+
+    def _on_death(self, store: LabelStore, process: Any) -> None:
+        status = read_status(store)
+        ours = status.get("pid") == process.pid
+        finished_a_round = ours and status.get("state") == "ready"
+        self.deaths_in_a_row = 1 if finished_a_round else self.deaths_in_a_row + 1
+        doing = status.get("state") if ours else "starting"
+        during = {"ready": "while idle", "training": f"while training round {status.get('round')}",
+                  "scoring": f"while scoring for round {status.get('round')}"}.get(str(doing), f"while {doing}")
+        how = describe_exit(process.exitcode)
+        self.last_death = {"pid": process.pid, "exit": how, "during": during, "time": time.time(),
+                           "in_a_row": self.deaths_in_a_row}
+        if self.deaths_in_a_row >= self.max_deaths:
+            self.gave_up = True
+            store.set_meta(STATUS_KEY, {
+                "state": "error", "since": time.time(), "last": status.get("last", {}), "pid": None,
+                "round": status.get("round"),
+                "error": (f"the trainer process died {self.deaths_in_a_row} times in a row without finishing a "
+                          f"round (last: {how} {during}); labelling goes on with the last ranking; restart "
+                          "`activebayes label` to try again")})
+            return
+        delay = self.backoff * 2 ** max(0, self.deaths_in_a_row - 1)
+        store.set_meta(STATUS_KEY, {
+            "state": "restarting", "since": time.time(), "last": status.get("last", {}), "pid": None,
+            "round": status.get("round"), "labels": status.get("labels"),
+            "error": f"the trainer process stopped unexpectedly ({how} {during}); restarting it in {delay:g} s"})
+
+    def info(self) -> dict[str, Any]:
+        """The supervisor's record for the dashboard: restarts, the last death, whether it gave up."""
+        return {"kind": "process", "alive": self.is_alive(), "pid": self.pid, "restarts": self.restarts,
+                "last_death": self.last_death, "gave_up": self.gave_up}
 
     def stop(self, timeout: float = 2.0) -> None:
-        """Ask the worker to stop; kill it after ``timeout`` seconds (a round cut short is
-        redone at the next start: its labels are in the store, its results were not stored)."""
-        self.stop_event.set()
-        self.wake_event.set()
-        self._process.join(timeout)
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join(5)
+        """Stop supervising and ask the worker to stop; kill it after ``timeout`` seconds (a round
+        cut short is redone at the next start: its labels are in the store, its results were not stored)."""
+        self._stopping.set()
+        if self._supervisor is not None and self._supervisor is not threading.current_thread():
+            self._supervisor.join(timeout + 5)
+        process = self._process
+        self._send(STOP)
+        if process is not None:
+            process.join(timeout)
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+            process.close()
+            self._process = None
+        with self._lock:
+            if self._outbox is not None:
+                self._outbox.close()
+                self._outbox = None
 
     def is_alive(self) -> bool:
-        return self._process.is_alive()
+        process = self._process
+        return process is not None and process.is_alive()
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid
+        process = self._process
+        return process.pid if process is not None else None

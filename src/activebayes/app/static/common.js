@@ -2,8 +2,31 @@
 "use strict";
 
 const AB = (function () {
+  // The access token comes once in the page's address (?token=...); it is kept in localStorage,
+  // which only pages of this origin (this host *and port*) can read, and sent in a header: no
+  // cookie, so other services on this host never receive it.
+  const TOKEN_KEY = "activebayes-token";
+  const SESSION_KEY = "activebayes-session";
+  (function takeTokenFromAddress() {
+    const params = new URLSearchParams(location.search);
+    if (!params.has("token")) return;
+    localStorage.setItem(TOKEN_KEY, params.get("token"));
+    params.delete("token");
+    const rest = params.toString();
+    history.replaceState(null, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
+  })();
+
+  function headers(extra) {
+    const h = Object.assign({}, extra || {});
+    const token = localStorage.getItem(TOKEN_KEY);
+    if (token) h["X-Token"] = token;
+    const session = localStorage.getItem(SESSION_KEY);
+    if (session) h["X-Session"] = session;
+    return h;
+  }
+
   async function call(method, path, body) {
-    const options = { method: method, credentials: "same-origin", headers: {} };
+    const options = { method: method, credentials: "omit", headers: headers() };
     if (body !== undefined) {
       options.headers["Content-Type"] = "application/json";
       options.body = JSON.stringify(body);
@@ -18,6 +41,37 @@ const AB = (function () {
       throw error;
     }
     return data;
+  }
+
+  // This browser's annotator session (kept across reloads and tabs); `name` renames it.
+  async function session(name) {
+    const body = {};
+    const known = localStorage.getItem(SESSION_KEY);
+    if (known) body.session = known;
+    if (name) body.name = name;
+    const data = await call("POST", "/api/session", body);
+    localStorage.setItem(SESSION_KEY, data.session);
+    return data.annotator;
+  }
+
+  // An API resource as an object URL (images and downloads need the token header too).
+  async function blobURL(path) {
+    const response = await fetch(path, { credentials: "omit", headers: headers() });
+    if (!response.ok) {
+      let message = "HTTP " + response.status;
+      try { message = (await response.json()).error || message; } catch (e) { /* not JSON */ }
+      throw new Error(message);
+    }
+    return URL.createObjectURL(await response.blob());
+  }
+
+  async function download(path, filename) {
+    const url = await blobURL(path);
+    const link = el("a", { href: url, download: filename });
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
   }
 
   function el(tag, attrs, children) {
@@ -62,11 +116,12 @@ const AB = (function () {
       training: "training round " + status.round + "'s model on " + status.labels + " labels",
       scoring: "scoring the pool for round " + status.round,
       ready: "ready: round " + state.round + " ranking (" + state.pending + " of " + state.batch_size + " labels toward the next round)",
+      restarting: (status.error || "the trainer stopped") + " (still serving the last ranking)",
       error: "training failed: " + (status.error || "?") + " (still serving the last ranking)",
     };
     node.replaceChildren(el("span", { class: "dot " + name }), document.createTextNode(
       (words[name] || name) + (since !== null && name !== "ready" ? " · " + seconds(since) : "")));
   }
 
-  return { call: call, el: el, percent: percent, seconds: seconds, bars: bars, statusLine: statusLine };
+  return { call: call, session: session, blobURL: blobURL, download: download, el: el, percent: percent, seconds: seconds, bars: bars, statusLine: statusLine };
 })();

@@ -137,8 +137,23 @@ function curveCaption(drawn) {
     const exports = document.getElementById("exports");
     exports.replaceChildren();
     for (const [fmt, href] of Object.entries(state.exports)) {
-      exports.appendChild(AB.el("li", {}, [AB.el("a", { href: href, text: { csv: "CSV", json: "JSON", labelstudio: "Label Studio tasks (JSON)" }[fmt] })]));
+      const link = AB.el("a", { href: "#", "data-export": fmt, text: { csv: "CSV", json: "JSON", labelstudio: "Label Studio tasks (JSON)" }[fmt] });
+      link.addEventListener("click", (event) => {
+        event.preventDefault();
+        AB.download(href, { csv: "labels.csv", json: "labels.json", labelstudio: "labelstudio-tasks.json" }[fmt]);
+      });
+      exports.appendChild(AB.el("li", {}, [link]));
     }
+    const leases = state.leases || { count: 0, held: [] };
+    document.getElementById("leases-note").textContent = leases.count + " item(s) held by " + leases.annotators +
+      " annotator(s); a held item goes back to the pool after " + AB.seconds(leases.lease_seconds) + " without an answer";
+    table(document.getElementById("leases"), ["annotator", "item", "held for"],
+      leases.held.map((l) => [l.annotator, l.key || l.item, AB.seconds(l.seconds_left) + " more"]));
+    const worker = state.worker || {};
+    document.getElementById("worker-note").textContent = !worker.kind ? "" :
+      "trainer: " + worker.kind + (worker.restarts ? ", restarted " + worker.restarts + " time(s)" : "") +
+      (worker.last_death ? "; last stopped unexpectedly: " + worker.last_death.exit + " " + worker.last_death.during : "") +
+      (worker.gave_up ? "; not restarted any more (restart activebayes label)" : "");
     document.body.dataset.ready = "1";
   }
 

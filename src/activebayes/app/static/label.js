@@ -34,17 +34,17 @@ function classOfKey(keys, key) {
   let busy = false;     // a request is in flight
   let mine = 0;
 
-  function annotator() {
-    const name = (localStorage.getItem("activebayes-name") || "").trim();
-    if (name) return name;
-    let id = sessionStorage.getItem("activebayes-anon");
-    if (!id) {
-      const bytes = new Uint8Array(4);
-      crypto.getRandomValues(bytes);
-      id = "anon-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-      sessionStorage.setItem("activebayes-anon", id);
-    }
-    return id;
+  let me = null;        // this browser's annotator (its session's name)
+  let shownURL = null;  // the object URL of the image on screen
+
+  async function showImage(item) {
+    try {
+      const url = await AB.blobURL(item.image);
+      if (current !== item) { URL.revokeObjectURL(url); return; }  // the page moved on meanwhile
+      if (shownURL) URL.revokeObjectURL(shownURL);
+      shownURL = url;
+      image.src = url;
+    } catch (error) { say(error.message, true); }
   }
 
   function say(text, isError) {
@@ -67,7 +67,7 @@ function classOfKey(keys, key) {
     image.hidden = false;
     empty.hidden = true;
     image.classList.add("busy");
-    image.src = item.image;
+    showImage(item);
     document.getElementById("item-key").textContent = item.key;
     document.getElementById("why").textContent = item.why;
     const probs = document.getElementById("probs");
@@ -94,7 +94,7 @@ function classOfKey(keys, key) {
     } catch (error) {
       say(error.message, true);
       if (error.status === 409 || error.status === 404) {
-        try { const data = await AB.call("POST", "/api/next", { annotator: annotator() }); show(data.item, data.message); } catch (e) { say(e.message, true); }
+        try { const data = await AB.call("POST", "/api/next", {}); show(data.item, data.message); } catch (e) { say(e.message, true); }
       }
     } finally {
       busy = false;
@@ -124,7 +124,7 @@ function classOfKey(keys, key) {
     const button = classesBox.children[index];
     if (button) { button.classList.add("pressed"); setTimeout(() => button.classList.remove("pressed"), 150); }
     const key = current.key;
-    request("/api/answer", { annotator: annotator(), item: current.id, label: classes[index] }, (data) => {
+    request("/api/answer", { item: current.id, label: classes[index] }, (data) => {
       mine += 1;
       document.getElementById("stat-mine").textContent = mine;
       say("saved: " + data.saved.label);
@@ -134,11 +134,11 @@ function classOfKey(keys, key) {
 
   function skip() {
     if (!current) return;
-    request("/api/skip", { annotator: annotator(), item: current.id }, () => say("skipped"));
+    request("/api/skip", { item: current.id }, () => say("skipped"));
   }
 
   function undo() {
-    request("/api/undo", { annotator: annotator() }, (data) => {
+    request("/api/undo", {}, (data) => {
       if (data.undone.kind === "answer") { mine = Math.max(0, mine - 1); document.getElementById("stat-mine").textContent = mine; }
       say("took back: " + (data.undone.kind === "answer" ? data.undone.label : "skip"));
       const last = document.getElementById("last");
@@ -164,13 +164,13 @@ function classOfKey(keys, key) {
   document.getElementById("skip").addEventListener("click", skip);
   document.getElementById("undo").addEventListener("click", undo);
 
-  nameInput.value = localStorage.getItem("activebayes-name") || "";
-  nameInput.placeholder = annotator();
   nameInput.addEventListener("change", async () => {
-    localStorage.setItem("activebayes-name", nameInput.value.trim());
-    nameInput.placeholder = annotator();
-    mine = 0;
-    const data = await AB.call("POST", "/api/next", { annotator: annotator() });
+    const wanted = nameInput.value.trim();
+    if (!wanted) { nameInput.value = me; return; }
+    try { me = await AB.session(wanted); } catch (error) { say(error.message, true); nameInput.value = me; return; }
+    nameInput.value = me;
+    refresh();
+    const data = await AB.call("POST", "/api/next", {});
     show(data.item, data.message);
   });
 
@@ -180,6 +180,7 @@ function classOfKey(keys, key) {
       document.getElementById("project").textContent = state.source;
       document.getElementById("stat-labelled").textContent = state.counts.labelled + " of " + state.counts.items;
       document.getElementById("stat-rounds").textContent = state.rounds;
+      if (state.you) { mine = state.you.labelled; document.getElementById("stat-mine").textContent = mine; }
       const acc = state.accuracy;
       let text = acc.prequential === null ? "–" : AB.percent(acc.prequential) + " (last " + acc.prequential_n + ")";
       if (acc.test !== null && acc.test !== undefined) text += " · test " + AB.percent(acc.test);
@@ -193,6 +194,8 @@ function classOfKey(keys, key) {
   }
 
   async function start() {
+    try { me = await AB.session(); } catch (error) { say(error.message, true); return; }
+    nameInput.value = me;
     const state = await refresh();
     if (!state) return;
     classes = state.classes;
@@ -209,7 +212,7 @@ function classOfKey(keys, key) {
     const own = keys.filter((key, i) => key === classes[i]).length;
     document.getElementById("key-help").textContent = own === classes.length
       ? "each class's own name" : own ? "the key on each button" : "the number on each button";
-    const data = await AB.call("POST", "/api/next", { annotator: annotator() });
+    const data = await AB.call("POST", "/api/next", {});
     show(data.item, data.message);
     document.body.dataset.ready = "1";
     setInterval(refresh, 3000);
