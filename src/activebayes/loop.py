@@ -54,6 +54,7 @@ from activebayes.data import Pool, available_datasets, load_dataset
 from activebayes.metrics import evaluate_classification
 from activebayes.models import Ensemble, available_models, build_model, fit, predict_log_probs
 from activebayes.models.embeddings import penultimate_features
+from activebayes.models.heads import fit_posterior_module
 from activebayes.models.representation import (
     Representation,
     RepresentationConfig,
@@ -305,6 +306,10 @@ class ActiveLearningLoop:
     def _default_model_factory(self, generator: torch.Generator) -> torch.nn.Module:
         config = self.config
         options = dict(config.model_options)
+        if config.posterior != "mc_dropout":  # an ensemble or Laplace head (activebayes.models.heads)
+            from activebayes.models.heads import loop_model
+
+            return loop_model(self, generator)
         if config.ensemble_size is not None:
             options["ensemble_size"] = config.ensemble_size
         if self.representation is not None:
@@ -408,6 +413,7 @@ class ActiveLearningLoop:
                     **dict(config.fit_options),
                 )
             fit_info = _fit_summary(fit_result)
+            fit_info.update(fit_posterior_module(model, pool.labelled_data()))  # e.g. last-layer Laplace
         else:
             fit_info = {"skipped": "no labelled data"}
         seconds["fit"] = time.perf_counter() - tic

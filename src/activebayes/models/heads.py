@@ -46,6 +46,7 @@ __all__ = [
     "build_posterior",
     "fit_posterior_module",
     "last_layer_laplace",
+    "loop_model",
 ]
 
 POSTERIORS = ("mc_dropout", "ensemble", "laplace")
@@ -235,3 +236,32 @@ def build_posterior(
                                         generator=seed)
         return NetworkPosterior(members, **fit_options)
     return NetworkPosterior(last_layer_laplace(network, input_shape=input_shape, **options), **fit_options)
+
+
+def loop_model(loop: Any, generator: torch.Generator) -> nn.Module:
+    """Round model of :class:`~activebayes.loop.ActiveLearningLoop` for ``config.posterior``
+    ``"ensemble"`` / ``"laplace"``: a head on the self-supervised representation (one
+    :class:`FrozenEncoder` shared by every round, so the pool is encoded once per run), or
+    the configured network made an ensemble / split for last-layer Laplace."""
+    from activebayes.models.networks import build_model
+
+    config = loop.config
+    options = dict(config.model_options)
+    num_classes = int(loop.dataset.num_classes)
+    input_shape = tuple(loop.dataset.input_shape)
+    size = config.ensemble_size or DEFAULT_ENSEMBLE_SIZE
+    if loop.representation is not None:
+        frozen = getattr(loop, "_frozen_encoder", None)
+        if frozen is None:
+            frozen = loop._frozen_encoder = FrozenEncoder(copy.deepcopy(loop.representation.encoder))
+        return build_head(config.posterior, encoder=frozen, num_classes=num_classes,
+                          feature_dim=loop.representation.feature_dim, ensemble_size=size, generator=generator,
+                          **options)
+    if config.posterior == "ensemble":
+        return build_model(config.model, num_classes=num_classes, input_shape=input_shape, ensemble_size=size,
+                           generator=generator, **options)
+    laplace_options = {k: options.pop(k) for k in ("structure", "prior_precision", "max_full_parameters")
+                       if k in options}
+    network = build_model(config.model, num_classes=num_classes, input_shape=input_shape, generator=generator,
+                          **options)
+    return last_layer_laplace(network, input_shape=input_shape, **laplace_options)
