@@ -84,8 +84,9 @@ def _fitted(structure="full", prior_precision=None, n=24, d=3, c=3, seed=0, trai
     return model, x.float(), y, summary
 
 
-def test_full_ggn_matches_explicit_jacobians_and_the_autograd_hessian():
-    x, y = _problem()
+@pytest.mark.parametrize("n", [24, 150])  # 150: accumulated over several chunks of items
+def test_full_ggn_matches_explicit_jacobians_and_the_autograd_hessian(n):
+    x, y = _problem(n)
     theta = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     e = torch.cat([x, torch.ones(len(x), 1, dtype=torch.float64)], 1)
     probs = F.softmax(e @ theta.T, dim=1)

@@ -103,7 +103,10 @@ def ggn_full(features_n_D: Tensor, probs_n_C: Tensor) -> Tensor:
     phi_n_E = _with_bias(features_n_D.double())
     lam_n_C_C = _softmax_hessians(probs_n_C.double())
     C, E = lam_n_C_C.shape[1], phi_n_E.shape[1]
-    H = torch.einsum("nab,nd,ne->adbe", lam_n_C_C, phi_n_E, phi_n_E)
+    H = phi_n_E.new_zeros(C, E, C, E)
+    for start in range(0, phi_n_E.shape[0], 64):  # bounded memory: [64, C, C, E] at a time
+        lam, phi = lam_n_C_C[start : start + 64], phi_n_E[start : start + 64]
+        H += torch.einsum("nab,nd,ne->adbe", lam, phi, phi)
     return H.reshape(C * E, C * E)
 
 
