@@ -320,3 +320,16 @@ def test_build_posterior_gives_posteriors_that_fit_and_predict(name):
         build_posterior("swag", encoder=nn.Identity(), num_classes=3, feature_dim=4)
     with pytest.raises(InvalidArgumentError, match="exactly one of encoder"):
         build_posterior(name, num_classes=3)
+
+
+def test_build_posterior_on_a_whole_network():
+    torch.manual_seed(0)
+    net = MLP(in_features=4, num_classes=3, hidden=(8,))
+    assert build_posterior("mc_dropout", network=net, num_classes=3).module is net
+    ensemble = build_posterior("ensemble", network=net, num_classes=3, ensemble_size=3, generator=0).module
+    weights = [m.net[1].weight for m in ensemble.members]
+    assert len(weights) == 3 and not torch.equal(weights[0], weights[1])  # re-initialised, seeded
+    again = build_posterior("ensemble", network=net, num_classes=3, ensemble_size=3, generator=0).module
+    assert torch.equal(again.members[2].net[1].weight, weights[2])
+    laplace = build_posterior("laplace", network=net, num_classes=3, input_shape=(4,)).module
+    assert isinstance(laplace, LastLayerLaplace) and laplace.feature_dim == 8

@@ -41,3 +41,22 @@ def test_posterior_is_checked_and_offered_by_the_cli():
     for command in ("run", "compare"):
         result = CliRunner().invoke(cli, [command, "--help"])
         assert "--posterior [mc_dropout|ensemble|laplace]" in result.output
+
+
+@pytest.mark.parametrize("posterior", ["ensemble", "laplace"])
+def test_heads_on_the_self_supervised_representation_share_its_frozen_encoder(posterior, tmp_path, monkeypatch):
+    monkeypatch.setenv("ACTIVEBAYES_CACHE_DIR", str(tmp_path))
+    config = _config(posterior, strategy="bald").replace(
+        representation="self-supervised", model="encoder_head", budget=30,
+        representation_options={"epochs": 1, "width": 4, "feature_dim": 8, "projection_dim": 4, "batch_size": 64})
+    loop = ActiveLearningLoop(config)
+    loop.step()
+    first = loop.model
+    loop.step()
+    encoders = {id(m) for m in loop.model.modules() if type(m).__name__ == "FrozenEncoder"}
+    assert encoders == {id(m) for m in first.modules() if type(m).__name__ == "FrozenEncoder"}
+    assert len(encoders) == 1  # one encoder for every member and every round: the pool is encoded once
+    frozen = next(m for m in loop.model.modules() if type(m).__name__ == "FrozenEncoder")
+    assert not any(p.requires_grad for p in frozen.parameters())
+    torch.testing.assert_close(frozen.encoder.state_dict()["net.0.weight"],
+                               loop.representation.encoder.state_dict()["net.0.weight"])  # not trained by fit
