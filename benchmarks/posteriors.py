@@ -115,14 +115,18 @@ def summarise() -> dict:
     from activebayes.rundir import load_runs
     from label_efficiency import _rounds_below_random
 
-    results: dict = {"generated": time.strftime("%Y-%m-%d"), "host": "2 shared CPU cores (busy)", "protocols": {}}
+    results: dict = {
+        "generated": time.strftime("%Y-%m-%d"),
+        "host": "2 CPU cores shared with ~8 other processes (load average ~25): seconds are upper bounds, noisy",
+        "protocols": {},
+    }
     for directory in sorted(p for p in RUNS.iterdir() if (p / "comparison.json").is_file()):
         runs = load_runs(directory)
         finished = {k: v for k, v in runs.items() if v[1] and v[1][-1].stop_reason is not None}
-        protocol_name, head = directory.name.rsplit("-", 1) if directory.name.count("-") else (directory.name, "")
-        for known in HEADS:
-            if directory.name.endswith(f"-{known}"):
-                protocol_name, head = directory.name[: -len(known) - 1], known
+        head = next((h for h in HEADS if directory.name.endswith(f"-{h}")), None)
+        if head is None:
+            continue
+        protocol_name = directory.name[: -len(head) - 1]
         unfinished = sorted(f"{s} seed {seed}" for (s, seed) in runs if (s, seed) not in finished)
         entries: dict = {}
         for strategy, curves in learning_curves_from_runs(finished).items() if finished else []:
