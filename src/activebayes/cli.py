@@ -91,6 +91,7 @@ _LOOP_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "audit_fraction": ("--audit-fraction", {"type": float, "help": "Share of each batch drawn uniformly at random, whose answers estimate accuracy without a test set. [0]"}),
     "cold_start": ("--cold-start", {"type": str, "help": "Strategy for the first rounds, until --cold-start-labels labels; 'none' for none. [typicality]"}),
     "cold_start_labels": ("--cold-start-labels", {"type": int, "help": "Labels up to which --cold-start acquires (then --strategy). [6 per class]"}),
+    "posterior": ("--posterior", {"type": click.Choice(["mc_dropout", "ensemble", "laplace"]), "help": "Bayesian head: consistent MC dropout, a deep ensemble (--ensemble-size, 5), or last-layer Laplace. [mc_dropout]"}),
     "representation": ("--representation", {"type": click.Choice(["none", "self-supervised"]), "help": "Start each round from an encoder learnt on the pool without labels (SimCLR, cached). [none]"}),
     "device": ("--device", {"type": str, "help": "torch device, e.g. cuda (default: cpu)."}),
 }

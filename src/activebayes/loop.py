@@ -256,6 +256,10 @@ class ActiveLearningLoop:
     def _default_model_factory(self, generator: torch.Generator) -> torch.nn.Module:
         config = self.config
         options = dict(config.model_options)
+        if config.posterior != "mc_dropout":  # an ensemble or Laplace head (activebayes.models.heads)
+            from activebayes.models.heads import loop_model
+
+            return loop_model(self, generator)
         if config.ensemble_size is not None:
             options["ensemble_size"] = config.ensemble_size
         if self.representation is not None:
@@ -507,16 +511,26 @@ class ActiveLearningLoop:
         record.seconds["label"] = round(record.seconds["label"] + asked, 4)
         return record
 
+    def _predictive(self, inputs: Any, *, key: str) -> Tensor:
+        """What the round is evaluated with: the posterior's closed-form predictive mean as
+        ``[N, 1, C]`` where its module has one (``predictive_probs``, e.g. last-layer Laplace's
+        probit), else ``K = eval_samples`` function samples ``[N, K, C]`` (the metrics average
+        them in probability space)."""
+        closed_form = getattr(self.posterior.module, "predictive_probs", None)
+        if callable(closed_form):
+            probs_N_C = closed_form(inputs, batch_size=self.config.predict_batch_size)
+            return probs_N_C.clamp_min(1e-12).log().unsqueeze(1)
+        return self._predict(inputs, key=key, num_samples=self.config.eval_samples)
+
     def _evaluate(self, validation: tuple[Tensor, Tensor] | None) -> dict[str, Any]:
         metrics: dict[str, Any] = {}
         num_classes = self.dataset.num_classes
-        eval_samples = self.config.eval_samples
         if validation is not None:
-            log_probs = self._predict(validation[0], key="validation", num_samples=eval_samples)
+            log_probs = self._predictive(validation[0], key="validation")
             for name, value in evaluate_classification(log_probs, validation[1], num_classes=num_classes).items():
                 metrics[f"validation_{name}"] = value
         if self.test is not None and self.test.targets is not None:
-            log_probs = self._predict(self.test.inputs, key="test", num_samples=eval_samples)
+            log_probs = self._predictive(self.test.inputs, key="test")
             for name, value in evaluate_classification(log_probs, self.test.targets, num_classes=num_classes).items():
                 metrics[f"test_{name}"] = value
         return metrics

@@ -49,6 +49,8 @@ INITIAL_CHOICES = ("balanced", "random", "empty")
 
 #: Where the model starts: from scratch, or from an encoder learnt on the pool without labels.
 REPRESENTATION_CHOICES = ("none", "self-supervised")
+#: Bayesian heads / posteriors (:func:`activebayes.models.build_posterior`).
+POSTERIOR_CHOICES = ("mc_dropout", "ensemble", "laplace")
 
 #: The default cold start acquires until this many labels per class (60 for 10 classes:
 #: where typicality's and BALD's learning curves cross on MNIST, see the benchmarks).
@@ -129,6 +131,12 @@ class LoopConfig:
     ``representation_options`` as its :class:`~activebayes.models.RepresentationConfig`),
     and each round's model is that encoder with a consistent MC dropout head
     (``model="auto"`` or ``"encoder_head"``); typicality clusters its features.
+
+    ``posterior`` chooses the Bayesian head: ``"mc_dropout"`` (consistent MC dropout, the
+    default), ``"ensemble"`` (``ensemble_size`` members, default 5; on the representation
+    they share its frozen encoder) or ``"laplace"`` (a last-layer Laplace posterior: the MAP
+    network, then a Gaussian over its output layer with the prior precision fitted by
+    marginal likelihood; :mod:`activebayes.models.laplace`).
     """
 
     dataset: str = "digits"
@@ -163,6 +171,7 @@ class LoopConfig:
     cold_start_labels: int | None = None
     representation: str = "none"
     representation_options: Mapping[str, Any] = field(default_factory=dict)
+    posterior: str = "mc_dropout"
     predict_batch_size: int = 512
     checkpoints: bool = True
     device: str | None = None
@@ -170,6 +179,7 @@ class LoopConfig:
     def __post_init__(self) -> None:
         check_choice(self.initial, "initial", INITIAL_CHOICES)
         check_choice(self.representation, "representation", REPRESENTATION_CHOICES)
+        check_choice(self.posterior, "posterior (--posterior)", POSTERIOR_CHOICES)
         if self.representation != "none" and self.model not in ("auto", "encoder_head"):
             raise InvalidArgumentError(
                 f"representation={self.representation!r} builds its own model (the encoder with an MC "

@@ -79,6 +79,8 @@ from activebayes.acquisition.selection import (
 from activebayes.data.dataset import as_index_tensor
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.models import FunctionSampler, SAMPLING_MODES, mc_dropout_layers, predict_log_probs, resample_masks
+from activebayes.models.posterior import SampledFunctions
+from activebayes.models.predict import hold_functions
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -500,8 +502,12 @@ def _check_seed(value: object, name: str) -> int:
     return int(value)
 
 
-def _hold_masks(model: nn.Module, mask_generator: torch.Generator | int | None) -> None:
-    """Fix the model's K functions once for the whole pass (as ``predict_log_probs`` would)."""
+def _hold_masks(model: nn.Module, mask_generator: torch.Generator | int | None, num_samples: int | None = None) -> None:
+    """Fix the model's K functions once for the whole pass (as ``predict_log_probs`` would):
+    MC dropout masks, or K drawn functions of a :class:`~activebayes.models.SampledFunctions`."""
+    if isinstance(model, SampledFunctions):
+        hold_functions(model, num_samples, mask_generator)
+        return
     if isinstance(model, FunctionSampler):
         return
     layers = mc_dropout_layers(model)
@@ -670,7 +676,7 @@ def score_pool(
                         costs_N=costs, cost_budget=cost_budget, device=device, **extra_inputs, **options)
         return Selection(indices_N[picked.indices].clone(), picked.scores, name)
 
-    _hold_masks(model, mask_generator)
+    _hold_masks(model, mask_generator, num_samples)
     spec = PredictSpec(num_samples, predict_batch_size, sampling, device_name)
 
     def run(work: ChunkWork, what: str) -> Rows:

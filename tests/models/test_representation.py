@@ -341,3 +341,73 @@ def test_feature_cache_gives_the_same_predictions_and_skips_the_encoder(represen
     assert sum(rows) == seen  # fit needed no encoder pass either
     cached.double()  # a new dtype: features computed again
     assert not cached._features
+
+
+# --------------------------------------------------------------------------- the recipe can fail
+def _captured_pairs(monkeypatch, augment_fn=None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Train one tiny epoch, recording the projections NT-Xent sees for the two views."""
+    pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
+    real_loss = rep.nt_xent_loss
+
+    def spy(z_a, z_b, temperature):
+        pairs.append((z_a.detach().clone(), z_b.detach().clone()))
+        return real_loss(z_a, z_b, temperature)
+
+    monkeypatch.setattr(rep, "nt_xent_loss", spy)
+    if augment_fn is not None:
+        monkeypatch.setattr(rep, "augment", augment_fn)
+    config = dataclasses.replace(TINY, epochs=1, batch_size=8)
+    train_encoder(_images(24, size=8), config, seed=0)
+    return pairs
+
+
+def test_each_simclr_step_sees_two_different_views_of_every_item(monkeypatch):
+    pairs = _captured_pairs(monkeypatch)
+    assert len(pairs) == 3  # 24 images, 8 per step
+    for z_a, z_b in pairs:
+        # every item's two views are different random draws: their projections differ
+        assert bool(((z_a - z_b).abs().amax(dim=1) > 1e-6).all())
+    # the check can fail: a recipe whose two views are the same draw is caught
+    real_augment = rep.augment
+
+    def same_draw(images, augmentation, *, generator):
+        state = generator.get_state()
+        out = real_augment(images, augmentation, generator=generator)
+        generator.set_state(state)  # the second call repeats the first draw
+        return out
+
+    monkeypatch.undo()
+    broken = _captured_pairs(monkeypatch, same_draw)
+    assert all(torch.equal(z_a, z_b) for z_a, z_b in broken)
+
+
+def _nearest_neighbour_accuracy(features_N_D, targets_N, per_class: int, seed: int) -> float:
+    """1-NN (cosine) with ``per_class`` labelled items per class, accuracy on the rest."""
+    g = torch.Generator().manual_seed(seed)
+    labelled = torch.cat([
+        torch.nonzero(targets_N == c).reshape(-1)[torch.randperm(int((targets_N == c).sum()), generator=g)[:per_class]]
+        for c in range(int(targets_N.max()) + 1)
+    ])
+    rest = torch.ones(len(targets_N), dtype=torch.bool)
+    rest[labelled] = False
+    f = torch.nn.functional.normalize(features_N_D, dim=1)
+    predicted = targets_N[labelled][(f[rest] @ f[labelled].T).argmax(dim=1)]
+    return float((predicted == targets_N[rest]).float().mean())
+
+
+def test_a_trained_encoder_beats_a_randomly_initialised_one_on_digits():
+    """k-NN probe on the sklearn digits (real images, 8x8): 5 labels per class, 3 label draws."""
+    from activebayes.data import load_dataset
+
+    digits = load_dataset("digits", split="train")
+    config = RepresentationConfig(width=16, feature_dim=64, projection_dim=32, epochs=5, batch_size=128)
+    trained = train_encoder(digits.inputs, config, seed=0).encoder
+    untrained, _ = rep._build(config.resolved(8), 1, 8, 0)  # the same initialisation, not trained
+    untrained.eval()
+    ours = features(trained, digits.inputs)
+    random_init = features(untrained, digits.inputs)
+    accuracy = [(_nearest_neighbour_accuracy(ours, digits.targets, 5, s),
+                 _nearest_neighbour_accuracy(random_init, digits.targets, 5, s)) for s in range(3)]
+    trained_mean = sum(a for a, _ in accuracy) / 3
+    random_mean = sum(b for _, b in accuracy) / 3
+    assert trained_mean > random_mean + 0.05, accuracy

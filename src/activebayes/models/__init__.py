@@ -60,6 +60,9 @@ from activebayes.models.representation import (
     train_or_load_representation,
 )
 from activebayes.models.training import OPTIMIZERS, EpochRecord, FitResult, fit, reset_parameters
+from activebayes.models.encoders import FrozenEncoder, compute_embeddings, embeddings_dataset
+from activebayes.models.laplace import LastLayerLaplace, probit_predictive
+from activebayes.models.heads import POSTERIORS, build_head, build_posterior, last_layer_laplace
 
 __all__ = [
     "BatchedSamplingError",
@@ -76,6 +79,9 @@ __all__ = [
     "EpochRecord",
     "FeaturesUnavailableError",
     "FitResult",
+    "FrozenEncoder",
+    "LastLayerLaplace",
+    "POSTERIORS",
     "FunctionSampler",
     "GalCNN",
     "MCDropoutConv2d",
@@ -87,7 +93,13 @@ __all__ = [
     "RepresentationConfig",
     "as_posterior",
     "available_models",
+    "build_head",
     "build_model",
+    "build_posterior",
+    "compute_embeddings",
+    "embeddings_dataset",
+    "last_layer_laplace",
+    "probit_predictive",
     "channel_masked_conv2d",
     "default_model_name",
     "features",

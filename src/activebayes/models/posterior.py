@@ -130,7 +130,8 @@ def fit_summary(fit_result: Any) -> dict[str, Any]:
 
 
 class NetworkPosterior:
-    """A network trained by :func:`~activebayes.models.fit`: consistent MC dropout or an ensemble.
+    """A network trained by :func:`~activebayes.models.fit`: consistent MC dropout, an ensemble, or a
+    :class:`~activebayes.models.laplace.LastLayerLaplace` (whose posterior is fitted after the MAP fit).
 
     Args:
         module: the network (``nn.Module`` returning logits ``[n, C]``), with consistent
@@ -160,10 +161,14 @@ class NetworkPosterior:
         return None
 
     def fit(self, train, *, validation=None, generator=None, device=None) -> dict[str, Any]:
+        from activebayes.models.heads import fit_posterior_module
         from activebayes.models.training import fit
 
-        return fit_summary(fit(self._module, train, validation=validation, generator=generator, device=device,
-                               **self.fit_options))
+        summary = fit_summary(fit(self._module, train, validation=validation, generator=generator, device=device,
+                                  **self.fit_options))
+        # a posterior on top of the MAP network (last-layer Laplace): fitted on the training set
+        summary.update(fit_posterior_module(self._module, train))
+        return summary
 
     def log_probs(self, inputs, *, num_samples, generator=None, batch_size=512, device=None) -> Tensor:
         from activebayes.models.predict import predict_log_probs

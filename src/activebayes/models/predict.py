@@ -22,6 +22,8 @@ from activebayes._threads import threads_for
 from activebayes._validation import check_choice, check_positive_int
 from activebayes.models.dropout import BatchedSamplingError, mc_dropout_layers, mc_sampling, resample_masks
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes.models.posterior import SampledFunctions
+from activebayes._seeding import as_generator
 
 __all__ = ["FunctionSampler", "SAMPLING_MODES", "predict_log_probs"]
 
@@ -207,6 +209,32 @@ def _logits_rows(logits: object, rows: int, what: str) -> Tensor:
     return logits
 
 
+def hold_functions(model: SampledFunctions, num_samples: int | None, generator: torch.Generator | int | None) -> int:
+    """Fix the K functions of a :class:`SampledFunctions` model for a whole pass; returns K.
+
+    A generator (or int seed) draws ``num_samples`` functions from it (sample ``k`` is then
+    one function for every item and chunk); ``None`` keeps the functions the model holds,
+    drawn once from the global RNG if it holds none (as MC dropout masks are).
+    """
+    if num_samples is None:
+        raise InvalidArgumentError(
+            f"num_samples is required for a model whose function samples are drawn on request "
+            f"({type(model).__name__}, e.g. a last-layer Laplace posterior): K, e.g. num_samples=20; got None"
+        )
+    check_positive_int(num_samples, "num_samples")
+    held = int(model.num_function_samples)
+    if generator is not None:
+        model.draw_functions(num_samples, as_generator(generator, "generator"))
+    elif held == 0:
+        model.draw_functions(num_samples, as_generator(None))
+    elif held != num_samples:
+        raise InvalidArgumentError(
+            f"num_samples={num_samples} but {type(model).__name__} holds {held} drawn functions; pass "
+            f"num_samples={held}, or a generator (mask_generator in score_pool) to draw {num_samples}"
+        )
+    return num_samples
+
+
 def predict_log_probs(
     model: nn.Module,
     data: Tensor | tuple | Dataset,
@@ -252,8 +280,10 @@ def predict_log_probs(
             demand (:class:`activebayes.data.LazyInputs`, e.g. ``dataset.rows(pool_N)``
             of a memory-mapped dataset: streamed chunk by chunk), or a Dataset
             yielding ``x`` or ``(x, y)``.
-        num_samples: K.  Required for MC dropout models; for an ensemble ``None``
-            or its size; for a model without stochastic layers ``None`` means 1
+        num_samples: K.  Required for MC dropout models and for models whose
+            functions are drawn on request (:class:`~activebayes.models.SampledFunctions`,
+            e.g. last-layer Laplace: a generator draws K of them, ``None`` keeps the K
+            held); for an ensemble ``None`` or its size; for a model without stochastic layers ``None`` means 1
             (K > 1 gives K identical copies and a warning).
         batch_size: most items per chunk through the deterministic head.
         generator: ``None`` keeps the masks the model holds (drawn once from the
@@ -291,6 +321,8 @@ def predict_log_probs(
 
     sampler = model if isinstance(model, FunctionSampler) else None
     layers = mc_dropout_layers(model) if sampler is None else []
+    if isinstance(model, SampledFunctions):
+        num_samples = hold_functions(model, num_samples, generator)
     if sampler is not None:
         size = sampler.num_function_samples
         if num_samples is None:

@@ -1,0 +1,307 @@
+r"""Frozen encoders for Bayesian heads: ours, a user's module or callable, or precomputed embeddings.
+
+Three ways to give the features ``phi(x) [n, D]`` a head sits on:
+
+- **ours**: the self-supervised :class:`~activebayes.models.Representation`
+  (``--representation self-supervised``);
+- **a user's encoder**: any ``nn.Module`` or callable mapping ``[n, ...]`` to ``[n, D]``
+  (a pretrained ResNet without its classifier, a sentence embedder, ...);
+- **precomputed embeddings**: a NumPy array (or ``np.load(..., mmap_mode="r")``)
+  ``[N, D]`` aligned with the pool: :func:`embeddings_dataset` makes a dataset whose
+  inputs *are* the embeddings, read on demand, so the encoder is the identity.
+
+:class:`FrozenEncoder` runs an encoder without gradients, in eval mode, and remembers
+each item's features by the content of its input row (blake2b of its bytes), so ``fit``
+pays for the encoder once per labelled item and the pool is encoded once per run, not
+once per epoch or round. :func:`compute_embeddings` encodes a whole pool once, chunk by
+chunk, and caches the result by content: a fingerprint of the inputs' bytes and of the
+encoder's weights (or a ``name`` for a callable) names an ``.npy`` file in
+``cache_dir``, memory-mapped when read back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from activebayes._validation import check_positive_int
+from activebayes.data.lazy import LazyInputs
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
+
+__all__ = [
+    "EmbeddingInputs",
+    "FrozenEncoder",
+    "as_encoder_module",
+    "compute_embeddings",
+    "embeddings_dataset",
+    "encoder_fingerprint",
+]
+
+
+class _CallableEncoder(nn.Module):
+    """A plain callable ``[n, ...] -> [n, D]`` as an ``nn.Module`` (no parameters)."""
+
+    def __init__(self, function: Callable[[Tensor], Tensor], name: str | None = None) -> None:
+        super().__init__()
+        self.function = function
+        self.name = name or getattr(function, "__qualname__", type(function).__name__)
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        return torch.as_tensor(self.function(inputs))
+
+    def extra_repr(self) -> str:
+        return self.name
+
+
+def as_encoder_module(encoder: Any) -> nn.Module:
+    """An ``nn.Module`` for ``encoder``: a :class:`~activebayes.models.Representation`'s encoder,
+    an ``nn.Module`` as is, or a callable wrapped."""
+    from activebayes.models.representation import Representation
+
+    if isinstance(encoder, Representation):
+        return encoder.encoder
+    if isinstance(encoder, nn.Module):
+        return encoder
+    if callable(encoder):
+        return _CallableEncoder(encoder)
+    raise InvalidTypeError(
+        "encoder must be a Representation (train_or_load_representation), a torch.nn.Module or a callable "
+        f"mapping inputs [n, ...] to features [n, D], got {type(encoder).__name__}"
+    )
+
+
+def encoder_fingerprint(encoder: Any) -> str:
+    """A content hash of an encoder: its class and every parameter / buffer (name, shape, dtype, bytes).
+
+    A callable without parameters is known by its qualified name only (give it a ``name``
+    attribute that changes when it does).
+    """
+    module = as_encoder_module(encoder)
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(f"{type(module).__module__}.{type(module).__qualname__}".encode())
+    if isinstance(module, _CallableEncoder):
+        digest.update(module.name.encode())
+    for name, tensor in module.state_dict().items():
+        tensor = tensor.detach().to("cpu").contiguous()
+        digest.update(repr((name, tuple(tensor.shape), str(tensor.dtype))).encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+    return digest.hexdigest()
+
+
+def _check_output(out: object, n: int, expected: tuple[int, ...] | None, what: str) -> Tensor:
+    if not isinstance(out, Tensor) or out.ndim < 2 or out.shape[0] != n:
+        got = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
+        raise InvalidArgumentError(f"{what} must map [n={n}, ...] inputs to features [n, D], got {got}")
+    if expected is not None and tuple(out.shape[1:]) != expected:
+        raise InvalidArgumentError(
+            f"{what}'s output shape changed between calls: {list(expected)} per item first, now "
+            f"{list(out.shape[1:])}; make it return one fixed-size feature vector per item (e.g. end with "
+            "global pooling and nn.Flatten)"
+        )
+    return out
+
+
+class FrozenEncoder(nn.Module):
+    """An encoder run frozen (no gradient, eval mode), its features ``[n, D]`` remembered per input row.
+
+    Args:
+        encoder: a :class:`~activebayes.models.Representation`, an ``nn.Module`` or a callable.
+        cache: remember features by the bytes of each input row (at most ``max_items`` rows).
+        max_items: the most rows remembered.
+
+    The output shape per item is checked on every call: an encoder whose output shape
+    changes between calls raises :class:`~activebayes.errors.InvalidArgumentError`.
+    The cache is not pickled (Ray workers start empty) nor part of ``state_dict``.
+    """
+
+    def __init__(self, encoder: Any, *, cache: bool = True, max_items: int = 500_000) -> None:
+        super().__init__()
+        self.encoder = as_encoder_module(encoder)
+        self.encoder.requires_grad_(False)
+        self.cache = bool(cache)
+        self.max_items = check_positive_int(max_items, "max_items")
+        self._features: dict[bytes, Tensor] = {}
+        self._item_shape: tuple[int, ...] | None = None
+        self.train(self.training)
+
+    def train(self, mode: bool = True) -> FrozenEncoder:
+        super().train(mode)
+        self.encoder.eval()
+        return self
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_features"] = {}
+        return state
+
+    def _apply(self, fn, *args, **kwargs):  # .to(), .double(), ...: features change
+        self._features = {}
+        return super()._apply(fn, *args, **kwargs)
+
+    def clear_cache(self) -> None:
+        self._features = {}
+
+    def _encode(self, inputs: Tensor) -> Tensor:
+        with torch.no_grad():
+            out = _check_output(self.encoder(inputs), inputs.shape[0], self._item_shape, "encoder")
+        self._item_shape = tuple(out.shape[1:])
+        return out.detach().reshape(out.shape[0], -1).float()
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        if not self.cache:
+            return self._encode(inputs)
+        rows = inputs.detach().to("cpu").contiguous()
+        prefix = repr((tuple(rows.shape[1:]), str(rows.dtype))).encode()
+        flat = rows.reshape(rows.shape[0], -1).numpy()
+        keys = [hashlib.blake2b(prefix + row.tobytes(), digest_size=16).digest() for row in flat]
+        missing = [i for i, key in enumerate(keys) if key not in self._features]
+        computed: dict[bytes, Tensor] = {}
+        if missing:
+            out = self._encode(inputs[missing]).to("cpu")
+            for i, feature in zip(missing, out):
+                computed.setdefault(keys[i], feature)
+            if len(self._features) + len(computed) <= self.max_items:
+                self._features.update(computed)
+        stacked = torch.stack([self._features.get(key, computed.get(key)) for key in keys])
+        return stacked.to(inputs.device)
+
+
+# --------------------------------------------------------------------------- precomputed embeddings
+
+
+class EmbeddingInputs(LazyInputs):
+    """A float array ``[N, D]`` (NumPy, possibly memory-mapped) read on demand as float32 rows."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        if not isinstance(array, np.ndarray):
+            raise InvalidTypeError(f"embeddings must be a NumPy array [N, D], got {type(array).__name__}")
+        if array.ndim != 2 or not np.issubdtype(array.dtype, np.floating):
+            raise InvalidArgumentError(
+                f"embeddings must be a 2-d float array [N, D], got shape {array.shape} and dtype {array.dtype}"
+            )
+        super().__init__(tuple(int(s) for s in array.shape))
+        self.array = array
+
+    def _read(self, rows: np.ndarray) -> Tensor:
+        return torch.from_numpy(np.asarray(self.array[rows], dtype=np.float32))
+
+    def _read_range(self, start: int, stop: int) -> Tensor:
+        return torch.from_numpy(np.array(self.array[start:stop], dtype=np.float32))
+
+
+def embeddings_dataset(dataset: Any, embeddings: np.ndarray | Tensor, *, name: str | None = None) -> Any:
+    """``dataset`` with its inputs replaced by precomputed ``embeddings`` (one row per item, same order).
+
+    ``embeddings``: a tensor or NumPy array ``[N, D]``; a memory-mapped array
+    (``np.load(path, mmap_mode="r")``) stays on disk and is read chunk by chunk. Heads built
+    on the result use the identity encoder.
+    """
+    from activebayes.data.dataset import ArrayDataset
+
+    if not isinstance(dataset, ArrayDataset):
+        raise InvalidTypeError(f"dataset must be an activebayes ArrayDataset, got {type(dataset).__name__}")
+    if isinstance(embeddings, Tensor):
+        if embeddings.ndim != 2 or not embeddings.is_floating_point():
+            raise InvalidArgumentError(
+                f"embeddings must be a 2-d float array [N, D], got shape {tuple(embeddings.shape)} and dtype {embeddings.dtype}"
+            )
+        inputs: Tensor | EmbeddingInputs = embeddings.detach().to("cpu", torch.float32)
+    else:
+        inputs = EmbeddingInputs(np.asarray(embeddings) if not isinstance(embeddings, np.ndarray) else embeddings)
+    if inputs.shape[0] != len(dataset):
+        raise InvalidArgumentError(
+            f"embeddings have {inputs.shape[0]} rows but the pool {dataset.name!r} has {len(dataset)} items; "
+            "give one embedding row per pool item, in the pool's order"
+        )
+    return ArrayDataset(inputs=inputs, targets=dataset.targets, classes=dataset.classes,
+                        name=name or f"{dataset.name}-embeddings")
+
+
+# --------------------------------------------------------------------------- encoding a pool once
+
+_MEMORY_CACHE: OrderedDict[str, Tensor] = OrderedDict()
+_MEMORY_CACHE_ENTRIES = 4
+
+
+def _inputs_fingerprint(inputs: Any, chunk: int) -> str:
+    from activebayes.models.predict import _Inputs
+
+    data = _Inputs(inputs)
+    digest = hashlib.blake2b(digest_size=16)
+    first = data.get(0, 1)
+    digest.update(repr((len(data), tuple(first.shape[1:]), str(first.dtype))).encode())
+    for _, _, x in data.chunks(chunk):
+        digest.update(x.detach().to("cpu").contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def compute_embeddings(
+    encoder: Any,
+    inputs: Any,
+    *,
+    batch_size: int = 1024,
+    cache_dir: str | os.PathLike[str] | None = None,
+    device: torch.device | str | None = None,
+) -> Tensor | EmbeddingInputs:
+    """The encoder's features of every input, computed once and cached by content.
+
+    The key is ``blake2b(inputs bytes) + encoder_fingerprint(encoder)``. With ``cache_dir``
+    the features are written chunk by chunk to ``cache_dir/<key>.npy`` (memory holds one
+    chunk, whatever N) and returned memory-mapped (:class:`EmbeddingInputs`); a later
+    call with the same inputs and encoder reads that file. Without it they are computed
+    in memory (float32 ``[N, D]``) and the last few results kept in this process.
+
+    Args:
+        encoder: a Representation, an ``nn.Module`` or a callable ``[n, ...] -> [n, D]``.
+        inputs: a tensor ``[N, ...]``, lazy inputs (a memory-mapped pool) or a Dataset.
+        batch_size: items per encoder call.
+        cache_dir: where the ``.npy`` files live (``None``: in memory).
+        device: run the encoder there.
+    """
+    from activebayes.models.predict import _Inputs
+
+    check_positive_int(batch_size, "batch_size")
+    frozen = FrozenEncoder(encoder, cache=False)
+    if device is not None:
+        frozen.to(device)
+    key = f"{_inputs_fingerprint(inputs, batch_size)}-{encoder_fingerprint(encoder)}"
+    path = None if cache_dir is None else Path(cache_dir) / f"embeddings-{key}.npy"
+    if path is not None and path.is_file():
+        return EmbeddingInputs(np.load(path, mmap_mode="r"))
+    if path is None and key in _MEMORY_CACHE:
+        _MEMORY_CACHE.move_to_end(key)
+        return _MEMORY_CACHE[key]
+    data = _Inputs(inputs)
+    run_device = next((t.device for t in frozen.parameters()), torch.device(device or "cpu"))
+    out: np.ndarray | None = None
+    tmp = None
+    for start, end, x in data.chunks(batch_size):
+        features = frozen(x.to(run_device)).cpu().numpy()
+        if out is None:
+            shape = (len(data), features.shape[1])
+            if path is None:
+                out = np.empty(shape, dtype=np.float32)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
+                out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=shape)
+        out[start:end] = features
+    assert out is not None
+    if path is None:
+        result = torch.from_numpy(out)
+        _MEMORY_CACHE[key] = result
+        while len(_MEMORY_CACHE) > _MEMORY_CACHE_ENTRIES:
+            _MEMORY_CACHE.popitem(last=False)
+        return result
+    out.flush()  # type: ignore[union-attr]
+    del out
+    os.replace(tmp, path)
+    return EmbeddingInputs(np.load(path, mmap_mode="r"))

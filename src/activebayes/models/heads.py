@@ -1,0 +1,267 @@
+r"""Bayesian heads on frozen features, as posteriors: MC dropout, a deep ensemble, last-layer Laplace.
+
+:func:`build_posterior` builds one by name (``"mc_dropout"``, ``"ensemble"``, ``"laplace"``)
+on an encoder (ours, a user's ``nn.Module`` / callable, or the identity on precomputed
+embeddings; see :mod:`activebayes.models.encoders`) or on a whole network, and returns a
+:class:`~activebayes.models.Posterior` whose ``module`` is an ``nn.Module`` that
+:func:`~activebayes.models.predict_log_probs`, :func:`~activebayes.scoring.score_pool` and
+the loop run as they run any network:
+
+- ``mc_dropout``: :class:`~activebayes.models.EncoderClassifier` (consistent MC dropout on
+  the features and the hidden layer): any K, masks fixed per round from a seed.
+- ``ensemble``: an :class:`~activebayes.models.Ensemble` of E heads sharing one
+  :class:`~activebayes.models.encoders.FrozenEncoder` (the encoder runs once per item
+  for all members): K = E.
+- ``laplace``: :class:`~activebayes.models.laplace.LastLayerLaplace`: the MAP head, then
+  a Gaussian over its output layer (GGN, prior precision by marginal likelihood); K weight
+  samples drawn once per round from a seed.
+
+The heads share one architecture: ``LayerNorm (no affine) -> Linear(D, hidden) -> ReLU ->
+Linear(hidden, C)``; MC dropout adds its dropout layers, Laplace puts its posterior on the
+last ``Linear``. Without an encoder (``network=``) the ensemble is E copies of the
+network and Laplace splits off the network's last ``nn.Linear``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from activebayes._seeding import draw_seed, global_rng_seeded
+from activebayes._validation import check_choice, check_positive_int
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes.models.encoders import FrozenEncoder
+from activebayes.models.ensemble import Ensemble
+from activebayes.models.laplace import LastLayerLaplace
+from activebayes.models.posterior import NetworkPosterior
+
+__all__ = [
+    "DEFAULT_ENSEMBLE_SIZE",
+    "POSTERIORS",
+    "build_head",
+    "build_posterior",
+    "fit_posterior_module",
+    "last_layer_laplace",
+    "loop_model",
+]
+
+POSTERIORS = ("mc_dropout", "ensemble", "laplace")
+DEFAULT_ENSEMBLE_SIZE = 5
+
+
+def _feature_dim(encoder: nn.Module, input_shape: Sequence[int] | None, feature_dim: int | None) -> int:
+    from activebayes.models.networks import _probe_feature_dim
+
+    if feature_dim is not None:
+        return check_positive_int(feature_dim, "feature_dim")
+    if input_shape is None and getattr(encoder, "feature_dim", None) is None:
+        raise InvalidArgumentError("a head needs feature_dim=, an encoder with a feature_dim attribute, or input_shape=")
+    return _probe_feature_dim(encoder, tuple(input_shape or ()))
+
+
+def _body(encoder: nn.Module, feature_dim: int, hidden: int) -> nn.Sequential:
+    layers: list[nn.Module] = [encoder, nn.Flatten(), nn.LayerNorm(feature_dim, elementwise_affine=False)]
+    if hidden:
+        layers += [nn.Linear(feature_dim, hidden), nn.ReLU()]
+    return nn.Sequential(*layers)
+
+
+def build_head(
+    name: str,
+    *,
+    encoder: Any,
+    num_classes: int,
+    input_shape: Sequence[int] | None = None,
+    feature_dim: int | None = None,
+    hidden: int = 128,
+    ensemble_size: int = DEFAULT_ENSEMBLE_SIZE,
+    generator: torch.Generator | int | None = None,
+    **options: Any,
+) -> nn.Module:
+    """The ``nn.Module`` of head ``name`` on a frozen ``encoder`` (see the module docstring).
+
+    Args:
+        name: ``"mc_dropout"``, ``"ensemble"`` or ``"laplace"``.
+        encoder: a Representation, an ``nn.Module``, a callable, or a :class:`FrozenEncoder`
+            (shared as is: its feature cache serves every head built on it).
+        num_classes: C.
+        input_shape: one item's shape (to probe D when ``feature_dim`` is not given).
+        feature_dim: D.
+        hidden: the head's hidden width (0: a linear head on the normalised features).
+        ensemble_size: E for ``"ensemble"``.
+        generator: seeds the initialisation.
+        **options: ``mc_dropout``: ``p_features``, ``p``; ``laplace``: ``structure``,
+            ``prior_precision``, ``max_full_parameters``.
+    """
+    from activebayes.models.networks import EncoderClassifier
+
+    check_choice(name, "posterior", POSTERIORS)
+    check_positive_int(hidden, "hidden", allow_zero=True)
+    frozen = encoder if isinstance(encoder, FrozenEncoder) else FrozenEncoder(encoder)
+    D = _feature_dim(frozen, input_shape, feature_dim)
+    seed = draw_seed(generator)
+    if name == "mc_dropout":
+        if not hidden:
+            raise InvalidArgumentError("the mc_dropout head needs hidden >= 1, got 0")
+        with global_rng_seeded(seed):
+            return EncoderClassifier(frozen, num_classes=num_classes, feature_dim=D, hidden=hidden,
+                                     feature_cache=False, **options)
+    if name == "ensemble":
+        if options:
+            raise InvalidArgumentError(f"the ensemble head takes no options {sorted(options)}")
+        check_positive_int(ensemble_size, "ensemble_size")
+
+        def member() -> nn.Module:
+            body = _body(frozen, D, hidden)
+            return nn.Sequential(*body, nn.Linear(hidden or D, num_classes))
+
+        return Ensemble.from_factory(member, ensemble_size, generator=seed)
+    with global_rng_seeded(seed):
+        return LastLayerLaplace(_body(frozen, D, hidden), feature_dim=hidden or D, num_classes=num_classes,
+                                **options)
+
+
+def _set_submodule(root: nn.Module, qualified: str, module: nn.Module) -> None:
+    parent_name, _, child = qualified.rpartition(".")
+    parent = root.get_submodule(parent_name) if parent_name else root
+    setattr(parent, child, module)
+
+
+def last_layer_laplace(
+    network: nn.Module, *, input_shape: Sequence[int] | None = None, **options: Any
+) -> LastLayerLaplace:
+    """A :class:`LastLayerLaplace` on a copy of ``network``: its last ``nn.Linear`` (in
+    registration order) becomes the posterior's layer, the rest its body.
+
+    The last ``nn.Linear`` must be the network's final operation (``logits = W h + b``);
+    with ``input_shape`` a probe forward checks that, and a network that does more after it
+    raises :class:`~activebayes.errors.InvalidArgumentError`.
+    """
+    from activebayes.models.embeddings import last_linear
+
+    if not isinstance(network, nn.Module) or isinstance(network, Ensemble):
+        raise InvalidTypeError(f"network must be one torch.nn.Module (not an Ensemble), got {type(network).__name__}")
+    body = copy.deepcopy(network)
+    last = last_linear(body)
+    qualified = next(name for name, module in body.named_modules() if module is last)
+    _set_submodule(body, qualified, nn.Identity())
+    model = LastLayerLaplace(body, feature_dim=last.in_features, num_classes=last.out_features, **options)
+    model.last.load_state_dict(last.state_dict())
+    if input_shape is not None:
+        probe = torch.randn(2, *input_shape, generator=torch.Generator().manual_seed(0))
+        was = network.training
+        network.eval()
+        model.eval()
+        try:
+            with torch.no_grad():
+                same = torch.allclose(network(probe), model(probe), atol=1e-5)
+        finally:
+            network.train(was)
+            model.train()
+        if not same:
+            raise InvalidArgumentError(
+                f"network ({type(network).__name__}) does more after its last nn.Linear ({qualified}); "
+                "last-layer Laplace needs logits = last_linear(features): build LastLayerLaplace(body, ...) yourself"
+            )
+    return model
+
+
+def fit_posterior_module(module: nn.Module, train: tuple[Tensor, Tensor]) -> dict[str, Any]:
+    """After the MAP fit: the posterior a module adds on top (last-layer Laplace), else nothing.
+
+    Returns the JSON-friendly summary to merge into the round's fit record.
+    """
+    if isinstance(module, LastLayerLaplace):
+        return module.fit_posterior(*train)
+    return {}
+
+
+def build_posterior(
+    name: str,
+    *,
+    num_classes: int,
+    encoder: Any = None,
+    network: nn.Module | None = None,
+    input_shape: Sequence[int] | None = None,
+    feature_dim: int | None = None,
+    hidden: int = 128,
+    ensemble_size: int = DEFAULT_ENSEMBLE_SIZE,
+    generator: torch.Generator | int | None = None,
+    fit_options: dict[str, Any] | None = None,
+    **options: Any,
+) -> NetworkPosterior:
+    """A :class:`~activebayes.models.Posterior` by name: a head on ``encoder``, or ``network`` made Bayesian.
+
+    Give exactly one of ``encoder`` (a Representation, an ``nn.Module``, a callable,
+    a :class:`FrozenEncoder`, or ``nn.Identity()`` for precomputed embeddings) and
+    ``network`` (a whole classifier: ``mc_dropout`` uses it as is and needs its consistent
+    MC dropout layers, ``ensemble`` builds ``ensemble_size`` seeded copies re-initialised,
+    ``laplace`` splits off its last ``nn.Linear``).
+
+    ``fit`` trains the MAP network (:func:`~activebayes.models.fit` with ``fit_options``)
+    and then, for Laplace, the posterior of the last layer.
+
+    Example:
+        >>> post = build_posterior("laplace", encoder=nn.Identity(), num_classes=3, feature_dim=4, generator=0)
+        >>> x, y = torch.randn(30, 4), torch.randint(0, 3, (30,))
+        >>> _ = post.fit((x, y), generator=0)
+        >>> post.log_probs(x, num_samples=8, generator=torch.Generator().manual_seed(1)).shape
+        torch.Size([30, 8, 3])
+    """
+    from activebayes.models.training import reset_parameters
+
+    check_choice(name, "posterior", POSTERIORS)
+    if (encoder is None) == (network is None):
+        raise InvalidArgumentError("build_posterior needs exactly one of encoder= (a head on frozen features) and network=")
+    fit_options = dict(fit_options or {})
+    if encoder is not None:
+        module = build_head(name, encoder=encoder, num_classes=num_classes, input_shape=input_shape,
+                            feature_dim=feature_dim, hidden=hidden, ensemble_size=ensemble_size,
+                            generator=generator, **options)
+        return NetworkPosterior(module, **fit_options)
+    assert network is not None
+    if name == "mc_dropout":
+        if options:
+            raise InvalidArgumentError(f"mc_dropout on a network takes no options {sorted(options)}")
+        return NetworkPosterior(network, **fit_options)
+    if name == "ensemble":
+        if options:
+            raise InvalidArgumentError(f"the ensemble takes no options {sorted(options)}")
+        seed = draw_seed(generator)
+        members = Ensemble.from_factory(lambda: reset_parameters(copy.deepcopy(network)), ensemble_size,
+                                        generator=seed)
+        return NetworkPosterior(members, **fit_options)
+    return NetworkPosterior(last_layer_laplace(network, input_shape=input_shape, **options), **fit_options)
+
+
+def loop_model(loop: Any, generator: torch.Generator) -> nn.Module:
+    """Round model of :class:`~activebayes.loop.ActiveLearningLoop` for ``config.posterior``
+    ``"ensemble"`` / ``"laplace"``: a head on the self-supervised representation (one
+    :class:`FrozenEncoder` shared by every round, so the pool is encoded once per run), or
+    the configured network made an ensemble / split for last-layer Laplace."""
+    from activebayes.models.networks import build_model
+
+    config = loop.config
+    options = dict(config.model_options)
+    num_classes = int(loop.dataset.num_classes)
+    input_shape = tuple(loop.dataset.input_shape)
+    size = config.ensemble_size or DEFAULT_ENSEMBLE_SIZE
+    if loop.representation is not None:
+        frozen = getattr(loop, "_frozen_encoder", None)
+        if frozen is None:
+            frozen = loop._frozen_encoder = FrozenEncoder(copy.deepcopy(loop.representation.encoder))
+        return build_head(config.posterior, encoder=frozen, num_classes=num_classes,
+                          feature_dim=loop.representation.feature_dim, ensemble_size=size, generator=generator,
+                          **options)
+    if config.posterior == "ensemble":
+        return build_model(config.model, num_classes=num_classes, input_shape=input_shape, ensemble_size=size,
+                           generator=generator, **options)
+    laplace_options = {k: options.pop(k) for k in ("structure", "prior_precision", "max_full_parameters")
+                       if k in options}
+    network = build_model(config.model, num_classes=num_classes, input_shape=input_shape, generator=generator,
+                          **options)
+    return last_layer_laplace(network, input_shape=input_shape, **laplace_options)
