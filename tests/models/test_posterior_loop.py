@@ -60,3 +60,18 @@ def test_heads_on_the_self_supervised_representation_share_its_frozen_encoder(po
     assert not any(p.requires_grad for p in frozen.parameters())
     torch.testing.assert_close(frozen.encoder.state_dict()["net.0.weight"],
                                loop.representation.encoder.state_dict()["net.0.weight"])  # not trained by fit
+
+
+def test_a_laplace_head_is_evaluated_with_its_probit_predictive():
+    from sklearn.metrics import accuracy_score
+
+    from activebayes.models.laplace import probit_predictive
+
+    loop = ActiveLearningLoop(_config("laplace"))
+    proposal = loop.propose()
+    probs_N_C = probit_predictive(loop.model, loop.test.inputs)
+    want = accuracy_score(loop.test.targets.numpy(), probs_N_C.argmax(-1).numpy())
+    assert proposal.metrics["test_accuracy"] == pytest.approx(want)
+    # not what 4 sampled functions give (the old evaluation)
+    sampled = loop._predict(loop.test.inputs, key="test", num_samples=4).exp().mean(1)
+    assert not torch.allclose(sampled, probs_N_C, atol=1e-3)
