@@ -53,6 +53,7 @@ from activebayes.acquisition import Strategy, get_strategy
 from activebayes.data import Pool, available_datasets, load_dataset
 from activebayes.metrics import evaluate_classification
 from activebayes.models import Ensemble, available_models, build_model, fit, predict_log_probs
+from activebayes.models.training import PAPER_FIT_OPTIONS
 from activebayes.models.embeddings import penultimate_features
 from activebayes.models.representation import (
     Representation,
@@ -71,6 +72,7 @@ from activebayes.records import (
     Proposal,
     RoundRecord,
     headline_metric,
+    schedule_name,
 )
 from activebayes.errors import InvalidArgumentError, MissingFileError
 
@@ -405,7 +407,7 @@ class ActiveLearningLoop:
                     validation=validation,
                     generator=make_generator(config.seed, "fit", r),
                     device=config.device,
-                    **dict(config.fit_options),
+                    **{**(PAPER_FIT_OPTIONS if config.training == "paper" else {}), **dict(config.fit_options)},
                 )
             fit_info = _fit_summary(fit_result)
         else:
@@ -651,7 +653,7 @@ class ActiveLearningLoop:
         config = self.config
         total = math.ceil((config.budget - config.initial_size) / config.batch_size) + 1
         with tqdm(total=total, initial=len(self.history), disable=not progress,
-                  desc=f"{config.strategy} seed {config.seed}", unit="round", leave=False) as bar:
+                  desc=f"{schedule_name(config)} seed {config.seed}", unit="round", leave=False) as bar:
             for record in self.rounds():
                 if on_round is not None:
                     on_round(record)

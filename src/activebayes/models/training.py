@@ -29,9 +29,22 @@ from activebayes._threads import threads_for
 from activebayes.models.ensemble import Ensemble
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["OPTIMIZERS", "EpochRecord", "FitResult", "fit", "reset_parameters"]
+__all__ = ["OPTIMIZERS", "PAPER_FIT_OPTIONS", "EpochRecord", "FitResult", "fit", "reset_parameters"]
 
 OPTIMIZERS = ("adam", "sgd")
+
+#: Sized by the data (the default): an epoch has at least this many optimizer steps ...
+MIN_STEPS_PER_EPOCH = 8
+#: ... and early stopping may stop after this many steps in all.
+MIN_STEPS = 100
+#: Without a validation set an epoch improves when its mean training loss falls by 1% ...
+TRAIN_LOSS_MIN_DROP = 0.01
+#: ... and training stops once it is below this (the labelled set is fitted).
+TRAIN_LOSS_DONE = 0.01
+
+#: The BatchBALD paper's training (Kirsch et al. 2019): epochs of at least 5,056 draws in
+#: minibatches of 64 whatever the labelled set's size; every epoch runs without a validation set.
+PAPER_FIT_OPTIONS: dict[str, int] = {"min_samples_per_epoch": 5056, "max_epochs": 30, "patience": 3}
 
 
 @dataclass(frozen=True)
@@ -142,7 +155,9 @@ def fit(
     max_epochs: int = 30,
     min_epochs: int = 1,
     patience: int = 3,
-    min_samples_per_epoch: int = 5056,
+    min_samples_per_epoch: int | None = None,
+    min_steps_per_epoch: int = MIN_STEPS_PER_EPOCH,
+    min_steps: int = MIN_STEPS,
     generator: torch.Generator | int | None = None,
     device: torch.device | str | None = None,
     progress: bool = False,
@@ -203,7 +218,10 @@ def fit(
     check_positive_int(max_epochs, "max_epochs")
     check_positive_int(min_epochs, "min_epochs")
     check_positive_int(patience, "patience")
-    check_positive_int(min_samples_per_epoch, "min_samples_per_epoch")
+    if min_samples_per_epoch is not None:
+        check_positive_int(min_samples_per_epoch, "min_samples_per_epoch")
+    check_positive_int(min_steps_per_epoch, "min_steps_per_epoch")
+    check_positive_int(min_steps, "min_steps", allow_zero=True)
     inputs, targets = _as_tensors(train, "train")
     val = _as_tensors(validation, "validation") if validation is not None else None
     gen = as_generator(generator)
@@ -212,7 +230,8 @@ def fit(
     options = dict(
         optimizer=optimizer, lr=float(lr), weight_decay=float(weight_decay), momentum=float(momentum),
         batch_size=batch_size, max_epochs=max_epochs, min_epochs=min_epochs, patience=patience,
-        min_samples_per_epoch=min_samples_per_epoch, progress=progress,
+        min_samples_per_epoch=min_samples_per_epoch, min_steps_per_epoch=min_steps_per_epoch, min_steps=min_steps,
+        progress=progress,
     )
     if isinstance(model, Ensemble):
         results = tuple(
@@ -264,7 +283,9 @@ def _fit_one(
     max_epochs: int,
     min_epochs: int,
     patience: int,
-    min_samples_per_epoch: int,
+    min_samples_per_epoch: int | None,
+    min_steps_per_epoch: int,
+    min_steps: int,
     progress: bool,
 ) -> FitResult:
     device = _model_device(model)
@@ -277,7 +298,13 @@ def _fit_one(
     best_state: dict[str, Tensor] | None = None
     best_epoch, epochs_since_best = 0, 0
     n = inputs.shape[0]
-    target = max(n, min_samples_per_epoch)
+    paper = min_samples_per_epoch is not None
+    if paper:  # the BatchBALD protocol: fixed-length epochs of full minibatches, whatever N
+        step_size, target = batch_size, max(n, min_samples_per_epoch)
+    else:  # sized by the data: minibatches of at most N items, epochs of a few steps at least
+        step_size = min(batch_size, n)
+        target = max(n, min_steps_per_epoch * step_size)
+    steps = 0
     was_training = model.training
     with global_rng_seeded(draw_seed(generator)), threads_for(model, inputs.shape[1:], batch_size), tqdm(
         total=max_epochs, desc="fit", unit="epoch", disable=not progress, leave=False
@@ -286,8 +313,8 @@ def _fit_one(
             model.train()
             order = _epoch_indices(n, target, generator)
             total, seen = 0.0, 0
-            for start in range(0, order.shape[0], batch_size):
-                index = order[start : start + batch_size]
+            for start in range(0, order.shape[0], step_size):
+                index = order[start : start + step_size]
                 x, y = inputs[index].to(device), targets[index].to(device)
                 loss = F.cross_entropy(model(x), y)
                 opt.zero_grad(set_to_none=True)
@@ -295,11 +322,23 @@ def _fit_one(
                 opt.step()
                 total += float(loss.detach()) * index.shape[0]
                 seen += index.shape[0]
+                steps += 1
             record = EpochRecord(epoch=epoch, train_loss=total / seen)
             bar.update(1)
+            may_stop = epoch >= min_epochs and (paper or steps >= min_steps)
             if val is None:
                 history.append(record)
+                if paper:  # every epoch runs, the last one's weights are kept
+                    best_epoch = epoch
+                    continue
+                # sized by the data: stop once the training loss stops falling (the last weights kept)
+                if best_key is None or record.train_loss < best_key[0] * (1.0 - TRAIN_LOSS_MIN_DROP):
+                    best_key, epochs_since_best = (record.train_loss, 0.0), 0
+                else:
+                    epochs_since_best += 1
                 best_epoch = epoch
+                if (epochs_since_best >= patience or record.train_loss < TRAIN_LOSS_DONE) and may_stop:
+                    break
                 continue
             val_loss, val_acc = _evaluate(model, *val, batch_size, device)
             history.append(
@@ -312,7 +351,7 @@ def _fit_one(
                 best_state = copy.deepcopy(model.state_dict())
             else:
                 epochs_since_best += 1
-                if epochs_since_best >= patience and epoch >= min_epochs:
+                if epochs_since_best >= patience and may_stop:
                     break
     if best_state is not None:
         model.load_state_dict(best_state)
