@@ -97,7 +97,28 @@ def _flag_wording(message: str) -> str:
         name, flag = match.group(1), match.group(2)
         return flag if flag == "--" + name.replace("_", "-") else match.group(0)
 
-    return re.sub(r"\b([a-z_]+) \((--[a-z-]+)\)", flag_only, message)
+    message = re.sub(r"\b([a-z_]+) \((--[a-z-]+)\)", flag_only, message)
+
+    def flag_value(match: re.Match[str]) -> str:  # budget=30 -> --budget 30 (settings with a flag only)
+        name, value = match.group(1), match.group(2)
+        if name not in _SETTINGS_WITH_FLAGS:
+            return match.group(0)
+        return f"--{name.replace('_', '-')} {'none' if value == 'None' else value}"
+
+    message = re.sub(r"(?<![\w/?&.-])([a-z][a-z_]*)=([^\s,;)]+)", flag_value, message)
+    first = re.match(r"([a-z][a-z_]*) (must|needs)\b", message)  # "budget must be ..." -> "--budget must be ..."
+    if first and first.group(1) in _SETTINGS_WITH_FLAGS:
+        message = f"--{first.group(1).replace('_', '-')}{message[len(first.group(1)):]}"
+    return message
+
+
+#: Settings a user sets by a flag of the same name (``cold_start`` -> ``--cold-start``).
+_SETTINGS_WITH_FLAGS = frozenset({
+    "dataset", "data_dir", "model", "ensemble_size", "initial", "initial_size", "validation_size", "batch_size",
+    "budget", "num_samples", "eval_samples", "cost_budget", "pool_subsample", "target_accuracy",
+    "plateau_patience", "cold_start", "cold_start_labels", "representation", "training", "device", "strategy",
+    "seed", "max_epochs",
+})
 
 
 #: Where a command's results go, for the interruption messages (set as a command starts).
