@@ -55,12 +55,14 @@ def make_folder(folder: Path, classes: list[int], per_class: int, size: int) -> 
             Image.fromarray(pixels).resize((size, size), Image.BILINEAR).convert("RGB").save(folder / str(c) / f"{k:03d}.png")
 
 
-def first_model(folder: Path, classes: list[int], setting: str, n_labels: int) -> dict:
+def first_model(folder: Path, classes: list[int], setting: str, n_labels: int, max_epochs: int | None) -> dict:
     """Seconds from the 10th answer to the first model's proposal, in this process."""
     from activebayes.labelling import LabellingProject, ProjectConfig
     from activebayes.models.training import PAPER_FIT_OPTIONS
 
     fit_options = dict(PAPER_FIT_OPTIONS) if setting == "paper" else {}
+    if max_epochs is not None:
+        fit_options["max_epochs"] = max_epochs
     with tempfile.TemporaryDirectory() as tmp:
         config = ProjectConfig(images=str(folder), classes=tuple(str(c) for c in classes), fit_options=fit_options)
         project = LabellingProject.create(Path(tmp) / "project", config)
@@ -112,6 +114,10 @@ def main() -> None:
     parser.add_argument("--mnist-budget", type=int, default=None, help="--budget of the MNIST run [its default, 150]")
     parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data" / "mnist"))
     parser.add_argument("--only", choices=["before", "after"], default=None, help="one setting only")
+    parser.add_argument("--before-max-epochs", type=int, default=None,
+                        help="cap the previous default's epochs (it runs all 30 without a validation set: "
+                             "minutes to hours on a busy CPU); the row then says so, and "
+                             "'before, 30 epochs (est.)' scales its fit time to 30 epochs")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     classes = [int(c) for c in args.classes.split(",")]
@@ -122,10 +128,15 @@ def main() -> None:
         make_folder(folder, classes, args.per_class, args.size)
         for repeat in range(args.repeats):
             for label in settings:  # interleaved: before, after, before, after, ...
-                row = {"what": "first model", "setting": label, "training": SETTINGS[label], "repeat": repeat,
-                       **first_model(folder, classes, SETTINGS[label], args.labels)}
+                cap = args.before_max_epochs if label == "before" else None
+                row = {"what": "first model", "setting": label if cap is None else f"before, {cap} epochs",
+                       "training": SETTINGS[label], "repeat": repeat,
+                       **first_model(folder, classes, SETTINGS[label], args.labels, cap)}
                 print(json.dumps(row), flush=True)
                 rows.append(row)
+                if cap is not None:  # the same per-epoch time for all 30 epochs (none stops early)
+                    estimate = round(row["seconds"] + row["fit_s"] * (30 / row["epochs"] - 1), 1)
+                    rows.append({**row, "setting": "before, 30 epochs (est.)", "seconds": estimate})
     if not args.skip_mnist:
         for repeat in range(args.repeats):
             for label in settings:

@@ -408,7 +408,7 @@ def _print_finished(result: Any, path: Path, *, finished_before: bool, quiet: bo
     if finished_before:
         click.echo(f"nothing to train: {path} finished earlier ({result.stop_reason}); "
                    f"`activebayes resume {path} --budget N` continues it to a larger budget")
-    if quiet or not result.rounds:
+    if not result.rounds:
         return
     last = result.rounds[-1]
     acc = "-" if last.accuracy is None else f"{last.accuracy:.4f}"
