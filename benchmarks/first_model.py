@@ -144,9 +144,9 @@ def main() -> None:
                        "repeat": repeat, **mnist_run(SETTINGS[label], args.data_dir, args.mnist_budget)}
                 print(json.dumps(row), flush=True)
                 rows.append(row)
-    print(f"\n{'measurement':<28}{'setting':<22}{'seconds':>9}{'load':>7}")
+    print(f"\n{'measurement':<28}{'setting':<36}{'seconds':>9}{'load':>7}")
     for row in rows:
-        print(f"{row['what']:<28}{row['setting'] + ' (' + row['training'] + ')':<22}{row['seconds']:>9}{row['load']:>7}")
+        print(f"{row['what']:<28}{row['setting'] + ' (' + row['training'] + ')':<36}{row['seconds']:>9}{row['load']:>7}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else []
     previous.append({"when": time.strftime("%Y-%m-%d %H:%M"), "host": platform.node(), "cpus": os.cpu_count(),
