@@ -16,6 +16,7 @@ import functools
 import os
 import re
 import signal
+import sqlite3
 import sys
 import threading
 import tomllib
@@ -165,6 +166,13 @@ def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
             if message is None or os.environ.get("ACTIVEBAYES_DEBUG"):
                 raise
             raise click.ClickException(message) from None
+        except sqlite3.OperationalError as error:  # a labelling project's store on a read-only or full disk
+            text = str(error).lower()
+            where = _current.get("project")
+            if where is None or not any(w in text for w in ("readonly", "unable to open", "disk", "full")):
+                raise
+            raise click.ClickException(f"{Path(where) / 'labels.sqlite'}: {text}; check that the folder is "
+                                       "writable and the disk not full") from None
         except KeyboardInterrupt:
             click.echo(_stopped_message("interrupted"), err=True)
             sys.exit(130)
@@ -538,6 +546,7 @@ def _project_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) -> LabellingProject:
     """Open PROJECT (no settings allowed) or create it from the settings given."""
+    _current["project"] = project
     given = {k: v for k, v in settings.items() if v is not None}
     for name in ("batch_size", "num_samples", "seed", "max_epochs"):
         if name in given and given[name] < (0 if name == "seed" else 1):
@@ -605,6 +614,7 @@ def import_(answers: str, project: str, allow_partial: bool, overwrite: bool) ->
     The whole file is checked first: every problem is listed with the flag that
     accepts it, and nothing is stored unless all rows are fine.
     """
+    _current["project"] = project
     with LabellingProject.open(project) as labelling:
         if not Path(answers).is_file():
             raise MissingFileError(f"ANSWERS: no such file {answers}")

@@ -113,6 +113,21 @@ def test_a_full_disk_is_one_line_naming_the_path(tmp_path, monkeypatch, capsys):
     assert err == f"error: {tmp_path / 'r' / 'config.json'}: no space left on device; free some disk space\n"
 
 
+def test_a_read_only_label_store_is_one_line_naming_it(tmp_path, monkeypatch, capsys):
+    import sqlite3
+
+    from activebayes.labelling import LabellingProject
+
+    def read_only(*args, **kwargs):
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    monkeypatch.setattr(LabellingProject, "create", read_only)
+    code, _, err = _run(capsys, "query", tmp_path / "project", "--dataset", "digits", "-q")
+    assert code == 1
+    assert err == (f"error: {tmp_path / 'project' / 'labels.sqlite'}: attempt to write a readonly database; "
+                   "check that the folder is writable and the disk not full\n")
+
+
 def test_an_oserror_that_is_no_environment_problem_keeps_its_traceback(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError(errno.EBADF, "Bad file descriptor")
