@@ -13,8 +13,9 @@ set with early stopping, ``training="data"``), interleaved on the same machine i
   ../shared/data/mnist`` (the docs' command; ``--training paper`` for the previous default),
   in a fresh process, wall time including imports. ``--skip-mnist`` leaves it out.
 
-The machine's load average is printed with every number (the development machine is
-shared). Results are appended to ``benchmarks/results/first_model.json``.
+The machine's load average and the CPU seconds used are printed with every wall time
+(the development machine is shared: wall times on a busy machine vary tenfold, CPU
+seconds much less). Results are appended to ``benchmarks/results/first_model.json``.
 
     python benchmarks/first_model.py
     python benchmarks/first_model.py --skip-mnist --repeats 2
@@ -26,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -72,12 +74,12 @@ def first_model(folder: Path, classes: list[int], setting: str, n_labels: int, m
             for index in proposal.indices[:n_labels]:
                 item = project.item_ids[index]
                 project.store.answer(item, truth[item], "benchmark")
-            tic = time.perf_counter()
+            tic, cpu = time.perf_counter(), time.process_time()
             loop, following = project.advance(loop)
-            seconds = time.perf_counter() - tic
+            seconds, cpu = time.perf_counter() - tic, time.process_time() - cpu
         finally:
             project.close()
-    return {"seconds": round(seconds, 2), "load": round(os.getloadavg()[0], 2),
+    return {"seconds": round(seconds, 2), "cpu_s": round(cpu, 2), "load": round(os.getloadavg()[0], 2),
             "fit_s": round(following.seconds.get("fit", float("nan")), 2),
             "epochs": following.fit.get("epochs_run"), "labels": following.n_labelled,
             "next_strategy": following.strategy}
@@ -92,14 +94,15 @@ def mnist_run(setting: str, data_dir: str, budget: int | None) -> dict:
             command += ["--budget", str(budget)]
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
         load_before = os.getloadavg()[0]
-        tic = time.perf_counter()
+        tic, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run(command, env=env, capture_output=True, text=True)
-        seconds = time.perf_counter() - tic
+        seconds, after = time.perf_counter() - tic, resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime) - (cpu.ru_utime + cpu.ru_stime)
         if done.returncode != 0:
             raise RuntimeError(f"the MNIST run failed: {done.stderr[-2000:]}")
         summary = json.loads((Path(tmp) / "run" / "summary.json").read_text())
     acc = summary["learning_curve"]["accuracy"][-1]
-    return {"seconds": round(seconds, 1), "load": round((load_before + os.getloadavg()[0]) / 2, 2),
+    return {"seconds": round(seconds, 1), "cpu_s": round(cpu, 1), "load": round((load_before + os.getloadavg()[0]) / 2, 2),
             "final_accuracy": acc}
 
 
@@ -136,7 +139,10 @@ def main() -> None:
                 rows.append(row)
                 if cap is not None:  # the same per-epoch time for all 30 epochs (none stops early)
                     estimate = round(row["seconds"] + row["fit_s"] * (30 / row["epochs"] - 1), 1)
-                    rows.append({**row, "setting": "before, 30 epochs (est.)", "seconds": estimate})
+                    cpu_estimate = round(row["cpu_s"] * (row["fit_s"] * 30 / row["epochs"] + row["seconds"] - row["fit_s"])
+                                         / row["seconds"], 1)
+                    rows.append({**row, "setting": "before, 30 epochs (est.)", "seconds": estimate,
+                                 "cpu_s": cpu_estimate})
     if not args.skip_mnist:
         for repeat in range(args.repeats):
             for label in settings:
@@ -144,9 +150,9 @@ def main() -> None:
                        "repeat": repeat, **mnist_run(SETTINGS[label], args.data_dir, args.mnist_budget)}
                 print(json.dumps(row), flush=True)
                 rows.append(row)
-    print(f"\n{'measurement':<28}{'setting':<36}{'seconds':>9}{'load':>7}")
+    print(f"\n{'measurement':<28}{'setting':<36}{'seconds':>9}{'cpu s':>9}{'load':>7}")
     for row in rows:
-        print(f"{row['what']:<28}{row['setting'] + ' (' + row['training'] + ')':<36}{row['seconds']:>9}{row['load']:>7}")
+        print(f"{row['what']:<28}{row['setting'] + ' (' + row['training'] + ')':<36}{row['seconds']:>9}{row.get('cpu_s', '-'):>9}{row['load']:>7}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else []
     previous.append({"when": time.strftime("%Y-%m-%d %H:%M"), "host": platform.node(), "cpus": os.cpu_count(),

@@ -334,6 +334,7 @@ def summarise() -> dict:
                 "num_samples": config.num_samples,
                 "eval_samples": config.eval_samples,
                 "representation": config.representation,
+                "training": config.training,
                 "cold_start": (f"{config.cold_start} until {config.cold_start_labels} labels"
                                if config.cold_start else "none"),
                 "seeds": [c.seed for c in per_seed],
@@ -510,9 +511,10 @@ def _variant_tables(datasets: dict) -> list[str]:
             continue
         default = datasets[base]
         first_b, first_v = next(iter(default.values())), next(iter(variant.values()))
-        keys = ("model", "num_samples", "eval_samples", "representation", "cold_start")
-        changed = [f"{key} {first_b.get(key, 'none')} -> {first_v.get(key, 'none')}" for key in keys
-                   if first_b.get(key, "none") != first_v.get(key, "none")]
+        keys = ("model", "num_samples", "eval_samples", "representation", "cold_start", "training")
+        missing = {"training": "paper"}  # entries summarised before the setting existed
+        changed = [f"{key} {first_b.get(key, missing.get(key, 'none'))} -> {first_v.get(key, missing.get(key, 'none'))}"
+                   for key in keys if first_b.get(key, missing.get(key, "none")) != first_v.get(key, missing.get(key, "none"))]
         header = [f"### {base} vs {name} ({'; '.join(changed) or 'same settings'})\n",
                   "Same pools, initial labels and seeds; only the setting named above differs. Each row uses "
                   "only the seeds finished in both (n), so the medians compare like with like: labels to "
