@@ -456,6 +456,7 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
         for name in datasets
     ]  # every config is validated before any run starts
     for name in strategies[1:]:
+        _check_names({"strategy": name})
         config_strategies(bases[0].replace(strategy=name))
     root = Path(out or Path(DEFAULT_RUNS_DIR) / f"{'-'.join(datasets)}-compare")
     _current["directory"] = str(root)
