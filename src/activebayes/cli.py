@@ -10,9 +10,15 @@ traceback; set ``ACTIVEBAYES_DEBUG=1`` to see the traceback anyway.
 
 from __future__ import annotations
 
+import difflib
+import errno
 import functools
 import os
+import re
+import signal
+import sqlite3
 import sys
+import threading
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -31,26 +37,119 @@ from activebayes.labelling import LabellingProject, ProjectConfig, is_project
 from activebayes.loop import check_config_names, config_strategies
 from activebayes.models import available_models
 from activebayes.oracles import AnswerFileError
-from activebayes.records import DEFAULT_STRATEGY, LoopConfig
+from activebayes.records import DEFAULT_STRATEGY, LoopConfig, schedule_name
 from activebayes.report import write_report
-from activebayes.rundir import is_comparison, is_run
+from activebayes.rundir import RunDirectory, is_comparison, is_run
 
 DEFAULT_RUNS_DIR = "runs"
 
-# Errors that come from user input; anything else is a bug and keeps its traceback.
 # Errors a user can cause: the library's own (wrong arguments, bad or missing files, ...)
-# and the operating system's refusals about paths the user named. Anything else, a
-# ValueError or TypeError from deep inside included, is a bug and keeps its traceback.
-_USER_ERRORS: tuple[type[BaseException], ...] = (
-    ActiveBayesError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
+# and the operating system's refusals about paths the user named (a read-only or full
+# disk, missing permissions, a missing folder). Anything else, a ValueError or TypeError
+# from deep inside included, is a bug and keeps its traceback.
+_USER_ERRORS: tuple[type[BaseException], ...] = (ActiveBayesError,)
+_PATH_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+#: OSError numbers that say something about the user's environment, with what to do.
+_ENVIRONMENT_ERRNOS: dict[int, str] = {
+    errno.EROFS: "choose a writable place",
+    errno.EACCES: "check its permissions or choose another place",
+    errno.EPERM: "check its permissions or choose another place",
+    errno.ENOSPC: "free some disk space",
+    errno.EDQUOT: "free some disk space (the disk quota is used up)",
+    errno.ENOENT: "check the path",
+    errno.ENOTDIR: "check the path: a part of it is a file",
+    errno.EISDIR: "it is a folder, a file was expected",
+    errno.EEXIST: "remove it or choose another name",
+    errno.ENAMETOOLONG: "choose a shorter path",
+    errno.EMFILE: "too many open files; close some programs",
+}
+
+
+def _environment_message(error: OSError) -> str | None:
+    """One line naming the path for an operating-system refusal a user can fix, else None."""
+    if error.errno not in _ENVIRONMENT_ERRNOS:
+        return None
+    what = (error.strerror or os.strerror(error.errno)).lower()
+    path = error.filename if error.filename is not None else None
+    if path is None:
+        return f"{what} ({_ENVIRONMENT_ERRNOS[error.errno]})"
+    also = f" (and {error.filename2})" if getattr(error, "filename2", None) else ""
+    return f"{os.fsdecode(path)}{also}: {what}; {_ENVIRONMENT_ERRNOS[error.errno]}"
+
+
+#: Python argument spellings in library messages and the flags that set them (CLI messages
+#: name flags only).
+_FLAG_WORDS: tuple[tuple[str, str], ...] = (
+    (r"\bdownload=True \(--download\)", "--download"),
+    (r"\bdata_dir=<([^>]*)>", r"--data-dir <\1>"),
+    (r"\bdata_dir=", "--data-dir "),
+    (r"\bdownload=True\b", "--download"),
 )
 
 
+def _flag_wording(message: str) -> str:
+    """``message`` with Python argument spellings replaced by the CLI's flags
+    (``data_dir=<folder>`` -> ``--data-dir <folder>``, ``strategy (--strategy)`` -> ``--strategy``)."""
+    for pattern, flag in _FLAG_WORDS:
+        message = re.sub(pattern, flag, message)
+
+    def flag_only(match: re.Match[str]) -> str:
+        name, flag = match.group(1), match.group(2)
+        return flag if flag == "--" + name.replace("_", "-") else match.group(0)
+
+    message = re.sub(r"\b([a-z_]+) \((--[a-z-]+)\)", flag_only, message)
+
+    def flag_value(match: re.Match[str]) -> str:  # budget=30 -> --budget 30 (settings with a flag only)
+        name, value = match.group(1), match.group(2)
+        if name not in _SETTINGS_WITH_FLAGS:
+            return match.group(0)
+        return f"--{name.replace('_', '-')} {'none' if value == 'None' else value}"
+
+    message = re.sub(r"(?<![\w/?&.-])([a-z][a-z_]*)=([^\s,;)]+)", flag_value, message)
+    first = re.match(r"([a-z][a-z_]*) (must|needs)\b", message)  # "budget must be ..." -> "--budget must be ..."
+    if first and first.group(1) in _SETTINGS_WITH_FLAGS:
+        message = f"--{first.group(1).replace('_', '-')}{message[len(first.group(1)):]}"
+    return message
+
+
+#: Settings a user sets by a flag of the same name (``cold_start`` -> ``--cold-start``).
+_SETTINGS_WITH_FLAGS = frozenset({
+    "dataset", "data_dir", "model", "ensemble_size", "initial", "initial_size", "validation_size", "batch_size",
+    "budget", "num_samples", "eval_samples", "cost_budget", "pool_subsample", "target_accuracy",
+    "plateau_patience", "cold_start", "cold_start_labels", "representation", "training", "device", "strategy",
+    "seed", "max_epochs",
+})
+
+
+#: Where a command's results go, for the interruption messages (set as a command starts).
+_current: dict[str, str] = {}
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that the command stops like on Ctrl-C."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def _stopped_message(how: str) -> str:
+    directory = _current.get("directory")
+    if directory is None:
+        return how
+    return f"{how}; resume with `activebayes resume {directory}`"
+
+
 def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn user errors into one-line messages (exit status 1)."""
+    """Turn user errors into one-line messages (exit status 1), stops into a message (130 / 143)."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _current.clear()
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
             return command(*args, **kwargs)
         except click.ClickException:
@@ -59,10 +158,30 @@ def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
             if os.environ.get("ACTIVEBAYES_DEBUG"):
                 raise
             message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise click.ClickException(_flag_wording(message)) from None
+        except OSError as error:
+            message = _environment_message(error)
+            if message is None and isinstance(error, _PATH_ERRORS) and str(error).strip():
+                message = str(error).strip().splitlines()[0]
+            if message is None or os.environ.get("ACTIVEBAYES_DEBUG"):
+                raise
             raise click.ClickException(message) from None
+        except sqlite3.OperationalError as error:  # a labelling project's store on a read-only or full disk
+            text = str(error).lower()
+            where = _current.get("project")
+            if where is None or not any(w in text for w in ("readonly", "unable to open", "disk", "full")):
+                raise
+            raise click.ClickException(f"{Path(where) / 'labels.sqlite'}: {text}; check that the folder is "
+                                       "writable and the disk not full") from None
         except KeyboardInterrupt:
-            click.echo("interrupted; resume with `activebayes resume DIR`", err=True)
+            click.echo(_stopped_message("interrupted"), err=True)
             sys.exit(130)
+        except _Terminated:
+            click.echo(_stopped_message("terminated (SIGTERM)"), err=True)
+            sys.exit(143)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
     return wrapper
 
@@ -92,6 +211,7 @@ _LOOP_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "cold_start": ("--cold-start", {"type": str, "help": "Strategy for the first rounds, until --cold-start-labels labels; 'none' for none. [typicality]"}),
     "cold_start_labels": ("--cold-start-labels", {"type": int, "help": "Labels up to which --cold-start acquires (then --strategy). [6 per class]"}),
     "posterior": ("--posterior", {"type": click.Choice(["mc_dropout", "ensemble", "laplace"]), "help": "Bayesian head: consistent MC dropout, a deep ensemble (--ensemble-size, 5), or last-layer Laplace. [mc_dropout]"}),
+    "training": ("--training", {"type": click.Choice(["data", "paper"]), "help": "Training per round: epochs sized by the labelled set with early stopping, or the BatchBALD paper's (at least 5,056 draws per epoch, slow for few labels). [data]"}),
     "representation": ("--representation", {"type": click.Choice(["none", "self-supervised"]), "help": "Start each round from an encoder learnt on the pool without labels (SimCLR, cached). [none]"}),
     "device": ("--device", {"type": str, "help": "torch device, e.g. cuda (default: cpu)."}),
 }
@@ -145,6 +265,31 @@ def _read_toml(path: str | None) -> dict[str, Any]:
     return {key.replace("-", "_"): value for key, value in data.items()}
 
 
+#: The smallest value of each integer flag (one wording for every out-of-range number).
+_INT_FLOORS = {
+    "batch_size": 1, "budget": 1, "num_samples": 1, "eval_samples": 1, "initial_size": 0, "validation_size": 0,
+    "ensemble_size": 2, "pool_subsample": 1, "plateau_patience": 1, "cold_start_labels": 1,
+}
+
+
+def _check_names(values: Mapping[str, Any]) -> None:
+    """Unknown --dataset / --model / --strategy / --cold-start names, listing what `activebayes list` shows."""
+    lists = {"dataset": ("datasets", available_datasets()), "model": ("models", available_models()),
+             "strategy": ("strategies", available_strategies()), "cold_start": ("strategies", available_strategies())}
+    accepted = {"strategy": available_strategies(aliases=True), "cold_start": [*available_strategies(aliases=True), "none"],
+                "model": ["auto", *available_models()], "dataset": available_datasets()}
+    for name, (section, shown) in lists.items():
+        value = values.get(name)
+        if value is None or not isinstance(value, str) or value in accepted[name]:
+            continue
+        close = difflib.get_close_matches(value, shown, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        extra = ", or none" if name == "cold_start" else ""
+        raise InvalidArgumentError(f"--{name.replace('_', '-')}: unknown {section[:-1] if section != 'strategies' else 'strategy'} "
+                                   f"{value!r}{hint}; expected one of: {', '.join(shown)}{extra} "
+                                   f"(`activebayes list {section}`)")
+
+
 def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **overrides: Any) -> Any:
     values = dict(file_values)
     values.update({k: v for k, v in flags.items() if v is not None})
@@ -155,10 +300,11 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **ov
         if max_epochs <= 0:
             raise InvalidArgumentError(f"--max-epochs must be >= 1, got {max_epochs}")
         values["fit_options"] = {**dict(values.get("fit_options", {})), "max_epochs": max_epochs}
-    for name in ("batch_size", "budget", "num_samples", "eval_samples", "initial_size", "validation_size", "ensemble_size", "pool_subsample"):
+    for name, least in _INT_FLOORS.items():
         value = values.get(name)
-        if isinstance(value, int) and value < 0:
-            raise InvalidArgumentError(f"--{name.replace('_', '-')} must not be negative, got {value}")
+        if isinstance(value, int) and not isinstance(value, bool) and value < least:
+            raise InvalidArgumentError(f"--{name.replace('_', '-')} must be >= {least}, got {value}")
+    _check_names(values)
     config = LoopConfig.from_dict(values)
     check_config_names(config)  # before a command prints its plan or creates a directory
     return config
@@ -257,16 +403,28 @@ def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int |
         raise InvalidArgumentError(f"--seed must be >= 0, got {seed}")
     config = _build_config(file_values, flags, strategy=strategy, seed=seed, max_epochs=max_epochs,
                            warm_start=warm_start, download=download)
-    path = Path(out or Path(DEFAULT_RUNS_DIR) / f"{config.dataset}-{config.strategy}-seed{config.seed}")
+    schedule = schedule_name(config)
+    path = Path(out or Path(DEFAULT_RUNS_DIR) / f"{config.dataset}-{schedule}-seed{config.seed}")
+    _current["directory"] = str(path)
+    finished_before = is_run(path) and RunDirectory(path).is_finished()
     if not quiet:
-        click.echo(f"run: {config.strategy} on {config.dataset}, seed {config.seed}, "
+        click.echo(f"run: {schedule} on {config.dataset}, seed {config.seed}, "
                    f"{config.initial_size} -> {config.budget} labels, {config.batch_size} per round -> {path}")
-    result = run_experiment(config, path, progress=not quiet, executor=executor)
-    if not quiet and result.rounds:
-        last = result.rounds[-1]
-        acc = "-" if last.accuracy is None else f"{last.accuracy:.4f}"
-        click.echo(f"finished: {result.stop_reason}; {last.n_labelled} labels, accuracy {acc}")
+    result = run_experiment(config, path, progress=not quiet and not finished_before, executor=executor)
+    _print_finished(result, path, finished_before=finished_before, quiet=quiet)
     _print_results(path)
+
+
+def _print_finished(result: Any, path: Path, *, finished_before: bool, quiet: bool) -> None:
+    """The `finished:` line of a run (or, for a run finished earlier, that nothing was trained)."""
+    if finished_before:
+        click.echo(f"nothing to train: {path} finished earlier ({result.stop_reason}); "
+                   f"`activebayes resume {path} --budget N` continues it to a larger budget")
+    if not result.rounds:
+        return
+    last = result.rounds[-1]
+    acc = "-" if last.accuracy is None else f"{last.accuracy:.4f}"
+    click.echo(f"finished: {result.stop_reason}; {last.n_labelled} labels, accuracy {acc}")
 
 
 @cli.command()
@@ -302,8 +460,10 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
         for name in datasets
     ]  # every config is validated before any run starts
     for name in strategies[1:]:
+        _check_names({"strategy": name})
         config_strategies(bases[0].replace(strategy=name))
     root = Path(out or Path(DEFAULT_RUNS_DIR) / f"{'-'.join(datasets)}-compare")
+    _current["directory"] = str(root)
     for base in bases:
         path = root / base.dataset if len(bases) > 1 else root
         if not quiet:
@@ -329,10 +489,14 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
     if budget is not None:
         check_positive_int(budget, "--budget")
     runtime = {"device": check_device(device, "--device")}
+    _current["directory"] = str(path)
     if is_comparison(path):
         resume_comparison(path, progress=not quiet, runtime=runtime, executor=executor, budget=budget)
     elif is_run(path):
-        resume_experiment(path, progress=not quiet, runtime=runtime, executor=executor, budget=budget)
+        finished_before = budget is None and RunDirectory(path).is_finished()
+        result = resume_experiment(path, progress=not quiet and not finished_before, runtime=runtime,
+                                   executor=executor, budget=budget)
+        _print_finished(result, path, finished_before=finished_before, quiet=quiet)
     else:  # a multi-dataset comparison: one comparison directory per dataset
         parts = sorted(p for p in path.iterdir() if is_comparison(p))
         if not parts:
@@ -387,6 +551,7 @@ def _project_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) -> LabellingProject:
     """Open PROJECT (no settings allowed) or create it from the settings given."""
+    _current["project"] = project
     given = {k: v for k, v in settings.items() if v is not None}
     for name in ("batch_size", "num_samples", "seed", "max_epochs"):
         if name in given and given[name] < (0 if name == "seed" else 1):
@@ -451,6 +616,7 @@ def import_(answers: str, project: str, allow_partial: bool, overwrite: bool) ->
     The whole file is checked first: every problem is listed with the flag that
     accepts it, and nothing is stored unless all rows are fine.
     """
+    _current["project"] = project
     with LabellingProject.open(project) as labelling:
         if not Path(answers).is_file():
             raise MissingFileError(f"ANSWERS: no such file {answers}")

@@ -53,6 +53,7 @@ from activebayes.data import Pool, available_datasets, load_dataset
 from activebayes.metrics import evaluate_classification
 from activebayes.models import Posterior, available_models, as_posterior, build_model
 from activebayes.models.posterior import fit_summary
+from activebayes.models.training import PAPER_FIT_OPTIONS
 from activebayes.models.representation import (
     Representation,
     RepresentationConfig,
@@ -69,6 +70,7 @@ from activebayes.records import (
     Proposal,
     RoundRecord,
     headline_metric,
+    schedule_name,
 )
 from activebayes.errors import InvalidArgumentError, MissingFileError
 from activebayes.stopping import (
@@ -279,7 +281,8 @@ class ActiveLearningLoop:
         factories that use PyTorch's default initialisers are reproducible."""
         with seeded_global_rng(self.config.seed, "model-init", r):
             built = self.model_factory(make_generator(self.config.seed, "model", r))
-        return as_posterior(built, **dict(self.config.fit_options))
+        paper = PAPER_FIT_OPTIONS if self.config.training == "paper" else {}
+        return as_posterior(built, **{**paper, **dict(self.config.fit_options)})
 
     @property
     def model(self) -> torch.nn.Module | None:
@@ -643,7 +646,7 @@ class ActiveLearningLoop:
         config = self.config
         total = math.ceil((config.budget - config.initial_size) / config.batch_size) + 1
         with tqdm(total=total, initial=len(self.history), disable=not progress,
-                  desc=f"{config.strategy} seed {config.seed}", unit="round", leave=False) as bar:
+                  desc=f"{schedule_name(config)} seed {config.seed}", unit="round", leave=False) as bar:
             for record in self.rounds():
                 if on_round is not None:
                     on_round(record)

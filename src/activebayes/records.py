@@ -36,7 +36,9 @@ __all__ = [
     "INITIAL_CHOICES",
     "LABEL_BUDGET_REACHED",
     "REPRESENTATION_CHOICES",
+    "TRAINING_CHOICES",
     "RUNTIME_FIELDS",
+    "schedule_name",
     "LoopConfig",
     "LoopResult",
     "Proposal",
@@ -47,6 +49,8 @@ __all__ = [
 
 INITIAL_CHOICES = ("balanced", "random", "empty")
 
+#: How long each round trains: epochs sized by the labelled set, or the BatchBALD paper's setting.
+TRAINING_CHOICES = ("data", "paper")
 #: Where the model starts: from scratch, or from an encoder learnt on the pool without labels.
 REPRESENTATION_CHOICES = ("none", "self-supervised")
 #: Bayesian heads / posteriors (:func:`activebayes.models.build_posterior`).
@@ -125,6 +129,13 @@ class LoopConfig:
     (60 for 10 classes; no cold start if the initial labels are already that many).
     Each round's record names the strategy it used.
 
+    ``training`` sizes the training of each round: ``"data"`` (the default) trains in
+    epochs sized by the labelled set, with early stopping (on the validation set, or on
+    the training loss without one), so that 10 labels train in seconds; ``"paper"`` is
+    the BatchBALD paper's protocol, epochs of at least 5,056 draws whatever the labelled
+    set's size (:data:`activebayes.models.training.PAPER_FIT_OPTIONS`), which the
+    benchmarks use where they compare with the published numbers. ``fit_options`` override either.
+
     ``representation="self-supervised"`` trains an encoder on the training
     split's images without labels before the first round (SimCLR; cached on
     disk, :func:`activebayes.models.train_or_load_representation` with
@@ -169,6 +180,7 @@ class LoopConfig:
     acquisition_options: Mapping[str, Any] = field(default_factory=dict)
     cold_start: str | None = "typicality"
     cold_start_labels: int | None = None
+    training: str = "data"
     representation: str = "none"
     representation_options: Mapping[str, Any] = field(default_factory=dict)
     posterior: str = "mc_dropout"
@@ -180,6 +192,7 @@ class LoopConfig:
         check_choice(self.initial, "initial", INITIAL_CHOICES)
         check_choice(self.representation, "representation", REPRESENTATION_CHOICES)
         check_choice(self.posterior, "posterior (--posterior)", POSTERIOR_CHOICES)
+        check_choice(self.training, "training (--training)", TRAINING_CHOICES)
         if self.representation != "none" and self.model not in ("auto", "encoder_head"):
             raise InvalidArgumentError(
                 f"representation={self.representation!r} builds its own model (the encoder with an MC "
@@ -288,16 +301,37 @@ class LoopConfig:
         Configs written before ``eval_samples`` existed evaluated with
         ``num_samples`` function samples; they keep doing so on resume. Configs
         written before ``cold_start`` existed had none; they resume without one.
+        Configs written before ``training`` existed trained as the BatchBALD paper
+        (``training="paper"``); they keep doing so.
         """
         data = dict(data)
         if "eval_samples" not in data and "num_samples" in data:
             data["eval_samples"] = data["num_samples"]
         if "cold_start" not in data:  # written before the cold start existed: none, as then
             data["cold_start"] = None
+        if "training" not in data:  # written when every run trained as the BatchBALD paper did
+            data["training"] = "paper"
         return cls.from_dict(data)
 
     def replace(self, **changes: Any) -> LoopConfig:
         return dataclasses.replace(self, **changes)
+
+
+def schedule_name(config: LoopConfig) -> str:
+    """The run's acquisition schedule in one word, for headers and directory names:
+    ``"typicality-then-badge"`` with a cold start, else the strategy (``"bald"``).
+
+    Each round's record names the strategy that picked its batch (``strategy``): the
+    source of truth for which strategy picked what.
+
+    >>> schedule_name(LoopConfig(strategy="badge", cold_start="typicality"))
+    'typicality-then-badge'
+    >>> schedule_name(LoopConfig(strategy="bald", cold_start=None))
+    'bald'
+    """
+    if config.cold_start is None or config.cold_start == config.strategy:
+        return config.strategy
+    return f"{config.cold_start}-then-{config.strategy}"
 
 
 # --------------------------------------------------------------------------- records

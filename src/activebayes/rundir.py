@@ -132,11 +132,16 @@ class RunDirectory:
         """Raise unless the stored config computes the same run as ``config``."""
         stored = self.read_config()
         if not stored.same_run(config):
+            differences = stored.differences(config)
+            mine, theirs = stored.identity(), config.identity()
+            values = "; ".join(f"{name}: {mine[name]!r} there, {theirs.get(name)!r} now" for name in differences)
+            if differences == ["budget"] and config.budget > stored.budget:
+                advice = (f"`activebayes resume {self.path} --budget {config.budget}` continues it to the larger "
+                          "budget; or choose another --out")
+            else:  # `resume` would continue the stored config, not this one
+                advice = "choose another --out for this config, or delete the directory to start again"
             raise RunDirectoryError(
-                f"{self.path} already holds a run with a different config "
-                f"(differs in: {', '.join(stored.differences(config))}); "
-                + ("use `activebayes resume DIR --budget N` to continue it to a larger budget, or another --out"
-                   if stored.differences(config) == ["budget"] else "use `activebayes resume` or another --out")
+                f"{self.path} already holds a run with a different config ({values}); {advice}"
             )
 
     def raise_budget(self, budget: int) -> None:

@@ -83,7 +83,7 @@ def test_raising_the_budget_of_a_finished_run_equals_a_run_to_that_budget(tmp_pa
     short, long = tmp_path / "short", tmp_path / "long"
     run_experiment(config, short, progress=False, report=False)
     # a run to a larger budget in the same folder says how to continue it
-    with pytest.raises(RunDirectoryError, match=r"differs in: budget\); use `activebayes resume DIR --budget N`"):
+    with pytest.raises(RunDirectoryError, match=r"\(budget: 40 there, 60 now\); `activebayes resume .*short --budget 60`"):
         run_experiment(config.replace(budget=60), short, progress=False, report=False)
     resume_experiment(short, progress=False, report=False, budget=60)
     run_experiment(config.replace(budget=60), long, progress=False, report=False)

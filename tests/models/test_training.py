@@ -134,3 +134,51 @@ def test_fit_bad_inputs():
         fit(net, (x, y), lr=-1.0)
     with pytest.raises(ValueError, match="validation is empty"):
         fit(net, (x, y), validation=(torch.empty(0, 3), torch.empty(0, dtype=torch.long)))
+
+
+# --------------------------------------------------------------------------- training sized by the data (issue 29)
+
+
+def _count_training_items(net):
+    calls = []
+    net.register_forward_hook(lambda m, a, o: calls.append(a[0].shape[0]) if m.training else None)
+    return calls
+
+
+def test_by_default_ten_labels_train_in_small_batches_and_stop_once_fitted():
+    from activebayes.models.training import MIN_STEPS_PER_EPOCH, PAPER_FIT_OPTIONS
+
+    x, y = torch.randn(10, 4) + 3 * (torch.arange(10) % 2)[:, None], torch.arange(10) % 2
+    net = MLP(in_features=4, num_classes=2)
+    calls = _count_training_items(net)
+    result = fit(net, (x, y), generator=0)
+    assert max(calls) == 10  # minibatches of the 10 items, not 64 draws with repeats
+    assert all(sum(calls[e * MIN_STEPS_PER_EPOCH:(e + 1) * MIN_STEPS_PER_EPOCH]) == 200 for e in range(result.epochs_run))
+    assert result.epochs_run < 30  # early stopping on the training loss (no validation set)
+    assert result.history[-1].train_loss < result.history[0].train_loss
+    # the BatchBALD paper's setting, still available: every epoch 5,056 draws in batches of 64
+    paper = MLP(in_features=4, num_classes=2)
+    calls = _count_training_items(paper)
+    result = fit(paper, (x, y), **{**PAPER_FIT_OPTIONS, "max_epochs": 2}, generator=0)
+    assert result.epochs_run == 2 and sum(calls) == 2 * 5056 and max(calls) == 64
+
+
+def test_validation_early_stopping_needs_min_steps_by_default(digits):
+    train, val, _ = digits
+    small = (train[0][:20], train[1][:20])
+    result = fit(MLP(in_features=64, num_classes=10), small, validation=val, patience=1, min_steps=120, generator=0)
+    # epochs of 20 steps: early stopping may act only from the 6th epoch (120 steps) on
+    assert result.epochs_run >= 6
+    result = fit(MLP(in_features=64, num_classes=10), small, validation=val, patience=1, min_steps=0, generator=0)
+    assert result.epochs_run == result.best_epoch + 1 or result.epochs_run == 30
+
+
+def test_old_run_directories_keep_the_paper_training_and_new_ones_size_it_by_the_data():
+    from activebayes.records import LoopConfig
+
+    assert LoopConfig().training == "data"
+    stored = {k: v for k, v in LoopConfig().to_dict().items() if k != "training"}
+    assert LoopConfig.from_stored(stored).training == "paper"  # resumed exactly as it started
+    assert LoopConfig.from_stored(LoopConfig(training="data").to_dict()).training == "data"
+    with pytest.raises(ValueError, match="training"):
+        LoopConfig(training="fast")
