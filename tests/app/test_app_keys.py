@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app.app_helpers import TOKEN, make_project
+from tests.app.app_helpers import TOKEN, make_project, with_sessions
 
 LABEL_JS = Path(__file__).parents[2] / "src" / "activebayes" / "app" / "static" / "label.js"
 NODE = shutil.which("node")
@@ -59,7 +59,7 @@ def test_round_zero_is_told_as_the_record_tells_it(round0_project):
     assert stored["strategy"] == "typicality" and stored["n_labelled"] == 0
     app = create_app(round0_project, token=TOKEN)
     with TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
-        item = client.post("/api/next", json={"annotator": "ann"}).json()["item"]
+        item = with_sessions(client).post("/api/next", json={"annotator": "ann"}).json()["item"]
     assert item["strategy"] == "typicality"
     assert "typicality" in item["why"] and "random" not in item["why"], item["why"]
 
