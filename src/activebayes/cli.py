@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import errno
+import dataclasses
 import functools
 import os
 import re
@@ -37,7 +38,7 @@ from activebayes.labelling import LabellingProject, ProjectConfig, is_project
 from activebayes.loop import check_config_names, config_strategies
 from activebayes.models import available_models
 from activebayes.oracles import AnswerFileError
-from activebayes.records import DEFAULT_STRATEGY, LoopConfig, schedule_name
+from activebayes.records import DEFAULT_STRATEGY, LoopConfig, cli_settings, schedule_name
 from activebayes.report import write_report
 from activebayes.rundir import RunDirectory, is_comparison, is_run
 
@@ -113,13 +114,12 @@ def _flag_wording(message: str) -> str:
     return message
 
 
-#: Settings a user sets by a flag of the same name (``cold_start`` -> ``--cold-start``).
-_SETTINGS_WITH_FLAGS = frozenset({
-    "dataset", "data_dir", "model", "ensemble_size", "initial", "initial_size", "validation_size", "batch_size",
-    "budget", "num_samples", "eval_samples", "cost_budget", "pool_subsample", "target_accuracy",
-    "plateau_patience", "cold_start", "cold_start_labels", "representation", "training", "device", "strategy",
-    "seed", "max_epochs",
-})
+#: Settings a user sets by a flag of the same name (``cold_start`` -> ``--cold-start``): the
+#: config's command-line settings (:func:`activebayes.records.setting`) and the commands' own.
+_SETTINGS_WITH_FLAGS = frozenset(
+    {f.name for f, flag in cli_settings(LoopConfig) if flag.split("/")[0] == "--" + f.name.replace("_", "-")}
+    | {"strategy", "seed", "max_epochs"}
+)
 
 
 #: Where a command's results go, for the interruption messages (set as a command starts).
@@ -188,41 +188,32 @@ def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
 
 # --------------------------------------------------------------------------- shared options
 
-_LOOP_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
-    "dataset": ("--dataset", {"type": str, "help": "Dataset name (see `activebayes list datasets`). [digits]"}),
-    "data_dir": ("--data-dir", {"type": click.Path(file_okay=False), "help": "Folder with the dataset's files (MNIST IDX files, ...)."}),
-    "model": ("--model", {"type": str, "help": "Model name, or 'auto'. [auto]"}),
-    "ensemble_size": ("--ensemble-size", {"type": int, "help": "Use a deep ensemble of this many members instead of MC dropout."}),
-    "initial": ("--initial", {"type": click.Choice(["balanced", "random", "empty"]), "help": "Initial labelled set. [balanced]"}),
-    "initial_size": ("--initial-size", {"type": int, "help": "Size of the initial labelled set. [20]"}),
-    "validation_size": ("--validation-size", {"type": int, "help": "Validation items held out of the pool. [100]"}),
-    "batch_size": ("--batch-size", {"type": int, "help": "Labels acquired per round. [10]"}),
-    "budget": ("--budget", {"type": int, "help": "Total labels (initial ones included). [150]"}),
-    "num_samples": ("--num-samples", {"type": int, "help": "K, function samples for scoring the pool. [100]"}),
-    "eval_samples": ("--eval-samples", {"type": int, "help": "K for the validation / test predictive. [20]"}),
-    "cost_budget": ("--cost-budget", {"type": float, "help": "Stop when this total labelling cost is spent (needs --costs)."}),
-    "costs_file": ("--costs", {"type": click.Path(dir_okay=False), "help": "Per-item labelling costs: .npy or one number per line, in dataset order."}),
-    "pool_subsample": ("--pool-subsample", {"type": int, "help": "Score a random subset of this many pool items per round."}),
-    "target_accuracy": ("--target-accuracy", {"type": float, "help": "Stop once test accuracy reaches this."}),
-    "plateau_patience": ("--plateau-patience", {"type": int, "help": "Stop after this many rounds without validation improvement."}),
-    "stop_when": ("--stop-when", {"type": str, "help": "Stop without a test set when one of these fires, comma-separated, each NAME or NAME=THRESHOLD: stable_predictions[=0.99], expected_accuracy[=0.005], information[=0.1], estimated_accuracy=LOW (needs --audit-fraction); see docs/concepts/stopping.md."}),
-    "stop_set_size": ("--stop-set-size", {"type": int, "help": "Unlabelled items the stopping signals are measured on (0: none). [1000]"}),
-    "audit_fraction": ("--audit-fraction", {"type": float, "help": "Share of each batch drawn uniformly at random, whose answers estimate accuracy without a test set. [0]"}),
-    "cold_start": ("--cold-start", {"type": str, "help": "Strategy for the first rounds, until --cold-start-labels labels; 'none' for none. [typicality]"}),
-    "cold_start_labels": ("--cold-start-labels", {"type": int, "help": "Labels up to which --cold-start acquires (then --strategy). [6 per class]"}),
-    "posterior": ("--posterior", {"type": click.Choice(["mc_dropout", "ensemble", "laplace"]), "help": "Bayesian head: consistent MC dropout, a deep ensemble (--ensemble-size, 5), or last-layer Laplace. [mc_dropout]"}),
-    "training": ("--training", {"type": click.Choice(["data", "paper"]), "help": "Training per round: epochs sized by the labelled set with early stopping, or the BatchBALD paper's (at least 5,056 draws per epoch, slow for few labels). [data]"}),
-    "representation": ("--representation", {"type": click.Choice(["none", "self-supervised"]), "help": "Start each round from an encoder learnt on the pool without labels (SimCLR, cached). [none]"}),
-    "device": ("--device", {"type": str, "help": "torch device, e.g. cuda (default: cpu)."}),
-}
+def _setting_option(f: dataclasses.Field, flag: str) -> Callable[..., Any]:
+    """The click option of one config setting: type, choices, help and shown default all come
+    from the field (:func:`activebayes.records.setting`); its value is ``None`` unless given,
+    so a TOML file or the config's own default decides."""
+    meta = f.metadata
+    shown = meta["default_text"] or ("" if f.default is None or f.default == () else
+                                     flag.split("/")[0 if f.default else 1] if "/" in flag else str(f.default))
+    help_text = meta["help"] + (f" [{shown}]" if shown else "")
+    if "/" in flag:
+        return click.option(flag, f.name, default=None, help=help_text)
+    if meta["choices"]:
+        kind: Any = click.Choice(list(meta["choices"]))
+    elif meta["kind"] == "dir":
+        kind = click.Path(file_okay=False)
+    elif meta["kind"] == "file":
+        kind = click.Path(dir_okay=False)
+    elif meta["kind"] == "text":
+        kind = str
+    else:
+        kind = {"int": int, "float": float}.get(str(f.type).split(" ")[0].split("[")[0], str)
+    return click.option(flag, f.name, type=kind, default=None, help=help_text)
 
 
 def _loop_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    for name, (flag, kwargs) in reversed(list(_LOOP_FLAGS.items())):
-        command = click.option(flag, name, default=None, **kwargs)(command)
-    command = click.option("--test/--no-test", "evaluate_test", default=None, help="Evaluate on the dataset's test split each round. [--test]")(command)
-    command = click.option("--download/--no-download", "download", default=None, help="Download missing dataset files from their official sources (md5-checked).")(command)
-    command = click.option("--warm-start/--no-warm-start", "warm_start", default=None, help="Keep weights between rounds instead of re-initialising.")(command)
+    for f, flag in reversed(cli_settings(LoopConfig)):
+        command = _setting_option(f, flag)(command)
     command = click.option("--max-epochs", "max_epochs", type=int, default=None, help="Training epochs per round (upper bound with early stopping).")(command)
     command = click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None, help="TOML file with any of these options (flags win).")(command)
     command = click.option("--out", "out", type=click.Path(file_okay=False), default=None, help="Output directory.")(command)
@@ -266,12 +257,6 @@ def _read_toml(path: str | None) -> dict[str, Any]:
 
 
 #: The smallest value of each integer flag (one wording for every out-of-range number).
-_INT_FLOORS = {
-    "batch_size": 1, "budget": 1, "num_samples": 1, "eval_samples": 1, "initial_size": 0, "validation_size": 0,
-    "ensemble_size": 2, "pool_subsample": 1, "plateau_patience": 1, "cold_start_labels": 1,
-}
-
-
 def _check_names(values: Mapping[str, Any]) -> None:
     """Unknown --dataset / --model / --strategy / --cold-start names, listing what `activebayes list` shows."""
     lists = {"dataset": ("datasets", available_datasets()), "model": ("models", available_models()),
@@ -300,10 +285,6 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **ov
         if max_epochs <= 0:
             raise InvalidArgumentError(f"--max-epochs must be >= 1, got {max_epochs}")
         values["fit_options"] = {**dict(values.get("fit_options", {})), "max_epochs": max_epochs}
-    for name, least in _INT_FLOORS.items():
-        value = values.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value < least:
-            raise InvalidArgumentError(f"--{name.replace('_', '-')} must be >= {least}, got {value}")
     _check_names(values)
     config = LoopConfig.from_dict(values)
     check_config_names(config)  # before a command prints its plan or creates a directory

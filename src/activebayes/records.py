@@ -101,6 +101,24 @@ def headline_accuracy(metrics: Mapping[str, Any]) -> float | None:
 # --------------------------------------------------------------------------- config
 
 
+def setting(default: Any, help: str, *, flag: str | None = None, choices: Sequence[str] | None = None,
+            least: int | None = None, kind: str | None = None, default_text: str | None = None) -> Any:
+    """A config field that is also a command-line option: its help, flag (``--name`` by
+    default), choices and smallest value live here, once. The CLI builds its options from
+    them (:func:`cli_settings`) and the config's ``__post_init__`` checks ``choices`` and ``least``.
+    ``kind``: ``"dir"`` / ``"file"`` (a path) or ``"text"`` (a comma-separated list)."""
+    metadata = {"help": help, "flag": flag, "choices": tuple(choices) if choices else None, "least": least,
+                "kind": kind, "default_text": default_text}
+    return field(default=default, metadata=metadata)
+
+
+def cli_settings(config_type: type) -> list[tuple[dataclasses.Field, str]]:
+    """``(field, flag)`` of the fields of ``config_type`` that are command-line options (:func:`setting`)."""
+    return [(f, f.metadata["flag"] or "--" + f.name.replace("_", "-"))
+            for f in dataclasses.fields(config_type) if "help" in f.metadata]
+
+
+
 @dataclass(frozen=True)
 class LoopConfig:
     """Everything that defines one active learning run (JSON-serialisable).
@@ -150,63 +168,80 @@ class LoopConfig:
     marginal likelihood; :mod:`activebayes.models.laplace`).
     """
 
-    dataset: str = "digits"
-    data_dir: str | None = None
-    download: bool = False
+    dataset: str = setting("digits", "Dataset name (see `activebayes list datasets`).")
+    data_dir: str | None = setting(None, "Folder with the dataset's files (MNIST IDX files, ...).", kind="dir")
+    download: bool = setting(False, "Download missing dataset files from their official sources (md5-checked).",
+                             flag="--download/--no-download")
     strategy: str = DEFAULT_STRATEGY
-    model: str = "auto"
-    ensemble_size: int | None = None
+    model: str = setting("auto", "Model name, or 'auto'.")
+    ensemble_size: int | None = setting(None, "Use a deep ensemble of this many members instead of MC dropout.",
+                                        least=2)
     seed: int = 0
-    initial: str = "balanced"
-    initial_size: int = 20
-    validation_size: int = 100
-    batch_size: int = 10
-    budget: int = 150
-    cost_budget: float | None = None
-    costs_file: str | None = None
-    num_samples: int = 100
-    eval_samples: int = 20
-    pool_subsample: int | None = None
-    target_accuracy: float | None = None
-    stop_when: tuple[str, ...] = ()
-    stop_set_size: int = 1000
-    audit_fraction: float = 0.0
-    plateau_patience: int | None = None
+    initial: str = setting("balanced", "Initial labelled set.", choices=INITIAL_CHOICES)
+    initial_size: int = setting(20, "Size of the initial labelled set.", least=0)
+    validation_size: int = setting(100, "Validation items held out of the pool.", least=0)
+    batch_size: int = setting(10, "Labels acquired per round.", least=1)
+    budget: int = setting(150, "Total labels (initial ones included).", least=1)
+    cost_budget: float | None = setting(None, "Stop when this total labelling cost is spent (needs --costs).")
+    costs_file: str | None = setting(None, "Per-item labelling costs: .npy or one number per line, in dataset order.",
+                                     flag="--costs", kind="file")
+    num_samples: int = setting(100, "K, function samples for scoring the pool.", least=1)
+    eval_samples: int = setting(20, "K for the validation / test predictive.", least=1)
+    pool_subsample: int | None = setting(None, "Score a random subset of this many pool items per round.", least=1)
+    target_accuracy: float | None = setting(None, "Stop once test accuracy reaches this.")
+    stop_when: tuple[str, ...] = setting(
+        (), "Stop without a test set when one of these fires, comma-separated, each NAME or NAME=THRESHOLD: "
+        "stable_predictions[=0.99], expected_accuracy[=0.005], information[=0.1], estimated_accuracy=LOW "
+        "(needs --audit-fraction); see docs/concepts/stopping.md.", kind="text")
+    stop_set_size: int = setting(1000, "Unlabelled items the stopping signals are measured on (0: none).", least=0)
+    audit_fraction: float = setting(0.0, "Share of each batch drawn uniformly at random, whose answers estimate "
+                                         "accuracy without a test set.")
+    plateau_patience: int | None = setting(None, "Stop after this many rounds without validation improvement.",
+                                           least=1)
     plateau_min_delta: float = 0.0
-    warm_start: bool = False
-    evaluate_test: bool = True
+    warm_start: bool = setting(False, "Keep weights between rounds instead of re-initialising.",
+                               flag="--warm-start/--no-warm-start")
+    evaluate_test: bool = setting(True, "Evaluate on the dataset's test split each round.", flag="--test/--no-test")
     fit_options: Mapping[str, Any] = field(default_factory=dict)
     model_options: Mapping[str, Any] = field(default_factory=dict)
     acquisition_options: Mapping[str, Any] = field(default_factory=dict)
-    cold_start: str | None = "typicality"
-    cold_start_labels: int | None = None
-    training: str = "data"
-    representation: str = "none"
+    cold_start: str | None = setting("typicality", "Strategy for the first rounds, until --cold-start-labels labels; "
+                                                   "'none' for none.")
+    cold_start_labels: int | None = setting(None, "Labels up to which --cold-start acquires (then --strategy).",
+                                            least=1, default_text=f"{COLD_START_LABELS_PER_CLASS} per class")
+    training: str = setting("data", "Training per round: epochs sized by the labelled set with early stopping, or "
+                                    "the BatchBALD paper's (at least 5,056 draws per epoch, slow for few labels).",
+                            choices=TRAINING_CHOICES)
+    representation: str = setting("none", "Start each round from an encoder learnt on the pool without labels "
+                                          "(SimCLR, cached).", choices=REPRESENTATION_CHOICES)
     representation_options: Mapping[str, Any] = field(default_factory=dict)
-    posterior: str = "mc_dropout"
+    posterior: str = setting("mc_dropout", "Bayesian head: consistent MC dropout, a deep ensemble (--ensemble-size, "
+                                           "5), or last-layer Laplace.", choices=POSTERIOR_CHOICES)
     predict_batch_size: int = 512
     checkpoints: bool = True
-    device: str | None = None
+    device: str | None = setting(None, "torch device, e.g. cuda (default: cpu).")
 
     def __post_init__(self) -> None:
-        check_choice(self.initial, "initial", INITIAL_CHOICES)
-        check_choice(self.representation, "representation", REPRESENTATION_CHOICES)
-        check_choice(self.posterior, "posterior (--posterior)", POSTERIOR_CHOICES)
-        check_choice(self.training, "training (--training)", TRAINING_CHOICES)
+        for f in dataclasses.fields(self):  # the choices and least values of the settings (:func:`setting`)
+            choices, least, value = f.metadata.get("choices"), f.metadata.get("least"), getattr(self, f.name)
+            if choices is not None:
+                check_choice(value, f.name, choices)
+            if least is not None and value is not None:
+                check_positive_int(value, f.name, allow_zero=least == 0)
+                if value < least:
+                    raise InvalidArgumentError(f"{f.name} must be >= {least}, got {value}")
         if self.representation != "none" and self.model not in ("auto", "encoder_head"):
             raise InvalidArgumentError(
                 f"representation={self.representation!r} builds its own model (the encoder with an MC "
                 f"dropout head): model must be 'auto' or 'encoder_head', got {self.model!r}"
             )
-        for name in ("batch_size", "budget", "num_samples", "eval_samples", "predict_batch_size"):
-            check_positive_int(getattr(self, name), name)
+        check_positive_int(self.predict_batch_size, "predict_batch_size")
         from activebayes.stopping import parse_stop_when  # stopping reads records: imported late
 
         if isinstance(self.stop_when, str):
             object.__setattr__(self, "stop_when", tuple(s for s in self.stop_when.split(",") if s.strip()))
         object.__setattr__(self, "stop_when", tuple(self.stop_when))
         parse_stop_when(self.stop_when)
-        check_positive_int(self.stop_set_size, "stop_set_size", allow_zero=True)
         if not isinstance(self.audit_fraction, int | float) or not 0.0 <= self.audit_fraction < 1.0:
             raise InvalidArgumentError(f"audit_fraction (--audit-fraction) must be in [0, 1), got {self.audit_fraction!r}")
         if self.stop_when and not self.stop_set_size:
@@ -215,8 +250,6 @@ class LoopConfig:
             raise InvalidArgumentError(
                 "stop_when (--stop-when) estimated_accuracy needs audited answers: set audit_fraction "
                 "(--audit-fraction), e.g. 0.2")
-        for name in ("initial_size", "validation_size"):
-            check_positive_int(getattr(self, name), name, allow_zero=True)
         check_positive_int(self.seed, "seed", allow_zero=True)
         if self.cold_start is not None and not isinstance(self.cold_start, str):
             raise InvalidTypeError(f"cold_start must be a strategy name or None, got {type(self.cold_start).__name__}")
@@ -224,8 +257,6 @@ class LoopConfig:
             object.__setattr__(self, "cold_start", None)
         if self.cold_start_labels == 0 and self.cold_start is None:  # how configs before 0.x wrote "no cold start"
             object.__setattr__(self, "cold_start_labels", None)
-        if self.cold_start_labels is not None:
-            check_positive_int(self.cold_start_labels, "cold_start_labels")
         if self.cold_start is None and self.cold_start_labels is not None:
             raise InvalidArgumentError(
                 "cold_start_labels (--cold-start-labels) needs a cold_start strategy (--cold-start, e.g. "
@@ -249,12 +280,6 @@ class LoopConfig:
             raise InvalidArgumentError(
                 f"budget must be at least batch_size, got budget={self.budget} and batch_size={self.batch_size}"
             )
-        for name in ("ensemble_size", "pool_subsample", "plateau_patience"):
-            value = getattr(self, name)
-            if value is not None:
-                check_positive_int(value, name)
-        if self.ensemble_size is not None and self.ensemble_size < 2:
-            raise InvalidArgumentError(f"ensemble_size must be >= 2, got {self.ensemble_size}")
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
             raise InvalidArgumentError(f"target_accuracy must be in (0, 1], got {self.target_accuracy}")
         if self.cost_budget is not None and not self.cost_budget > 0:

@@ -1,0 +1,64 @@
+"""The command line takes its settings (flags, types, choices, defaults, floors) from LoopConfig."""
+
+import dataclasses
+
+import pytest
+from click.testing import CliRunner
+
+from activebayes.cli import _build_config, cli
+from activebayes.records import LoopConfig, cli_settings
+
+
+def test_no_flag_given_is_the_configs_own_default():
+    flags = {f.name: None for f, _ in cli_settings(LoopConfig)}
+    assert _build_config({}, flags) == LoopConfig()
+
+
+def test_help_shows_each_settings_default_from_the_config():
+    text = CliRunner().invoke(cli, ["run", "--help"], terminal_width=400).output
+    for f, flag in cli_settings(LoopConfig):
+        assert flag.split("/")[0] in text
+        if f.default not in (None, (), False, True) and not f.metadata["default_text"]:
+            assert f"[{f.default}]" in text, f.name
+        for choice in f.metadata["choices"] or ():
+            assert choice in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "field", "value"),
+    [
+        (["--budget", "60"], "budget", 60),
+        (["--costs", "c.npy", "--cost-budget", "5"], "costs_file", "c.npy"),
+        (["--no-test"], "evaluate_test", False),
+        (["--posterior", "laplace"], "posterior", "laplace"),
+        (["--audit-fraction", "0.2"], "audit_fraction", 0.2),
+        (["--stop-when", "information=0.05"], "stop_when", ("information=0.05",)),
+    ],
+)
+def test_each_flag_sets_its_field(argv, field, value, monkeypatch):
+    seen = {}
+
+    def capture(file_values, flags, **overrides):
+        seen.update(flags)
+        raise SystemExit(0)
+
+    monkeypatch.setattr("activebayes.cli._build_config", capture)
+    CliRunner().invoke(cli, ["run", *argv])
+    config = _build_config({}, seen)
+    assert getattr(config, field) == value
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--budget", "0"], "--budget must be >= 1, got 0"),
+    (["--budget", "-5"], "--budget must be >= 1, got -5"),
+    (["--ensemble-size", "1"], "--ensemble-size must be >= 2, got 1"),
+    (["--validation-size", "-1"], "--validation-size must be >= 0, got -1"),
+])
+def test_floors_come_from_the_config_worded_one_way(argv, message):
+    result = CliRunner().invoke(cli, ["run", *argv])
+    assert result.exit_code != 0 and message in result.output
+
+
+def test_every_setting_is_a_field_with_help():
+    for f, _ in cli_settings(LoopConfig):
+        assert f.metadata["help"].strip() and f.name in {g.name for g in dataclasses.fields(LoopConfig)}
