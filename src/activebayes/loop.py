@@ -49,7 +49,7 @@ from tqdm.auto import tqdm
 
 from activebayes._seeding import derive_seed, make_generator, seeded_global_rng
 from activebayes._validation import check_choice, check_device
-from activebayes.acquisition import Strategy, get_strategy
+from activebayes.acquisition import AcquisitionContext, Strategy, get_strategy
 from activebayes.data import Pool, available_datasets, load_dataset
 from activebayes.metrics import evaluate_classification
 from activebayes.models import Ensemble, available_models, build_model, fit, predict_log_probs
@@ -142,10 +142,6 @@ class Plateau:
 # --------------------------------------------------------------------------- the loop
 
 Oracle = Callable[[Tensor], Tensor]
-
-#: BatchBALD scores the whole pool while its ``[N, K, C]`` float32 predictions fit in this
-#: many bytes; beyond, a BALD pre-filter keeps the best ``_BATCHBALD_BYTES / (K C 4)`` items.
-_BATCHBALD_BYTES = 1 << 30
 
 #: Images of a lazy (memory-mapped) pool used to learn the representation by default.
 _LAZY_REPRESENTATION_ITEMS = 50_000
@@ -555,21 +551,24 @@ class ActiveLearningLoop:
         entry = self._strategy
         if n_labelled < self.cold_start_labels:
             entry = self._cold_start
-        if (config.pool_subsample is None and len(candidates_N) > _FEATURE_STRATEGY_ITEMS
-                and {"features", "labelled_features"} & {*entry.inputs, *entry.optional_inputs}):
+        if config.pool_subsample is None and len(candidates_N) > _FEATURE_STRATEGY_ITEMS and entry.reads_features:
             # features of every item and k-means over them do not scale to millions: a seeded subset
             keep = torch.randperm(len(candidates_N), generator=make_generator(config.seed, "feature-subsample", r))
             candidates_N = candidates_N[keep[:_FEATURE_STRATEGY_ITEMS]].sort().values
         batch_size = min(config.batch_size, config.budget - n_labelled, len(candidates_N))
         ranked = min(batch_size + lookahead, len(candidates_N))
-        # nothing to be uncertain with before the first label: random picks
-        strategy = "random" if n_labelled == 0 and entry.needs_predictions else entry.name
-        options = dict(config.acquisition_options) if strategy == self._strategy.name else {}
+        context = AcquisitionContext(pool_size=len(candidates_N), num_classes=self.dataset.num_classes,
+                                     n_labelled=n_labelled, batch_size=batch_size, num_samples=config.num_samples)
+        acting = entry.for_context(context)  # e.g. random picks before the first label
+        strategy = acting.name
+        options = acting.context_defaults(context)
+        if strategy == self._strategy.name:
+            options.update(config.acquisition_options)
         costs_N = cost_budget = None
         if self.costs_N is not None and config.cost_budget is not None:
             costs_N, cost_budget = self.costs_N[candidates_N], config.cost_budget - self.cost_spent
         try:
-            inputs = self._strategy_inputs(get_strategy(strategy), model, candidates_N, n_labelled)
+            inputs = self._strategy_inputs(acting, model, candidates_N, n_labelled)
         except InvalidArgumentError as error:
             if entry is self._cold_start:
                 raise InvalidArgumentError(
@@ -581,13 +580,6 @@ class ActiveLearningLoop:
                 f"the strategy ({strategy!r}, strategy / --strategy) reads the model's features and could not "
                 f"get them: {error}; or pick a strategy that needs only predictions, e.g. strategy='power_bald'"
             ) from None
-        if strategy == "typicality":
-            # as many clusters as the labelled set plus this batch (TypiClust), whatever the lookahead
-            options.setdefault("num_clusters", n_labelled + batch_size)
-        if strategy == "batchbald":
-            # BatchBALD on the whole pool while its predictions fit in memory, else a BALD pre-filter
-            per_item = config.num_samples * self.dataset.num_classes * 4
-            options.setdefault("prefilter", max(batch_size, min(len(candidates_N), _BATCHBALD_BYTES // per_item)))
         selection = score_pool(
             model,
             self.dataset,
@@ -611,7 +603,7 @@ class ActiveLearningLoop:
                          n_labelled: int) -> dict[str, Tensor]:
         """The representation-based inputs a strategy reads (BADGE, typicality)."""
         wanted = set(entry.inputs) | set(entry.optional_inputs)
-        if not wanted & {"features", "labelled_features"}:
+        if not entry.reads_features:
             return {}
         features = self._features(model, n_labelled)
         inputs = {}
