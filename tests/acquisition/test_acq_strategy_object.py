@@ -20,7 +20,7 @@ from activebayes.data.datasets import DATASETS
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.models import available_models, build_model, register_model
 from activebayes.models.networks import MODELS
-from activebayes.registry import Registry
+from activebayes._registry import Registry
 
 
 def random_log_probs(N: int, K: int, C: int, seed: int = 0) -> torch.Tensor:

@@ -90,7 +90,7 @@ from activebayes.acquisition.streaming import (
 )
 from activebayes.acquisition.typicality import MAX_CLUSTERS, MIN_CLUSTER_SIZE, NUM_NEIGHBORS, typicality
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
-from activebayes.registry import Registry
+from activebayes._registry import Registry
 
 __all__ = [
     "BATCHBALD_MEMORY_BYTES",
@@ -268,7 +268,7 @@ class _Default:
 
 
 class StrategyRegistry:
-    """Maps names and aliases to :class:`Strategy` entries (a :class:`~activebayes.registry.Registry`)."""
+    """Maps names and aliases to :class:`Strategy` entries (the one registry type, shared with models and datasets)."""
 
     def __init__(self) -> None:
         self._registry: Registry[Strategy] = Registry("strategy")

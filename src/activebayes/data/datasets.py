@@ -28,7 +28,7 @@ from .dataset import ArrayDataset, DataError, normalize_pixels
 from .idx import download_file, read_idx
 from .memmap import load_memmap_split
 from ..errors import InvalidTypeError
-from ..registry import Registry
+from .._registry import Registry
 
 __all__ = [
     "available_datasets",

@@ -36,7 +36,7 @@ from activebayes.models.dropout import (
     channel_masked_conv2d,
 )
 from activebayes.models.representation import Representation
-from activebayes.registry import Registry
+from activebayes._registry import Registry
 
 __all__ = [
     "MLP",
