@@ -131,7 +131,7 @@ def run_one(case: Case, impl: str, *, threads: int = 0, warmup: bool = False) ->
         else:
             def call():
                 g = torch.Generator().manual_seed(0)
-                return select(log_probs, "batchbald", case.batch_size, num_samples=case.num_samples,
+                return select(log_probs, "batchbald", case.batch_size, num_configurations=case.num_samples,
                               generator=g).indices.tolist()
     elif impl == "batchbald_redux":
         from batchbald_redux.batchbald import get_bald_batch, get_batchbald_batch

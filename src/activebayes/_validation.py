@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import warnings
 from collections.abc import Iterable
 
 import torch
@@ -152,3 +153,19 @@ def check_device(device: object, name: str = "device") -> str | None:
             f"{name} must be a device this machine has ({', '.join(available)}), got {text!r}"
         )
     return text
+
+
+def renamed_keyword(new: object, old: object, new_name: str, old_name: str, default: object, *,
+                    stacklevel: int = 3) -> object:
+    """The value of keyword ``new_name`` when its deprecated spelling ``old_name`` may be used instead.
+
+    ``old`` given (not ``None``) warns with a :class:`DeprecationWarning` naming the new
+    keyword; both given raises. Neither: ``default``.
+    """
+    if old is None:
+        return default if new is None else new
+    if new is not None:
+        raise InvalidArgumentError(f"{old_name} is the deprecated name of {new_name}: pass only {new_name}, got both")
+    warnings.warn(f"{old_name} is deprecated here and will be removed in the next release; use {new_name} "
+                  f"(the number of sampled joint label configurations)", DeprecationWarning, stacklevel=stacklevel)
+    return old

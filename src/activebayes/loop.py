@@ -48,7 +48,7 @@ from tqdm.auto import tqdm
 
 from activebayes._seeding import derive_seed, make_generator, seeded_global_rng
 from activebayes._validation import check_choice, check_device
-from activebayes.acquisition import Strategy, get_strategy
+from activebayes.acquisition import AcquisitionContext, Strategy, get_strategy
 from activebayes.data import Pool, available_datasets, load_dataset
 from activebayes.metrics import evaluate_classification
 from activebayes.models import Posterior, available_models, as_posterior, build_model
@@ -88,10 +88,6 @@ from activebayes.stopping import (
 
 # --------------------------------------------------------------------------- the loop
 
-
-#: BatchBALD scores the whole pool while its ``[N, K, C]`` float32 predictions fit in this
-#: many bytes; beyond, a BALD pre-filter keeps the best ``_BATCHBALD_BYTES / (K C 4)`` items.
-_BATCHBALD_BYTES = 1 << 30
 
 #: Images of a lazy (memory-mapped) pool used to learn the representation by default.
 _LAZY_REPRESENTATION_ITEMS = 50_000
@@ -546,27 +542,30 @@ class ActiveLearningLoop:
         """
         config = self.config
         candidates_N = self.pool.unlabelled_indices
-        if config.pool_subsample is not None and len(candidates_N) > config.pool_subsample:
-            keep = torch.randperm(len(candidates_N), generator=make_generator(config.seed, "subsample", r))
-            candidates_N = candidates_N[keep[: config.pool_subsample]].sort().values
+        if config.pool_subsample is not None:
+            candidates_N = self.pool.subsample_unlabelled(config.pool_subsample,
+                                                          generator=make_generator(config.seed, "subsample", r))
         entry = self._strategy
         if n_labelled < self.cold_start_labels:
             entry = self._cold_start
-        if (config.pool_subsample is None and len(candidates_N) > _FEATURE_STRATEGY_ITEMS
-                and {"features", "labelled_features"} & {*entry.inputs, *entry.optional_inputs}):
+        if config.pool_subsample is None and len(candidates_N) > _FEATURE_STRATEGY_ITEMS and entry.reads_features:
             # features of every item and k-means over them do not scale to millions: a seeded subset
             keep = torch.randperm(len(candidates_N), generator=make_generator(config.seed, "feature-subsample", r))
             candidates_N = candidates_N[keep[:_FEATURE_STRATEGY_ITEMS]].sort().values
         batch_size = min(config.batch_size, config.budget - n_labelled, len(candidates_N))
         ranked = min(batch_size + lookahead, len(candidates_N))
-        # nothing to be uncertain with before the first label: random picks
-        strategy = "random" if n_labelled == 0 and entry.needs_predictions else entry.name
-        options = dict(config.acquisition_options) if strategy == self._strategy.name else {}
+        context = AcquisitionContext(pool_size=len(candidates_N), num_classes=self.dataset.num_classes,
+                                     n_labelled=n_labelled, batch_size=batch_size, num_samples=config.num_samples)
+        acting = entry.for_context(context)  # e.g. random picks before the first label
+        strategy = acting.name
+        options = acting.context_defaults(context)
+        if strategy == self._strategy.name:
+            options.update(config.acquisition_options)
         costs_N = cost_budget = None
         if self.costs_N is not None and config.cost_budget is not None:
             costs_N, cost_budget = self.costs_N[candidates_N], config.cost_budget - self.cost_spent
         try:
-            inputs = self._strategy_inputs(get_strategy(strategy), candidates_N, n_labelled)
+            inputs = self._strategy_inputs(acting, candidates_N, n_labelled)
         except InvalidArgumentError as error:
             if entry is self._cold_start:
                 raise InvalidArgumentError(
@@ -578,13 +577,6 @@ class ActiveLearningLoop:
                 f"the strategy ({strategy!r}, strategy / --strategy) reads the model's features and could not "
                 f"get them: {error}; or pick a strategy that needs only predictions, e.g. strategy='power_bald'"
             ) from None
-        if strategy == "typicality":
-            # as many clusters as the labelled set plus this batch (TypiClust), whatever the lookahead
-            options.setdefault("num_clusters", n_labelled + batch_size)
-        if strategy == "batchbald":
-            # BatchBALD on the whole pool while its predictions fit in memory, else a BALD pre-filter
-            per_item = config.num_samples * self.dataset.num_classes * 4
-            options.setdefault("prefilter", max(batch_size, min(len(candidates_N), _BATCHBALD_BYTES // per_item)))
         posterior = self.posterior
         selection = score_pool(
             posterior.module,
@@ -608,7 +600,7 @@ class ActiveLearningLoop:
     def _strategy_inputs(self, entry: Strategy, candidates_N: Tensor, n_labelled: int) -> dict[str, Tensor]:
         """The representation-based inputs a strategy reads (BADGE, typicality)."""
         wanted = set(entry.inputs) | set(entry.optional_inputs)
-        if not wanted & {"features", "labelled_features"}:
+        if not entry.reads_features:
             return {}
         features = self._features(n_labelled)
         inputs = {}

@@ -33,8 +33,13 @@ into chunks, in which order the chunks run, or on which machine
 - **BADGE on gradient factors.** BADGE's embedding of item ``n`` is ``(p̄_n - e_ŷ_n) ⊗ h_n``;
   the K samples enter only through ``a_n = p̄_n - e_ŷ_n``, one row per item, so each chunk
   returns ``a_n`` (``C`` numbers per item) and k-means++ seeding runs on the merged rows.
-- Everything else registered (strategies without a per-item score) gathers the whole
-  ``[N, K, C]`` in memory and calls :func:`~activebayes.acquisition.select`.
+- Everything else registered (strategies without a per-item score or a plan of their
+  own) gathers the whole ``[N, K, C]`` in memory and calls the strategy's function.
+
+Which of these a strategy uses is the strategy's own knowledge: its registry entry builds
+a plan (:meth:`~activebayes.acquisition.Strategy.plan_pool`, see
+:mod:`activebayes.acquisition.streaming`), and :func:`score_pool` is only
+check -> plan -> executor -> finish.
 
 With a cost budget (``costs_N`` / ``cost_budget``) items are taken in the strategy's
 order, skipping those that no longer fit, as in :mod:`activebayes.acquisition.selection`;
@@ -53,8 +58,7 @@ Example:
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -63,18 +67,20 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from activebayes._seeding import keyed_uniform
-from activebayes._validation import check_choice, check_nonnegative_float, check_positive_int
-from activebayes.acquisition import bald, batchbald, get_strategy, select
-from activebayes.acquisition.badge import badge_from_factors, loss_gradient_factors
-from activebayes.acquisition.strategies import INPUTS, Strategy
-from activebayes.acquisition.selection import (
-    BudgetPlan,
-    Selection,
-    check_budget,
-    cost_priority,
-    stochastic_log_weights,
-    take_in_order,
+from activebayes._validation import check_choice, check_positive_int
+from activebayes.acquisition import get_strategy
+from activebayes.acquisition.selection import Selection
+from activebayes.acquisition.strategies import DEFAULT_PREFILTER, check_call
+from activebayes.acquisition.streaming import (
+    AllLogProbs,
+    AllScores,
+    BaldPrefilter,
+    ChunkWork,
+    GradientFactors,
+    PoolRequest,
+    Rows,
+    TopCandidates,
+    lexicographic_top,
 )
 from activebayes.data.dataset import as_index_tensor
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
@@ -106,13 +112,6 @@ __all__ = [
 #: by ``predict_log_probs`` (its ``memory_budget_mb``).
 DEFAULT_CHUNK_SIZE = 4096
 
-#: BatchBALD pre-filter size M. Measured on real MNIST (benchmarks/batchbald_prefilter.py,
-#: docs/big-pools.md): the batch of 10 from the top-M BALD items of a 4,500 pool equals the
-#: full-pool BatchBALD batch in 6 of 6 runs for every M >= 500 (5 of 6 at M = 200); 1,000
-#: doubles that margin and keeps the greedy steps at about a third of the full pool's time.
-DEFAULT_PREFILTER = 1000
-
-Rows = dict[str, Tensor]
 Device = torch.device | str | None
 
 
@@ -131,25 +130,6 @@ class PredictSpec:
     batch_size: int = 512
     sampling: str = "batched"
     device: str | None = None
-
-
-class ChunkWork(Protocol):
-    """What a pass computes on every chunk of the pool, and how partial results merge.
-
-    Results are *rows*: a dict of tensors sharing their first dimension (one row per
-    kept item, always with an ``"index"`` column of original dataset indices).
-    ``reduce`` keeps what the answer needs from any union of rows, and must satisfy
-    ``reduce(a ∪ reduce(b)) == reduce(a ∪ b)``, so chunks can be merged in any order
-    and grouping (on one machine or across a cluster). ``keep`` bounds the rows
-    ``reduce`` returns (``None``: all rows are kept).
-    """
-
-    needs_predictions: bool
-    keep: int | None
-
-    def map(self, indices_n: Tensor, costs_n: Tensor | None, log_probs_n_K_C: Tensor | None) -> Rows: ...
-
-    def reduce(self, rows: Rows) -> Rows: ...
 
 
 def pool_inputs(dataset: object) -> Any:
@@ -233,176 +213,6 @@ class RowsAccumulator:
         return self.work.reduce(concat_rows(self.parts))
 
 
-# ------------------------------------------------------------------------ orderings
-
-
-def lexicographic_top(
-    primary_N: Tensor, secondary_N: Tensor | None, indices_N: Tensor, k: int | None = None
-) -> Tensor:
-    """Positions ordered by ``primary`` desc, then ``secondary`` desc, then ``indices`` asc.
-
-    Returns the first ``k`` positions (all when ``k`` is ``None``). The order is a
-    total order on distinct indices, so it does not depend on the positions' order:
-    the top ``k`` of a union equals the top ``k`` of the union of the parts' top ``k``.
-    For ``k`` much smaller than N only the items at or above the k-th largest
-    ``primary`` are sorted.
-
-    >>> lexicographic_top(torch.tensor([1., 3., 3., 2.]), None, torch.tensor([7, 9, 4, 5]), 2)
-    tensor([2, 1])
-    """
-    N = int(primary_N.shape[0])
-    positions = torch.arange(N)
-    if k is not None and k < N:
-        threshold = torch.topk(primary_N, k).values[-1]
-        positions = torch.nonzero(primary_N >= threshold).squeeze(1)
-    order = positions[torch.argsort(indices_N[positions], stable=True)]
-    if secondary_N is not None:
-        order = order[torch.argsort(secondary_N[order], descending=True, stable=True)]
-    order = order[torch.argsort(primary_N[order], descending=True, stable=True)]
-    return order if k is None else order[:k]
-
-
-def gumbel_noise(seed: int, indices_N: Tensor) -> Tensor:
-    """Standard Gumbel noise ``-log(-log u_i)`` keyed by ``(seed, original index i)``."""
-    return -torch.log(-torch.log(keyed_uniform(seed, indices_N)))
-
-
-def _order_keys(
-    priority_N: Tensor, indices_N: Tensor, mode: str, beta: float, seed: int
-) -> tuple[Tensor, Tensor | None]:
-    """``(primary, secondary)`` sort keys of a per-item score strategy.
-
-    top-k: the priority itself. Stochastic: ``log w + G`` (Gumbel-top-k), then ``G``
-    alone among items of weight 0 (so they come last, in random order).
-    """
-    if mode == "topk":
-        return priority_N, None
-    log_weights_N = stochastic_log_weights(priority_N, mode, beta)
-    log_weights_N = torch.nan_to_num(log_weights_N, nan=0.0, posinf=math.inf, neginf=-math.inf)  # 0^0 = 1
-    gumbel_N = gumbel_noise(seed, indices_N)
-    return log_weights_N + gumbel_N, gumbel_N
-
-
-def _finish_selection(
-    order: Tensor, scores_N: Tensor, indices_N: Tensor, batch_size: int, plan: BudgetPlan | None, name: str
-) -> Selection:
-    picked = take_in_order(order, scores_N, batch_size, plan, name)
-    return Selection(indices_N[picked.indices].clone(), picked.scores, name)
-
-
-# ---------------------------------------------------------------------------- works
-
-
-def _score(score_fn: Callable[..., Tensor], log_probs_n_K_C: Tensor, device: Device) -> Tensor:
-    return score_fn(log_probs_n_K_C, device=device, chunk_size=None).detach().to("cpu", torch.float64)
-
-
-@dataclass(frozen=True)
-class AllScores:
-    """Keep every item's score (``O(N)``): for cost budgets and softrank."""
-
-    score_fn: Callable[..., Tensor]
-    device: str | None = None
-    needs_predictions: bool = True
-    keep: int | None = None
-
-    def map(self, indices_n: Tensor, costs_n: Tensor | None, log_probs_n_K_C: Tensor | None) -> Rows:
-        assert log_probs_n_K_C is not None
-        return {"index": indices_n, "score": _score(self.score_fn, log_probs_n_K_C, self.device)}
-
-    def reduce(self, rows: Rows) -> Rows:
-        return rows
-
-
-@dataclass(frozen=True)
-class TopCandidates:
-    """Keep each chunk's top ``keep`` items by a per-item key (exact distributed top-k).
-
-    ``mode`` ``"topk"`` ranks by the score; ``"power"`` / ``"softmax"`` by
-    ``log w(score) + G(seed, index)`` (the weights of an item need only its own score).
-    """
-
-    score_fn: Callable[..., Tensor]
-    mode: str
-    keep: int
-    seed: int
-    beta: float = 1.0
-    device: str | None = None
-    needs_predictions: bool = True
-
-    def map(self, indices_n: Tensor, costs_n: Tensor | None, log_probs_n_K_C: Tensor | None) -> Rows:
-        assert log_probs_n_K_C is not None
-        scores_n = _score(self.score_fn, log_probs_n_K_C, self.device)
-        primary_n, secondary_n = _order_keys(scores_n, indices_n, self.mode, self.beta, self.seed)
-        rows = {"index": indices_n, "score": scores_n, "primary": primary_n}
-        if secondary_n is not None:
-            rows["secondary"] = secondary_n
-        return self.reduce(rows)
-
-    def reduce(self, rows: Rows) -> Rows:
-        top = lexicographic_top(rows["primary"], rows.get("secondary"), rows["index"], self.keep)
-        return {key: value[top] for key, value in rows.items()}
-
-
-@dataclass(frozen=True)
-class BaldPrefilter:
-    """Keep the ``keep`` items of highest BALD (per unit cost if ``cost_aware``) with their predictions.
-
-    Items that cost more than the whole ``cost_budget`` can never be picked: priority ``-inf``.
-    """
-
-    keep: int
-    cost_budget: float | None = None
-    cost_aware: bool = False
-    device: str | None = None
-    needs_predictions: bool = True
-
-    def map(self, indices_n: Tensor, costs_n: Tensor | None, log_probs_n_K_C: Tensor | None) -> Rows:
-        assert log_probs_n_K_C is not None
-        priority_n = _score(bald, log_probs_n_K_C, self.device)
-        if costs_n is not None and self.cost_budget is not None:
-            plan = BudgetPlan(costs_n.to(torch.float64), float(self.cost_budget))
-            priority_n = cost_priority(priority_n, plan, self.cost_aware)
-            priority_n = torch.where(plan.fits_N(0.0), priority_n, torch.full_like(priority_n, -math.inf))
-        rows = {"index": indices_n, "priority": priority_n, "log_probs": log_probs_n_K_C.float()}
-        return self.reduce(rows)
-
-    def reduce(self, rows: Rows) -> Rows:
-        top = lexicographic_top(rows["priority"], None, rows["index"], self.keep)
-        return {key: value[top] for key, value in rows.items()}
-
-
-@dataclass(frozen=True)
-class GradientFactors:
-    """Keep every item's BADGE gradient factor ``a = p̄ - e_ŷ`` (``[N, C]`` float64, not ``[N, K, C]``)."""
-
-    device: str | None = None
-    needs_predictions: bool = True
-    keep: int | None = None
-
-    def map(self, indices_n: Tensor, costs_n: Tensor | None, log_probs_n_K_C: Tensor | None) -> Rows:
-        assert log_probs_n_K_C is not None
-        return {"index": indices_n, "factors": loss_gradient_factors(log_probs_n_K_C, device=self.device)}
-
-    def reduce(self, rows: Rows) -> Rows:
-        return rows
-
-
-@dataclass(frozen=True)
-class AllLogProbs:
-    """Keep every item's predictions ``[N, K, C]`` (in memory): strategies without a per-item score."""
-
-    needs_predictions: bool = True
-    keep: int | None = None
-
-    def map(self, indices_n: Tensor, costs_n: Tensor | None, log_probs_n_K_C: Tensor | None) -> Rows:
-        assert log_probs_n_K_C is not None
-        return {"index": indices_n, "log_probs": log_probs_n_K_C}
-
-    def reduce(self, rows: Rows) -> Rows:
-        return rows
-
-
 # ------------------------------------------------------------------------ executors
 
 
@@ -460,9 +270,6 @@ class LocalExecutor:
 
 # ------------------------------------------------------------------------ score_pool
 
-_PER_ITEM_OPTIONS = {"topk": {"cost_aware"}, "stochastic": {"cost_aware", "beta"}}
-_BATCHBALD_OPTIONS = {"prefilter", "num_samples", "max_exact_configs", "cost_aware", "dtype", "chunk_size", "progress"}
-
 
 def _check_candidates(
     candidates_N: object, costs_N: object, n_items: int
@@ -513,50 +320,6 @@ def _hold_masks(model: nn.Module, mask_generator: torch.Generator | int | None, 
     layers = mc_dropout_layers(model)
     if layers and (mask_generator is not None or any(layer.mask_seed is None for layer in layers)):
         resample_masks(model, generator=mask_generator)
-
-
-#: Strategy inputs with one row per candidate (reordered with the candidates).
-_PER_CANDIDATE_INPUTS = ("features_N_D",)
-
-
-def _check_strategy_inputs(
-    entry: Strategy, strategy_inputs: Mapping[str, Tensor] | None, N: int, order_N: Tensor | None
-) -> dict[str, Tensor]:
-    """The extra inputs for :func:`select`, checked against what ``entry`` reads, per-candidate ones sorted."""
-    given = dict(strategy_inputs or {})
-    reads = entry.input_arguments()
-    for argument in given:
-        if argument not in INPUTS.values():
-            raise InvalidTypeError(
-                f"strategy_inputs has an unknown input {argument!r}; expected any of {sorted(INPUTS.values())}"
-            )
-        if argument not in reads:
-            raise InvalidTypeError(
-                f"strategy {entry.name!r} does not read {argument}; its extra inputs: {', '.join(reads) or 'none'}"
-            )
-    for key in entry.inputs:
-        if key != "log_probs" and INPUTS[key] not in given:
-            raise InvalidTypeError(f"strategy {entry.name!r} needs {INPUTS[key]} in strategy_inputs, got none")
-    for argument in _PER_CANDIDATE_INPUTS:
-        if argument in given:
-            value = given[argument]
-            if not isinstance(value, Tensor) or value.ndim < 1 or value.shape[0] != N:
-                got = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
-                raise InvalidArgumentError(
-                    f"strategy_inputs[{argument!r}] must have one row per candidate ({N}, in the order "
-                    f"of candidates_N), got {got}"
-                )
-            given[argument] = value if order_N is None else value[order_N]
-    return given
-
-
-def _check_options(options: Mapping[str, Any], allowed: set[str], name: str) -> None:
-    unknown = sorted(set(options) - allowed)
-    if unknown:
-        raise InvalidTypeError(
-            f"strategy {name!r} got unknown option(s) {unknown} when scoring a pool in chunks; "
-            f"expected any of {sorted(allowed)}"
-        )
 
 
 def score_pool(
@@ -614,7 +377,7 @@ def score_pool(
             any order (the result does not depend on it).
         strategy: a registered strategy name (:func:`~activebayes.acquisition.available_strategies`).
         batch_size: at most this many picks, ``1 <= batch_size <= N``.
-        num_samples: K (``None`` for an ensemble: its size).
+        num_samples: K function samples per prediction (``None`` for an ensemble: its size).
         mask_generator: fixes the K functions once for the whole pool:
             ``resample_masks(model, generator=mask_generator)`` (an int is the mask seed
             itself); ``None`` keeps the masks the model holds.
@@ -628,7 +391,8 @@ def score_pool(
             option ``cost_aware=True`` ranks by score per unit cost.
         cost_budget: the total labelling cost allowed (with ``costs_N``).
         options: strategy options (``beta``, ``cost_aware``, ``prefilter``, BatchBALD's
-            ``num_samples`` / ``max_exact_configs`` ...).
+            ``num_configurations`` / ``max_exact_configs`` ...), checked as by
+            :func:`~activebayes.acquisition.select` (one check: :func:`~activebayes.acquisition.strategies.check_call`).
         strategy_inputs: the extra inputs a strategy reads, by their :func:`select`
             names: ``features_N_D`` (one row per candidate, in the order of
             ``candidates_N``), ``labelled_features_L_D``, ``target_log_probs_M_K_C``.
@@ -646,101 +410,31 @@ def score_pool(
     entry = get_strategy(strategy)
     inputs = pool_inputs(dataset)
     indices_N, costs, order_N = _check_candidates(candidates_N, costs_N, len(inputs))
-    N = int(indices_N.shape[0])
-    batch_size = check_positive_int(batch_size, "batch_size")
-    if batch_size > N:
-        raise InvalidArgumentError(f"batch_size must be <= the number of candidates N={N}, got {batch_size}")
+    spec = _check_predict_spec(num_samples, mask_generator, predict_batch_size, sampling, device)
+    call = check_call(entry, int(indices_N.shape[0]), batch_size, costs_N=costs, cost_budget=cost_budget,
+                      inputs=strategy_inputs, options=options, streamed=True, order_N=order_N)
+    request = PoolRequest(entry.name, indices_N, call.batch_size, call.budget, call.options, call.inputs,
+                          _check_seed(selection_seed, "selection_seed"), device, progress)
+    chunk_size = check_positive_int(chunk_size, "chunk_size")
+    plan = entry.plan_pool(request)
+    rows = None
+    if plan.work is not None:
+        if plan.work.needs_predictions:
+            _hold_masks(model, mask_generator, spec.num_samples)
+        executor = LocalExecutor() if executor is None else executor
+        rows = executor.run(model, inputs, indices_N, costs, plan.work, spec=spec, chunk_size=chunk_size,
+                            progress=progress, description=f"{plan.description} ({request.N:,} items)")
+    return plan.finish(rows)
+
+
+def _check_predict_spec(
+    num_samples: int | None, mask_generator: object, predict_batch_size: int, sampling: str, device: Device
+) -> PredictSpec:
+    """How chunks are predicted, checked (``mask_generator`` only for its type)."""
     if num_samples is not None:
         num_samples = check_positive_int(num_samples, "num_samples")
     if mask_generator is not None and not isinstance(mask_generator, torch.Generator):
         _check_seed(mask_generator, "mask_generator")
-    selection_seed = _check_seed(selection_seed, "selection_seed")
-    chunk_size = check_positive_int(chunk_size, "chunk_size")
     predict_batch_size = check_positive_int(predict_batch_size, "predict_batch_size")
     check_choice(sampling, "sampling", SAMPLING_MODES)
-    plan = check_budget(costs, cost_budget, N)
-    options = dict(options or {})
-    extra_inputs = _check_strategy_inputs(entry, strategy_inputs, N, order_N)
-    executor = LocalExecutor() if executor is None else executor
-    name = entry.name
-    device_name = None if device is None else str(torch.device(device))
-
-    if name == "random":
-        _check_options(options, {"cost_aware"}, name)
-        scores_N = keyed_uniform(selection_seed, indices_N)
-        priority_N = cost_priority(scores_N, plan, bool(options.get("cost_aware", False)))
-        order = lexicographic_top(priority_N, None, indices_N, batch_size if plan is None else None)
-        return _finish_selection(order, scores_N, indices_N, batch_size, plan, name)
-    if not entry.needs_predictions:
-        picked = select(N, name, batch_size, generator=torch.Generator().manual_seed(selection_seed),
-                        costs_N=costs, cost_budget=cost_budget, device=device, **extra_inputs, **options)
-        return Selection(indices_N[picked.indices].clone(), picked.scores, name)
-
-    _hold_masks(model, mask_generator, num_samples)
-    spec = PredictSpec(num_samples, predict_batch_size, sampling, device_name)
-
-    def run(work: ChunkWork, what: str) -> Rows:
-        return executor.run(model, inputs, indices_N, costs, work, spec=spec, chunk_size=chunk_size,
-                            progress=progress, description=f"{what} ({N:,} items)")
-
-    if entry.score_fn is not None and entry.mode is not None:
-        mode = entry.mode
-        _check_options(options, _PER_ITEM_OPTIONS["topk" if mode == "topk" else "stochastic"], name)
-        cost_aware = bool(options.get("cost_aware", False))
-        if cost_aware and plan is None:
-            raise InvalidArgumentError("cost_aware=True needs costs_N and cost_budget")
-        beta = check_nonnegative_float(options.get("beta", 1.0), "beta")
-        if plan is None and mode != "softrank":
-            rows = run(TopCandidates(entry.score_fn, mode, batch_size, selection_seed, beta, device_name), name)
-            order = lexicographic_top(rows["primary"], rows.get("secondary"), rows["index"], batch_size)
-            return _finish_selection(order, rows["score"], rows["index"], batch_size, None, name)
-        rows = run(AllScores(entry.score_fn, device_name), name)
-        scores_N = _aligned(rows, "score", indices_N)
-        priority_N = cost_priority(scores_N, plan, cost_aware)
-        primary_N, secondary_N = _order_keys(priority_N, indices_N, mode, beta, selection_seed)
-        order = lexicographic_top(primary_N, secondary_N, indices_N, batch_size if plan is None else None)
-        return _finish_selection(order, scores_N, indices_N, batch_size, plan, name)
-
-    if name == "batchbald":
-        _check_options(options, _BATCHBALD_OPTIONS, name)
-        prefilter = check_positive_int(options.pop("prefilter", DEFAULT_PREFILTER), "prefilter")
-        if prefilter < batch_size:
-            raise InvalidArgumentError(f"prefilter must be >= batch_size={batch_size} (candidates for the batch), got {prefilter}")
-        cost_aware = bool(options.get("cost_aware", False))
-        if cost_aware and plan is None:
-            raise InvalidArgumentError("cost_aware=True needs costs_N and cost_budget")
-        keep = min(prefilter, N)
-        work = BaldPrefilter(keep, None if plan is None else plan.cost_budget, cost_aware, device_name)
-        rows = run(work, f"BALD pre-filter to {keep:,}")
-        order = torch.argsort(rows["index"])
-        kept_M = rows["index"][order]
-        log_probs_M_K_C = rows["log_probs"][order]
-        plan_M = None
-        if plan is not None:
-            plan_M = BudgetPlan(plan.costs_N[torch.searchsorted(indices_N, kept_M)], plan.cost_budget)
-        options.setdefault("progress", progress)
-        picked = batchbald(log_probs_M_K_C, min(batch_size, keep), generator=torch.Generator().manual_seed(selection_seed),
-                           plan=plan_M, device=device, **options)
-        return Selection(kept_M[picked.indices].clone(), picked.scores, name)
-
-    if name == "badge":
-        # BADGE needs C numbers per item (a = p̄ - e_ŷ), not the K samples: stream them
-        _check_options(options, set(), name)
-        rows = run(GradientFactors(device_name), "BADGE gradient factors")
-        picked = badge_from_factors(_aligned(rows, "factors", indices_N), extra_inputs["features_N_D"], batch_size,
-                                    generator=torch.Generator().manual_seed(selection_seed), plan=plan, device=device)
-        return Selection(indices_N[picked.indices].clone(), picked.scores, name)
-
-    rows = run(AllLogProbs(), f"predict for {name}")
-    log_probs_N_K_C = _aligned(rows, "log_probs", indices_N)
-    picked = select(log_probs_N_K_C, name, batch_size, generator=torch.Generator().manual_seed(selection_seed),
-                    costs_N=costs, cost_budget=cost_budget, device=device, **extra_inputs, **options)
-    return Selection(indices_N[picked.indices].clone(), picked.scores, name)
-
-
-def _aligned(rows: Rows, column: str, indices_N: Tensor) -> Tensor:
-    """``rows[column]`` in the order of ``indices_N`` (every candidate exactly once)."""
-    order = torch.argsort(rows["index"])
-    if not torch.equal(rows["index"][order], indices_N):
-        raise RuntimeError(f"the executor returned {len(rows['index'])} rows for {len(indices_N)} candidates")
-    return rows[column][order]
+    return PredictSpec(num_samples, predict_batch_size, sampling, None if device is None else str(torch.device(device)))

@@ -117,7 +117,7 @@ def test_batchbald_batch_of_one_is_balds_top_pick(log_probs: torch.Tensor) -> No
 def test_exact_and_sampled_joint_entropy_agree(log_probs: torch.Tensor, seed: int) -> None:
     exact = joint_entropy(log_probs)
     M = 4000
-    estimate = joint_entropy(log_probs, num_samples=M, generator=torch.Generator().manual_seed(seed))
+    estimate = joint_entropy(log_probs, num_configurations=M, generator=torch.Generator().manual_seed(seed))
     # the true standard error of the Monte Carlo mean of -log q(m), from the exact q
     log_q = torch.logsumexp(exact_log_joint(log_probs), dim=1) - math.log(log_probs.shape[1])
     variance = float((log_q.exp() * log_q**2).sum()) - exact**2
@@ -139,7 +139,7 @@ def test_every_strategy_picks_distinct_indices_and_is_reproducible(log_probs, se
     labelled = data.draw(st.integers(0, 3))
     for name in acquisition.available_strategies():
         entry = acquisition.get_strategy(name)
-        options = {"num_samples": 200} if name == "batchbald" else {}
+        options = {"num_configurations": 200} if name == "batchbald" else {}
         options |= registry_inputs(entry, log_probs, seed, labelled)
         first = select(log_probs, name, batch_size, generator=torch.Generator().manual_seed(seed), **options)
         again = select(log_probs, name, batch_size, generator=torch.Generator().manual_seed(seed), **options)

@@ -72,7 +72,7 @@ def test_conditional_given_configurations_is_chain_rule() -> None:
 def test_sampled_joint_entropy_within_sampling_error() -> None:
     log_probs = random_log_probs(5, 6, 3, seed=3)
     exact = joint_entropy(log_probs)
-    estimates = [joint_entropy(log_probs, num_samples=3000, generator=gen(s)) for s in range(8)]
+    estimates = [joint_entropy(log_probs, num_configurations=3000, generator=gen(s)) for s in range(8)]
     # standard error of the mean over 8 x 3000 draws is far below 0.02 here
     assert np.mean(estimates) == pytest.approx(exact, abs=0.02)
     assert max(abs(e - exact) for e in estimates) < 0.08
@@ -83,7 +83,7 @@ def test_sampled_joint_entropy_within_sampling_error() -> None:
 
 def test_batchbald_exact_region_matches_brute_force() -> None:
     log_probs = random_log_probs(12, 6, 3, seed=4)
-    selection = select(log_probs, "batchbald", 4, num_samples=1000)
+    selection = select(log_probs, "batchbald", 4, num_configurations=1000)
     probs = log_probs.exp().numpy()
     for b in range(1, 5):
         expected = numpy_batch_mi(probs, selection.indices[:b].tolist())
@@ -99,7 +99,7 @@ def test_batchbald_exact_region_matches_brute_force() -> None:
 def test_batchbald_matches_batchbald_redux_exact_region() -> None:
     bbr = pytest.importorskip("batchbald_redux.batchbald")
     log_probs = random_log_probs(150, 10, 4, seed=5)
-    ours = select(log_probs, "batchbald", 6, num_samples=5000)
+    ours = select(log_probs, "batchbald", 6, num_configurations=5000)
     theirs = bbr.get_batchbald_batch(log_probs, 6, 5000, dtype=torch.float64)
     assert ours.indices.tolist() == theirs.indices
     np.testing.assert_allclose(ours.scores.numpy(), np.array(theirs.scores), atol=1e-10)
@@ -113,7 +113,7 @@ def test_batchbald_sampled_region_agrees_with_batchbald_redux() -> None:
     """Beyond the exact region both estimate; the first picks (exact) agree, later scores are close."""
     bbr = pytest.importorskip("batchbald_redux.batchbald")
     log_probs = random_log_probs(120, 10, 5, seed=6, dtype=torch.float32)
-    ours = select(log_probs, "batchbald", 5, num_samples=200, generator=gen(0))
+    ours = select(log_probs, "batchbald", 5, num_configurations=200, generator=gen(0))
     torch.manual_seed(0)
     theirs = bbr.get_batchbald_batch(log_probs, 5, 200)
     assert ours.indices[:4].tolist() == theirs.indices[:4]  # 5^3 = 125 <= 200: exact for picks 1..4
@@ -133,7 +133,7 @@ def test_batchbald_seed_004_example() -> None:
     log_probs = torch.from_numpy(
         np.stack([(1 - weights) * np.array(a) + weights * np.array(b) for a, b in pairs])
     ).log()
-    selection = select(log_probs, "batchbald", 4, num_samples=1000, generator=gen(0))
+    selection = select(log_probs, "batchbald", 4, num_configurations=1000, generator=gen(0))
     assert sorted(selection.tolist()) == [0, 1, 2, 3]
     expected = [numpy_batch_mi(log_probs.exp().numpy(), selection.tolist()[:b]) for b in range(1, 5)]
     np.testing.assert_allclose(selection.scores.numpy(), expected, atol=1e-10)
@@ -141,12 +141,12 @@ def test_batchbald_seed_004_example() -> None:
 
 def test_batchbald_float32_and_chunking_and_switch_point() -> None:
     log_probs = random_log_probs(80, 8, 3, seed=7)
-    reference = select(log_probs, "batchbald", 5, num_samples=10_000)
-    chunked = select(log_probs, "batchbald", 5, num_samples=10_000, chunk_size=7)
-    single = select(log_probs.float(), "batchbald", 5, num_samples=10_000)
+    reference = select(log_probs, "batchbald", 5, num_configurations=10_000)
+    chunked = select(log_probs, "batchbald", 5, num_configurations=10_000, chunk_size=7)
+    single = select(log_probs.float(), "batchbald", 5, num_configurations=10_000)
     assert chunked.tolist() == reference.tolist() == single.tolist()
     np.testing.assert_allclose(single.scores.numpy(), reference.scores.numpy(), atol=1e-4)
-    sampled = select(log_probs, "batchbald", 5, num_samples=20_000, max_exact_configs=3, generator=gen(1))
+    sampled = select(log_probs, "batchbald", 5, num_configurations=20_000, max_exact_configs=3, generator=gen(1))
     assert sampled.indices[:2].tolist() == reference.indices[:2].tolist()  # 3^1 configs still exact
     np.testing.assert_allclose(sampled.scores.numpy(), reference.scores.numpy(), atol=0.03)
 
@@ -154,17 +154,17 @@ def test_batchbald_float32_and_chunking_and_switch_point() -> None:
 def test_batchbald_duplicates_never_repeat() -> None:
     base = random_log_probs(5, 6, 3, seed=8)
     log_probs = torch.cat([base, base, base])  # every item three times
-    selection = select(log_probs, "batchbald", 10, num_samples=50, generator=gen(0))
+    selection = select(log_probs, "batchbald", 10, num_configurations=50, generator=gen(0))
     assert len(set(selection.tolist())) == 10
     # a copy of an input is a second, independent label: it still carries information
-    exact = select(log_probs, "batchbald", 5, num_samples=1000)  # 3^4 configurations: exact
+    exact = select(log_probs, "batchbald", 5, num_configurations=1000)  # 3^4 configurations: exact
     expected = [numpy_batch_mi(log_probs.exp().numpy(), exact.tolist()[:b]) for b in range(1, 6)]
     np.testing.assert_allclose(exact.scores.numpy(), expected, atol=1e-10)
     assert bool((exact.scores.diff() >= 0).all())
     # with one-hot samples a copy adds nothing, and BatchBALD prefers any item that does
     one_hot = torch.nn.functional.one_hot(base.argmax(-1), 3).double().log()
     pool = torch.cat([one_hot, one_hot])
-    picks = select(pool, "batchbald", 3, num_samples=1000)
+    picks = select(pool, "batchbald", 3, num_configurations=1000)
     gains = picks.scores.diff()
     assert len({int(i) % 5 for i in picks.indices}) == 3 or bool((gains[-1:] == 0).all())
 
@@ -336,8 +336,8 @@ def test_select_value_errors() -> None:
     assert "power_margin_test" not in acquisition.available_strategies()
     with pytest.raises(ValueError, match="already registered"):
         acquisition.register_strategy("bald", acquisition.topk_strategy(acquisition.bald))
-    with pytest.raises(ValueError, match="num_samples must be >= 1"):
-        select(good, "batchbald", 2, num_samples=0)
+    with pytest.raises(ValueError, match="num_configurations must be >= 1"):
+        select(good, "batchbald", 2, num_configurations=0)
 
 
 def test_register_custom_score() -> None:
@@ -432,7 +432,7 @@ def test_unknown_option_is_rejected_before_the_strategy_runs() -> None:
                                                "its options are: cost_aware"):
         select(10, "random", 2, beta=1.0, num_samples=3)
     with pytest.raises(InvalidTypeError, match="strategy 'batchbald' got an unknown option 'beta'; its options are: "
-                                               "chunk_size, cost_aware, dtype, max_exact_configs, num_samples, progress"):
+                                               "chunk_size, cost_aware, dtype, max_exact_configs, num_configurations, progress"):
         select(random_log_probs(12, 3, 3), "batchbald", 2, beta=1.0)
 
 

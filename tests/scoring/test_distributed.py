@@ -72,7 +72,7 @@ FEATURES_700 = torch.randn(700, 3, generator=torch.Generator().manual_seed(6))
         ("bald", "tensor", {}),                                   # exact top-k; inputs via the object store
         ("entropy", "numpy_memmap", {}),                          # a NumPy memmap reopened on the workers
         ("power_bald", "lazy", {"options": {"beta": 2.0}}),       # keyed Gumbel noise; activebayes memmap dataset
-        ("batchbald", "lazy", {"options": {"prefilter": 60, "num_samples": 300, "max_exact_configs": 16}}),
+        ("batchbald", "lazy", {"options": {"prefilter": 60, "num_configurations": 300, "max_exact_configs": 16}}),
         ("bald", "tensor", {"costs_N": COSTS, "cost_budget": 4.0, "options": {"cost_aware": True}}),  # all scores
         ("badge", "lazy", {"strategy_inputs": {"features_N_D": FEATURES_700}}),  # [n, C] gradient factors per chunk
     ],

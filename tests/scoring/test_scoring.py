@@ -19,12 +19,12 @@ from activebayes.acquisition import available_strategies, batchbald, bald, get_s
 from activebayes.acquisition import register_strategy, topk_strategy, unregister_strategy
 from activebayes.acquisition.selection import Selection
 from activebayes.models import MLP, Ensemble, predict_log_probs, resample_masks
+from activebayes.acquisition.streaming import order_keys
 from activebayes.scoring import (
     BaldPrefilter,
     LocalExecutor,
     RowsAccumulator,
     TopCandidates,
-    _order_keys,
     lexicographic_top,
     score_pool,
 )
@@ -249,7 +249,7 @@ def test_keyed_gumbel_top_k_samples_proportionally(mode):
     second_after_top = np.zeros(5)
     n_top_first = 0
     for seed in range(trials):
-        primary, secondary = _order_keys(scores_N, indices_N, mode, beta, seed)
+        primary, secondary = order_keys(scores_N, indices_N, mode, beta, seed)
         order = lexicographic_top(primary, secondary, indices_N, 2).tolist()
         first[order[0]] += 1
         if order[0] == 4:
@@ -267,14 +267,14 @@ def test_power_zero_scores_come_last():
     scores_N = torch.tensor([0.0, 0.3, 0.0, 0.1], dtype=torch.float64)
     indices_N = torch.arange(4)
     for seed in range(20):
-        primary, secondary = _order_keys(scores_N, indices_N, "power", 1.0, seed)
+        primary, secondary = order_keys(scores_N, indices_N, "power", 1.0, seed)
         assert set(lexicographic_top(primary, secondary, indices_N, 2).tolist()) == {1, 3}
 
 
 # ------------------------------------------------------------------------ BatchBALD
 
 
-@pytest.mark.parametrize("bb_options", [{}, {"num_samples": 200, "max_exact_configs": 16}])
+@pytest.mark.parametrize("bb_options", [{}, {"num_configurations": 200, "max_exact_configs": 16}])
 def test_batchbald_prefilter_at_least_n_equals_full_batchbald(net, pool, candidates, bb_options):
     sorted_candidates = candidates.sort().values
     log_probs = full_log_probs(net, pool, sorted_candidates)

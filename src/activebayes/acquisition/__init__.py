@@ -13,7 +13,9 @@ Batches: :func:`select` (by strategy name, see :func:`available_strategies`) ret
 :class:`Selection`; :func:`batchbald` is BatchBALD; :func:`badge` BADGE (needs pool
 features); :func:`typicality` TypiClust (needs features of the pool and the labelled
 items); :func:`joint_entropy` the joint entropy of a few labels; :func:`kmeans` the
-seeded k-means they use. Extend with :func:`register_strategy` and :func:`topk_strategy`.
+seeded k-means they use. Extend with :func:`register_strategy` and :func:`topk_strategy`;
+a strategy that chooses jointly streams over big pools with a plan
+(:class:`PoolPlan`, built from a :class:`PoolRequest`: see :mod:`.streaming`).
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ from activebayes.acquisition.scores import (
     variation_ratios,
 )
 from activebayes.acquisition.selection import Selection
+from activebayes.acquisition.streaming import PoolPlan, PoolRequest
 from activebayes.acquisition.strategies import (
     INPUTS,
+    AcquisitionContext,
     Strategy,
     available_strategies,
     epig_strategy,
@@ -53,6 +57,9 @@ from activebayes.acquisition.typicality import typicality
 
 __all__ = [
     "INPUTS",
+    "AcquisitionContext",
+    "PoolPlan",
+    "PoolRequest",
     "KMeansResult",
     "Selection",
     "Strategy",

@@ -10,7 +10,7 @@ every remaining candidate ``n`` by ``a(A_{b-1} ∪ {n})`` and takes the best.
 The first pick is BALD's top item (computed by :func:`~activebayes.acquisition.bald`).
 
 ``H[y_A, y_n]`` is exact while the ``C^{|A|}`` configurations of the batch so far fit
-``max_exact_configs``, and estimated from ``num_samples`` sampled configurations
+``max_exact_configs``, and estimated from ``num_configurations`` sampled configurations
 beyond (seeded by ``generator``); see :mod:`activebayes.acquisition.joint_entropy` for
 the algebra. Each step is one ``[M, K] @ [K, n*C]`` product per pool chunk, so memory
 is bounded by the chunk and the cost is ``O(M · N · C · K)`` flops per step, with
@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from activebayes._validation import check_log_probs, check_positive_int
+from activebayes._validation import check_log_probs, check_positive_int, renamed_keyword
 from activebayes.acquisition._chunks import iter_chunks, resolve_device
 from activebayes.acquisition.joint_entropy import (
     WeightedConfigurations,
@@ -43,12 +43,12 @@ from activebayes.acquisition.scores import bald, expected_entropy
 from activebayes.acquisition.selection import BudgetPlan, Selection, check_budget
 from activebayes.errors import InvalidArgumentError
 
-__all__ = ["batchbald", "BatchConfigurations", "DEFAULT_NUM_SAMPLES"]
+__all__ = ["batchbald", "BatchConfigurations", "DEFAULT_NUM_CONFIGURATIONS"]
 
 Device = torch.device | str | None
 
 #: Sampled configurations once the exact table is too big (the paper's code: 10,000).
-DEFAULT_NUM_SAMPLES = 10_000
+DEFAULT_NUM_CONFIGURATIONS = 10_000
 
 
 class BatchConfigurations:
@@ -62,10 +62,10 @@ class BatchConfigurations:
     """
 
     def __init__(
-        self, K: int, C: int, *, num_samples: int, max_exact_configs: int, generator: torch.Generator | None
+        self, K: int, C: int, *, num_configurations: int, max_exact_configs: int, generator: torch.Generator | None
     ) -> None:
         self.K, self.C = K, C
-        self.num_samples = num_samples
+        self.num_configurations = num_configurations
         self.max_exact_configs = max_exact_configs
         self.generator = generator
         self.log_probs: list[Tensor] = []
@@ -83,7 +83,7 @@ class BatchConfigurations:
         elif self.exact:
             self.exact = False
             self.classes_M_B, self.samples_M, self.log_joint_M_K = sample_configurations(
-                torch.stack(self.log_probs), self.num_samples, generator=self.generator
+                torch.stack(self.log_probs), self.num_configurations, generator=self.generator
             )
         else:
             assert self.classes_M_B is not None and self.samples_M is not None
@@ -103,7 +103,7 @@ def batchbald(
     log_probs_N_K_C: Tensor,
     batch_size: int,
     *,
-    num_samples: int = DEFAULT_NUM_SAMPLES,
+    num_configurations: int | None = None,
     max_exact_configs: int | None = None,
     generator: torch.Generator | None = None,
     costs_N: Tensor | None = None,
@@ -114,14 +114,15 @@ def batchbald(
     chunk_size: int | None = None,
     progress: bool = False,
     plan: BudgetPlan | None = None,
+    num_samples: int | None = None,
 ) -> Selection:
     """Greedy BatchBALD batch of ``batch_size`` items from ``log_probs_N_K_C`` ``[N, K, C]``.
 
     Args:
-        num_samples: sampled configurations M once the exact table is too big
-            (rounded up to a multiple of K; default 10,000 as in the paper's code).
+        num_configurations: sampled joint label configurations M once the exact table is too
+            big (rounded up to a multiple of K; default 10,000 as in the paper's code).
         max_exact_configs: exact while ``C^(picked so far)`` is at most this
-            (default: ``num_samples``, so the exact table is never larger than the sampled one).
+            (default: ``num_configurations``, so the exact table is never larger than the sampled one).
         generator: seeds the sampled configurations (CPU generator).
         costs_N: optional per-item labelling costs ``[N]``; candidates that no longer
             fit the budget are skipped.
@@ -132,6 +133,8 @@ def batchbald(
         chunk_size: candidates per chunk (default: ``1024 // C``; the configurations are tiled
             too, so work buffers stay ~8 MiB whatever M and N).
         progress: show a tqdm bar over the picks.
+        num_samples: deprecated name of ``num_configurations`` (a ``DeprecationWarning``;
+            removed in the next release).
 
     Returns:
         :class:`Selection`; ``scores[b]`` is the joint mutual information of the first
@@ -147,8 +150,11 @@ def batchbald(
     batch_size = check_positive_int(batch_size, "batch_size")
     if batch_size > N:
         raise InvalidArgumentError(f"batch_size must be <= the pool size N={N}, got {batch_size}")
-    num_samples = check_positive_int(num_samples, "num_samples")
-    max_exact = num_samples if max_exact_configs is None else check_positive_int(
+    num_configurations = check_positive_int(
+        renamed_keyword(num_configurations, num_samples, "num_configurations", "num_samples", DEFAULT_NUM_CONFIGURATIONS),
+        "num_configurations",
+    )
+    max_exact = num_configurations if max_exact_configs is None else check_positive_int(
         max_exact_configs, "max_exact_configs", allow_zero=True
     )
     if plan is None:
@@ -164,7 +170,7 @@ def batchbald(
     bald_N = bald(log_probs_N_K_C, device=device, chunk_size=chunk_size).cpu()
     conditional_N = expected_entropy(log_probs_N_K_C, device=device, chunk_size=chunk_size).cpu()
 
-    state = BatchConfigurations(K, C, num_samples=num_samples, max_exact_configs=max_exact, generator=generator)
+    state = BatchConfigurations(K, C, num_configurations=num_configurations, max_exact_configs=max_exact, generator=generator)
     available_N = torch.ones(N, dtype=torch.bool)
     picked: list[int] = []
     picked_scores: list[float] = []

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from activebayes._validation import check_log_probs, check_positive_int
+from activebayes._validation import check_log_probs, check_positive_int, renamed_keyword
 
 __all__ = [
     "WeightedConfigurations",
@@ -102,18 +102,18 @@ def _sample_classes(probs_K_C: Tensor, samples_M: Tensor, generator: torch.Gener
 
 
 def sample_configurations(
-    log_probs_B_K_C: Tensor, num_samples: int, *, generator: torch.Generator | None = None
+    log_probs_B_K_C: Tensor, num_configurations: int, *, generator: torch.Generator | None = None
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Draw configurations of B labels from ``q(m) = 1/K Σ_k P_k(m)``.
 
     The function sample ``k`` is stratified (each ``k`` equally often, so
-    ``M = K * ceil(num_samples / K)`` draws), then ``c_i ~ p_k(i, ·)`` independently.
+    ``M = K * ceil(num_configurations / K)`` draws), then ``c_i ~ p_k(i, ·)`` independently.
 
     Returns ``(classes_M_B, samples_M, log_joint_M_K)``: the drawn classes, the
     function sample of each draw and ``log P_k(m)`` (float64) for every k.
     """
     B, K, C = log_probs_B_K_C.shape
-    M = K * math.ceil(num_samples / K)
+    M = K * math.ceil(num_configurations / K)
     device = log_probs_B_K_C.device
     samples_M = torch.arange(M, device=device) % K
     classes_M_B = torch.empty(M, B, dtype=torch.long, device=device)
@@ -154,24 +154,27 @@ def deduplicate(classes_M_B: Tensor, log_joint_M_K: Tensor) -> tuple[Tensor, Ten
 def joint_entropy(
     log_probs_B_K_C: Tensor,
     *,
-    num_samples: int | None = None,
+    num_configurations: int | None = None,
     generator: torch.Generator | None = None,
+    num_samples: int | None = None,
 ) -> float:
     r"""Joint entropy ``H[y_1..y_B]`` (nats) of B labels under the K-sample mixture.
 
-    Exact over all ``C^B`` configurations when ``num_samples`` is ``None``; else the
-    Monte Carlo estimate from ``num_samples`` configurations drawn from the mixture
-    (standard error about ``std(-log q) / sqrt(M)``).
+    Exact over all ``C^B`` configurations when ``num_configurations`` is ``None``; else the
+    Monte Carlo estimate from ``num_configurations`` configurations drawn from the mixture
+    (standard error about ``std(-log q) / sqrt(M)``). ``num_samples`` is its deprecated
+    name (a ``DeprecationWarning``; removed in the next release).
 
     >>> lp = torch.log(torch.tensor([[[0.5, 0.5]], [[0.5, 0.5]]], dtype=torch.float64))
     >>> round(joint_entropy(lp), 6) == round(2 * math.log(2), 6)
     True
     """
     check_log_probs(log_probs_B_K_C, "log_probs_B_K_C")
-    if num_samples is None:
+    num_configurations = renamed_keyword(num_configurations, num_samples, "num_configurations", "num_samples", None)
+    if num_configurations is None:
         return WeightedConfigurations.from_log_joint(exact_log_joint(log_probs_B_K_C), None).entropy
-    num_samples = check_positive_int(num_samples, "num_samples")
-    classes_M_B, _, log_joint_M_K = sample_configurations(log_probs_B_K_C, num_samples, generator=generator)
+    M = check_positive_int(num_configurations, "num_configurations")
+    classes_M_B, _, log_joint_M_K = sample_configurations(log_probs_B_K_C, M, generator=generator)
     return WeightedConfigurations.from_log_joint(*deduplicate(classes_M_B, log_joint_M_K)).entropy
 
 

@@ -10,7 +10,6 @@ cost per item with a total ``cost_budget``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -27,8 +26,6 @@ __all__ = [
     "stochastic_order",
     "STOCHASTIC_MODES",
 ]
-
-ScoreFn = Callable[..., Tensor]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,13 @@
-"""Strategy registry and :func:`select`: names -> batch acquisition.
+"""Strategies: one object per strategy that knows itself, a registry, and :func:`select`.
 
-The loop and the CLI pass strings; :func:`select` looks the name up in a registry
-and calls the strategy. Built in:
+The loop and the CLI pass strings; :func:`select` and
+:func:`~activebayes.scoring.score_pool` look the name up in a registry and get a
+:class:`Strategy`: everything about one strategy in one place -- its function (the
+in-memory batch), the inputs it reads, its options (checked once, by
+:func:`check_call`, for both callers), its defaults for a round
+(:meth:`Strategy.context_defaults`), the strategy it hands over to before the first
+label (:meth:`Strategy.for_context`) and its streaming plan over a pool of any size
+(:meth:`Strategy.plan_pool`, see :mod:`.streaming`). Built in:
 
 - ``random``: uniformly random (needs no predictions: pass the pool size ``N``);
 - top-k of a score: ``entropy`` (aliases ``max_entropy``, ``predictive_entropy``),
@@ -31,7 +37,11 @@ Plug in your own with a score function (``log_probs_N_K_C -> scores_N``) in two 
     register_strategy("my_score", topk_strategy(my_score_fn))
     select(log_probs_N_K_C, "my_score", 10)
 
-The registered score then also streams over big pools and runs on Ray.
+The registered score then also streams over big pools and runs on Ray. A strategy that
+chooses a batch jointly registers its function and, to stream, a ``plan``
+(``PoolRequest -> PoolPlan``: what each chunk keeps and how the kept rows become the
+batch); without one, :func:`~activebayes.scoring.score_pool` gathers the whole
+``[N, K, C]`` and calls the function.
 """
 
 from __future__ import annotations
@@ -44,12 +54,18 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from activebayes._validation import check_log_probs, check_nonnegative_float, check_positive_int, unknown_name_message
+from activebayes._seeding import keyed_uniform
+from activebayes._validation import (
+    check_log_probs,
+    check_nonnegative_float,
+    check_positive_int,
+    renamed_keyword,
+)
 from activebayes.acquisition import scores as _scores
 from activebayes.acquisition._features import check_features
-from activebayes.acquisition.badge import badge
+from activebayes.acquisition.badge import badge, badge_from_factors
 from activebayes.acquisition.epig import DEFAULT_NUM_TARGETS, epig
-from activebayes.acquisition.greedy_batchbald import DEFAULT_NUM_SAMPLES, batchbald
+from activebayes.acquisition.greedy_batchbald import DEFAULT_NUM_CONFIGURATIONS, batchbald
 from activebayes.acquisition.selection import (
     BudgetPlan,
     Selection,
@@ -59,16 +75,35 @@ from activebayes.acquisition.selection import (
     take_in_order,
     top_order,
 )
+from activebayes.acquisition.streaming import (
+    BaldPrefilter,
+    GradientFactors,
+    Planner,
+    PoolPlan,
+    PoolRequest,
+    Rows,
+    aligned,
+    finish_in_order,
+    gather_plan,
+    lexicographic_top,
+    per_item_plan,
+)
 from activebayes.acquisition.typicality import MAX_CLUSTERS, MIN_CLUSTER_SIZE, NUM_NEIGHBORS, typicality
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes._registry import Registry
 
 __all__ = [
+    "BATCHBALD_MEMORY_BYTES",
+    "DEFAULT_PREFILTER",
     "INPUTS",
     "SCORE_MODES",
+    "AcquisitionContext",
+    "CheckedCall",
     "Strategy",
     "StrategyFn",
     "StrategyRegistry",
     "available_strategies",
+    "check_call",
     "epig_strategy",
     "get_strategy",
     "register_strategy",
@@ -76,6 +111,7 @@ __all__ = [
     "score_function",
     "stochastic_strategy",
     "topk_strategy",
+    "unregister_strategy",
 ]
 
 Device = torch.device | str | None
@@ -93,8 +129,26 @@ INPUTS: Mapping[str, str] = {
     "labelled_features": "labelled_features_L_D",
 }
 
+_INPUT_SHAPES = {
+    "target_log_probs_M_K_C": "[M, K, C] (target inputs, function samples, classes)",
+    "features_N_D": "[N, D] (a representation of every pool item)",
+    "labelled_features_L_D": "[L, D] (the same representation of the labelled items; L may be 0)",
+}
+
 #: Keyword arguments every strategy function receives from :func:`select` (not options).
 _BASE_PARAMETERS = ("name", "generator", "plan", "device")
+
+#: BatchBALD pre-filter size M when streaming (``score_pool``'s option ``prefilter``). Measured on
+#: real MNIST (benchmarks/batchbald_prefilter.py, docs/big-pools.md): the batch of 10 from the top-M
+#: BALD items of a 4,500 pool equals the full-pool BatchBALD batch in 6 of 6 runs for every
+#: M >= 500 (5 of 6 at M = 200); 1,000 doubles that margin and keeps the greedy steps at about a
+#: third of the full pool's time.
+DEFAULT_PREFILTER = 1000
+
+#: BatchBALD's default in a round (:meth:`Strategy.context_defaults`): the whole pool while its
+#: ``[N, K, C]`` float32 predictions fit in this many bytes; beyond, a BALD pre-filter keeps the
+#: best ``BATCHBALD_MEMORY_BYTES / (K C 4)`` items.
+BATCHBALD_MEMORY_BYTES = 1 << 30
 
 
 class StrategyFn(Protocol):
@@ -123,20 +177,45 @@ class StrategyFn(Protocol):
 
 
 @dataclass(frozen=True)
-class Strategy:
-    """A registry entry: the canonical ``name``, the implementation and its metadata.
+class AcquisitionContext:
+    """One round's situation, which a strategy may tailor its default options to.
 
-    ``score_fn`` and ``mode`` describe strategies that rank items by a per-item
-    score (``score_fn(log_probs_n_K_C) -> scores_n``, so it can run chunk by chunk
-    over a pool of any size): ``mode`` is ``"topk"`` or a stochastic mode
-    (``"power"``, ``"softmax"``, ``"softrank"``). Both are ``None`` for strategies
-    that choose a batch jointly (BatchBALD, BADGE, typicality), ignore the model
-    (random) or need more than the chunk's predictions (EPIG).
+    ``pool_size``: candidates scored this round; ``num_classes``: C; ``n_labelled``:
+    labels so far; ``batch_size``: labels acquired this round; ``num_samples``: K
+    function samples per prediction (``None`` when unknown).
+    """
+
+    pool_size: int
+    num_classes: int
+    n_labelled: int
+    batch_size: int
+    num_samples: int | None = None
+
+
+#: ``option_check(options, call) -> options``: a strategy's own check of its option values.
+OptionCheck = Callable[[dict[str, Any], "CheckedCall"], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A registry entry: everything about one strategy.
+
+    ``fn`` computes the batch in memory (:class:`StrategyFn`). ``score_fn`` and ``mode``
+    describe strategies that rank items by a per-item score
+    (``score_fn(log_probs_n_K_C) -> scores_n``): ``mode`` is ``"topk"`` or a stochastic
+    mode (``"power"``, ``"softmax"``, ``"softrank"``); both ``None`` for the others.
 
     ``inputs`` are the :data:`INPUTS` the strategy needs (``needs_predictions`` is
     ``"log_probs" in inputs``); ``optional_inputs`` those it reads when given.
     ``options`` are the names of its options, or ``None`` when it takes any
-    (``**options``).
+    (``**options``); ``stream_options`` the options only streaming reads (BatchBALD's
+    ``prefilter``); ``renamed_options`` maps deprecated option names to their new names;
+    ``option_check`` checks option values.
+
+    ``planner`` builds the streaming plan (:meth:`plan_pool`); ``defaults`` maps an
+    :class:`AcquisitionContext` to default options (:meth:`context_defaults`);
+    ``without_labels`` names the strategy to run before the first label (``"random"``
+    for strategies that read predictions: a model fit on nothing has nothing to say).
     """
 
     name: str
@@ -148,18 +227,51 @@ class Strategy:
     inputs: tuple[str, ...] = ("log_probs",)
     optional_inputs: tuple[str, ...] = ()
     options: tuple[str, ...] | None = None
+    planner: Planner | None = None
+    defaults: Callable[[AcquisitionContext], Mapping[str, Any]] | None = None
+    stream_options: tuple[str, ...] = ()
+    renamed_options: Mapping[str, str] = field(default_factory=dict)
+    option_check: OptionCheck | None = None
+    without_labels: str | None = None
 
     def input_arguments(self) -> tuple[str, ...]:
         """The keyword arguments of :func:`select` this strategy reads (besides ``log_probs_N_K_C``)."""
         return tuple(INPUTS[key] for key in (*self.inputs, *self.optional_inputs) if key != "log_probs")
 
+    @property
+    def reads_features(self) -> bool:
+        """Whether it reads a representation of the items (features of the pool or the labelled set)."""
+        return bool({"features", "labelled_features"} & {*self.inputs, *self.optional_inputs})
+
+    def context_defaults(self, context: AcquisitionContext) -> dict[str, Any]:
+        """Default options for this round (e.g. typicality's cluster count, BatchBALD's pre-filter)."""
+        return {} if self.defaults is None else dict(self.defaults(context))
+
+    def for_context(self, context: AcquisitionContext) -> Strategy:
+        """The strategy that acts in ``context``: itself, or ``without_labels`` before the first label."""
+        if context.n_labelled == 0 and self.without_labels is not None:
+            return get_strategy(self.without_labels)
+        return self
+
+    def plan_pool(self, request: PoolRequest) -> PoolPlan:
+        """How :func:`~activebayes.scoring.score_pool` streams a pool for this strategy."""
+        if self.planner is not None:
+            return self.planner(request)
+        if self.score_fn is not None and self.mode is not None:
+            return per_item_plan(self.score_fn, self.mode)(request)
+        return gather_plan(self.fn, self.needs_predictions, _check_gathered_targets)(request)
+
+
+
+class _Default:
+    """Marks an argument left at its default (where ``None`` is a meaningful value)."""
+
 
 class StrategyRegistry:
-    """Maps names and aliases to :class:`Strategy` entries."""
+    """Maps names and aliases to :class:`Strategy` entries (the one registry type, shared with models and datasets)."""
 
     def __init__(self) -> None:
-        self._entries: dict[str, Strategy] = {}
-        self._names: dict[str, str] = {}
+        self._registry: Registry[Strategy] = Registry("strategy")
 
     def register(
         self,
@@ -173,46 +285,49 @@ class StrategyRegistry:
         mode: str | None = None,
         inputs: Iterable[str] | None = None,
         optional_inputs: Iterable[str] = (),
+        plan: Planner | None = None,
+        defaults: Callable[[AcquisitionContext], Mapping[str, Any]] | None = None,
+        stream_options: Iterable[str] = (),
+        renamed_options: Mapping[str, str] | None = None,
+        option_check: OptionCheck | None = None,
+        without_labels: str | None | type[_Default] = _Default,
     ) -> Strategy:
-        aliases = tuple(aliases)
         if score_fn is None and mode is None:  # built by topk_strategy / stochastic_strategy
             score_fn, mode = getattr(fn, "score_fn", None), getattr(fn, "mode", None)
         if score_fn is not None:
             score_fn = score_function(score_fn)
-        for key in (name, *aliases):
-            if not isinstance(key, str) or not key:
-                raise InvalidArgumentError(f"strategy names must be non-empty strings, got {key!r}")
-            if key in self._names and not replace:
-                raise InvalidArgumentError(f"strategy name {key!r} is already registered (pass replace=True to override)")
         if not callable(fn):
             raise InvalidTypeError(f"fn must be callable, got {type(fn).__name__}")
         if mode is not None and mode not in SCORE_MODES:
             raise InvalidArgumentError(f"mode must be one of {', '.join(SCORE_MODES)} or None, got {mode!r}")
         if (mode is None) != (score_fn is None):
             raise InvalidArgumentError("score_fn and mode go together: give both (a per-item score) or neither")
+        for hook, label in ((plan, "plan"), (defaults, "defaults"), (option_check, "option_check")):
+            if hook is not None and not callable(hook):
+                raise InvalidTypeError(f"{label} must be callable or None, got {type(hook).__name__}")
+        if isinstance(stream_options, str):
+            raise InvalidTypeError("stream_options must be a sequence of option names, not a str")
         inputs, optional_inputs = _check_inputs(inputs, optional_inputs, needs_predictions)
-        options = _strategy_options(fn, (*inputs, *optional_inputs))
+        needs = "log_probs" in inputs
+        if without_labels is _Default:
+            without_labels = "random" if needs else None
+        if option_check is None and mode in SCORE_MODES[1:]:
+            option_check = _check_beta
         entry = Strategy(
-            name, fn, "log_probs" in inputs, aliases, score_fn, mode, inputs, optional_inputs, options
+            name, fn, needs, tuple(aliases), score_fn, mode, inputs, optional_inputs,
+            _strategy_options(fn, (*inputs, *optional_inputs)), plan, defaults, tuple(stream_options),
+            dict(renamed_options or {}), option_check, without_labels,  # type: ignore[arg-type]
         )
-        self._entries[name] = entry
-        for key in (name, *aliases):
-            self._names[key] = name
-        return entry
+        return self._registry.register(name, entry, aliases=entry.aliases, replace=replace)
 
     def unregister(self, name: str) -> None:
-        entry = self.get(name)
-        del self._entries[entry.name]
-        for key in (entry.name, *entry.aliases):
-            self._names.pop(key, None)
+        self._registry.unregister(name)
 
     def get(self, name: str) -> Strategy:
-        if not isinstance(name, str) or name not in self._names:
-            raise InvalidArgumentError(unknown_name_message("strategy", name, self.names(aliases=True)))
-        return self._entries[self._names[name]]
+        return self._registry.get(name)
 
     def names(self, *, aliases: bool = False) -> list[str]:
-        return sorted(self._names if aliases else self._entries)
+        return self._registry.names(aliases=aliases)
 
 
 def _check_inputs(
@@ -268,6 +383,149 @@ def _strategy_options(fn: Callable[..., Any], inputs: tuple[str, ...]) -> tuple[
     if takes_any:
         return None
     return tuple(sorted(keywords - set(required) - set(INPUTS.values())))
+
+
+
+# ----------------------------------------------------------------------- the one check
+
+
+@dataclass(frozen=True)
+class CheckedCall:
+    """What :func:`check_call` returns: the checked arguments of one acquisition."""
+
+    N: int
+    batch_size: int
+    budget: BudgetPlan | None
+    inputs: dict[str, Tensor]
+    options: dict[str, Any]
+    streamed: bool = False
+
+
+def check_call(
+    entry: Strategy,
+    predictions: Tensor | int,
+    batch_size: int,
+    *,
+    costs_N: Tensor | None = None,
+    cost_budget: float | None = None,
+    inputs: Mapping[str, object] | None = None,
+    options: Mapping[str, Any] | None = None,
+    streamed: bool = False,
+    order_N: Tensor | None = None,
+) -> CheckedCall:
+    """The one check of an acquisition's arguments against ``entry``, for :func:`select` and ``score_pool``.
+
+    ``predictions`` is ``log_probs_N_K_C`` or the pool size ``N`` (an int: for strategies
+    that read no predictions, or ``streamed=True`` when ``score_pool`` predicts later).
+    ``inputs`` are the extra inputs by their :data:`INPUTS` argument names; per-item
+    ones are reordered by ``order_N`` after the check. ``options``: deprecated names are
+    renamed (with a ``DeprecationWarning``), unknown names raise ``TypeError`` listing the
+    accepted ones, ``cost_aware`` needs a budget, and the strategy's ``option_check`` runs.
+    """
+    K_C: tuple[int, int] | None = None
+    if isinstance(predictions, int) and not isinstance(predictions, bool):
+        if entry.needs_predictions and not streamed:
+            raise InvalidTypeError(
+                f"strategy {entry.name!r} needs predictions log_probs_N_K_C [N, K, C], got the int {predictions}"
+            )
+        N = check_positive_int(predictions, "log_probs_N_K_C (pool size)")
+    else:
+        check_log_probs(predictions, values=False)
+        N, K, C = (int(size) for size in predictions.shape)
+        K_C = (K, C)
+    batch_size = check_positive_int(batch_size, "batch_size")
+    if batch_size > N:
+        raise InvalidArgumentError(f"batch_size must be <= the pool size N={N}, got {batch_size}")
+    budget = check_budget(costs_N, cost_budget, N)
+    checked_options = _check_option_names(entry, dict(options or {}), streamed)
+    checked_inputs = _check_inputs_given(entry, N, K_C, dict(inputs or {}), order_N, streamed)
+    call = CheckedCall(N, batch_size, budget, checked_inputs, checked_options, streamed)
+    if checked_options.get("cost_aware", False) and budget is None:
+        raise InvalidArgumentError("cost_aware=True needs costs_N and cost_budget")
+    if entry.option_check is not None:
+        call = CheckedCall(N, batch_size, budget, checked_inputs, entry.option_check(dict(checked_options), call),
+                           streamed)
+    return call
+
+
+def _check_option_names(entry: Strategy, options: dict[str, Any], streamed: bool) -> dict[str, Any]:
+    for old, new in entry.renamed_options.items():
+        if old in options:
+            options[new] = renamed_keyword(options.get(new), options.pop(old), new, old, None, stacklevel=5)
+    if entry.options is None:
+        return options
+    accepted = (*entry.options, *(entry.stream_options if streamed else ()))
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        listed = ", ".join(sorted(accepted)) or "none"
+        streaming = [name for name in unknown if name in entry.stream_options]
+        hint = f" ({', '.join(streaming)}: only when streaming a pool, in score_pool)" if streaming else ""
+        raise InvalidTypeError(
+            f"strategy {entry.name!r} got an unknown option {', '.join(map(repr, unknown))}; "
+            f"its options are: {listed}{hint}"
+        )
+    return options
+
+
+def _check_inputs_given(
+    entry: Strategy, N: int, K_C: tuple[int, int] | None, given: dict[str, object], order_N: Tensor | None,
+    streamed: bool,
+) -> dict[str, Tensor]:
+    """Check the extra inputs against what ``entry`` reads; return those to pass (per-item ones reordered)."""
+    given = {argument: value for argument, value in given.items() if value is not None}
+    reads = entry.input_arguments()
+    for argument in given:
+        if argument not in INPUTS.values():
+            where = "strategy_inputs" if streamed else "inputs"
+            raise InvalidTypeError(
+                f"{where} has an unknown input {argument!r}; expected any of {sorted(INPUTS.values())}"
+            )
+        if argument not in reads:
+            what = ", ".join(INPUTS[key] for key in (*entry.inputs, *entry.optional_inputs)) or "only the pool size"
+            raise InvalidTypeError(f"strategy {entry.name!r} does not read {argument}; it reads: {what}")
+    for key in entry.inputs:
+        argument = INPUTS[key]
+        if key != "log_probs" and argument not in given:
+            raise InvalidTypeError(f"strategy {entry.name!r} needs {argument} {_INPUT_SHAPES[argument]}, got None")
+    target = given.get("target_log_probs_M_K_C")
+    if target is not None:
+        check_log_probs(target, "target_log_probs_M_K_C", shape_doc=_INPUT_SHAPES["target_log_probs_M_K_C"])
+        _check_target_shape(target, K_C)
+    features = given.get("features_N_D")
+    if features is not None:
+        check_features(features, "features_N_D", N)
+        if order_N is not None:
+            given["features_N_D"] = features[order_N]  # type: ignore[index]
+    labelled = given.get("labelled_features_L_D")
+    if labelled is not None:
+        check_features(labelled, "labelled_features_L_D", None,
+                       dims=None if features is None else int(features.shape[1]))  # type: ignore[union-attr]
+    return given  # type: ignore[return-value]
+
+
+def _check_target_shape(target_M_K_C: Tensor, K_C: tuple[int, int] | None) -> None:
+    if K_C is not None and tuple(target_M_K_C.shape[1:]) != K_C:
+        raise InvalidArgumentError(
+            f"target_log_probs_M_K_C must have the pool's K={K_C[0]} function samples and C={K_C[1]} "
+            f"classes (shape [M, {K_C[0]}, {K_C[1]}]), got {tuple(target_M_K_C.shape)}"
+        )
+
+
+def _check_gathered_targets(request: PoolRequest, log_probs_N_K_C: Tensor) -> None:
+    """Once the pool's predictions are gathered: EPIG's targets must share their K and C."""
+    target = request.inputs.get("target_log_probs_M_K_C")
+    if target is not None:
+        _check_target_shape(target, (int(log_probs_N_K_C.shape[1]), int(log_probs_N_K_C.shape[2])))
+
+
+def _check_beta(options: dict[str, Any], call: CheckedCall) -> dict[str, Any]:
+    """Stochastic batch acquisition: ``beta`` (coldness) is a finite number >= 0."""
+    if "beta" in options:
+        options["beta"] = check_nonnegative_float(options["beta"], "beta")
+    return options
+
+
+# ------------------------------------------------------------------ builders and built-in functions
 
 
 def score_function(score_fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
@@ -398,29 +656,6 @@ def _random_strategy(
     return take_in_order(order, scores_N, batch_size, plan, name)
 
 
-def _batchbald_strategy(
-    predictions: Tensor | int,
-    batch_size: int,
-    *,
-    name: str,
-    generator: torch.Generator | None,
-    plan: BudgetPlan | None,
-    device: Device,
-    num_samples: int = DEFAULT_NUM_SAMPLES,
-    max_exact_configs: int | None = None,
-    cost_aware: bool = False,
-    dtype: torch.dtype | None = None,
-    chunk_size: int | None = None,
-    progress: bool = False,
-) -> Selection:
-    """Greedy BatchBALD; the options are :func:`~activebayes.acquisition.batchbald`'s."""
-    selection = batchbald(
-        predictions, batch_size, num_samples=num_samples, max_exact_configs=max_exact_configs, generator=generator,
-        cost_aware=cost_aware, device=device, dtype=dtype, chunk_size=chunk_size, progress=progress, plan=plan,
-    )
-    return Selection(selection.indices, selection.scores, name)
-
-
 def _pool_targets(
     log_probs_N_K_C: Tensor, num_targets: int | None, target_log_probs_M_K_C: Tensor | None,
     generator: torch.Generator | None,
@@ -543,9 +778,118 @@ def _typicality_strategy(
     return Selection(selection.indices, selection.scores, name)
 
 
+
+# ------------------------------------------------------------------ built-in plans, defaults
+
+
+def _random_plan(request: PoolRequest) -> PoolPlan:
+    """Random over a pool: top-k of ``keyed_uniform(seed, index)``; nothing is read or predicted."""
+    cost_aware = bool(request.options.get("cost_aware", False))
+
+    def finish(rows: Rows | None) -> Selection:
+        indices_N, budget, batch_size = request.indices_N, request.budget, request.batch_size
+        scores_N = keyed_uniform(request.seed, indices_N)
+        priority_N = cost_priority(scores_N, budget, cost_aware)
+        order = lexicographic_top(priority_N, None, indices_N, batch_size if budget is None else None)
+        return finish_in_order(order, scores_N, indices_N, batch_size, budget, request.name)
+
+    return PoolPlan(None, finish, request.name)
+
+
+def _batchbald_strategy(
+    predictions: Tensor | int,
+    batch_size: int,
+    *,
+    name: str,
+    generator: torch.Generator | None,
+    plan: BudgetPlan | None,
+    device: Device,
+    num_configurations: int = DEFAULT_NUM_CONFIGURATIONS,
+    max_exact_configs: int | None = None,
+    cost_aware: bool = False,
+    dtype: torch.dtype | None = None,
+    chunk_size: int | None = None,
+    progress: bool = False,
+) -> Selection:
+    """Greedy BatchBALD; the options are :func:`~activebayes.acquisition.batchbald`'s."""
+    selection = batchbald(
+        predictions, batch_size, num_configurations=num_configurations, max_exact_configs=max_exact_configs,
+        generator=generator, cost_aware=cost_aware, device=device, dtype=dtype, chunk_size=chunk_size,
+        progress=progress, plan=plan,
+    )
+    return Selection(selection.indices, selection.scores, name)
+
+
+def _check_batchbald_options(options: dict[str, Any], call: CheckedCall) -> dict[str, Any]:
+    if "prefilter" in options:
+        prefilter = check_positive_int(options["prefilter"], "prefilter")
+        if prefilter < call.batch_size:
+            raise InvalidArgumentError(
+                f"prefilter must be >= batch_size={call.batch_size} (candidates for the batch), got {prefilter}"
+            )
+    return options
+
+
+def _batchbald_defaults(context: AcquisitionContext) -> dict[str, Any]:
+    """BatchBALD on the whole pool while its ``[N, K, C]`` float32 predictions fit
+    :data:`BATCHBALD_MEMORY_BYTES`, else on the BALD pre-filter of as many items as fit."""
+    if context.num_samples is None:
+        return {}
+    per_item = context.num_samples * context.num_classes * 4
+    return {"prefilter": max(context.batch_size, min(context.pool_size, BATCHBALD_MEMORY_BYTES // per_item))}
+
+
+def _batchbald_plan(request: PoolRequest) -> PoolPlan:
+    r"""BatchBALD on the ``prefilter`` items of highest BALD, whose ``[M, K, C]`` are kept while streaming.
+
+    Why that loses little: the gain of adding item ``n`` to a batch ``A`` is
+    ``I[y_n; w | y_A] <= BALD(n)``, so an item outside the pre-filter can gain at most
+    the ``(M+1)``-th largest BALD score (see :mod:`activebayes.scoring`).
+    """
+    options = dict(request.options)
+    keep = min(options.pop("prefilter", DEFAULT_PREFILTER), request.N)
+    budget = request.budget
+    options.setdefault("progress", request.progress)
+    work = BaldPrefilter(keep, None if budget is None else budget.cost_budget,
+                         bool(options.get("cost_aware", False)), request.device_name)
+
+    def finish(rows: Rows | None) -> Selection:
+        assert rows is not None
+        order = torch.argsort(rows["index"])
+        kept_M = rows["index"][order]
+        log_probs_M_K_C = rows["log_probs"][order]
+        budget_M = None
+        if budget is not None:
+            budget_M = BudgetPlan(budget.costs_N[torch.searchsorted(request.indices_N, kept_M)], budget.cost_budget)
+        picked = batchbald(log_probs_M_K_C, min(request.batch_size, keep), generator=request.generator(),
+                           plan=budget_M, device=request.device, **options)
+        return Selection(kept_M[picked.indices].clone(), picked.scores, request.name)
+
+    return PoolPlan(work, finish, f"BALD pre-filter to {keep:,}")
+
+
+def _badge_plan(request: PoolRequest) -> PoolPlan:
+    """BADGE streams ``[n, C]`` gradient factors ``p̄ - e_ŷ`` per chunk (the K samples enter only
+    through them), then k-means++ seeding runs on the merged rows and the features."""
+
+    def finish(rows: Rows | None) -> Selection:
+        assert rows is not None
+        picked = badge_from_factors(aligned(rows, "factors", request.indices_N), request.inputs["features_N_D"],
+                                    request.batch_size, generator=request.generator(), plan=request.budget,
+                                    device=request.device)
+        return request.in_original_indices(picked)
+
+    return PoolPlan(GradientFactors(request.device_name), finish, "BADGE gradient factors")
+
+
+def _typicality_defaults(context: AcquisitionContext) -> dict[str, Any]:
+    """As many clusters as the labelled set plus this round's batch (TypiClust), whatever the lookahead."""
+    return {"num_clusters": context.n_labelled + context.batch_size}
+
+
 def _default_registry() -> StrategyRegistry:
     registry = StrategyRegistry()
-    registry.register("random", _random_strategy, needs_predictions=False)
+    registry.register("random", _random_strategy, needs_predictions=False, plan=_random_plan)
     registry.register(
         "entropy", topk_strategy(_scores.predictive_entropy), aliases=("max_entropy", "predictive_entropy"),
         score_fn=_scores.predictive_entropy, mode="topk",
@@ -553,16 +897,18 @@ def _default_registry() -> StrategyRegistry:
     for score_name in ("bald", "jackknife_bald", "variation_ratios", "mean_std", "margin", "least_confidence"):
         score_fn = getattr(_scores, score_name)
         registry.register(score_name, topk_strategy(score_fn), score_fn=score_fn, mode="topk")
-    registry.register("batchbald", _batchbald_strategy)
+    registry.register("batchbald", _batchbald_strategy, plan=_batchbald_plan, defaults=_batchbald_defaults,
+                      stream_options=("prefilter",), renamed_options={"num_samples": "num_configurations"},
+                      option_check=_check_batchbald_options)
     for mode in ("power", "softmax", "softrank"):
         registry.register(f"{mode}_bald", stochastic_strategy(_scores.bald, mode), score_fn=_scores.bald, mode=mode)
         registry.register(f"{mode}_entropy", stochastic_strategy(_scores.predictive_entropy, mode),
                           score_fn=_scores.predictive_entropy, mode=mode)
     registry.register("epig", epig_strategy("topk"), optional_inputs=("target_log_probs",))
     registry.register("power_epig", epig_strategy("power"), optional_inputs=("target_log_probs",))
-    registry.register("badge", _badge_strategy, inputs=("log_probs", "features"))
+    registry.register("badge", _badge_strategy, inputs=("log_probs", "features"), plan=_badge_plan)
     registry.register("typicality", _typicality_strategy, inputs=("features", "labelled_features"),
-                      aliases=("typiclust",))
+                      aliases=("typiclust",), defaults=_typicality_defaults)
     return registry
 
 
@@ -581,19 +927,37 @@ def register_strategy(
     mode: str | None = None,
     inputs: Iterable[str] | None = None,
     optional_inputs: Iterable[str] = (),
+    plan: Planner | None = None,
+    defaults: Callable[[AcquisitionContext], Mapping[str, Any]] | None = None,
+    stream_options: Iterable[str] = (),
+    renamed_options: Mapping[str, str] | None = None,
+    option_check: OptionCheck | None = None,
+    without_labels: str | None | type[_Default] = _Default,
 ) -> Strategy:
-    """Register ``fn`` under ``name`` (and ``aliases``) so :func:`select` and the CLI find it.
+    """Register ``fn`` under ``name`` (and ``aliases``) so :func:`select`, ``score_pool``, the loop and the CLI find it.
 
     ``inputs`` (names from :data:`INPUTS`, default ``("log_probs",)``) are what the
     strategy needs, ``optional_inputs`` what it reads when given; they reach ``fn`` as
     keyword arguments. ``needs_predictions=False`` is short for ``inputs=()`` (the loop
     may skip inference and pass the pool size instead of ``log_probs_N_K_C``).
-    ``score_fn`` with ``mode`` (see :class:`Strategy`) lets big pools be scored chunk
-    by chunk and on Ray. ``fn``'s other keyword-only parameters are its options,
-    checked by :func:`select`. Registering a taken name raises unless ``replace``.
+    ``fn``'s other keyword-only parameters are its options, checked by :func:`check_call`.
+
+    How it streams over a big pool (``score_pool``, also on Ray): ``score_fn`` with
+    ``mode`` (see :class:`Strategy`) for a per-item score; or ``plan``, a function
+    ``PoolRequest -> PoolPlan`` (:mod:`activebayes.acquisition.streaming`: what each chunk
+    keeps and how the kept rows become the :class:`Selection`); with neither the whole
+    ``[N, K, C]`` is gathered and ``fn`` called. ``stream_options`` are options only the
+    plan reads. ``defaults(context)`` gives default options for a round
+    (:class:`AcquisitionContext`); ``option_check(options, call)`` checks option values;
+    ``renamed_options`` maps deprecated option names to new ones; ``without_labels``
+    names the strategy to run before the first label (default: ``"random"`` when the
+    strategy reads predictions, else none). Registering a taken name raises unless ``replace``.
     """
     return REGISTRY.register(name, fn, needs_predictions=needs_predictions, aliases=aliases, replace=replace,
-                             score_fn=score_fn, mode=mode, inputs=inputs, optional_inputs=optional_inputs)
+                             score_fn=score_fn, mode=mode, inputs=inputs, optional_inputs=optional_inputs,
+                             plan=plan, defaults=defaults, stream_options=stream_options,
+                             renamed_options=renamed_options, option_check=option_check,
+                             without_labels=without_labels)
 
 
 def unregister_strategy(name: str) -> None:
@@ -646,20 +1010,22 @@ def select(
             penultimate features; ``"typicality"``).
         labelled_features_L_D: the same representation of the L labelled items
             ``[L, D]`` (``"typicality"``; L may be 0).
-        **options: strategy options, e.g. ``num_samples`` / ``max_exact_configs`` for
-            ``"batchbald"``, ``beta`` for stochastic strategies, ``num_targets`` for EPIG,
+        **options: strategy options, e.g. ``num_configurations`` / ``max_exact_configs`` for
+            ``"batchbald"`` (``num_samples`` is the deprecated name of ``num_configurations``),
+            ``beta`` for stochastic strategies, ``num_targets`` for EPIG,
             ``cost_aware=True`` to rank by score per unit cost, ``chunk_size``. An option
             the strategy does not have raises ``TypeError`` naming the ones it has.
 
     Each strategy's :class:`Strategy` entry says which inputs it needs
     (``get_strategy(name).inputs``); a missing one, or one it does not read, raises
-    ``TypeError`` naming the argument.
+    ``TypeError`` naming the argument. The checks are :func:`check_call`'s, shared with
+    :func:`~activebayes.scoring.score_pool`.
 
     Returns:
         :class:`Selection` with ``indices`` (pick order), ``scores`` and ``strategy``.
 
     >>> lp = torch.log_softmax(torch.randn(100, 8, 10, generator=torch.Generator().manual_seed(0)), -1)
-    >>> len(select(lp, "batchbald", 5, num_samples=1000, generator=torch.Generator().manual_seed(0)))
+    >>> len(select(lp, "batchbald", 5, num_configurations=1000, generator=torch.Generator().manual_seed(0)))
     5
     >>> select(100, "random", 3, generator=torch.Generator().manual_seed(0)).strategy
     'random'
@@ -667,76 +1033,15 @@ def select(
     4
     """
     entry = get_strategy(strategy)
-    K_C: tuple[int, int] | None = None
-    if isinstance(log_probs_N_K_C, int) and not isinstance(log_probs_N_K_C, bool):
-        if entry.needs_predictions:
-            raise InvalidTypeError(
-                f"strategy {entry.name!r} needs predictions log_probs_N_K_C [N, K, C], got the int {log_probs_N_K_C}"
-            )
-        N = check_positive_int(log_probs_N_K_C, "log_probs_N_K_C (pool size)")
-    else:
-        check_log_probs(log_probs_N_K_C, values=False)
-        N, K, C = log_probs_N_K_C.shape
-        K_C = (int(K), int(C))
-    batch_size = check_positive_int(batch_size, "batch_size")
-    if batch_size > N:
-        raise InvalidArgumentError(f"batch_size must be <= the pool size N={N}, got {batch_size}")
-    plan = check_budget(costs_N, cost_budget, N)
-    if entry.options is not None:
-        unknown = sorted(set(options) - set(entry.options))
-        if unknown:
-            accepted = ", ".join(entry.options) if entry.options else "none"
-            raise InvalidTypeError(
-                f"strategy {entry.name!r} got an unknown option {', '.join(map(repr, unknown))}; "
-                f"its options are: {accepted}"
-            )
-    inputs = _check_select_inputs(
-        entry, N, K_C,
-        {
+    call = check_call(
+        entry, log_probs_N_K_C, batch_size, costs_N=costs_N, cost_budget=cost_budget, options=options,
+        inputs={
             "target_log_probs_M_K_C": target_log_probs_M_K_C,
             "features_N_D": features_N_D,
             "labelled_features_L_D": labelled_features_L_D,
         },
     )
     return entry.fn(
-        log_probs_N_K_C, batch_size, name=entry.name, generator=generator, plan=plan, device=device,
-        **inputs, **options,
+        log_probs_N_K_C, call.batch_size, name=entry.name, generator=generator, plan=call.budget, device=device,
+        **call.inputs, **call.options,
     )
-
-
-_INPUT_SHAPES = {
-    "target_log_probs_M_K_C": "[M, K, C] (target inputs, function samples, classes)",
-    "features_N_D": "[N, D] (a representation of every pool item)",
-    "labelled_features_L_D": "[L, D] (the same representation of the labelled items; L may be 0)",
-}
-
-
-def _check_select_inputs(
-    entry: Strategy, N: int, K_C: tuple[int, int] | None, given: dict[str, Tensor | None]
-) -> dict[str, Tensor]:
-    """Check the extra inputs :func:`select` got against the strategy's entry; return those to pass."""
-    reads = entry.input_arguments()
-    for argument, value in given.items():
-        if value is not None and argument not in reads:
-            what = ", ".join(INPUTS[key] for key in (*entry.inputs, *entry.optional_inputs)) or "only the pool size"
-            raise InvalidTypeError(f"strategy {entry.name!r} does not read {argument}; it reads: {what}")
-    for key in entry.inputs:
-        argument = INPUTS[key]
-        if key != "log_probs" and given[argument] is None:
-            raise InvalidTypeError(f"strategy {entry.name!r} needs {argument} {_INPUT_SHAPES[argument]}, got None")
-    target = given["target_log_probs_M_K_C"]
-    if target is not None:
-        check_log_probs(target, "target_log_probs_M_K_C", shape_doc=_INPUT_SHAPES["target_log_probs_M_K_C"])
-        if K_C is not None and tuple(target.shape[1:]) != K_C:
-            raise InvalidArgumentError(
-                f"target_log_probs_M_K_C must have the pool's K={K_C[0]} function samples and C={K_C[1]} "
-                f"classes (shape [M, {K_C[0]}, {K_C[1]}]), got {tuple(target.shape)}"
-            )
-    features = given["features_N_D"]
-    if features is not None:
-        check_features(features, "features_N_D", N)
-    labelled = given["labelled_features_L_D"]
-    if labelled is not None:
-        check_features(labelled, "labelled_features_L_D", None,
-                       dims=None if features is None else int(features.shape[1]))
-    return {argument: value for argument, value in given.items() if value is not None}

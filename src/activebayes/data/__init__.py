@@ -22,7 +22,7 @@ from __future__ import annotations
 from ._core import normalize_pixels
 from .convert import convert_to_memmap
 from .dataset import ArrayDataset, DataError, from_arrays
-from .datasets import IDX_DATASETS, available_datasets, default_data_dir, digits_split_indices, load_dataset
+from .datasets import IDX_DATASETS, available_datasets, default_data_dir, digits_split_indices, load_dataset, register_dataset
 from .idx import download_file, file_md5, parse_idx, read_idx
 from .image_folder import ImageFileInputs, image_folder
 from .lazy import LazyInputs, MemmapInputs
@@ -52,6 +52,7 @@ __all__ = [
     "from_arrays",
     "image_folder",
     "load_dataset",
+    "register_dataset",
     "load_memmap",
     "load_table",
     "normalize_pixels",

@@ -27,9 +27,12 @@ from .._validation import check_choice, check_nonnegative_float, check_positive_
 from .dataset import ArrayDataset, DataError, normalize_pixels
 from .idx import download_file, read_idx
 from .memmap import load_memmap_split
+from ..errors import InvalidTypeError
+from .._registry import Registry
 
 __all__ = [
     "available_datasets",
+    "register_dataset",
     "load_dataset",
     "digits_split_indices",
     "default_data_dir",
@@ -439,22 +442,31 @@ def _wordnet_nouns(split: str, **options: object) -> ArrayDataset:
     return wordnet_nouns(split, data_dir=options.get("data_dir"))  # type: ignore[arg-type]
 
 
-_REGISTRY: dict[str, Callable[..., ArrayDataset]] = {
-    "digits": _load_digits,
-    **{name: _idx_loader(spec) for name, spec in IDX_DATASETS.items()},
-    "memmap": load_memmap_split,
-    "repeated_mnist": repeated_mnist,
-    # text and tables (scikit-learn needed: the `text` extra)
-    "wordnet_nouns": _wordnet_nouns,
-    "breast_cancer": _sklearn_loader("breast_cancer"),
-    "wine": _sklearn_loader("wine"),
-    "iris": _sklearn_loader("iris"),
-}
+#: Named datasets: ``loader(split, *, data_dir, download, mirrors, progress) -> ArrayDataset``
+#: (:func:`register_dataset` adds yours).
+DATASETS: Registry[Callable[..., ArrayDataset]] = Registry("dataset")
+for _name, _loader in (("digits", _load_digits), *((name, _idx_loader(spec)) for name, spec in IDX_DATASETS.items()),
+                       ("memmap", load_memmap_split), ("repeated_mnist", repeated_mnist),
+                       # text and tables (scikit-learn needed: the `text` extra)
+                       ("wordnet_nouns", _wordnet_nouns), *((name, _sklearn_loader(name)) for name in
+                                                            ("breast_cancer", "wine", "iris"))):
+    DATASETS.register(_name, _loader)
+
+
+def register_dataset(name: str, loader: Callable[..., ArrayDataset], *, replace: bool = False) -> None:
+    """Add ``loader(split, *, data_dir, download, mirrors, progress) -> ArrayDataset`` under ``name``.
+
+    :func:`load_dataset` (and ``LoopConfig(dataset=name)``) then finds it. A taken name
+    raises :class:`~activebayes.errors.InvalidArgumentError` unless ``replace=True``.
+    """
+    if not callable(loader):
+        raise InvalidTypeError(f"loader must be callable, got {type(loader).__name__}")
+    DATASETS.register(name, loader, replace=replace)
 
 
 def available_datasets() -> tuple[str, ...]:
     """Names accepted by :func:`load_dataset`, sorted."""
-    return tuple(sorted(_REGISTRY))
+    return tuple(DATASETS.names())
 
 
 def load_dataset(
@@ -499,6 +511,6 @@ def load_dataset(
     name without ``.gz``) loads too. A missing, corrupt, truncated or wrong file
     raises :class:`DataError` naming it.
     """
-    check_choice(name, "dataset", _REGISTRY)
+    loader = DATASETS.get(name)
     check_choice(split, "split", SPLITS)
-    return _REGISTRY[name](split, data_dir=data_dir, download=download, mirrors=mirrors, progress=progress)
+    return loader(split, data_dir=data_dir, download=download, mirrors=mirrors, progress=progress)

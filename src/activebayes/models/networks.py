@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from activebayes._validation import check_choice, check_positive_int
+from activebayes._validation import check_positive_int
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes._seeding import draw_seed, global_rng_seeded
 from activebayes.models.ensemble import Ensemble
@@ -36,6 +36,7 @@ from activebayes.models.dropout import (
     channel_masked_conv2d,
 )
 from activebayes.models.representation import Representation
+from activebayes._registry import Registry
 
 __all__ = [
     "MLP",
@@ -490,21 +491,21 @@ def _build_encoder_head(
     )
 
 
-_REGISTRY: dict[str, ModelFactory] = {
-    "mlp": _build_mlp,
-    "gal_cnn": _build_gal_cnn,
-    "batchbald_cnn": _build_batchbald_cnn,
-    "encoder_head": _build_encoder_head,
-}
+#: The reference networks by name (:func:`register_model` adds yours).
+MODELS: Registry[ModelFactory] = Registry("model name")
+for _name, _factory in (("mlp", _build_mlp), ("gal_cnn", _build_gal_cnn), ("batchbald_cnn", _build_batchbald_cnn),
+                        ("encoder_head", _build_encoder_head)):
+    MODELS.register(_name, _factory)
 
 
-def register_model(name: str, factory: ModelFactory) -> None:
-    """Add ``factory(*, num_classes, input_shape, **options) -> nn.Module`` under ``name``."""
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"name must be a non-empty string, got {name!r}")
-    if name in _REGISTRY:
-        raise ValueError(f"a model named {name!r} is already registered")
-    _REGISTRY[name] = factory
+def register_model(name: str, factory: ModelFactory, *, replace: bool = False) -> None:
+    """Add ``factory(*, num_classes, input_shape, **options) -> nn.Module`` under ``name``.
+
+    A taken name raises :class:`~activebayes.errors.InvalidArgumentError` unless ``replace=True``.
+    """
+    if not callable(factory):
+        raise InvalidTypeError(f"factory must be callable, got {type(factory).__name__}")
+    MODELS.register(name, factory, replace=replace)
 
 
 AUTO = "auto"
@@ -526,9 +527,17 @@ def default_model_name(input_shape: Sequence[int]) -> str:
     return "batchbald_cnn"
 
 
+def _build_auto(*, num_classes: int, input_shape: Sequence[int], **options: object) -> nn.Module:
+    """``"auto"``: the network :func:`default_model_name` picks for ``input_shape``."""
+    return MODELS.get(default_model_name(input_shape))(num_classes=num_classes, input_shape=input_shape, **options)
+
+
+MODELS.register(AUTO, _build_auto)
+
+
 def available_models() -> list[str]:
-    """Names accepted by :func:`build_model`, sorted (plus ``"auto"``: see :func:`default_model_name`)."""
-    return sorted([*_REGISTRY, AUTO])
+    """Names accepted by :func:`build_model`, sorted (``"auto"`` among them: see :func:`default_model_name`)."""
+    return MODELS.names()
 
 
 def build_model(
@@ -563,14 +572,11 @@ def build_model(
         >>> len(build_model("gal_cnn", num_classes=10, input_shape=(1, 8, 8), ensemble_size=3))
         3
     """
-    check_choice(name, "model name", [*_REGISTRY, AUTO])
+    factory = MODELS.get(name)
     check_positive_int(num_classes, "num_classes")
     shape = tuple(int(s) for s in input_shape)
     if not shape or any(s < 1 for s in shape):
         raise ValueError(f"input_shape must be a non-empty shape of positive sizes, got {input_shape!r}")
-    if name == AUTO:
-        name = default_model_name(shape)
-    factory = _REGISTRY[name]
 
     def make() -> nn.Module:
         return factory(num_classes=num_classes, input_shape=shape, **options)
