@@ -1,16 +1,20 @@
-"""A file round trip for real labelling: write the queried items, read back a person's answers.
+"""The files a labelling exchanges with people and other tools, each format in one place.
 
-1. :func:`write_query` writes the items to label (original index, file path,
-   optional thumbnail, acquisition score, an empty ``label`` column) as CSV, or
-   JSON when the path ends in ``.json``; the write is atomic.
-2. A person fills in the ``label`` column (class names or integer class ids).
-3. :func:`read_answers` validates the file (unknown ids, labels outside the class
-   set, duplicate rows, missing rows, malformed files) and returns
-   ``{index: class_id}``; every problem is reported with its row number.
+- **Query files** (:func:`write_query`): the items to label (dataset index or project
+  item id, file path, optional thumbnail, acquisition score, an empty ``label``
+  column) as CSV, or JSON when the path ends in ``.json``; the write is atomic.
+- **Answers files** (:class:`AnswersFile`): a filled-in query file, or a Label Studio
+  JSON export, read and parsed **once**; :func:`check_answers` validates its rows
+  (unknown ids, labels outside the class set, duplicate rows, missing rows) and
+  returns ``{id: class_id}``, every problem reported with its row number
+  (:class:`AnswerFileError`). :func:`read_answers` is both in one call.
+- **Exports** (:func:`export_text`): one row per item with its current label, CSV
+  (cells made safe for spreadsheets, :func:`csv_cell`) or JSON.
+- **Label Studio** (:func:`label_studio_tasks`, :func:`label_studio_config`,
+  :func:`label_studio_answers` / :func:`read_label_studio`): its JSON task format out and in.
 
-:class:`FileOracle` ties these to a directory with a persistent ``oracle.json``
-holding every query and every imported label (written atomically; imports only
-ever add labels, importing the same file twice changes nothing).
+The round trip that uses these files (which rounds were queried, what an import
+stores) is :mod:`activebayes.labelling.roundtrip`.
 
 CSV layout written by :func:`write_query`::
 
@@ -37,28 +41,41 @@ import io
 import json
 import math
 import os
+import re
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from PIL import Image
 from torch import Tensor
 
-from .._io import atomic_write_bytes, atomic_write_text
-from ..data.dataset import ArrayDataset, as_index_tensor
-from activebayes.errors import ActiveBayesError, InvalidArgumentError
-from activebayes.labelstore import csv_cell as _csv_cell
+from activebayes._io import atomic_write_bytes, atomic_write_text
+from activebayes.data.dataset import ArrayDataset, as_index_tensor
+from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
+from activebayes.labelling.store import Item, LabelStoreError
 
 __all__ = [
-    "AnswerFileError",
-    "FileOracle",
-    "LabelsPendingError",
+    "EXPORT_COLUMNS",
     "PROJECT_QUERY_COLUMNS",
     "QUERY_COLUMNS",
+    "AnswerFileError",
     "AnswerProblem",
+    "AnswersFile",
+    "LabelStudioAnswers",
+    "check_answers",
+    "csv_cell",
+    "export_text",
     "item_png",
+    "label_studio_answers",
+    "label_studio_config",
+    "label_studio_tasks",
+    "numbers_are_names",
+    "query_file_name",
     "read_answers",
+    "read_label_studio",
     "write_query",
 ]
 
@@ -105,11 +122,7 @@ class AnswerFileError(ActiveBayesError, ValueError):
         return f"{len(self.problems)} problem(s) in answers file {self.path}:\n  {lines}"
 
 
-class LabelsPendingError(ActiveBayesError, RuntimeError):
-    """The file oracle was asked for labels that a person has not provided yet."""
-
-
-# --------------------------------------------------------------------------- writing
+# --------------------------------------------------------------------------- query files
 
 
 def _thumbnail_png(image_chw: Tensor, normalization: tuple[float, float] | None, min_side: int = 64) -> bytes:
@@ -208,7 +221,7 @@ def write_query(
         writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         for item in items:
-            row = {k: _csv_cell(v) for k, v in item.items()}  # file names neutralised against formula injection
+            row = {k: csv_cell(v) for k, v in item.items()}  # file names neutralised against formula injection
             row["label"] = ""
             row["score"] = "" if item["score"] is None else repr(item["score"])
             writer.writerow(row)
@@ -222,7 +235,18 @@ def item_png(dataset: ArrayDataset, index: int, *, min_side: int = 64) -> bytes:
     return _thumbnail_png(dataset.inputs[index], dataset.normalization, min_side)
 
 
-# --------------------------------------------------------------------------- reading
+def query_file_name(round: int, fmt: str = "csv") -> str:
+    """The name of round ``round``'s query file: ``query-NNNN.csv`` (or ``.json``)."""
+    return f"query-{round:04d}.{fmt}"
+
+
+def round_in_name(path: str | os.PathLike[str]) -> int | None:
+    """The round in a query file's name (``query-NNNN``), ``None`` for any other name."""
+    stem = Path(path).stem
+    return int(stem[6:]) if stem.startswith("query-") and stem[6:].isdigit() else None
+
+
+# --------------------------------------------------------------------------- answers files
 
 
 @dataclass(frozen=True)
@@ -230,6 +254,7 @@ class _Row:
     where: str  # "row 3 (line 4)" or "item 2"
     index: object
     label: object
+    fields: Mapping[str, Any] = field(default_factory=dict)  # every column of the row (CSV names lowercased)
 
 
 @dataclass(frozen=True)
@@ -263,17 +288,13 @@ def _csv_rows(path: Path, text: str, key: str) -> list[_Row]:
             if len(fields) != len(header):
                 rows.append(_Row(where, _Malformed(f"has {len(fields)} field(s), the header has {len(header)}"), None))
                 continue
-            rows.append(_Row(where, fields[i_index], fields[i_label]))
+            rows.append(_Row(where, fields[i_index], fields[i_label], dict(zip(names, fields, strict=True))))
     except csv.Error as exc:
         raise AnswerFileError(path, [AnswerProblem(f"line {reader.line_num}", f"malformed CSV ({exc})")]) from None
     return rows
 
 
-def _json_rows(path: Path, text: str, key: str) -> list[_Row]:
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise AnswerFileError(path, [AnswerProblem(f"line {exc.lineno}", f"malformed JSON ({exc.msg})")]) from None
+def _json_rows(path: Path, document: Any, key: str) -> list[_Row]:
     if isinstance(document, Mapping) and "items" in document:
         document = document["items"]
     elif isinstance(document, Mapping) and "labels" in document and isinstance(document["labels"], Mapping):
@@ -285,7 +306,7 @@ def _json_rows(path: Path, text: str, key: str) -> list[_Row]:
             if not isinstance(item, Mapping) or key not in item:
                 rows.append(_Row(where, _Malformed(f"is not an object with '{key}' and 'label'"), None))
                 continue
-            rows.append(_Row(where, item[key], item.get("label")))
+            rows.append(_Row(where, item[key], item.get("label"), dict(item)))
     elif isinstance(document, Mapping):
         for name, value in document.items():
             rows.append(_Row(f"key {name!r}", name, value))
@@ -352,59 +373,89 @@ def _is_blank(value: object) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
-def read_answers(
-    path: str | os.PathLike[str],
+def _is_label_studio(document: Any) -> bool:
+    """Whether a JSON document is a Label Studio export: a non-empty list of tasks with ``data``."""
+    return isinstance(document, list) and bool(document) and all(
+        isinstance(t, Mapping) and isinstance(t.get("data"), Mapping) for t in document)
+
+
+@dataclass(frozen=True)
+class AnswersFile:
+    """An answers file, read and parsed once.
+
+    Either a filled-in query file (``rows``: CSV, or JSON ending in ``.json``; ``key``
+    is the column that identifies an item, ``"index"`` or ``"item"``) or, read with
+    ``label_studio=True``, a Label Studio JSON export (``tasks``, see
+    :func:`label_studio_answers`). :func:`check_answers` validates the rows.
+    """
+
+    path: Path
+    key: str
+    rows: list[_Row]
+    tasks: list[Mapping[str, Any]] | None = None
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str], *, key: str = "index", label_studio: bool = False) -> AnswersFile:
+        """Read and parse ``path`` (UTF-8, a BOM is fine); a JSON list of tasks with ``data`` is a
+        Label Studio export when ``label_studio``. Raises :class:`AnswerFileError` for a file
+        that cannot be read or parsed at all."""
+        path = Path(path)
+        try:
+            text = path.read_bytes().decode("utf-8-sig")
+        except FileNotFoundError:
+            raise AnswerFileError(path, [AnswerProblem("", "the file does not exist")]) from None
+        except UnicodeDecodeError as exc:
+            raise AnswerFileError(path, [AnswerProblem("", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]) from None
+        if path.suffix.lower() != ".json":
+            return cls(path, key, _csv_rows(path, text, key))
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise AnswerFileError(path, [AnswerProblem(f"line {exc.lineno}", f"malformed JSON ({exc.msg})")]) from None
+        if label_studio and _is_label_studio(document):
+            return cls(path, key, [], list(document))
+        return cls(path, key, _json_rows(path, document, key))
+
+    @property
+    def is_label_studio(self) -> bool:
+        return self.tasks is not None
+
+    def round(self) -> int | None:
+        """The round the file answers: its ``round`` column (if one value), else ``query-NNNN`` in its name."""
+        rounds = {str(row.fields.get("round", "")).strip() for row in self.rows if _parse_index(row.index) is not None}
+        rounds.discard("")
+        if len(rounds) == 1 and next(iter(rounds)).isdigit():
+            return int(next(iter(rounds)))
+        return round_in_name(self.path)
+
+    def column(self, id: int, name: str) -> Any:
+        """Column ``name`` of the row for ``id`` (``None`` when there is no such row or column)."""
+        for row in self.rows:
+            if _parse_index(row.index) == id:
+                return row.fields.get(name)
+        return None
+
+
+def check_answers(
+    file: AnswersFile,
     *,
     expected_indices: object,
     classes: Sequence[str],
     allow_partial: bool = False,
-    key: str = "index",
     also_allowed: Iterable[int] = (),
     describe_unknown: Callable[[int], str] | None = None,
     problems: list[AnswerProblem] | None = None,
 ) -> dict[int, int]:
-    """Read and validate a filled-in query file; return ``{id: class id}``.
+    """Validate the rows of a parsed query file; return ``{id: class id}``.
 
-    Args:
-        path: CSV (columns ``key`` and ``label``, others ignored; UTF-8, a BOM is
-            fine) or JSON (``.json``: the query's ``{"items": [...]}``, a list of
-            ``{key, "label"}`` objects, or a mapping ``{"id": label}``).
-        expected_indices: the ids that were queried (every one needs a labelled row
-            unless ``allow_partial``).
-        classes: the class names. A label is matched against the names first
-            (exactly, then case-insensitively if unique), then read as an integer
-            class id ``0 .. C-1``.
-        allow_partial: accept rows with an empty label (and absent rows); only
-            the labelled ones are returned. Otherwise they are errors.
-        key: the column that identifies an item: ``"index"`` (dataset position) or
-            ``"item"`` (a labelling project's stable item id).
-        also_allowed: further ids a row may name (e.g. items queried in earlier
-            rounds); their rows are optional.
-        describe_unknown: explains an id that is neither expected nor allowed
-            (default: "was not queried").
-        problems: if given, the rows' problems are appended to it and the valid
-            answers returned instead of raising (a caller that checks more, such as
-            conflicts with stored labels, reports everything at once). A file that
-            cannot be read at all still raises.
-
-    Raises :class:`AnswerFileError` (a ``ValueError``) listing every problem with
-    its row: unreadable / malformed file, a non-integer or unknown id, a label
-    outside the class set, a duplicated id, missing rows or empty labels (these two
-    name ``allow_partial`` as the fix).
+    Args: as :func:`read_answers`'s (the file's ``key`` names the id column).
     """
-    path = Path(path)
+    path, key, rows = file.path, file.key, file.rows
     class_names = tuple(str(c) for c in classes)
     if not class_names:
         raise InvalidArgumentError("classes must name at least one class")
     expected = set(as_index_tensor(expected_indices, "expected_indices").tolist())
     allowed = expected | {int(i) for i in also_allowed}
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except FileNotFoundError:
-        raise AnswerFileError(path, [AnswerProblem("", "the file does not exist")]) from None
-    except UnicodeDecodeError as exc:
-        raise AnswerFileError(path, [AnswerProblem("", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]) from None
-    rows = _json_rows(path, text, key) if path.suffix.lower() == ".json" else _csv_rows(path, text, key)
 
     found: list[AnswerProblem] = []
     answers: dict[int, int] = {}
@@ -451,164 +502,263 @@ def read_answers(
     return answers
 
 
-# --------------------------------------------------------------------------- the file oracle
 
 
-class FileOracle:
-    """An oracle backed by files in ``directory``: queries go out, a person's answers come in.
+def read_answers(
+    path: str | os.PathLike[str],
+    *,
+    expected_indices: object,
+    classes: Sequence[str],
+    allow_partial: bool = False,
+    key: str = "index",
+    also_allowed: Iterable[int] = (),
+    describe_unknown: Callable[[int], str] | None = None,
+    problems: list[AnswerProblem] | None = None,
+) -> dict[int, int]:
+    """Read and validate a filled-in query file; return ``{id: class id}``.
 
-    Layout of ``directory``:
+    Args:
+        path: CSV (columns ``key`` and ``label``, others ignored; UTF-8, a BOM is
+            fine) or JSON (``.json``: the query's ``{"items": [...]}``, a list of
+            ``{key, "label"}`` objects, or a mapping ``{"id": label}``).
+        expected_indices: the ids that were queried (every one needs a labelled row
+            unless ``allow_partial``).
+        classes: the class names. A label is matched against the names first
+            (exactly, then case-insensitively if unique), then read as an integer
+            class id ``0 .. C-1``.
+        allow_partial: accept rows with an empty label (and absent rows); only
+            the labelled ones are returned. Otherwise they are errors.
+        key: the column that identifies an item: ``"index"`` (dataset position) or
+            ``"item"`` (a labelling project's stable item id).
+        also_allowed: further ids a row may name (e.g. items queried in earlier
+            rounds); their rows are optional.
+        describe_unknown: explains an id that is neither expected nor allowed
+            (default: "was not queried").
+        problems: if given, the rows' problems are appended to it and the valid
+            answers returned instead of raising (a caller that checks more, such as
+            conflicts with stored labels, reports everything at once). A file that
+            cannot be read at all still raises.
 
-    - ``query-<round:04d>.csv`` (or ``.json``): written by :meth:`query`;
-    - ``oracle.json``: every query (round -> indices) and every imported label,
-      rewritten atomically on each change, so labels already imported survive a crash.
-
-    Usage::
-
-        oracle = FileOracle("labelling", dataset)
-        oracle.query(indices, scores, round=3)      # -> labelling/query-0003.csv
-        # ... a person fills in the label column ...
-        oracle.import_answers("labelling/query-0003.csv")
-        labels_B = oracle.label(indices)            # the imported labels
-
-    ``label`` (and calling the oracle) raises :class:`LabelsPendingError` while
-    any requested item is still unanswered.
+    Raises :class:`AnswerFileError` (a ``ValueError``) listing every problem with
+    its row: unreadable / malformed file, a non-integer or unknown id, a label
+    outside the class set, a duplicated id, missing rows or empty labels (these two
+    name ``allow_partial`` as the fix).
     """
+    return check_answers(AnswersFile.read(path, key=key), expected_indices=expected_indices, classes=classes,
+                         allow_partial=allow_partial, also_allowed=also_allowed,
+                         describe_unknown=describe_unknown, problems=problems)
 
-    STATE_FILE = "oracle.json"
-    _VERSION = 1
 
-    def __init__(self, directory: str | os.PathLike[str], dataset: ArrayDataset, *, fmt: str = "csv") -> None:
-        if fmt not in ("csv", "json"):
-            raise InvalidArgumentError(f"unknown fmt {fmt!r}; expected one of: csv, json")
-        if not dataset.classes:
-            raise InvalidArgumentError(f"dataset {dataset.name!r} has no class names; pass classes= when building it")
-        self.directory = Path(directory)
-        self.dataset = dataset
-        self.fmt = fmt
-        self._queries: dict[int, list[int]] = {}
-        self._labels: dict[int, int] = {}
-        state_path = self.directory / self.STATE_FILE
-        if state_path.exists():
-            self._load(state_path)
+# --------------------------------------------------------------------------- export formats
 
-    # -- persistence
-    def _load(self, state_path: Path) -> None:
-        try:
-            state = json.loads(state_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InvalidArgumentError(f"{state_path}: unreadable oracle state ({exc})") from None
-        if state.get("version") != self._VERSION:
-            raise InvalidArgumentError(f"{state_path}: unsupported version {state.get('version')!r}")
-        if tuple(state.get("classes", ())) != self.dataset.classes:
-            raise InvalidArgumentError(
-                f"{state_path}: saved for classes {state.get('classes')}, but the dataset has {list(self.dataset.classes)}"
-            )
-        if state.get("n_items") != len(self.dataset):
-            raise InvalidArgumentError(f"{state_path}: saved for {state.get('n_items')} items, the dataset has {len(self.dataset)}")
-        self._queries = {int(r): [int(i) for i in idx] for r, idx in state["queries"].items()}
-        self._labels = {int(i): int(y) for i, y in state["labels"].items()}
+EXPORT_COLUMNS = ("item", "key", "path", "sha256", "label", "label_id", "annotator", "time", "source", "round")
 
-    def _save(self) -> None:
-        state = {
-            "version": self._VERSION,
-            "dataset": self.dataset.name,
-            "n_items": len(self.dataset),
-            "classes": list(self.dataset.classes),
-            "queries": {str(r): idx for r, idx in sorted(self._queries.items())},
-            "labels": {str(i): y for i, y in sorted(self._labels.items())},
+_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def csv_cell(value: Any) -> Any:
+    """``value`` made safe for a spreadsheet (CSV injection): a text cell that starts with
+    ``=``, ``+``, ``-``, ``@``, a tab or a carriage return, and is not a plain number, gets a
+    leading ``'`` so Excel, LibreOffice and Google Sheets show it as text instead of running
+    it as a formula. Other values are returned unchanged.
+
+    >>> csv_cell("=SUM(A1:A9)"), csv_cell("-1"), csv_cell("cat"), csv_cell(3)
+    ("'=SUM(A1:A9)", '-1', 'cat', 3)
+    """
+    if isinstance(value, str) and value.startswith(_FORMULA_PREFIXES) and not _PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def export_text(rows: Sequence[Mapping[str, Any]], fmt: str) -> str:
+    """``rows`` (from :meth:`LabelStore.export_rows`) as CSV or JSON text (CSV cells through :func:`csv_cell`)."""
+    if fmt == "json":
+        return json.dumps(list(rows), indent=1) + "\n"
+    if fmt != "csv":
+        raise InvalidArgumentError(f"fmt must be 'csv' or 'json', got {fmt!r}")
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:  # text cells neutralised against formula injection (csv_cell); JSON keeps them as they are
+        writer.writerow({k: ("" if row.get(k) is None else csv_cell(row.get(k))) for k in EXPORT_COLUMNS})
+    return buffer.getvalue()
+
+
+# --------------------------------------------------------------------------- Label Studio
+
+LABEL_STUDIO_FROM_NAME = "label"
+LABEL_STUDIO_TO_NAME = "image"
+
+
+def label_studio_config(classes: Sequence[str]) -> str:
+    """The Label Studio labelling config (XML) that matches :func:`label_studio_tasks`."""
+    choices = "\n".join(f'    <Choice value="{_xml_escape(c)}"/>' for c in classes)
+    return (f'<View>\n  <Image name="{LABEL_STUDIO_TO_NAME}" value="$image"/>\n'
+            f'  <Choices name="{LABEL_STUDIO_FROM_NAME}" toName="{LABEL_STUDIO_TO_NAME}" choice="single" showInline="true">\n'
+            f"{choices}\n  </Choices>\n</View>\n")
+
+
+def _xml_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def label_studio_tasks(rows: Sequence[Mapping[str, Any]], *,
+                       image_prefix: str = "/data/local-files/?d=",
+                       predictions: Mapping[int, tuple[str, float]] | None = None,
+                       model_version: str = "activebayes") -> list[dict[str, Any]]:
+    """Label Studio's JSON task format, one task per row of :meth:`LabelStore.export_rows`.
+
+    Each task is ``{"id", "data": {"image", "activebayes_item", "activebayes_key",
+    "activebayes_sha256"}, "annotations": [...]}`` (see
+    https://labelstud.io/guide/task_format): ``data.image`` is ``image_prefix + key``
+    (by default a Label Studio local-storage URL relative to its document root; pass
+    the image folder as ``LOCAL_FILES_DOCUMENT_ROOT``), a labelled item carries one
+    annotation whose ``result`` is a ``choices`` result (``from_name="label"``,
+    ``to_name="image"``, :func:`label_studio_config`). ``predictions`` (item ->
+    (class name, score)) adds Label Studio pre-annotations.
+    """
+    tasks = []
+    for row in rows:
+        task: dict[str, Any] = {
+            "id": row["item"],
+            "data": {
+                "image": image_prefix + urllib.parse.quote(str(row["key"])),
+                "activebayes_item": row["item"],
+                "activebayes_key": row["key"],
+                "activebayes_sha256": row["sha256"],
+            },
+            "annotations": [],
         }
-        atomic_write_text(self.directory / self.STATE_FILE, json.dumps(state, indent=1) + "\n")
+        if row.get("label"):
+            task["annotations"].append({
+                "result": [_choice_result(row["label"])],
+                "was_cancelled": False,
+                "ground_truth": False,
+                "created_at": row.get("time") or None,
+                "completed_by": row.get("annotator") or None,
+            })
+        if predictions and row["item"] in predictions:
+            name, score = predictions[row["item"]]
+            task["predictions"] = [{"model_version": model_version, "score": score,
+                                    "result": [_choice_result(name)]}]
+        tasks.append(task)
+    return tasks
 
-    # -- queries
-    def query_path(self, round: int) -> Path:
-        """Where the query file for ``round`` lives."""
-        return self.directory / f"query-{round:04d}.{self.fmt}"
 
-    def query(self, indices: object, scores: object | None = None, *, round: int, thumbnails: bool = False) -> Path:
-        """Write the query file for ``round`` and remember which items it asks for."""
-        index_B = self.dataset.check_indices(indices, "indices")
-        path = write_query(
-            self.query_path(round),
-            indices=index_B,
-            scores=scores,
-            dataset=self.dataset,
-            round=round,
-            thumbnails_dir=self.directory / "thumbnails" if thumbnails else None,
-        )
-        self._queries[round] = index_B.tolist()
-        self._save()
-        return path
+def _choice_result(name: str) -> dict[str, Any]:
+    return {"from_name": LABEL_STUDIO_FROM_NAME, "to_name": LABEL_STUDIO_TO_NAME, "type": "choices",
+            "value": {"choices": [name]}}
 
-    @property
-    def queries(self) -> dict[int, list[int]]:
-        """Round -> queried original indices."""
-        return {r: list(idx) for r, idx in self._queries.items()}
 
-    def pending(self) -> Tensor:
-        """Queried indices without an imported label (ascending)."""
-        queried = {i for idx in self._queries.values() for i in idx}
-        return torch.tensor(sorted(queried - set(self._labels)), dtype=torch.long)
+@dataclass(frozen=True)
+class LabelStudioAnswers:
+    """What :func:`read_label_studio` found: ``labels`` (item -> class id), the tasks
+    without an annotation, and every problem (task number and reason)."""
 
-    # -- answers
-    def import_answers(
-        self,
-        path: str | os.PathLike[str] | None = None,
-        *,
-        round: int | None = None,
-        allow_partial: bool = False,
-        overwrite: bool = False,
-    ) -> dict[int, int]:
-        """Validate a filled-in file for ``round`` (default: the latest query) and store its labels.
+    labels: dict[int, int]
+    unannotated: int
+    problems: list[str]
 
-        ``path`` defaults to that round's query file. Labels already imported are
-        kept; importing the same answers again is a no-op; a different label for an
-        already imported item is an error unless ``overwrite=True``. The state file
-        is rewritten atomically only after the whole file validated. Returns the
-        answers read from the file.
-        """
-        if not self._queries:
-            raise InvalidArgumentError(f"no queries recorded in {self.directory}; call query() first")
-        if round is None:
-            round = max(self._queries)
-        if round not in self._queries:
-            raise InvalidArgumentError(f"no query for round {round}; known rounds: {sorted(self._queries)}")
-        path = Path(path) if path is not None else self.query_path(round)
-        answers = read_answers(
-            path, expected_indices=self._queries[round], classes=self.dataset.classes, allow_partial=allow_partial
-        )
-        conflicts = [
-            AnswerProblem(f"index {i}", f"already imported as {self.dataset.classes[self._labels[i]]!r}, "
-                          f"the file says {self.dataset.classes[y]!r}", "overwrite")
-            for i, y in sorted(answers.items())
-            if i in self._labels and self._labels[i] != y
-        ]
-        if conflicts and not overwrite:
-            raise AnswerFileError(path, conflicts)
-        changed = any(self._labels.get(i) != y for i, y in answers.items())
-        if changed:
-            self._labels.update(answers)
-            self._save()
-        return answers
 
-    @property
-    def labels(self) -> dict[int, int]:
-        """Every imported label: original index -> class id."""
-        return dict(self._labels)
+def _image_reference(value: str) -> str:
+    """The file path a Label Studio ``data.image`` points at (``?d=`` of local storage, else the URL path)."""
+    parsed = urllib.parse.urlparse(value)
+    query = urllib.parse.parse_qs(parsed.query)
+    if "d" in query:
+        return query["d"][0]
+    return urllib.parse.unquote(parsed.path or value)
 
-    def label(self, pool_indices: object) -> Tensor:
-        """The imported labels of ``pool_indices`` ``[B]``; raises :class:`LabelsPendingError` if any is missing."""
-        index_B = self.dataset.check_indices(pool_indices, "pool_indices")
-        missing = [i for i in index_B.tolist() if i not in self._labels]
-        if missing:
-            shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
-            raise LabelsPendingError(
-                f"{len(missing)} item(s) have no label yet ({shown}); write a query with FileOracle.query(), "
-                f"fill in its label column and import it (directory {self.directory})"
-            )
-        return torch.tensor([self._labels[i] for i in index_B.tolist()], dtype=torch.long)
 
-    __call__ = label
+def read_label_studio(path: str | os.PathLike[str], *, items: Sequence[Item],
+                      classes: Sequence[str]) -> LabelStudioAnswers:
+    """Read a Label Studio JSON export (a list of tasks, or one task) into labels of ``items``
+    (see :func:`label_studio_answers`)."""
+    file = Path(path)
+    try:
+        tasks = json.loads(file.read_text(encoding="utf-8-sig"))
+    except FileNotFoundError:
+        raise MissingFileError(f"{file}: no such file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise LabelStoreError(f"{file}: not a Label Studio JSON export ({error})") from None
+    if isinstance(tasks, dict):
+        tasks = [tasks]
+    if not isinstance(tasks, list):
+        raise LabelStoreError(f"{file}: expected a JSON list of Label Studio tasks, got {type(tasks).__name__}")
+    return label_studio_answers(tasks, items=items, classes=classes)
 
-    def __repr__(self) -> str:
-        return f"FileOracle(directory={str(self.directory)!r}, labels={len(self._labels)}, pending={len(self.pending())})"
+
+def label_studio_answers(tasks: Sequence[Any], *, items: Sequence[Item], classes: Sequence[str]) -> LabelStudioAnswers:
+    """The labels of ``items`` that Label Studio ``tasks`` (a parsed export) give.
+
+    A task is matched to an item by ``data.activebayes_item`` + ``activebayes_sha256``
+    (tasks this module wrote), else by its image reference (``data.image``: the ``d``
+    parameter of a local-storage URL, else the URL's path): the item whose key is the
+    longest suffix of it, else the unique item with the same file name (Label Studio
+    prefixes uploads with 8 hex digits and ``-``, which is ignored). The label is the
+    single ``choices`` value of the task's latest annotation that was not cancelled.
+    """
+    by_id = {it.id: it for it in items}
+    by_key = {it.key: it for it in items}
+    by_name: dict[str, list[Item]] = {}
+    for it in items:
+        by_name.setdefault(Path(it.key).name, []).append(it)
+    names = [str(c) for c in classes]
+    labels: dict[int, int] = {}
+    seen: dict[int, int] = {}
+    problems: list[str] = []
+    unannotated = 0
+    for number, task in enumerate(tasks):
+        where = f"task {number}" + (f" (id {task.get('id')})" if isinstance(task, dict) and "id" in task else "")
+        if not isinstance(task, dict) or not isinstance(task.get("data"), dict):
+            problems.append(f"{where}: not a Label Studio task (an object with 'data')")
+            continue
+        data = task["data"]
+        item = None
+        own = data.get("activebayes_item")
+        if isinstance(own, int) and own in by_id and by_id[own].sha256 == data.get("activebayes_sha256"):
+            item = by_id[own]
+        else:
+            reference = next((v for k, v in data.items() if k == "image" and isinstance(v, str)), None)
+            if reference is None:
+                reference = next((v for v in data.values() if isinstance(v, str)), None)
+            if reference is None:
+                problems.append(f"{where}: data has no image reference")
+                continue
+            ref = _image_reference(reference).lstrip("/")
+            suffixes = [it for key, it in by_key.items() if ref == key or ref.endswith("/" + key)]
+            if suffixes:
+                item = max(suffixes, key=lambda it: len(it.key))
+            else:
+                name = Path(ref).name
+                candidates = by_name.get(name, [])
+                if not candidates and len(name) > 9 and name[8] == "-" and all(c in "0123456789abcdef" for c in name[:8]):
+                    candidates = by_name.get(name[9:], [])
+                if len(candidates) == 1:
+                    item = candidates[0]
+                elif len(candidates) > 1:
+                    problems.append(f"{where}: image {reference!r} matches {len(candidates)} items by file name; "
+                                    "export from activebayes to keep item ids")
+                    continue
+            if item is None:
+                problems.append(f"{where}: image {reference!r} is not an item of this project")
+                continue
+        annotations = [a for a in task.get("annotations") or task.get("completions") or []
+                       if isinstance(a, dict) and not a.get("was_cancelled")]
+        if not annotations:
+            unannotated += 1
+            continue
+        choices = [c for r in annotations[-1].get("result", []) if isinstance(r, dict) and r.get("type") == "choices"
+                   for c in (r.get("value") or {}).get("choices", [])]
+        if len(choices) != 1:
+            problems.append(f"{where}: expected one choice in its latest annotation, got {choices}")
+            continue
+        if choices[0] not in names:
+            problems.append(f"{where}: choice {choices[0]!r} is not a class; expected one of [{', '.join(names)}]")
+            continue
+        if item.id in seen and labels.get(item.id) != names.index(choices[0]):
+            problems.append(f"{where}: item {item.key} is also in task {seen[item.id]} with another label")
+            continue
+        seen[item.id] = number
+        labels[item.id] = names.index(choices[0])
+    return LabelStudioAnswers(labels, unannotated, problems)

@@ -1,9 +1,9 @@
-"""Real labelling with a person in the loop: a labelling project on the label store and the loop.
+"""A labelling project: the label store and the active learning loop, over one folder of items.
 
 A labelling project is a directory::
 
     PROJECT/
-      labels.sqlite       the label store (activebayes.labelstore): the project's settings,
+      labels.sqlite       the label store (activebayes.labelling.store): the project's settings,
                           its items (path + content hash), every answer, the rounds
       queries/query-0000.csv, ...      the batches written by ``activebayes query``
       queries/thumbnails/              PNG thumbnails of the queried items
@@ -15,16 +15,17 @@ Every way of labelling goes through the same two calls of the loop,
 the labels given since the last round (in the order they were given) are committed
 to the current round's proposal, and the next round is proposed; the round's record
 and the next proposal are stored in one transaction. The file round trip
-(:meth:`LabellingProject.query` / :meth:`LabellingProject.import_answers`) and the
+(:meth:`LabellingProject.query` / :meth:`LabellingProject.import_answers`,
+:mod:`activebayes.labelling.roundtrip`) and the
 labelling app (:mod:`activebayes.app`) both call it, so for the same labels and seed
 they pick the same items as a simulated loop (:meth:`~activebayes.loop.ActiveLearningLoop.step`).
 
 Items are identified by path and content hash, never by position (see
-:mod:`activebayes.labelstore`): when the project is opened the image folder is
+:mod:`activebayes.labelling.items`): when the project is opened the image folder is
 rescanned, and images added, removed, changed or moved are reported in
 :attr:`LabellingProject.changes`; labels stay with their images. The loop itself
 works on dataset positions, so every open builds the map between positions and item
-ids afresh, and rebuilds the loop from the stored rounds (:meth:`LabellingProject.build_loop`:
+ids afresh (:class:`~activebayes.labelling.items.ItemIndex`), and rebuilds the loop from the stored rounds (:meth:`LabellingProject.build_loop`:
 the same rounds, each committed item with its current label, items that are gone
 left out), which replays the project exactly when nothing changed.
 
@@ -36,300 +37,37 @@ place only when all of that worked. The image folder is stored as an absolute pa
 from __future__ import annotations
 
 import contextlib
-import csv
-import dataclasses
-import hashlib
-import io
 import json
 import math
 import os
 import secrets
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from activebayes._io import atomic_write_text
-from activebayes._validation import check_choice, check_positive_int
-from activebayes.acquisition import available_strategies
-from activebayes.data import ArrayDataset, DataError, available_datasets, image_folder, load_dataset
-from activebayes.data.image_folder import check_image, confined_file, list_images
-from activebayes.errors import ActiveBayesError, MissingFileError
-from activebayes.labelstore import (
-    ItemChanges,
-    ItemFile,
-    LabelStore,
-    export_text,
-    file_sha256,
-    label_studio_tasks,
-    read_label_studio,
-)
+from activebayes._validation import check_choice
+from activebayes.data import ArrayDataset, MissingSplitError, image_folder, load_dataset
+from activebayes.errors import MissingFileError
+from activebayes.labelling import roundtrip
+from activebayes.labelling.interchange import export_text, label_studio_tasks
+from activebayes.labelling.items import ItemIndex, dataset_keys, scan_dataset, scan_folder
+from activebayes.labelling.roundtrip import ImportResult, QueryResult
+from activebayes.labelling.settings import ProjectConfig, ProjectError, setting_differences
+from activebayes.labelling.store import ItemChanges, ItemFile, LabelStore
 from activebayes.loop import ActiveLearningLoop
-from activebayes.models import available_models
-from activebayes.oracles.files import AnswerFileError, AnswerProblem, read_answers, write_query
-from activebayes.records import DEFAULT_STRATEGY, LoopConfig, Proposal, RoundRecord
+from activebayes.records import Proposal, RoundRecord
 
-__all__ = [
-    "STORE_FILE",
-    "ImportResult",
-    "LabellingProject",
-    "LabelsPendingError",
-    "ProjectConfig",
-    "ProjectError",
-    "QueryResult",
-    "is_project",
-    "scan_dataset",
-    "scan_folder",
-]
+__all__ = ["EXPORT_DIR", "STORE_FILE", "LabellingProject", "is_project"]
 
 STORE_FILE = "labels.sqlite"
-QUERY_DIR = "queries"
 EXPORT_DIR = "exports"
 
 
-class ProjectError(ActiveBayesError, ValueError):
-    """A labelling project cannot be created or opened as asked."""
-
-
-class LabelsPendingError(ProjectError):
-    """The current query still has items without a label."""
-
-
 def is_project(directory: str | os.PathLike[str]) -> bool:
+    """Whether ``directory`` holds a labelling project (its label store)."""
     return (Path(directory) / STORE_FILE).is_file()
-
-
-# --------------------------------------------------------------------------- settings
-
-
-@dataclass(frozen=True)
-class ProjectConfig:
-    """What a labelling project labels and how it picks the items.
-
-    Exactly one of ``images`` (a folder; stored absolute, ``classes`` required) and
-    ``dataset`` (a built-in dataset name, its labels ignored). The loop settings
-    (``strategy``, ``cold_start``, ``model``, ``batch_size``, ``num_samples``, ``eval_samples``,
-    ``seed``, ``fit_options``) mean what they mean in :class:`~activebayes.records.LoopConfig`
-    (the cold start runs until its default label count, 6 per class);
-    the project starts with no labels (the first round picks at random) and holds
-    nothing out (``validation_size=0``). ``lookahead``: how far the app's ranking
-    reaches beyond each batch (the items served while the next model trains);
-    ``lease_seconds``: how long an item stays reserved for the annotator it was
-    given to.
-    """
-
-    dataset: str | None = None
-    images: str | None = None
-    classes: tuple[str, ...] | None = None
-    data_dir: str | None = None
-    strategy: str = DEFAULT_STRATEGY
-    cold_start: str | None = "typicality"
-    model: str = "auto"
-    batch_size: int = 10
-    num_samples: int = 100
-    eval_samples: int = 20
-    seed: int = 0
-    fit_options: Mapping[str, Any] = field(default_factory=dict)
-    lookahead: int = 100
-    lease_seconds: float = 300.0
-
-    def __post_init__(self) -> None:
-        if (self.dataset is None) == (self.images is None):
-            raise ProjectError("a labelling project needs exactly one of --dataset NAME or --images FOLDER")
-        if self.images is not None:
-            if not self.classes:
-                raise ProjectError("--classes is required with --images: the class names a labeller may use")
-            object.__setattr__(self, "images", str(Path(self.images).expanduser().absolute()))
-        if self.dataset is not None:
-            check_choice(self.dataset, "dataset", available_datasets())
-        if self.data_dir is not None:
-            object.__setattr__(self, "data_dir", str(Path(self.data_dir).expanduser().absolute()))
-        check_choice(self.strategy, "strategy", available_strategies())
-        if self.cold_start == "none":
-            object.__setattr__(self, "cold_start", None)
-        if self.cold_start is not None:
-            check_choice(self.cold_start, "cold_start", available_strategies())
-        check_choice(self.model, "model", list(dict.fromkeys(["auto", *available_models()])))
-        for name in ("batch_size", "num_samples", "eval_samples"):
-            check_positive_int(getattr(self, name), name)
-        check_positive_int(self.seed, "seed", allow_zero=True)
-        check_positive_int(self.lookahead, "lookahead", allow_zero=True)
-        if not isinstance(self.lease_seconds, int | float) or not self.lease_seconds > 0:
-            raise ProjectError(f"lease_seconds must be > 0, got {self.lease_seconds!r}")
-        if self.classes is not None:
-            classes = tuple(str(c).strip() for c in self.classes)
-            if len(classes) < 2 or len(set(classes)) != len(classes) or not all(classes):
-                raise ProjectError(f"classes must be two or more distinct names, got {list(classes)}")
-            object.__setattr__(self, "classes", classes)
-        if not isinstance(self.fit_options, Mapping):
-            raise ProjectError(f"fit_options must be a mapping, got {type(self.fit_options).__name__}")
-        object.__setattr__(self, "fit_options", dict(self.fit_options))
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["classes"] = list(self.classes) if self.classes is not None else None
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ProjectConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ProjectError(f"unknown project setting(s) {', '.join(unknown)}")
-        values = dict(data)
-        values.setdefault("cold_start", None)  # projects made before the cold start existed had none
-        if values.get("classes") is not None:
-            values["classes"] = tuple(values["classes"])
-        return cls(**values)
-
-    def loop_config(self, n_items: int, *, name: str, evaluate_test: bool) -> LoopConfig:
-        """The loop's config for a pool of ``n_items`` items (budget: label them all)."""
-        return LoopConfig(
-            dataset=name,
-            strategy=self.strategy,
-            cold_start=self.cold_start,
-            model=self.model,
-            seed=self.seed,
-            initial="empty",
-            initial_size=0,
-            validation_size=0,
-            batch_size=min(self.batch_size, n_items),
-            budget=n_items,
-            num_samples=self.num_samples,
-            eval_samples=self.eval_samples,
-            evaluate_test=evaluate_test,
-            fit_options=self.fit_options,
-            checkpoints=False,
-        )
-
-
-def _setting_value(name: str, value: Any) -> Any:
-    """A setting in the form it is compared in (see :func:`setting_differences`)."""
-    if value is None:
-        return None
-    if name == "classes":
-        names = value.split(",") if isinstance(value, str) else value
-        return tuple(str(c).strip() for c in names if str(c).strip())
-    if name in ("images", "data_dir"):
-        return os.path.realpath(Path(str(value)).expanduser())
-    if name == "cold_start" and value == "none":
-        return None
-    return value
-
-
-def _shown(name: str, value: Any) -> str:
-    if value is None:
-        return "none" if name == "cold_start" else "(not set)"
-    if isinstance(value, tuple):
-        return ",".join(value)
-    return str(value)
-
-
-def setting_differences(config: ProjectConfig, given: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """``(flag, stored, given)`` for each setting in ``given`` (command-line names: ``classes``
-    as ``"a,b"`` or a sequence, ``max_epochs`` for ``fit_options["max_epochs"]``) that differs
-    from the project's ``config``. Paths are compared resolved, class lists name by name."""
-    stored_values = config.to_dict()
-    stored_values["max_epochs"] = config.fit_options.get("max_epochs")
-    differences = []
-    for name, value in given.items():
-        if value is None:
-            continue
-        if name not in stored_values:
-            raise ProjectError(f"unknown project setting {name!r}")
-        stored = _setting_value(name, stored_values[name])
-        wanted = _setting_value(name, value)
-        if stored != wanted:
-            differences.append(("--" + name.replace("_", "-"), _shown(name, stored), _shown(name, wanted)))
-    return differences
-
-
-# --------------------------------------------------------------------------- scanning
-
-
-def scan_folder(folder: str | os.PathLike[str], *, classes: Sequence[str] | None,
-                cache: Mapping[str, tuple[int | None, int | None, str]] | None = None,
-                skipped: list[tuple[str, str]] | None = None) -> list[ItemFile]:
-    """The readable images of ``folder`` as :class:`~activebayes.labelstore.ItemFile` (key = path
-    relative to the folder), in :func:`~activebayes.data.image_folder` order.
-
-    Every file must be a regular file inside the folder (a link out of it is refused) and,
-    unless its size and modification time equal ``cache[key]`` (then it keeps its cached
-    hash and is not read again), decode within the bounds of
-    :func:`~activebayes.data.image_folder.open_image`. Files that fail are left out and
-    appended to ``skipped`` as ``(key, reason)``.
-    """
-    root = Path(folder)
-    listing = list_images(root, classes=classes)
-    files = []
-    for path in listing.files:
-        key = path.relative_to(root).as_posix()
-        try:
-            real = confined_file(root, key)
-            stat = real.stat()
-            cached = (cache or {}).get(key)
-            if cached is not None and cached[0] == stat.st_size and cached[1] == stat.st_mtime_ns:
-                sha = cached[2]
-            else:
-                check_image(real)
-                sha = file_sha256(real)
-        except (DataError, OSError) as error:
-            if skipped is not None:
-                skipped.append((key, str(error)))
-            continue
-        files.append(ItemFile(key, sha, stat.st_size, stat.st_mtime_ns))
-    return files
-
-
-def scan_dataset(dataset: ArrayDataset) -> list[ItemFile]:
-    """The items of a built-in dataset: key ``NAME[i]``, hash of the item's float32 input bytes."""
-    inputs = dataset.inputs[:]
-    array = np.ascontiguousarray(inputs.numpy(), dtype=np.float32)
-    return [ItemFile(f"{dataset.name}[{i}]", hashlib.sha256(array[i].tobytes()).hexdigest())
-            for i in range(len(array))]
-
-
-# --------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True)
-class QueryResult:
-    """What :meth:`LabellingProject.query` wrote: the round's file, its items (dataset
-    positions and item ids, pick order), their scores, and the strategy used."""
-
-    path: Path
-    round: int
-    indices: list[int]
-    items: list[int]
-    scores: list[float]
-    strategy: str
-    n_labelled: int
-    committed: int
-
-
-@dataclass(frozen=True)
-class ImportResult:
-    """What :meth:`LabellingProject.import_answers` stored.
-
-    ``new``: labels for items that had none; ``changed``: labels replaced (``overwrite``);
-    ``unchanged``: rows equal to the stored label; ``earlier``: rows about items of
-    earlier rounds' queries (``{round: count}``), which are accepted like the others."""
-
-    path: Path
-    round: int | None
-    new: dict[int, int]
-    changed: dict[int, int]
-    unchanged: int
-    earlier: dict[int, int]
-    unannotated: int
-    n_labelled: int
-
-    @property
-    def stored(self) -> int:
-        return len(self.new) + len(self.changed)
 
 
 # --------------------------------------------------------------------------- the project
@@ -351,7 +89,7 @@ class LabellingProject:
         self._dataset = dataset
         self._test: ArrayDataset | None = None
         self._test_loaded = False
-        self._ids_N: list[int] | None = None
+        self._index: ItemIndex | None = None
 
     # ----------------------------------------------------------------- opening
 
@@ -497,53 +235,49 @@ class LabellingProject:
             self._dataset, _ = self._load_source(self.config, progress=False, scan=False,
                                                  keys=[item.key for item in self.store.items()])
             self._check_dataset(self._dataset)
-        elif self._ids_N is None:
+        elif self._index is None:
             self._check_dataset(self._dataset)
         return self._dataset
 
     @property
     def test_dataset(self) -> ArrayDataset | None:
-        """A built-in dataset's test split (for the learning curve); ``None`` for image folders."""
+        """A built-in dataset's test split (for the learning curve); ``None`` for image folders
+        and for a dataset that has no test split (:class:`~activebayes.data.MissingSplitError`).
+        Any other failure to load it (a checksum mismatch, a corrupt file) raises."""
         if not self._test_loaded:
-            self._test_loaded = True
             if self.config.dataset is not None:
                 try:
                     self._test = load_dataset(self.config.dataset, data_dir=self.config.data_dir, split="test")
-                except (ValueError, FileNotFoundError):
+                except MissingSplitError:
                     self._test = None
+            self._test_loaded = True
         return self._test
 
-    def _keys(self, dataset: ArrayDataset) -> list[str]:
-        if self.config.images is not None:
-            root = Path(self.config.images)
-            files = list_images(root, classes=self.config.classes).files
-            present = {item.key for item in self.store.items()}
-            return [key for key in (p.relative_to(root).as_posix() for p in files) if key in present]
-        return [f"{dataset.name}[{i}]" for i in range(len(dataset))]
-
     def _check_dataset(self, dataset: ArrayDataset) -> None:
-        keys = self._keys(dataset)
-        by_key = {item.key: item.id for item in self.store.items()}
-        if len(keys) != len(dataset) or any(k not in by_key for k in keys):
+        items = self.store.items()
+        keys = dataset_keys(dataset, images=self.config.images, classes=self.config.classes,
+                            present={item.key for item in items})
+        index = ItemIndex.match(keys, items) if len(keys) == len(dataset) else None
+        if index is None:
             raise ProjectError(f"the items of {self.config.images or self.config.dataset} changed while the "
                                "project was open; open it again")
         if tuple(dataset.classes) != self.classes:
             raise ProjectError(f"the dataset's classes {list(dataset.classes)} differ from the project's "
                                f"{list(self.classes)}")
-        self._ids_N = [by_key[k] for k in keys]
-        self._index_of = {item: i for i, item in enumerate(self._ids_N)}
+        self._index = index
 
     @property
     def item_ids(self) -> list[int]:
         """Item id of each dataset position."""
         _ = self.dataset
-        assert self._ids_N is not None
-        return self._ids_N
+        assert self._index is not None
+        return self._index.ids
 
     def index_of(self, item: int) -> int | None:
         """The dataset position of item ``item`` (``None`` if it is not in the folder now)."""
         _ = self.dataset
-        return self._index_of.get(item)
+        assert self._index is not None
+        return self._index.index_of(item)
 
     # ----------------------------------------------------------------- the loop
 
@@ -656,129 +390,24 @@ class LabellingProject:
     # ----------------------------------------------------------------- the file round trip
 
     def query_path(self, round: int) -> Path:
-        return self.directory / QUERY_DIR / f"query-{round:04d}.csv"
-
-    def _queries(self) -> dict[int, list[int]]:
-        return {int(r): list(items) for r, items in (self.store.meta("queries") or {}).items()}
+        """Where round ``round``'s query file is written (``PROJECT/queries/query-NNNN.csv``)."""
+        return roundtrip.query_path(self, round)
 
     def query(self, *, progress: bool = False) -> QueryResult:
-        """Commit the labels imported so far, pick the next batch, write its query file.
+        """Commit the labels imported so far, pick the next batch, write its query file
+        (:func:`activebayes.labelling.roundtrip.query`; ``progress`` is not used).
 
         Refuses while the latest query file has items without a label
-        (:class:`LabelsPendingError`).
+        (:class:`~activebayes.labelling.roundtrip.LabelsPendingError`).
         """
-        queries = self._queries()
-        loop = self.build_loop()
-        r = loop.round
-        if r in queries:
-            missing = [item for item in queries[r] if self.store.label_of(item) is None
-                       and self.index_of(item) is not None]
-            if missing:
-                raise LabelsPendingError(
-                    f"{len(missing)} item(s) of {self.query_path(r)} have no label yet: fill in its label column "
-                    f"and run `activebayes import {self.query_path(r)} --project {self.directory}`")
-        n_pending = len(self.pending_labels())
-        loop, proposal = self.advance(loop, lookahead=0)
-        if proposal.stop_reason is not None:
-            raise ProjectError(f"nothing left to query: {proposal.stop_reason}")
-        labelled = self.store.labels()
-        batch = [(i, s) for i, s in zip(proposal.indices, proposal.scores, strict=True)
-                 if self.item_ids[i] not in labelled]
-        indices = [i for i, _ in batch]
-        items = [self.item_ids[i] for i in indices]
-        sha = {item.id: item.sha256 for item in self.store.items()}
-        dataset = self.dataset
-        path = write_query(
-            self.query_path(proposal.round), indices=indices, scores=[s for _, s in batch], dataset=dataset,
-            round=proposal.round, item_ids=items, sha256=[sha[i] for i in items],
-            thumbnails_dir=self.directory / QUERY_DIR / "thumbnails" if len(dataset.input_shape) == 3 else None)
-        queries[proposal.round] = items
-        self.store.set_meta("queries", {str(k): v for k, v in sorted(queries.items())})
-        return QueryResult(path, proposal.round, indices, items, [s for _, s in batch], proposal.strategy,
-                           proposal.n_labelled, n_pending)
+        return roundtrip.query(self)
 
     def import_answers(self, path: str | os.PathLike[str], *, allow_partial: bool = False,
                        overwrite: bool = False, annotator: str = "file") -> ImportResult:
-        """Validate a filled-in file and store its labels (all or nothing).
-
-        ``path``: a query file (CSV / JSON with ``item`` and ``label`` columns; its round
-        from the ``round`` column or the ``query-NNNN`` name), or a Label Studio JSON
-        export (a list of tasks with ``data`` and ``annotations``). Raises
-        :class:`~activebayes.oracles.AnswerFileError` listing every problem, each with
-        the option that accepts it where one does (``allow_partial``, ``overwrite``).
-        """
-        file = Path(path)
-        if not file.is_file():
-            raise MissingFileError(f"answers file {path} does not exist")
-        if _is_label_studio(file):
-            return self._import_label_studio(file, overwrite=overwrite, annotator=annotator)
-        queries = self._queries()
-        if not queries:
-            raise ProjectError(f"{self.directory} has no query yet; run `activebayes query {self.directory}` first")
-        round_ = _round_of(file)
-        if round_ is not None and round_ not in queries:
-            raise ProjectError(f"{file} answers round {round_}, but this project has queries for rounds "
-                               f"{sorted(queries)}")
-        round_ = max(queries) if round_ is None else round_
-        expected = queries[round_]
-        earlier_of = {item: r for r, items in queries.items() if r != round_ for item in items}
-        items = {item.id: item for item in self.store.items(present_only=False)}
-
-        def unknown(item: int) -> str:
-            if item not in items:
-                return "is not an item of this project"
-            return "was never queried (only queried items can be imported)"
-
-        problems: list[AnswerProblem] = []
-        answers = read_answers(file, expected_indices=expected, classes=self.classes, allow_partial=allow_partial,
-                               key="item", also_allowed=earlier_of, describe_unknown=unknown, problems=problems)
-        current = self.store.labels(present_only=False)
-        rows = _file_rows(file)
-        for item, label in sorted(answers.items()):
-            where = f"item {item} ({items[item].key})"
-            if not items[item].present:
-                newer = [it for it in items.values() if it.present and it.key == items[item].key]
-                reason = (f"changed on disk after it was queried (its new content is item {newer[0].id}); "
-                          "label it in a later query" if newer else "is no longer in the image folder; drop its row")
-                problems.append(AnswerProblem(where, reason))
-                continue
-            sha = rows.get(item, {}).get("sha256")
-            if sha and sha != items[item].sha256:
-                problems.append(AnswerProblem(where, "the file's sha256 does not match the stored item"))
-                continue
-            if item in current and current[item] != label and not overwrite:
-                problems.append(AnswerProblem(
-                    where, f"is already labelled {self.classes[current[item]]!r}, the file says "
-                           f"{self.classes[label]!r}", "overwrite"))
-        if problems:
-            raise AnswerFileError(file, problems)
-        new = {i: y for i, y in answers.items() if i not in current}
-        changed = {i: y for i, y in answers.items() if i in current and current[i] != y}
-        self.store.answer_many(answers, annotator, source="file")
-        earlier: dict[int, int] = {}
-        for item in answers:
-            if item in earlier_of:
-                earlier[earlier_of[item]] = earlier.get(earlier_of[item], 0) + 1
-        return ImportResult(file, round_, new, changed, len(answers) - len(new) - len(changed), earlier, 0,
-                            len(self.store.labels()))
-
-    def _import_label_studio(self, file: Path, *, overwrite: bool, annotator: str) -> ImportResult:
-        found = read_label_studio(file, items=self.store.items(), classes=self.classes)
-        problems = [AnswerProblem("", p) for p in found.problems]
-        current = self.store.labels()
-        for item, label in sorted(found.labels.items()):
-            if item in current and current[item] != label and not overwrite:
-                key = self.store.item(item).key
-                problems.append(AnswerProblem(f"item {item} ({key})", f"is already labelled "
-                                              f"{self.classes[current[item]]!r}, the file says {self.classes[label]!r}",
-                                              "overwrite"))
-        if problems:
-            raise AnswerFileError(file, problems)
-        new = {i: y for i, y in found.labels.items() if i not in current}
-        changed = {i: y for i, y in found.labels.items() if i in current and current[i] != y}
-        self.store.answer_many(found.labels, annotator, source="labelstudio")
-        return ImportResult(file, None, new, changed, len(found.labels) - len(new) - len(changed), {},
-                            found.unannotated, len(self.store.labels()))
+        """Validate a filled-in query file or a Label Studio export and store its labels, all or
+        nothing (:func:`activebayes.labelling.roundtrip.import_answers`)."""
+        return roundtrip.import_answers(self, path, allow_partial=allow_partial, overwrite=overwrite,
+                                        annotator=annotator)
 
     # ----------------------------------------------------------------- export
 
@@ -813,54 +442,3 @@ def _note_skipped(store: LabelStore, skipped: Sequence[tuple[str, str]]) -> None
     value = [[key, reason] for key, reason in skipped]
     if (store.meta(SKIPPED_KEY) or []) != value:
         store.set_meta(SKIPPED_KEY, value)
-
-
-def _round_of(file: Path) -> int | None:
-    """The round a file answers: its ``round`` column (if one value), else ``query-NNNN`` in its name."""
-    rows = _file_rows(file)
-    rounds = {str(r.get("round", "")).strip() for r in rows.values() if str(r.get("round", "")).strip()}
-    if len(rounds) == 1 and next(iter(rounds)).isdigit():
-        return int(next(iter(rounds)))
-    stem = file.stem
-    if stem.startswith("query-") and stem[6:].isdigit():
-        return int(stem[6:])
-    return None
-
-
-def _file_rows(file: Path) -> dict[int, dict[str, Any]]:
-    """``item -> row`` of a CSV / JSON answers file, best effort (for its round and hashes)."""
-    try:
-        text = file.read_bytes().decode("utf-8-sig")
-    except (OSError, UnicodeDecodeError):
-        return {}
-    rows: list[Mapping[str, Any]] = []
-    if file.suffix.lower() == ".json":
-        try:
-            document = json.loads(text)
-        except json.JSONDecodeError:
-            return {}
-        if isinstance(document, Mapping):
-            document = document.get("items", [])
-        rows = [r for r in document if isinstance(r, Mapping)] if isinstance(document, list) else []
-    else:
-        try:
-            rows = [{(k or "").strip().lower(): v for k, v in r.items()} for r in csv.DictReader(io.StringIO(text))]
-        except csv.Error:
-            return {}
-    out = {}
-    for row in rows:
-        value = str(row.get("item", "")).strip()
-        if value.isdigit():
-            out[int(value)] = dict(row)
-    return out
-
-
-def _is_label_studio(file: Path) -> bool:
-    if file.suffix.lower() != ".json":
-        return False
-    try:
-        document = json.loads(file.read_bytes().decode("utf-8-sig"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return isinstance(document, list) and bool(document) and all(
-        isinstance(t, Mapping) and isinstance(t.get("data"), Mapping) for t in document)

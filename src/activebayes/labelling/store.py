@@ -22,7 +22,7 @@ same item at once; every grant is logged (``lease_log``).
 
 **Rounds**: which labels were committed to the active learning loop in which round
 (:meth:`LabelStore.save_round`), and each round's proposal, so a project replays
-exactly (see :mod:`activebayes.labelling`).
+exactly (see :mod:`activebayes.labelling.project`).
 
 Durability: WAL journal with ``synchronous=FULL``: every write method returns only
 after its transaction is committed and the WAL is fsynced, so an acknowledged answer
@@ -32,9 +32,8 @@ survives a killed process *and* a power cut. :meth:`LabelStore.set_synchronous`
 training worker, a ``query`` on the command line); writers wait for each other
 (``busy_timeout``).
 
-Export: :meth:`LabelStore.export_rows` (one row per item with its current label) as
-CSV or JSON (:func:`write_export`), and Label Studio's JSON task format
-(:func:`label_studio_tasks`, :func:`read_label_studio`).
+Export: :meth:`LabelStore.export_rows` gives one row per item with its current label;
+the file formats (CSV, JSON, Label Studio) are :mod:`activebayes.labelling.interchange`'s.
 
 Example:
     >>> import tempfile, pathlib
@@ -52,31 +51,26 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import csv
-import hashlib
-import io
 import itertools
 import json
 import os
-import re
 import sqlite3
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from activebayes._io import atomic_write_text
-from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
+from activebayes.errors import ActiveBayesError, MissingFileError
 
 __all__ = [
     "EVENT_KINDS",
     "SCHEMA_VERSION",
     "AlreadyLabelledError",
     "Event",
+    "Item",
     "ItemChanges",
     "ItemFile",
     "LabelStore",
@@ -85,12 +79,6 @@ __all__ = [
     "LeaseConflictError",
     "NothingToUndoError",
     "UnknownItemError",
-    "csv_cell",
-    "export_text",
-    "file_sha256",
-    "label_studio_tasks",
-    "read_label_studio",
-    "write_export",
 ]
 
 SCHEMA_VERSION = 1
@@ -218,15 +206,6 @@ class ItemChanges:
                          + "; ".join(reason for _key, reason in self.skipped[:limit])
                          + (f"; ... ({len(self.skipped) - limit} more)" if len(self.skipped) > limit else ""))
         return lines
-
-
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    """Hex SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 _SCHEMA = """
@@ -989,235 +968,8 @@ class LabelStore:
         return out
 
 
-# --------------------------------------------------------------------------- export formats
-
-EXPORT_COLUMNS = ("item", "key", "path", "sha256", "label", "label_id", "annotator", "time", "source", "round")
-
-_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-
-
-def csv_cell(value: Any) -> Any:
-    """``value`` made safe for a spreadsheet (CSV injection): a text cell that starts with
-    ``=``, ``+``, ``-``, ``@``, a tab or a carriage return, and is not a plain number, gets a
-    leading ``'`` so Excel, LibreOffice and Google Sheets show it as text instead of running
-    it as a formula. Other values are returned unchanged.
-
-    >>> csv_cell("=SUM(A1:A9)"), csv_cell("-1"), csv_cell("cat"), csv_cell(3)
-    ("'=SUM(A1:A9)", '-1', 'cat', 3)
-    """
-    if isinstance(value, str) and value.startswith(_FORMULA_PREFIXES) and not _PLAIN_NUMBER.fullmatch(value):
-        return "'" + value
-    return value
-
-
-def export_text(rows: Sequence[Mapping[str, Any]], fmt: str) -> str:
-    """``rows`` (from :meth:`LabelStore.export_rows`) as CSV or JSON text (CSV cells through :func:`csv_cell`)."""
-    if fmt == "json":
-        return json.dumps(list(rows), indent=1) + "\n"
-    if fmt != "csv":
-        raise InvalidArgumentError(f"fmt must be 'csv' or 'json', got {fmt!r}")
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:  # text cells neutralised against formula injection (csv_cell); JSON keeps them as they are
-        writer.writerow({k: ("" if row.get(k) is None else csv_cell(row.get(k))) for k in EXPORT_COLUMNS})
-    return buffer.getvalue()
-
-
-def write_export(path: str | os.PathLike[str], rows: Sequence[Mapping[str, Any]]) -> Path:
-    """Write ``rows`` atomically as CSV, or JSON when ``path`` ends in ``.json``."""
-    path = Path(path)
-    return atomic_write_text(path, export_text(rows, "json" if path.suffix.lower() == ".json" else "csv"))
-
-
-# --------------------------------------------------------------------------- Label Studio
-
-LABEL_STUDIO_FROM_NAME = "label"
-LABEL_STUDIO_TO_NAME = "image"
-
-
-def label_studio_config(classes: Sequence[str]) -> str:
-    """The Label Studio labelling config (XML) that matches :func:`label_studio_tasks`."""
-    choices = "\n".join(f'    <Choice value="{_xml_escape(c)}"/>' for c in classes)
-    return (f'<View>\n  <Image name="{LABEL_STUDIO_TO_NAME}" value="$image"/>\n'
-            f'  <Choices name="{LABEL_STUDIO_FROM_NAME}" toName="{LABEL_STUDIO_TO_NAME}" choice="single" showInline="true">\n'
-            f"{choices}\n  </Choices>\n</View>\n")
-
-
-def _xml_escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-
-
-def label_studio_tasks(rows: Sequence[Mapping[str, Any]], *,
-                       image_prefix: str = "/data/local-files/?d=",
-                       predictions: Mapping[int, tuple[str, float]] | None = None,
-                       model_version: str = "activebayes") -> list[dict[str, Any]]:
-    """Label Studio's JSON task format, one task per row of :meth:`LabelStore.export_rows`.
-
-    Each task is ``{"id", "data": {"image", "activebayes_item", "activebayes_key",
-    "activebayes_sha256"}, "annotations": [...]}`` (see
-    https://labelstud.io/guide/task_format): ``data.image`` is ``image_prefix + key``
-    (by default a Label Studio local-storage URL relative to its document root; pass
-    the image folder as ``LOCAL_FILES_DOCUMENT_ROOT``), a labelled item carries one
-    annotation whose ``result`` is a ``choices`` result (``from_name="label"``,
-    ``to_name="image"``, :func:`label_studio_config`). ``predictions`` (item ->
-    (class name, score)) adds Label Studio pre-annotations.
-    """
-    tasks = []
-    for row in rows:
-        task: dict[str, Any] = {
-            "id": row["item"],
-            "data": {
-                "image": image_prefix + urllib.parse.quote(str(row["key"])),
-                "activebayes_item": row["item"],
-                "activebayes_key": row["key"],
-                "activebayes_sha256": row["sha256"],
-            },
-            "annotations": [],
-        }
-        if row.get("label"):
-            task["annotations"].append({
-                "result": [_choice_result(row["label"])],
-                "was_cancelled": False,
-                "ground_truth": False,
-                "created_at": row.get("time") or None,
-                "completed_by": row.get("annotator") or None,
-            })
-        if predictions and row["item"] in predictions:
-            name, score = predictions[row["item"]]
-            task["predictions"] = [{"model_version": model_version, "score": score,
-                                    "result": [_choice_result(name)]}]
-        tasks.append(task)
-    return tasks
-
-
-def _choice_result(name: str) -> dict[str, Any]:
-    return {"from_name": LABEL_STUDIO_FROM_NAME, "to_name": LABEL_STUDIO_TO_NAME, "type": "choices",
-            "value": {"choices": [name]}}
-
-
-@dataclass(frozen=True)
-class LabelStudioAnswers:
-    """What :func:`read_label_studio` found: ``labels`` (item -> class id), the tasks
-    without an annotation, and every problem (task number and reason)."""
-
-    labels: dict[int, int]
-    unannotated: int
-    problems: list[str]
-
-
-def _image_reference(value: str) -> str:
-    """The file path a Label Studio ``data.image`` points at (``?d=`` of local storage, else the URL path)."""
-    parsed = urllib.parse.urlparse(value)
-    query = urllib.parse.parse_qs(parsed.query)
-    if "d" in query:
-        return query["d"][0]
-    return urllib.parse.unquote(parsed.path or value)
-
-
-def read_label_studio(path: str | os.PathLike[str], *, items: Sequence[Item],
-                      classes: Sequence[str]) -> LabelStudioAnswers:
-    """Read a Label Studio JSON export (a list of tasks) into labels of ``items``.
-
-    A task is matched to an item by ``data.activebayes_item`` + ``activebayes_sha256``
-    (tasks this module wrote), else by its image reference (``data.image``: the ``d``
-    parameter of a local-storage URL, else the URL's path): the item whose key is the
-    longest suffix of it, else the unique item with the same file name (Label Studio
-    prefixes uploads with 8 hex digits and ``-``, which is ignored). The label is the
-    single ``choices`` value of the task's latest annotation that was not cancelled.
-    """
-    file = Path(path)
-    try:
-        tasks = json.loads(file.read_text(encoding="utf-8-sig"))
-    except FileNotFoundError:
-        raise MissingFileError(f"{file}: no such file") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise LabelStoreError(f"{file}: not a Label Studio JSON export ({error})") from None
-    if isinstance(tasks, dict):
-        tasks = [tasks]
-    if not isinstance(tasks, list):
-        raise LabelStoreError(f"{file}: expected a JSON list of Label Studio tasks, got {type(tasks).__name__}")
-    by_id = {it.id: it for it in items}
-    by_key = {it.key: it for it in items}
-    by_name: dict[str, list[Item]] = {}
-    for it in items:
-        by_name.setdefault(Path(it.key).name, []).append(it)
-    names = [str(c) for c in classes]
-    labels: dict[int, int] = {}
-    seen: dict[int, int] = {}
-    problems: list[str] = []
-    unannotated = 0
-    for number, task in enumerate(tasks):
-        where = f"task {number}" + (f" (id {task.get('id')})" if isinstance(task, dict) and "id" in task else "")
-        if not isinstance(task, dict) or not isinstance(task.get("data"), dict):
-            problems.append(f"{where}: not a Label Studio task (an object with 'data')")
-            continue
-        data = task["data"]
-        item = None
-        own = data.get("activebayes_item")
-        if isinstance(own, int) and own in by_id and by_id[own].sha256 == data.get("activebayes_sha256"):
-            item = by_id[own]
-        else:
-            reference = next((v for k, v in data.items() if k == "image" and isinstance(v, str)), None)
-            if reference is None:
-                reference = next((v for v in data.values() if isinstance(v, str)), None)
-            if reference is None:
-                problems.append(f"{where}: data has no image reference")
-                continue
-            ref = _image_reference(reference).lstrip("/")
-            suffixes = [it for key, it in by_key.items() if ref == key or ref.endswith("/" + key)]
-            if suffixes:
-                item = max(suffixes, key=lambda it: len(it.key))
-            else:
-                name = Path(ref).name
-                candidates = by_name.get(name, [])
-                if not candidates and len(name) > 9 and name[8] == "-" and all(c in "0123456789abcdef" for c in name[:8]):
-                    candidates = by_name.get(name[9:], [])
-                if len(candidates) == 1:
-                    item = candidates[0]
-                elif len(candidates) > 1:
-                    problems.append(f"{where}: image {reference!r} matches {len(candidates)} items by file name; "
-                                    "export from activebayes to keep item ids")
-                    continue
-            if item is None:
-                problems.append(f"{where}: image {reference!r} is not an item of this project")
-                continue
-        annotations = [a for a in task.get("annotations") or task.get("completions") or []
-                       if isinstance(a, dict) and not a.get("was_cancelled")]
-        if not annotations:
-            unannotated += 1
-            continue
-        choices = [c for r in annotations[-1].get("result", []) if isinstance(r, dict) and r.get("type") == "choices"
-                   for c in (r.get("value") or {}).get("choices", [])]
-        if len(choices) != 1:
-            problems.append(f"{where}: expected one choice in its latest annotation, got {choices}")
-            continue
-        if choices[0] not in names:
-            problems.append(f"{where}: choice {choices[0]!r} is not a class; expected one of [{', '.join(names)}]")
-            continue
-        if item.id in seen and labels.get(item.id) != names.index(choices[0]):
-            problems.append(f"{where}: item {item.key} is also in task {seen[item.id]} with another label")
-            continue
-        seen[item.id] = number
-        labels[item.id] = names.index(choices[0])
-    return LabelStudioAnswers(labels, unannotated, problems)
-
-
 # --------------------------------------------------------------------------- helpers
 
 
 def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat(timespec="milliseconds")
-
-
-def round_(value: float) -> float:
-    return round(value, 4)
-
-
-def event_dict(event: Event, classes: Sequence[str]) -> dict[str, Any]:
-    """An event as JSON-friendly data (with the class name)."""
-    data = asdict(event)
-    data["class"] = classes[event.label] if event.label is not None else None
-    data["time"] = _iso(event.time)
-    return data
