@@ -973,3 +973,8 @@ class LabelStore:
 
 def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat(timespec="milliseconds")
+
+
+def round_(value: float) -> float:
+    """Seconds as stored: rounded to 0.1 ms."""
+    return round(value, 4)
