@@ -72,6 +72,9 @@ def test_no_import_cycles_between_subpackages():
         ("report", {"experiment", "cli", "loop"}),
         ("rundir", {"experiment", "loop", "report", "cli"}),
         ("records", {"experiment", "loop", "report", "cli", "rundir"}),
+        # the oracle protocol sits below the loop; labelling (and its file round trip) above it
+        ("oracles", {"labelling", "labelstore", "loop", "experiment", "report", "cli", "app"}),
+        ("labelling", {"app", "cli", "experiment", "report", "labelstore"}),
     ],
 )
 def test_forbidden_edges(layer, forbidden):

@@ -34,10 +34,11 @@ from activebayes.data import available_datasets, convert_to_memmap
 from activebayes.distributed import RayExecutor
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
 from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
-from activebayes.labelling import LabellingProject, ProjectConfig, is_project
+from activebayes.labelling.interchange import AnswerFileError
+from activebayes.labelling.project import LabellingProject, is_project
+from activebayes.labelling.settings import ProjectConfig
 from activebayes.loop import check_config_names, config_strategies
 from activebayes.models import available_models
-from activebayes.oracles import AnswerFileError
 from activebayes.records import DEFAULT_STRATEGY, LoopConfig, cli_settings, schedule_name
 from activebayes.report import write_report
 from activebayes.rundir import RunDirectory, is_comparison, is_run

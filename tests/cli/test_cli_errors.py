@@ -31,7 +31,7 @@ def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch, bug):
 
 def test_library_errors_are_user_errors_and_builtin_types():
     from activebayes.data import DataError
-    from activebayes.oracles import AnswerFileError
+    from activebayes.labelling import AnswerFileError
     from activebayes.rundir import RunDirectoryError
 
     for error_type in (DataError, AnswerFileError, RunDirectoryError, InvalidArgumentError):

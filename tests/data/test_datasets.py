@@ -21,7 +21,7 @@ from activebayes.data import (
 @pytest.mark.parametrize(
     "module",
     ["activebayes._io", "activebayes.data.dataset", "activebayes.data.idx", "activebayes.data.datasets",
-     "activebayes.data.pool", "activebayes.oracles.base", "activebayes.oracles.files"],
+     "activebayes.data.pool", "activebayes.oracles.base", "activebayes.labelling.interchange"],
 )
 def test_docstring_examples_run(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)

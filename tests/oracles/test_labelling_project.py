@@ -207,3 +207,50 @@ def test_label_studio_export_and_import(digits_project, capsys, tmp_path):
     assert code == 0 and "imported 4 new label(s)" in out and "1293 task(s) without an annotation" in out, err
     with LabellingProject.open(other, rescan=False) as target:
         assert {target.store.item(i).key: y for i, y in target.store.labels().items()} == expected
+
+
+# ----------------------------------------------------------------------------- the test split
+
+
+def test_only_a_missing_test_split_turns_the_learning_curve_off(tmp_path):
+    """A dataset without a test split has no test curve; a test split that is there but broken
+    (here truncated) is an error, never silently dropped."""
+    from activebayes.data import DataError, write_memmap
+    from activebayes.labelling import ProjectConfig
+
+    rng = np.random.default_rng(0)
+    data = tmp_path / "data"
+    for split in ("train", "test"):
+        write_memmap(data / split, rng.integers(0, 256, (12, 8, 8), dtype=np.uint8), targets=[0, 1] * 6,
+                     classes=["a", "b"], name="blocks", progress=False)
+    config = ProjectConfig(dataset="memmap", data_dir=str(data), model="mlp", batch_size=4)
+    with LabellingProject.create(tmp_path / "proj", config) as project:
+        assert project.test_dataset is not None and len(project.test_dataset) == 12
+
+    inputs = next((data / "test").glob("inputs*"))
+    inputs.write_bytes(inputs.read_bytes()[:-64])  # truncated: the split is there, but corrupt
+    with LabellingProject.open(tmp_path / "proj") as project, pytest.raises(DataError, match="test"):
+        project.test_dataset  # noqa: B018
+
+    for path in (data / "test").iterdir():
+        path.unlink()
+    (data / "test").rmdir()  # no test split at all: the project goes on without a test curve
+    with LabellingProject.open(tmp_path / "proj") as project:
+        assert project.test_dataset is None
+
+
+def test_an_answers_file_is_read_once(digits_project, monkeypatch):
+    project_dir, query, targets = digits_project
+    fill_truth(query, targets)
+    reads = []
+    read_bytes = Path.read_bytes
+
+    def counting(self):
+        if self.name == query.name:
+            reads.append(self)
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counting)
+    with LabellingProject.open(project_dir, rescan=False) as project:
+        assert project.import_answers(query).stored == 4
+    assert len(reads) == 1

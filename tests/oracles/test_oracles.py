@@ -8,15 +8,8 @@ import pytest
 import torch
 
 from activebayes.data import Pool, from_arrays, load_dataset
-from activebayes.oracles import (
-    AnswerFileError,
-    FileOracle,
-    LabelsPendingError,
-    Oracle,
-    SimulatedOracle,
-    read_answers,
-    write_query,
-)
+from activebayes.labelling import AnswerFileError, FileOracle, LabelsPendingError, read_answers, write_query
+from activebayes.oracles import Oracle, SimulatedOracle
 
 DIGIT_CLASSES = tuple(str(c) for c in range(10))
 
@@ -269,3 +262,19 @@ def test_file_oracle_state_must_match_dataset(animals, tmp_path):
         FileOracle(tmp_path, other)
     with pytest.raises(ValueError, match="no query for round 5"):
         FileOracle(tmp_path, animals).import_answers(round=5)
+
+
+@pytest.mark.parametrize("name", ["AnswerFileError", "FileOracle", "LabelsPendingError", "read_answers", "write_query"])
+def test_moved_names_still_import_from_oracles_with_a_deprecation_warning(name):
+    import activebayes.labelling
+    import activebayes.oracles
+
+    with pytest.warns(DeprecationWarning, match=f"activebayes.oracles.{name} moved to activebayes.labelling"):
+        moved = getattr(activebayes.oracles, name)
+    assert moved is getattr(activebayes.labelling, name)
+
+
+def test_one_labels_pending_error_for_both_round_trips():
+    from activebayes.labelling import ProjectError
+
+    assert issubclass(LabelsPendingError, ProjectError) and issubclass(LabelsPendingError, RuntimeError)

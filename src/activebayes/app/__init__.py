@@ -3,7 +3,7 @@
 A local web server (Starlette on uvicorn, the ``app`` extra) where one or several
 people label a project's items with the keyboard while the model retrains and
 rescores the pool in the background. Every answer goes to the project's label store
-(:mod:`activebayes.labelstore`); the training is the loop's own ``propose`` /
+(:mod:`activebayes.labelling.store`); the training is the loop's own ``propose`` /
 ``commit`` (:meth:`activebayes.labelling.LabellingProject.advance`).
 
 - :func:`serve` (:mod:`~activebayes.app.serve`): run the app on a project (prints the

@@ -1,7 +1,7 @@
 """Running the labelling app: the listening socket, the token, the one-server claim, a clean stop.
 
 :func:`serve` is what ``activebayes label`` runs. It claims the project for this
-process (atomically, :meth:`~activebayes.labelstore.LabelStore.claim_server`), starts
+process (atomically, :meth:`~activebayes.labelling.store.LabelStore.claim_server`), starts
 the supervised training worker (:mod:`activebayes.app.worker`), listens with
 ``TCP_NODELAY`` (so a kept-open browser connection does not wait ~40 ms on Nagle's
 algorithm at each request) and stops the same clean way on Ctrl-C (SIGINT) and on
@@ -27,7 +27,7 @@ from activebayes.app.guard import DEFAULT_MAX_BODY, MIN_TOKEN_LENGTH
 from activebayes.app.server import create_app
 from activebayes.app.worker import WorkerProcess, WorkerThread
 from activebayes.errors import InvalidArgumentError
-from activebayes.labelling import LabellingProject
+from activebayes.labelling.project import LabellingProject
 
 __all__ = ["SERVER_KEY", "TOKEN_ENV", "check_host", "check_token", "serve"]
 
@@ -67,7 +67,7 @@ def serve(project: LabellingProject | str | Path, *, host: str = "127.0.0.1", po
     is given (at least 16 characters); ``ready(url)`` is called once the socket listens.
     ``worker``: ``"process"`` (supervised, restarted when it dies) or ``"thread"``
     (:mod:`activebayes.app.worker`). ``synchronous``: the durability of the answers,
-    ``"full"`` or ``"normal"`` (:meth:`~activebayes.labelstore.LabelStore.set_synchronous`).
+    ``"full"`` or ``"normal"`` (:meth:`~activebayes.labelling.store.LabelStore.set_synchronous`).
     Stops cleanly on SIGINT and, when run in the main thread, on SIGTERM.
     """
     host = check_host(host)

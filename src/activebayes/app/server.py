@@ -67,15 +67,15 @@ from activebayes.app.sessions import Sessions
 from activebayes.app.worker import read_status
 from activebayes.data import DataError
 from activebayes.data.image_folder import confined_file, preview_png
-from activebayes.labelling import LabellingProject
-from activebayes.labelstore import (
+from activebayes.labelling.interchange import item_png
+from activebayes.labelling.project import LabellingProject
+from activebayes.labelling.store import (
     AlreadyLabelledError,
     LabelStoreError,
     LeaseConflictError,
     NothingToUndoError,
     UnknownItemError,
 )
-from activebayes.oracles.files import item_png
 
 __all__ = ["DEFAULT_MAX_BODY", "LabelApp", "create_app"]
 

@@ -6,7 +6,7 @@ id in an ``X-Session`` header with every labelling request; the page keeps it in
 A session carries one annotator name: ``anon-XXXXXX`` until its owner picks another,
 and a name belongs to one session at a time, so only that session can lease items,
 answer, skip and undo under it (another session gets 403). Each annotator holds at
-most one leased item (:meth:`~activebayes.labelstore.LabelStore.lease_next`), and new
+most one leased item (:meth:`~activebayes.labelling.store.LabelStore.lease_next`), and new
 sessions are limited to ``per_minute`` a minute (429 beyond), so one client cannot
 lease the whole pool under invented names.
 
@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from activebayes.app.guard import HTTPError
-from activebayes.labelstore import LabelStore
+from activebayes.labelling.store import LabelStore
 
 __all__ = ["SESSIONS_KEY", "Sessions", "check_name"]
 

@@ -35,8 +35,8 @@ from typing import Any, Protocol
 
 import torch
 
-from activebayes.labelling import LabellingProject
-from activebayes.labelstore import LabelStore
+from activebayes.labelling.project import LabellingProject
+from activebayes.labelling.store import LabelStore
 
 __all__ = ["STATUS_KEY", "WorkerProcess", "WorkerThread", "read_status", "run_worker"]
 

@@ -19,7 +19,7 @@ See ``docs/data.md``.
 
 from __future__ import annotations
 
-from ._core import normalize_pixels
+from ._core import MissingSplitError, normalize_pixels
 from .convert import convert_to_memmap
 from .dataset import ArrayDataset, DataError, from_arrays
 from .datasets import IDX_DATASETS, available_datasets, default_data_dir, digits_split_indices, load_dataset, register_dataset
@@ -39,6 +39,7 @@ __all__ = [
     "LazyInputs",
     "MEMMAP_FORMAT",
     "MemmapInputs",
+    "MissingSplitError",
     "Pool",
     "TablePool",
     "TfidfEncoder",

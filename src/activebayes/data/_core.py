@@ -11,11 +11,16 @@ from torch import Tensor
 from ..errors import ActiveBayesError
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["DataError", "as_index_tensor", "normalize_pixels"]
+__all__ = ["DataError", "MissingSplitError", "as_index_tensor", "normalize_pixels"]
 
 
 class DataError(ActiveBayesError, ValueError):
     """A data file or array is missing, corrupt, truncated or fails its checksum."""
+
+
+class MissingSplitError(DataError):
+    """The files of a dataset split are not there at all (not downloaded, or a folder without
+    that split); unlike a corrupt file or a checksum mismatch, a caller may go on without the split."""
 
 
 def normalize_pixels(pixels: Tensor, normalization: tuple[float, float] | None, *, scale: float = 255.0) -> Tensor:

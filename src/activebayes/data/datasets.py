@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .._validation import check_choice, check_nonnegative_float, check_positive_int
+from ._core import MissingSplitError
 from .dataset import ArrayDataset, DataError, normalize_pixels
 from .idx import download_file, read_idx
 from .memmap import load_memmap_split
@@ -309,7 +310,7 @@ def _find_idx_files(
     if not download:
         expected = " or ".join(" + ".join(f.filename for f in pair) for pair in alternatives)
         where = ", ".join(str(f) for f in folders)
-        raise DataError(
+        raise MissingSplitError(
             f"{spec.name} split {split!r}: data files not found. Looked in: {where}. "
             f"Expected: {expected} (or the same names without .gz, uncompressed). "
             f"Pass download=True (--download) to fetch them from "

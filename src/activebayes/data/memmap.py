@@ -63,7 +63,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .._io import _current_umask, _fsync_dir, atomic_write_text
-from ._core import DataError
+from ._core import DataError, MissingSplitError
 from .dataset import ArrayDataset
 from .image_folder import PixelStats
 from .lazy import MemmapInputs, _release
@@ -356,7 +356,7 @@ def load_memmap_split(
     if split == "train" and is_memmap_folder(root):
         return load_memmap(root, progress=progress)
     looked = [str(root / split / META_FILE)] + ([str(root / META_FILE)] if split == "train" else [])
-    raise DataError(
+    raise MissingSplitError(
         f"memmap dataset split {split!r} not found: looked for {' and '.join(looked)}. "
         f"Write it with convert_to_memmap(SOURCE, {root / split})"
     )

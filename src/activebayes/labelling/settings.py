@@ -1,0 +1,170 @@
+"""A labelling project's settings: what it labels and how it picks the items, fixed at creation.
+
+:class:`ProjectConfig` holds them and checks each one; :func:`setting_differences`
+compares them with the settings a later command gives (a project's settings never
+change: running the same command again continues it, any other value is refused).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from activebayes._validation import check_choice, check_positive_int
+from activebayes.acquisition import available_strategies
+from activebayes.data import available_datasets
+from activebayes.errors import ActiveBayesError
+from activebayes.models import available_models
+from activebayes.records import DEFAULT_STRATEGY, LoopConfig
+
+__all__ = ["ProjectConfig", "ProjectError", "setting_differences"]
+
+
+class ProjectError(ActiveBayesError, ValueError):
+    """A labelling project cannot be created or opened as asked."""
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    """What a labelling project labels and how it picks the items.
+
+    Exactly one of ``images`` (a folder; stored absolute, ``classes`` required) and
+    ``dataset`` (a built-in dataset name, its labels ignored). The loop settings
+    (``strategy``, ``cold_start``, ``model``, ``batch_size``, ``num_samples``, ``eval_samples``,
+    ``seed``, ``fit_options``) mean what they mean in :class:`~activebayes.records.LoopConfig`
+    (the cold start runs until its default label count, 6 per class);
+    the project starts with no labels (the first round picks at random) and holds
+    nothing out (``validation_size=0``). ``lookahead``: how far the app's ranking
+    reaches beyond each batch (the items served while the next model trains);
+    ``lease_seconds``: how long an item stays reserved for the annotator it was
+    given to.
+    """
+
+    dataset: str | None = None
+    images: str | None = None
+    classes: tuple[str, ...] | None = None
+    data_dir: str | None = None
+    strategy: str = DEFAULT_STRATEGY
+    cold_start: str | None = "typicality"
+    model: str = "auto"
+    batch_size: int = 10
+    num_samples: int = 100
+    eval_samples: int = 20
+    seed: int = 0
+    fit_options: Mapping[str, Any] = field(default_factory=dict)
+    lookahead: int = 100
+    lease_seconds: float = 300.0
+
+    def __post_init__(self) -> None:
+        if (self.dataset is None) == (self.images is None):
+            raise ProjectError("a labelling project needs exactly one of --dataset NAME or --images FOLDER")
+        if self.images is not None:
+            if not self.classes:
+                raise ProjectError("--classes is required with --images: the class names a labeller may use")
+            object.__setattr__(self, "images", str(Path(self.images).expanduser().absolute()))
+        if self.dataset is not None:
+            check_choice(self.dataset, "dataset", available_datasets())
+        if self.data_dir is not None:
+            object.__setattr__(self, "data_dir", str(Path(self.data_dir).expanduser().absolute()))
+        check_choice(self.strategy, "strategy", available_strategies())
+        if self.cold_start == "none":
+            object.__setattr__(self, "cold_start", None)
+        if self.cold_start is not None:
+            check_choice(self.cold_start, "cold_start", available_strategies())
+        check_choice(self.model, "model", list(dict.fromkeys(["auto", *available_models()])))
+        for name in ("batch_size", "num_samples", "eval_samples"):
+            check_positive_int(getattr(self, name), name)
+        check_positive_int(self.seed, "seed", allow_zero=True)
+        check_positive_int(self.lookahead, "lookahead", allow_zero=True)
+        if not isinstance(self.lease_seconds, int | float) or not self.lease_seconds > 0:
+            raise ProjectError(f"lease_seconds must be > 0, got {self.lease_seconds!r}")
+        if self.classes is not None:
+            classes = tuple(str(c).strip() for c in self.classes)
+            if len(classes) < 2 or len(set(classes)) != len(classes) or not all(classes):
+                raise ProjectError(f"classes must be two or more distinct names, got {list(classes)}")
+            object.__setattr__(self, "classes", classes)
+        if not isinstance(self.fit_options, Mapping):
+            raise ProjectError(f"fit_options must be a mapping, got {type(self.fit_options).__name__}")
+        object.__setattr__(self, "fit_options", dict(self.fit_options))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["classes"] = list(self.classes) if self.classes is not None else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProjectConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ProjectError(f"unknown project setting(s) {', '.join(unknown)}")
+        values = dict(data)
+        values.setdefault("cold_start", None)  # projects made before the cold start existed had none
+        if values.get("classes") is not None:
+            values["classes"] = tuple(values["classes"])
+        return cls(**values)
+
+    def loop_config(self, n_items: int, *, name: str, evaluate_test: bool) -> LoopConfig:
+        """The loop's config for a pool of ``n_items`` items (budget: label them all)."""
+        return LoopConfig(
+            dataset=name,
+            strategy=self.strategy,
+            cold_start=self.cold_start,
+            model=self.model,
+            seed=self.seed,
+            initial="empty",
+            initial_size=0,
+            validation_size=0,
+            batch_size=min(self.batch_size, n_items),
+            budget=n_items,
+            num_samples=self.num_samples,
+            eval_samples=self.eval_samples,
+            evaluate_test=evaluate_test,
+            fit_options=self.fit_options,
+            checkpoints=False,
+        )
+
+
+def _setting_value(name: str, value: Any) -> Any:
+    """A setting in the form it is compared in (see :func:`setting_differences`)."""
+    if value is None:
+        return None
+    if name == "classes":
+        names = value.split(",") if isinstance(value, str) else value
+        return tuple(str(c).strip() for c in names if str(c).strip())
+    if name in ("images", "data_dir"):
+        return os.path.realpath(Path(str(value)).expanduser())
+    if name == "cold_start" and value == "none":
+        return None
+    return value
+
+
+def _shown(name: str, value: Any) -> str:
+    if value is None:
+        return "none" if name == "cold_start" else "(not set)"
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
+
+def setting_differences(config: ProjectConfig, given: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """``(flag, stored, given)`` for each setting in ``given`` (command-line names: ``classes``
+    as ``"a,b"`` or a sequence, ``max_epochs`` for ``fit_options["max_epochs"]``) that differs
+    from the project's ``config``. Paths are compared resolved, class lists name by name."""
+    stored_values = config.to_dict()
+    stored_values["max_epochs"] = config.fit_options.get("max_epochs")
+    differences = []
+    for name, value in given.items():
+        if value is None:
+            continue
+        if name not in stored_values:
+            raise ProjectError(f"unknown project setting {name!r}")
+        stored = _setting_value(name, stored_values[name])
+        wanted = _setting_value(name, value)
+        if stored != wanted:
+            differences.append(("--" + name.replace("_", "-"), _shown(name, stored), _shown(name, wanted)))
+    return differences
