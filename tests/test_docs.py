@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +90,42 @@ def test_site_loads_nothing_from_the_network(site: Path) -> None:
     css = site / "assets" / "katex" / "katex.min.css"
     fonts = re.findall(r"url\(([^)]+)\)", css.read_text(encoding="utf-8"))
     assert fonts and all((css.parent / font).is_file() for font in fonts)
+
+
+def test_formulas_render_offline_in_a_browser(site: Path) -> None:
+    """Opened from disk with every network request refused, each formula of a page is typeset by
+    the bundled KaTeX (no error boxes) in its own fonts."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    refused: list[str] = []
+
+    def only_files(route) -> None:
+        if route.request.url.startswith("file:"):
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox",
+                                                                              "--disable-gpu", "--no-first-run"])
+        try:
+            page = browser.new_page()
+            page.route("**/*", only_files)
+            page.goto((site / "concepts" / "uncertainty" / "index.html").as_uri())
+            formulas = page.locator(".arithmatex").count()
+            page.wait_for_function("document.querySelectorAll('.arithmatex .katex').length > 0", timeout=60_000)
+            typeset = page.evaluate("[...document.querySelectorAll('.arithmatex')].filter(e => e.querySelector('.katex')).length")
+            errors = page.locator(".katex-error").count()
+            fonts = page.evaluate("document.fonts.ready.then(() => [...document.fonts]"
+                                  ".filter(f => f.status === 'loaded').map(f => f.family.replace(/\"/g, '')))")
+        finally:
+            browser.close()
+    assert formulas > 20 and typeset == formulas and errors == 0
+    assert "KaTeX_Main" in fonts and "KaTeX_Math" in fonts, f"KaTeX's fonts did not load from the site: {fonts}"
+    assert not refused, f"the page asked the network for {refused}"
 
 
 def test_bundled_maths_renderer_is_listed_and_licensed() -> None:
