@@ -33,11 +33,21 @@ rest the pool; 500 test), MLP with MC dropout, 10 per round up to 200 labels.
 
 Every (dataset, strategy, seed) is one run directory under
 ``benchmarks/results/label_efficiency_runs/<dataset>/<strategy>/seed_<seed>/``
-(config, rounds.jsonl, summary). Finished runs are skipped and unfinished ones
+(config, rounds, summary). Finished runs are skipped and unfinished ones
 resume from their last round, so the benchmark can be run in pieces across
 sessions (``--max-minutes``). ``--summarise`` turns whatever is there into
 ``benchmarks/results/label_efficiency.json``, the learning-curve plots and the
 tables in ``docs/benchmarks.md``.
+
+The run directories are committed in a compact form, written when a run stops
+(``--compact`` rewrites every run on disk): ``rounds.jsonl.gz`` and
+``summary.json.gz``, gzip-compressed, which :mod:`activebayes.rundir` reads as it
+reads the plain files (and a resumed run goes on writing). Each round keeps
+everything but the bulky per-class and per-bin metrics (confusion matrices,
+per-class precision / recall / F1 / support, reliability bins), which only the
+last round of a run keeps: the acquisitions, labels and scores, every scalar
+metric (accuracy, NLL, Brier, ECE, the averaged F1, precision and recall), fit
+details and timings, all that ``--summarise``, the tables and a resumed run read.
 
 Usage::
 
@@ -226,6 +236,17 @@ def _run_one(name: str, config, run_dir: Path, threads: int | None, progress: bo
 
 def run(args: argparse.Namespace) -> None:
     name, comparison, todo = _grid(args)
+    try:
+        _run_all(args, name, comparison, todo)
+    finally:
+        # however the runs stopped (done, time limit, Ctrl-C, a failure), what they wrote is
+        # left in the committed form
+        for strategy in comparison.strategies:
+            for seed in comparison.seeds:
+                compact(comparison.run_dir(strategy, seed))
+
+
+def _run_all(args: argparse.Namespace, name: str, comparison, todo) -> None:
     deadline = time.monotonic() + 60 * args.max_minutes if args.max_minutes else None
     jobs = [(name, comparison.base.replace(strategy=s, seed=seed), comparison.run_dir(s, seed)) for s, seed in todo]
     if args.jobs <= 1:
@@ -308,6 +329,49 @@ def _run_one_safe(job) -> tuple[bool, str]:
     except Exception as error:
         what = f"encoder for seed {config.seed}" if run_dir is None else f"{config.strategy} seed {config.seed}"
         return False, f"{name} {what}: FAILED: {error!r}"
+
+
+# --------------------------------------------------------------------------- the committed form
+
+
+def _kept_metrics(metrics: dict, *, last: bool) -> dict:
+    """A round's metrics as committed: every scalar; the per-class and per-bin lists and
+    tables (confusion matrices, reliability bins) only in the run's last round."""
+    return dict(metrics) if last else {k: v for k, v in metrics.items() if not isinstance(v, (list, dict))}
+
+
+def compact(run_dir: Path) -> bool:
+    """Rewrite one run directory in the committed form (see the module docstring).
+
+    Idempotent; returns whether anything changed. Nothing a reader of the run uses is
+    lost, and an unfinished run resumes from the compact form as from the plain one.
+    """
+    import dataclasses
+
+    from activebayes.rundir import RunDirectory
+
+    directory = RunDirectory(run_dir)
+    if not directory.exists():
+        return False
+    records = directory.read_rounds()
+    kept = [dataclasses.replace(r, metrics=_kept_metrics(r.metrics, last=i == len(records) - 1))
+            for i, r in enumerate(records)]
+    changed = kept != records
+    if changed:
+        directory.write_rounds(kept)
+    return directory.compress() or changed
+
+
+def compact_all(root: Path | None = None) -> int:
+    """``compact`` every run of every comparison under ``root`` (default: the benchmark's runs)."""
+    from activebayes.rundir import Comparison
+
+    root = RUNS if root is None else root
+    changed = 0
+    for comparison_dir in sorted(p for p in root.iterdir() if (p / "comparison.json").is_file()):
+        comparison = Comparison.read(comparison_dir)
+        changed += sum(compact(comparison.run_dir(s, seed)) for s in comparison.strategies for seed in comparison.seeds)
+    return changed
 
 
 # --------------------------------------------------------------------------- summary
@@ -656,6 +720,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="torch device for fitting, prediction and acquisition, e.g. cuda (default: CPU); "
                              "stored in each run's config")
     parser.add_argument("--summarise", action="store_true", help="only summarise the runs on disk")
+    parser.add_argument("--compact", action="store_true",
+                        help="only rewrite the runs on disk in the committed form (compressed, bulky "
+                             "per-class metrics in the last round only); runs do it themselves when they stop")
     parser.add_argument("--quiet", action="store_true")
     return parser
 
@@ -664,6 +731,8 @@ def main() -> None:
     args = build_parser().parse_args()
     if args.summarise:
         summarise()
+    elif args.compact:
+        print(f"{compact_all()} run directories rewritten")
     else:
         run(args)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,28 +31,168 @@ def _needs_docs_extra() -> None:
             pytest.skip(f"the docs extra is not installed ({name} missing): pip install -e '.[docs]'")
 
 
-def test_strict_build_has_no_warnings(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site as CI builds it (``mkdocs build --strict``), once for the checks below."""
     _needs_docs_extra()
+    out = tmp_path_factory.mktemp("site") / "site"
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     log = result.stdout + result.stderr
     warnings = [line for line in log.splitlines() if line.startswith(("WARNING", "ERROR"))]
     assert result.returncode == 0 and not warnings, "mkdocs build --strict failed:\n" + "\n".join(warnings or [log[-3000:]])
-    assert (tmp_path / "site" / "index.html").is_file()
-    assert (tmp_path / "site" / "api" / "acquisition" / "index.html").is_file()
-    # every display formula reached MathJax (a $$ block indented wrongly stays raw text)
+    return out
+
+
+def test_strict_build_has_no_warnings(site: Path) -> None:
+    assert (site / "index.html").is_file()
+    assert (site / "api" / "acquisition" / "index.html").is_file()
+    # every display formula reached the maths renderer (a $$ block indented wrongly stays raw text)
     raw = []
-    for page in (tmp_path / "site").rglob("*.html"):
+    for page in site.rglob("*.html"):
         text = MATH_OR_CODE.sub("", page.read_text(encoding="utf-8"))
         if "$$" in text:
-            raw.append(str(page.relative_to(tmp_path / "site")))
+            raw.append(str(page.relative_to(site)))
     assert not raw, f"display maths left as raw text (indent $$ blocks inside list items by 4 spaces): {raw}"
+
+
+# what a page loads: scripts, style sheets, fonts, icons (not the links a reader may follow)
+LOADED = re.compile(r'<script[^>]*\bsrc="([^"]+)"|<link[^>]*\bhref="([^"]+)"[^>]*>')
+
+
+def test_site_loads_nothing_from_the_network(site: Path) -> None:
+    """Offline, the site reads as online: every script, style sheet and font is a file of the site."""
+    remote, missing = set(), set()
+    for page in site.rglob("*.html"):
+        for match in LOADED.finditer(page.read_text(encoding="utf-8")):
+            url = match.group(1) or match.group(2)
+            tag = match.group(0)
+            if match.group(2) is not None and not re.search(r'rel="(stylesheet|preconnect|preload|icon|modulepreload)"', tag):
+                continue  # rel="canonical", "prev", "next": links, not loads
+            if re.match(r"(https?:)?//", url):
+                remote.add(url)
+                continue
+            path = url.split("?")[0].split("#")[0]
+            # 404.html is served at any depth, so it names files from the site's root
+            if not (site / path.lstrip("/") if path.startswith("/") else page.parent / path).resolve().is_file():
+                missing.add(f"{page.relative_to(site)}: {url}")
+    assert not remote, f"the site loads from the network: {sorted(remote)}"
+    assert not missing, f"pages load files the site lacks: {sorted(missing)[:10]}"
+    # the formulas are rendered by the bundled KaTeX, whose style sheet finds its fonts in the site
+    page = (site / "concepts" / "uncertainty" / "index.html").read_text(encoding="utf-8")
+    assert 'class="arithmatex"' in page and "assets/katex/katex.min.js" in page
+    css = site / "assets" / "katex" / "katex.min.css"
+    fonts = re.findall(r"url\(([^)]+)\)", css.read_text(encoding="utf-8"))
+    assert fonts and all((css.parent / font).is_file() for font in fonts)
+
+
+def test_formulas_render_offline_in_a_browser(site: Path) -> None:
+    """Opened from disk with every network request refused, each formula of a page is typeset by
+    the bundled KaTeX (no error boxes) in its own fonts."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    refused: list[str] = []
+
+    def only_files(route) -> None:
+        if route.request.url.startswith("file:"):
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox",
+                                                                              "--disable-gpu", "--no-first-run"])
+        try:
+            page = browser.new_page()
+            page.route("**/*", only_files)
+            page.goto((site / "concepts" / "uncertainty" / "index.html").as_uri())
+            formulas = page.locator(".arithmatex").count()
+            page.wait_for_function("document.querySelectorAll('.arithmatex .katex').length > 0", timeout=60_000)
+            typeset = page.evaluate("[...document.querySelectorAll('.arithmatex')].filter(e => e.querySelector('.katex')).length")
+            errors = page.locator(".katex-error").count()
+            fonts = page.evaluate("document.fonts.ready.then(() => [...document.fonts]"
+                                  ".filter(f => f.status === 'loaded').map(f => f.family.replace(/\"/g, '')))")
+        finally:
+            browser.close()
+    assert formulas > 20 and typeset == formulas and errors == 0
+    assert "KaTeX_Main" in fonts and "KaTeX_Math" in fonts, f"KaTeX's fonts did not load from the site: {fonts}"
+    assert not refused, f"the page asked the network for {refused}"
+
+
+def test_bundled_maths_renderer_is_listed_and_licensed() -> None:
+    """mkdocs.yml names only files of docs/ for the maths renderer, and its licence travels with it."""
+    config = _mkdocs_config()
+    assets = [*config.get("extra_javascript", []), *config.get("extra_css", [])]
+    assert any("katex" in str(a) for a in assets)
+    remote = [a for a in assets if re.match(r"(https?:)?//", str(a))]
+    assert not remote, f"mkdocs.yml loads from the network: {remote}"
+    absent = [a for a in assets if not (DOCS / str(a)).is_file()]
+    assert not absent, f"mkdocs.yml names files docs/ lacks: {absent}"
+    assert "MIT" in (DOCS / "assets" / "katex" / "LICENSE").read_text(encoding="utf-8")
+
+
+def _mkdocs_config() -> dict:
+    """mkdocs.yml as data; ``!!python/...`` tags (none today) read as plain strings."""
+    yaml = pytest.importorskip("yaml")
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: suffix)
+    return yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=Loader)
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, str]:
+    """Every docs page as HTML, rendered by Python-Markdown with the site's extensions (no mkdocs build)."""
+    markdown = pytest.importorskip("markdown")
+    pytest.importorskip("pymdownx")
+    extensions, configs = [], {}
+    for entry in _mkdocs_config()["markdown_extensions"]:
+        name, config = next(iter(entry.items())) if isinstance(entry, dict) else (entry, None)
+        extensions.append(name)
+        configs[name] = config or {}
+    return {str(page.relative_to(DOCS)): markdown.markdown(page.read_text(encoding="utf-8"), extensions=extensions,
+                                                            extension_configs=configs)
+            for page in sorted(DOCS.rglob("*.md")) if "_ext" not in page.parts}
+
+
+def test_tables_show_no_backslash_before_a_pipe(rendered: dict[str, str]) -> None:
+    """A pipe inside a code span is text, not a column break: written as \\| it shows the backslash."""
+    cells = [f"{name}: {cell}" for name, page in rendered.items()
+             for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", page, flags=re.DOTALL) if "\\|" in cell]
+    assert any("<table>" in page for page in rendered.values())  # the scan sees tables
+    assert not cells, "table cells show a literal backslash:\n" + "\n".join(cells)
+
+
+def test_no_list_item_runs_into_the_one_before(rendered: dict[str, str]) -> None:
+    """After an item of several paragraphs, the next item needs a blank line before it, or
+    Markdown reads it as more text of the previous paragraph ("3. ask ..." inside step 2)."""
+    swallowed = [f"{name}: {line.strip()[:80]}" for name, page in rendered.items()
+                 for paragraph in re.findall(r"<p>(.*?)</p>", page, flags=re.DOTALL)
+                 for line in paragraph.splitlines()[1:] if re.match(r"\s*(\d+\.|[-*+])\s+\S", line)]
+    assert any("<ol>" in page for page in rendered.values())  # the scan sees lists
+    assert not swallowed, "list items rendered as text of the item before:\n" + "\n".join(swallowed)
+
+
+def test_no_page_carries_an_html_comment_note() -> None:
+    """A reader never sees an HTML comment, but whoever reads the source does: notes to authors go
+    in issues. Markers that a script rewrites between (``<!-- label-efficiency:begin -->``) are
+    the one exception."""
+    notes = [f"{page.relative_to(ROOT)}: {comment[:60]}"
+             for page in sorted(DOCS.rglob("*.md"))
+             for comment in re.findall(r"<!--.*?-->", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+             if not re.fullmatch(r"<!-- [\w-]+:(begin|end) -->", comment)]
+    assert not notes, "\n".join(notes)
 
 
 def _public_modules() -> list[str]:

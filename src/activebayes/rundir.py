@@ -13,6 +13,11 @@ A run directory holds one active learning run::
 A comparison directory holds one run directory per (strategy, seed), laid out as
 ``COMPARISON/<strategy>/seed_<seed>/`` plus ``comparison.json`` naming them.
 
+``rounds.jsonl`` and ``summary.json`` may instead be gzip-compressed, as
+``rounds.jsonl.gz`` and ``summary.json.gz`` (the benchmark results committed to the
+repository are kept so): they are read the same way, and a run resumed from them
+goes on writing them compressed.
+
 Every file is written to a temporary file and renamed into place
 (:mod:`activebayes._io`), and a round's record is written only once the round
 is complete, so a directory is never half-written. A run directory is tied to
@@ -25,6 +30,7 @@ the report and the benchmarks read them through :func:`load_runs`.
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -74,6 +80,7 @@ COMPARISON_FILE = "comparison.json"
 REPORT_FILE = "report.html"
 CHECKPOINT_DIR = "checkpoints"
 KEEP_CHECKPOINTS = 2
+COMPRESSED = ".gz"  # suffix of a gzip-compressed rounds or summary file
 
 
 class RunDirectoryError(ActiveBayesError, ValueError):
@@ -82,6 +89,30 @@ class RunDirectoryError(ActiveBayesError, ValueError):
 
 def _json_text(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def _stored(path: Path) -> Path:
+    """``path``, or its gzip-compressed form (``path`` + ``.gz``) when only that one exists."""
+    compressed = path.with_name(path.name + COMPRESSED)
+    return compressed if not path.is_file() and compressed.is_file() else path
+
+
+def _read_text(path: Path) -> str:
+    """The text of ``path``, decompressed if its name ends in ``.gz``."""
+    if path.name.endswith(COMPRESSED):
+        try:
+            return gzip.decompress(path.read_bytes()).decode("utf-8")
+        except (OSError, EOFError) as error:  # gzip.BadGzipFile is an OSError
+            raise RunDirectoryError(f"{path} is not a valid gzip file: {error}") from None
+    return path.read_text()
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write ``text`` atomically, gzip-compressed if ``path`` ends in ``.gz`` (the same text, the same bytes)."""
+    if path.name.endswith(COMPRESSED):
+        atomic_write_bytes(path, gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+    else:
+        atomic_write_text(path, text)
 
 
 # --------------------------------------------------------------------------- one run
@@ -102,11 +133,13 @@ class RunDirectory:
 
     @property
     def rounds_path(self) -> Path:
-        return self.path / ROUNDS_FILE
+        """``rounds.jsonl``, or ``rounds.jsonl.gz`` when the records are kept compressed."""
+        return _stored(self.path / ROUNDS_FILE)
 
     @property
     def summary_path(self) -> Path:
-        return self.path / SUMMARY_FILE
+        """``summary.json``, or ``summary.json.gz`` when it is kept compressed."""
+        return _stored(self.path / SUMMARY_FILE)
 
     def exists(self) -> bool:
         return self.config_path.is_file()
@@ -188,7 +221,7 @@ class RunDirectory:
         if not self.rounds_path.is_file():
             return []
         records = []
-        for number, line in enumerate(self.rounds_path.read_text().splitlines(), start=1):
+        for number, line in enumerate(_read_text(self.rounds_path).splitlines(), start=1):
             if not line.strip():
                 continue
             try:
@@ -204,7 +237,22 @@ class RunDirectory:
 
     def write_rounds(self, records: Sequence[RoundRecord]) -> None:
         text = "".join(json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in records)
-        atomic_write_text(self.rounds_path, text)
+        _write_text(self.rounds_path, text)  # in the form it is kept in (compressed or not)
+
+    def compress(self) -> bool:
+        """Keep ``rounds.jsonl`` and ``summary.json`` gzip-compressed from now on (the same text).
+
+        Returns whether a file was compressed. Reading, resuming and reporting work on
+        either form; the committed benchmark results are kept compressed.
+        """
+        changed = False
+        for name in (ROUNDS_FILE, SUMMARY_FILE):
+            plain = self.path / name
+            if plain.is_file():
+                _write_text(plain.with_name(name + COMPRESSED), plain.read_text())
+                plain.unlink()  # after the compressed copy is in place: a crash leaves both, plain read first
+                changed = True
+        return changed
 
     # ----------------------------------------------------------------- checkpoints
 
@@ -240,7 +288,21 @@ class RunDirectory:
             "labelled_indices": result.labelled_indices,
             "seconds": sum(sum(r.seconds.values()) for r in result.rounds),
         }
-        atomic_write_text(self.summary_path, _json_text(summary))
+        # compressed beside compressed records; never both forms, which could disagree
+        forms = [self.path / SUMMARY_FILE, self.path / (SUMMARY_FILE + COMPRESSED)]
+        if self.rounds_path.name.endswith(COMPRESSED):
+            forms.reverse()
+        _write_text(forms[0], _json_text(summary))
+        forms[1].unlink(missing_ok=True)
+
+    def read_summary(self) -> dict[str, Any] | None:
+        """What :meth:`write_summary` wrote (compressed or not), or ``None`` before the run ends."""
+        if not self.summary_path.is_file():
+            return None
+        try:
+            return json.loads(_read_text(self.summary_path))
+        except json.JSONDecodeError as error:
+            raise RunDirectoryError(f"{self.summary_path} is not valid JSON: {error}") from None
 
 
 

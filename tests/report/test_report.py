@@ -277,6 +277,30 @@ def test_calibration_shows_the_ece_of_the_pooled_bins_and_the_mean_of_the_seeds(
     assert "ECE (mean ± sd over seeds)" in _section(page, "final-metrics")
 
 
+def _page_of(kind: str, comparison_dir: Path) -> tuple[Path, str]:
+    """The directory and the report page (figures stubbed) of the comparison or of one of its runs."""
+    directory = comparison_dir if kind == "comparison" else comparison_dir / "bald" / "seed_0"
+    return directory, html.unescape(_report.render_report(directory, (0.9,)))
+
+
+@pytest.mark.parametrize("kind", ["comparison", "run"])
+def test_calibration_defines_the_ece_and_the_mce_it_shows(comparison_dir, kind, fast_figures):
+    """Both columns of the calibration table are defined, with their formulas, beside the table."""
+    _, page = _page_of(kind, comparison_dir)
+    section = _section(page, "calibration")
+    assert "MCE" in " ".join(_table(section)[0])  # the column the definition is for
+    assert "ECE = Σ_b (n_b / N) · |acc_b − conf_b|" in section
+    assert "MCE = max_b |acc_b − conf_b| over the non-empty bins" in section
+
+
+@pytest.mark.parametrize("kind", ["comparison", "run"])
+def test_page_names_no_absolute_path(comparison_dir, kind, fast_figures):
+    """The report is meant to be mailed: where the runs lie on this machine stays out of it."""
+    directory, page = _page_of(kind, comparison_dir)
+    assert str(directory.resolve().parent) not in page and str(comparison_dir.parent) not in page
+    assert f"{kind} directory {directory.name}" in page
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_stored_bins_are_the_final_model_predictions_binned(comparison_dir, strategy, seed):

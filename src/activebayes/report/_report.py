@@ -27,8 +27,10 @@ def render_report(path: Path, targets: Sequence[float]) -> str:
     """The report page of the directory ``path`` as one HTML string."""
     data = ReportData(path)
     kind = "comparison" if data.is_comparison else "run"
-    resolved = path.resolve()
-    return page(f"activebayes report: {resolved.name}", f"{kind} directory {resolved}", sections(data, targets))
+    # the directory's name only: the page is meant to be sent to others, who have no use for
+    # (and should not see) where it lies on this machine
+    name = path.resolve().name
+    return page(f"activebayes report: {name}", f"{kind} directory {name}", sections(data, targets))
 
 
 def write_report(

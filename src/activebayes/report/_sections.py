@@ -262,11 +262,16 @@ def calibration(data: ReportData, figures: Figures) -> Section:
     explain = paragraph(
         f"Reliability of each strategy's final-round models: the {data.split} items binned by top-label "
         "confidence (15 equal-width bins), the accuracy of each bin against its mean confidence. "
-        + (f"{ECE_POOLED}: the seeds' bins added together (items, summed confidence, summed correct), "
-           f"then one ECE, as drawn in the diagram. {ECE_MEAN}: each seed's own ECE, averaged, as under "
+        "With n_b of the N items in bin b, acc_b their accuracy and conf_b their mean confidence, the "
+        "expected calibration error is ECE = Σ_b (n_b / N) · |acc_b − conf_b|, the count-weighted mean gap, "
+        "and the maximum calibration error is MCE = max_b |acc_b − conf_b| over the non-empty bins, the "
+        "largest gap in any one bin (both 0 for a calibrated model, lower is better)."
+        + (f" {ECE_POOLED}: the seeds' bins added together (items, summed confidence, summed correct), "
+           f"then one ECE, as drawn in the diagram; MCE (pooled) is the MCE of the same pooled bins. "
+           f"{ECE_MEAN}: each seed's own ECE, averaged, as under "
            f"Final metrics. With one {data.split} set, pooling can only cancel gaps (a seed's over-confidence "
            "against another's under-confidence in the same bin), so the pooled ECE is at most the mean."
-           if several else "ECE: the count-weighted mean gap between accuracy and confidence.")
+           if several else "")
     )
     rows, figure_list = [], []
     for strategy in data.runs:

@@ -1,0 +1,142 @@
+"""What a clone carries: a checkout under 10 MB, and benchmark results kept compact but complete.
+
+``benchmarks/results/label_efficiency_runs`` holds every run of the label-efficiency
+benchmark in the committed form (gzip-compressed records, the bulky per-class and
+per-bin metrics in each run's last round only; see ``benchmarks/label_efficiency.py``).
+The tests here check that a checkout stays small, that the committed runs are all in
+that form, that ``--summarise`` reproduces the committed numbers and tables from them,
+and that a run resumes from the compact form exactly as from the plain one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from activebayes.experiment import resume_experiment, run_experiment
+from activebayes.loop import LoopConfig
+from activebayes.rundir import RunDirectory, load_runs
+from tests.conftest import FAST_LOOP, ROOT
+
+MAX_CHECKOUT_BYTES = 10_000_000
+RESULTS = ROOT / "benchmarks" / "results"
+RUNS = RESULTS / "label_efficiency_runs"
+
+
+def _tracked_files() -> list[Path]:
+    try:
+        listing = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    return [ROOT / name for name in listing.decode().split("\0") if name]
+
+
+def test_a_checkout_takes_under_10_mb():
+    """The files a clone puts on disk (``.git`` aside): what ``git ls-files | xargs du -cb`` adds up."""
+    files = [f for f in _tracked_files() if f.is_file()]
+    total = sum(f.stat().st_size for f in files)
+    largest = sorted(files, key=lambda f: f.stat().st_size, reverse=True)[:5]
+    assert total < MAX_CHECKOUT_BYTES, (
+        f"tracked files take {total / 1e6:.2f} MB (limit {MAX_CHECKOUT_BYTES / 1e6:.0f} MB); largest: "
+        + ", ".join(f"{f.relative_to(ROOT)} ({f.stat().st_size / 1e6:.2f} MB)" for f in largest)
+    )
+
+
+def test_committed_runs_are_in_the_compact_form():
+    """Every run keeps compressed records; only the last round of a run has the per-class lists."""
+    tracked = {f.relative_to(ROOT).as_posix() for f in _tracked_files()}
+    plain = sorted(name for name in tracked if name.startswith("benchmarks/results/")
+                   and name.endswith(("/rounds.jsonl", "/summary.json")))
+    assert not plain, f"plain records committed (run `python benchmarks/label_efficiency.py --compact`): {plain[:5]}"
+    runs = sorted(RUNS.glob("*/*/seed_*/config.json"))
+    assert len(runs) > 100  # the scan sees the committed runs
+    for config in runs:
+        rounds = config.parent / "rounds.jsonl.gz"
+        assert rounds.is_file(), f"{config.parent} has no rounds.jsonl.gz"
+        records = [json.loads(line) for line in gzip.decompress(rounds.read_bytes()).decode().splitlines()]
+        lists = [i for i, r in enumerate(records) if any(isinstance(v, list | dict) for v in r["metrics"].values())]
+        assert lists == [len(records) - 1], f"{rounds}: per-class metrics in rounds {lists}"
+
+
+@pytest.fixture()
+def bench(monkeypatch, tmp_path):
+    """benchmarks/label_efficiency.py, writing its outputs (JSON, docs, figures) to ``tmp_path``."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import label_efficiency as module
+
+    monkeypatch.setattr(module, "RESULTS_JSON", tmp_path / "label_efficiency.json")
+    monkeypatch.setattr(module, "FIGURES", tmp_path / "figures")
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text(module.DOCS.read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(module, "DOCS", docs)
+    monkeypatch.setattr(module, "_plot", lambda dataset, curves: None)  # the numbers, not the pictures
+    return module
+
+
+def _tables(text: str, bench) -> str:
+    """The generated block of the benchmarks page, without the date it was generated on."""
+    block = text.split(bench.BEGIN, 1)[1].split(bench.END, 1)[0]
+    return re.sub(r"on \d{4}-\d{2}-\d{2}\._", "on DATE._", block)
+
+
+def test_summarise_reproduces_the_committed_numbers_and_tables(bench):
+    """``--summarise`` on the committed (compact) runs gives label_efficiency.json and the tables
+    of docs/benchmarks.md exactly as committed, the date of generation aside."""
+    committed = json.loads((RESULTS / "label_efficiency.json").read_text(encoding="utf-8"))
+    committed_docs = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    with contextlib.redirect_stdout(io.StringIO()):
+        bench.summarise()
+    results = json.loads(bench.RESULTS_JSON.read_text(encoding="utf-8"))
+    assert results["datasets"].keys() == committed["datasets"].keys() and len(committed["datasets"]) >= 10
+    for key in ("datasets", "in_progress", "partial_curves"):
+        assert results.get(key) == committed.get(key), key
+    assert _tables(bench.DOCS.read_text(encoding="utf-8"), bench) == _tables(committed_docs, bench)
+    assert not list(RUNS.rglob("rounds.jsonl"))  # summarising only reads
+
+
+def _without_timings(records) -> list[dict]:
+    rows = [r.to_dict() for r in records]
+    for row in rows:
+        row.pop("seconds")
+    return rows
+
+
+def test_a_compact_run_reads_and_resumes_as_the_plain_one(tmp_path, monkeypatch):
+    """Cut a finished run back to two rounds, compact it as the benchmark does: it resumes to the
+    same records as the uninterrupted run, and stays compact."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import label_efficiency
+
+    config = LoopConfig(strategy="bald", **FAST_LOOP)
+    full, cut = RunDirectory(tmp_path / "full"), RunDirectory(tmp_path / "cut")
+    run_experiment(config, full.path, progress=False, report=False)
+    cut.write_config(config)
+    cut.write_rounds(full.read_rounds()[:2])
+    assert label_efficiency.compact(cut.path) and not label_efficiency.compact(cut.path)  # idempotent
+    assert sorted(p.name for p in cut.path.iterdir()) == ["config.json", "rounds.jsonl.gz"]
+    assert [r.n_labelled for r in cut.read_rounds()] == [20, 30] and not cut.is_finished()
+    resume_experiment(cut.path, progress=False, report=False)
+    assert cut.rounds_path.name == "rounds.jsonl.gz" and cut.summary_path.name == "summary.json.gz"
+    assert cut.is_finished() and not (cut.path / "rounds.jsonl").exists()
+    records = cut.read_rounds()
+    has_lists = [any(isinstance(v, list | dict) for v in r.metrics.values()) for r in records]
+    assert has_lists == [False] + [True] * (len(records) - 1)  # the last kept round and the resumed ones whole
+    expected, got = _without_timings(full.read_rounds()), _without_timings(records)
+    expected[0]["metrics"] = {k: v for k, v in expected[0]["metrics"].items() if not isinstance(v, list | dict)}
+    assert got == expected
+    summary = cut.read_summary()
+    assert summary["labelled_indices"] == full.read_summary()["labelled_indices"]
+    assert load_runs(cut.path)[("bald", config.seed)][1] == records
+    # compacting the finished run keeps the last round whole, the others' scalars
+    label_efficiency.compact(cut.path)
+    final = cut.read_rounds()
+    assert final[-1].metrics == full.read_rounds()[-1].metrics
+    assert all(not isinstance(v, list | dict) for r in final[:-1] for v in r.metrics.values())
+
