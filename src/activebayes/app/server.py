@@ -64,6 +64,7 @@ from starlette.routing import Route
 from activebayes._seeding import derive_seed
 from activebayes.app.guard import DEFAULT_MAX_BODY, BodyTooLarge, Guard, HTTPError, error_response
 from activebayes.app.sessions import Sessions
+from activebayes.app.stopping_panel import stopping_state
 from activebayes.app.worker import read_status
 from activebayes.data import DataError
 from activebayes.data.image_folder import confined_file, preview_png
@@ -344,6 +345,7 @@ class LabelApp:
                           "prequential_accuracy": correct / n if n else None, "prequential_n": n,
                           "seconds": None, "current": True})
         latest_test = next((p["test_accuracy"] for p in reversed(curve) if p.get("test_accuracy") is not None), None)
+        stopping = _stopping_panel(store, getattr(self.project.config, "stop_when", ()))
         return {
             "project": str(self.project.directory),
             "source": self.project.config.images or self.project.config.dataset,
@@ -361,6 +363,7 @@ class LabelApp:
                 "test": latest_test,
             },
             "curve": curve,
+            "stopping": stopping,
             "balance": store.class_counts(),
             "annotators": store.annotator_counts(),
             "skipped": store.meta("skipped") or [],  # files the last scan could not read (not items)
@@ -369,6 +372,15 @@ class LabelApp:
             "exports": {fmt: f"/api/export/{fmt}" for fmt in ("csv", "json", "labelstudio")},
             "now": time.time(),
         }
+
+
+def _stopping_panel(store: Any, stop_when: Any) -> dict[str, Any]:
+    """The dashboard's stopping panel: the newest proposal's signals (its model is the latest)."""
+    history = [record.get("signals") for _round, record, _committed in store.rounds()]
+    latest = store.latest_proposal()
+    proposal = latest[1] if latest is not None else {}
+    return stopping_state(proposal.get("signals"), history, round=proposal.get("round"),
+                          n_labelled=proposal.get("n_labelled"), stop_when=tuple(stop_when or ()))
 
 
 def _item_file(root: str, key: str) -> Path:
