@@ -137,3 +137,22 @@ def test_the_stopping_panel_reads_the_latest_round_in_plain_words(rounds_live, t
             assert shot.read_bytes().startswith(b"\x89PNG")
         finally:
             browser.close()
+    # the audited items of the batch are served as such (their score is NaN in the record: null here)
+    import httpx
+
+    from activebayes.data import load_dataset
+    from tests.app.app_helpers import with_sessions
+
+    targets = load_dataset("digits").targets
+    served = []
+    with with_sessions(httpx.Client(base_url=rounds_live.url, headers={"Authorization": f"Bearer {TOKEN}"},
+                                    timeout=60)) as http:
+        for _ in range(10):
+            item = http.post("/api/next", json={"annotator": "viewer"}).json()["item"]
+            served.append(item)
+            label = int(targets[rounds_live.project.index_of(item["id"])])
+            assert http.post("/api/answer", json={"annotator": "viewer", "item": item["id"], "label": label,
+                                                  "next": False}).status_code == 200
+    audited = [item for item in served if item["why"].startswith("drawn uniformly at random")]
+    assert len(audited) == 3 and all(item["score"] is None for item in audited)
+    assert all(isinstance(item["score"], float) for item in served if item not in audited)

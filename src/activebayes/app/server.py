@@ -167,6 +167,8 @@ class LabelApp:
 
     def describe(self, item: int, served: _Served) -> dict[str, Any]:
         rank, score, probs, in_batch = served.info.get(item, (None, None, None, False))
+        audited = score is not None and score != score  # NaN: drawn uniformly to audit (audit_fraction)
+        score = None if audited else score
         key = self._keys.get(item) or self.store.item(item).key
         self._keys[item] = key
         payload: dict[str, Any] = {
@@ -185,6 +187,9 @@ class LabelApp:
                    "an item picked at random")
         elif served.strategy == "random":
             why = f"no model yet (round {served.round}, {served.n_labelled} labels): picked at random"
+        elif audited:
+            why = (f"drawn uniformly at random to check the model (round {served.round}, {served.n_labelled} "
+                   "labels): its answer estimates the accuracy")
         elif served.n_labelled == 0:  # a cold start that needs no labels (e.g. typicality), as the records say
             why = (f"{served.strategy} score {score:.4g}, #{rank + 1} of round {served.round}'s ranking "
                    "(no labels yet: picked from the images alone)")
