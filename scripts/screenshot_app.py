@@ -8,6 +8,7 @@ system's ``chromium``; no browser is downloaded) and saves::
 
     docs/figures/app_label.png        the labelling page
     docs/figures/app_dashboard.png    the dashboard
+    docs/figures/app_stopping.png     the dashboard's stopping panel (a fifth of each batch audited)
 
 Usage::
 
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ab-screenshot-app-") as tmp:
         config = ProjectConfig(dataset=args.dataset, data_dir=args.data_dir, model=args.model,
                                batch_size=args.batch_size, num_samples=20, eval_samples=10, lookahead=60,
-                               fit_options={"max_epochs": 10})
+                               fit_options={"max_epochs": 10}, audit_fraction=0.2)
         project = LabellingProject.create(Path(tmp) / "demo", config)
         project.advance(min_pending=10**12)
         worker = WorkerThread(project.directory, poll=0.1).start()
@@ -93,12 +94,15 @@ def main(argv: list[str] | None = None) -> int:
                 for round_ in range(args.rounds):
                     wait_for(lambda r=round_: project.store.n_rounds() == r and project.store.proposal(r))
                     names = ["alice", "bob"]
+                    sessions = {name: http.post("/api/session", json={"name": name}).json()["session"]
+                                for name in names} if round_ == 0 else sessions
                     for k in range(args.batch_size):
                         name = names[k % 2]
-                        item = http.post("/api/next", json={"annotator": name}).json()["item"]
+                        headers = {"X-Session": sessions[name]}
+                        item = http.post("/api/next", json={}, headers=headers).json()["item"]
                         label = int(targets[project.index_of(item["id"])])
-                        http.post("/api/answer", json={"annotator": name, "item": item["id"], "label": label,
-                                                       "next": False})
+                        http.post("/api/answer", json={"item": item["id"], "label": label, "next": False},
+                                  headers=headers)
                     print(f"round {round_}: {args.batch_size} labels given")
                 wait_for(lambda: project.store.n_rounds() == args.rounds)
                 wait_for(lambda: http.get("/api/state").json()["status"]["state"] == "ready")
@@ -119,13 +123,14 @@ def main(argv: list[str] | None = None) -> int:
                 page.wait_for_selector("#curve polyline")
                 page.wait_for_timeout(500)
                 page.screenshot(path=str(args.out_dir / "app_dashboard.png"), full_page=True)
+                page.locator("#stopping").screenshot(path=str(args.out_dir / "app_stopping.png"))
                 browser.close()
         finally:
             server.should_exit = True
             thread.join(30)
             worker.stop()
             project.close()
-    for name in ("app_label.png", "app_dashboard.png"):
+    for name in ("app_label.png", "app_dashboard.png", "app_stopping.png"):
         print(f"written: {args.out_dir / name}")
     return 0
 

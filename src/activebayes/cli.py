@@ -520,6 +520,7 @@ _PROJECT_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "num_samples": ("--num-samples", {"type": int, "help": "K, function samples for scoring the pool. [100]"}),
     "seed": ("--seed", {"type": int, "help": "Random seed. [0]"}),
     "max_epochs": ("--max-epochs", {"type": int, "help": "Training epochs per round (upper bound with early stopping)."}),
+    "audit_fraction": ("--audit-fraction", {"type": float, "help": "Share of each batch drawn uniformly, to estimate accuracy from the answers (the dashboard's stopping panel). [0]"}),
 }
 
 _IMPORT_FLAGS = {"allow_partial": "--allow-partial", "overwrite": "--overwrite"}

@@ -35,7 +35,7 @@ from activebayes.rundir import RunDirectory, RunDirectoryError
 from tests.conftest import FAST_LOOP
 from tests.report.conftest import SEEDS, STRATEGIES, tiny_png
 
-SECTIONS = ("overview", "learning-curves", "labels-to-reach", "aulc", "final-metrics", "calibration",
+SECTIONS = ("overview", "learning-curves", "stopping", "labels-to-reach", "aulc", "final-metrics", "calibration",
             "class-balance", "per-class", "confusion", "acquired", "time", "config")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _trapezoid = getattr(np, "trapezoid", None) or np.trapz  # NumPy 2 renamed trapz
@@ -134,8 +134,9 @@ def test_every_section_and_one_embedded_png_per_figure(report):
     for key in SECTIONS:
         assert f'<section id="{key}">' in page and f'href="#{key}"' in page, key
     slots = _figure_slots(page)
-    # learning curves + per strategy: reliability, class balance, precision, recall, confusion, acquired + time
-    assert len(slots) == 1 + len(STRATEGIES) * 6 + 1
+    # learning curves + per strategy: stopping, reliability, class balance, precision, recall, confusion,
+    # acquired + time
+    assert len(slots) == 1 + len(STRATEGIES) * 7 + 1
     assert all(state == "img" for state in slots.values()), slots
     images = re.findall(r'<img src="data:image/png;base64,([^"]+)"', page)
     assert len(images) == len(slots) == page.count("<img")
@@ -431,7 +432,7 @@ def test_single_run_report(comparison_dir, targets, fast_figures):
     assert row["test items"] == str(sum(stored["count"]))
     assert "pooled" not in _section(page, "calibration") and "± " not in _section(page, "final-metrics")
     slots = _figure_slots(page)
-    assert len(slots) == 1 + 6 + 1 and all(v == "img" for v in slots.values())
+    assert len(slots) == 1 + 7 + 1 and all(v == "img" for v in slots.values())
 
 
 def _copy_run(comparison_dir: Path, destination: Path, **config_changes) -> Path:

@@ -64,6 +64,7 @@ from starlette.routing import Route
 from activebayes._seeding import derive_seed
 from activebayes.app.guard import DEFAULT_MAX_BODY, BodyTooLarge, Guard, HTTPError, error_response
 from activebayes.app.sessions import Sessions
+from activebayes.app.stopping_panel import stopping_state
 from activebayes.app.worker import read_status
 from activebayes.data import DataError
 from activebayes.data.image_folder import confined_file, preview_png
@@ -166,6 +167,8 @@ class LabelApp:
 
     def describe(self, item: int, served: _Served) -> dict[str, Any]:
         rank, score, probs, in_batch = served.info.get(item, (None, None, None, False))
+        audited = score is not None and score != score  # NaN: drawn uniformly to audit (audit_fraction)
+        score = None if audited else score
         key = self._keys.get(item) or self.store.item(item).key
         self._keys[item] = key
         payload: dict[str, Any] = {
@@ -184,6 +187,9 @@ class LabelApp:
                    "an item picked at random")
         elif served.strategy == "random":
             why = f"no model yet (round {served.round}, {served.n_labelled} labels): picked at random"
+        elif audited:
+            why = (f"drawn uniformly at random to check the model (round {served.round}, {served.n_labelled} "
+                   "labels): its answer estimates the accuracy")
         elif served.n_labelled == 0:  # a cold start that needs no labels (e.g. typicality), as the records say
             why = (f"{served.strategy} score {score:.4g}, #{rank + 1} of round {served.round}'s ranking "
                    "(no labels yet: picked from the images alone)")
@@ -344,6 +350,7 @@ class LabelApp:
                           "prequential_accuracy": correct / n if n else None, "prequential_n": n,
                           "seconds": None, "current": True})
         latest_test = next((p["test_accuracy"] for p in reversed(curve) if p.get("test_accuracy") is not None), None)
+        stopping = _stopping_panel(store, getattr(self.project.config, "stop_when", ()))
         return {
             "project": str(self.project.directory),
             "source": self.project.config.images or self.project.config.dataset,
@@ -361,6 +368,7 @@ class LabelApp:
                 "test": latest_test,
             },
             "curve": curve,
+            "stopping": stopping,
             "balance": store.class_counts(),
             "annotators": store.annotator_counts(),
             "skipped": store.meta("skipped") or [],  # files the last scan could not read (not items)
@@ -369,6 +377,15 @@ class LabelApp:
             "exports": {fmt: f"/api/export/{fmt}" for fmt in ("csv", "json", "labelstudio")},
             "now": time.time(),
         }
+
+
+def _stopping_panel(store: Any, stop_when: Any) -> dict[str, Any]:
+    """The dashboard's stopping panel: the newest proposal's signals (its model is the latest)."""
+    history = [record.get("signals") for _round, record, _committed in store.rounds()]
+    latest = store.latest_proposal()
+    proposal = latest[1] if latest is not None else {}
+    return stopping_state(proposal.get("signals"), history, round=proposal.get("round"),
+                          n_labelled=proposal.get("n_labelled"), stop_when=tuple(stop_when or ()))
 
 
 def _item_file(root: str, key: str) -> Path:

@@ -58,6 +58,9 @@ class ProjectConfig:
     fit_options: Mapping[str, Any] = field(default_factory=dict)
     lookahead: int = 100
     lease_seconds: float = 300.0
+    #: the loop's ``audit_fraction`` and ``stop_when`` (:mod:`activebayes.stopping`)
+    audit_fraction: float = 0.0
+    stop_when: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.dataset is None) == (self.images is None):
@@ -90,6 +93,8 @@ class ProjectConfig:
         if not isinstance(self.fit_options, Mapping):
             raise ProjectError(f"fit_options must be a mapping, got {type(self.fit_options).__name__}")
         object.__setattr__(self, "fit_options", dict(self.fit_options))
+        object.__setattr__(self, "stop_when", tuple(self.stop_when))
+        LoopConfig(audit_fraction=self.audit_fraction, stop_when=self.stop_when)  # the loop's own checks
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -126,6 +131,8 @@ class ProjectConfig:
             evaluate_test=evaluate_test,
             fit_options=self.fit_options,
             checkpoints=False,
+            audit_fraction=self.audit_fraction,
+            stop_when=self.stop_when,
         )
 
 

@@ -30,6 +30,7 @@ from activebayes.analysis import (
 )
 from activebayes.report import _figures
 from activebayes.report._data import DatasetUnavailable, ReportData
+from activebayes.report._stopping import stopping
 from activebayes.report._html import Figure, Section, esc, figures_block, note, paragraph, preformatted, table
 
 # metric names as evaluate_classification stores them (prefixed with the split: test_accuracy, ...)
@@ -469,7 +470,7 @@ def sections(data: ReportData, targets: Sequence[float]) -> list[Section]:
     figures = Figures()
     curves = Curves(data, targets)
     result = [
-        overview(data, curves), learning_curves(data, curves, figures), labels_to_reach(data, curves),
+        overview(data, curves), learning_curves(data, curves, figures), stopping(data, figures), labels_to_reach(data, curves),
         aulc(data, curves), final_metrics(data), calibration(data, figures), class_balance(data, figures),
         per_class(data, figures), confusion(data, figures), acquired(data, figures), timing(data, figures),
         configuration(data),

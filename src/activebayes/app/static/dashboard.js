@@ -39,6 +39,16 @@ function curveCaption(drawn) {
   return parts.join("; ") + ".";
 }
 
+// The stopping panel's line for one signal: its sentence, and where the loop's sentence leaves
+// a number out, that number (the information ratio, the audited answers behind the interval).
+function signalLine(signal) {
+  let text = signal.text;
+  if (signal.name === "information" && signal.ratio !== undefined && signal.ratio !== null) {
+    text += " [ratio " + signal.ratio.toFixed(3) + "]";
+  }
+  return text;
+}
+
 (function () {
   const SVG = "http://www.w3.org/2000/svg";
 
@@ -96,6 +106,31 @@ function curveCaption(drawn) {
     return drawn;
   }
 
+  // The stopping panel: a verdict, then one line per signal, all as text (never HTML).
+  function renderStopping(stopping) {
+    const verdict = document.getElementById("stop-verdict");
+    const list = document.getElementById("stop-signals");
+    const note = document.getElementById("stop-note");
+    if (!stopping) {
+      verdict.textContent = "";
+      list.replaceChildren();
+      note.textContent = "";
+      return;
+    }
+    verdict.textContent = stopping.verdict;
+    verdict.className = "verdict " + (stopping.stop ? "stop" : "go");
+    verdict.dataset.stop = stopping.stop ? "yes" : "no";
+    list.replaceChildren(...stopping.signals.map((s) => AB.el("li", {
+      class: s.fired ? "fired" : "", "data-signal": s.name, "data-fired": s.fired ? "1" : "0" }, [
+      AB.el("span", { class: "signal-title", text: s.title + (s.fired ? " · says stop" : "") }),
+      AB.el("span", { class: "signal-text", text: signalLine(s) })])));
+    note.textContent = stopping.n_labelled === null || stopping.n_labelled === undefined ? "" :
+      "Measured on the model trained on " + stopping.n_labelled + " labels (round " + stopping.round + "), " +
+      "on a fixed sample of unlabelled items; no test set needed." +
+      (stopping.stop_when && stopping.stop_when.length ? " The project stops picking on: " +
+       stopping.stop_when.join(", ") + "." : "");
+  }
+
   function table(node, head, rows) {
     node.replaceChildren(AB.el("tr", {}, head.map((h) => AB.el("th", { text: h }))));
     for (const row of rows) node.appendChild(AB.el("tr", {}, row.map((c) => AB.el("td", { text: String(c) }))));
@@ -113,6 +148,7 @@ function curveCaption(drawn) {
       ["round", last.round === undefined ? "–" : last.round],
       ["fit", AB.seconds(last.fit)], ["evaluate", AB.seconds(last.evaluate)],
       ["score + select", AB.seconds(last.acquire)], ["total", AB.seconds(last.total)]]);
+    renderStopping(state.stopping);
     const c = state.counts;
     const counts = document.getElementById("counts");
     counts.replaceChildren();

@@ -1,0 +1,158 @@
+"""The dashboard's stopping panel: the latest round's signals in plain words, and whether to stop.
+
+The panel's text is checked against numbers recomputed here from what the store holds
+(the kappas, the audited answers through SciPy's Wilson interval), in headless Chromium.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from scipy.stats import binomtest
+
+from activebayes.app.stopping_panel import stopping_state
+from activebayes.errors import ActiveBayesError
+from activebayes.labelling import ProjectConfig
+from activebayes.stopping import ESTIMATED_ACCURACY, EXPECTED_ACCURACY, INFORMATION, STABLE_PREDICTIONS
+from tests.app.app_helpers import TOKEN, LiveServer, make_project, wait_for
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ROUNDS = 4  # the fourth model is the first with kappa over 3 rounds
+
+
+# --------------------------------------------------------------------------- without a browser
+
+
+def _signal(detail, fired=False, value=0.5, **extra):
+    return {"value": value, "fired": fired, "detail": detail, **extra}
+
+
+def test_the_verdict_says_stop_only_when_a_criterion_fired():
+    quiet = {STABLE_PREDICTIONS: _signal("predictions have not stopped changing: kappa 0.800 over the last 3 rounds"),
+             INFORMATION: _signal("the pool holds 50%", value=2.0)}
+    state = stopping_state(quiet, [{INFORMATION: _signal("", value=4.0)}], round=3, n_labelled=30)
+    assert not state["stop"] and state["verdict"].startswith("Not yet")
+    info = next(s for s in state["signals"] if s["name"] == INFORMATION)
+    assert info["ratio"] == pytest.approx(0.5)  # against the first model's, from the history
+    fired = {**quiet, STABLE_PREDICTIONS: _signal("predictions have stopped changing", fired=True)}
+    state = stopping_state(fired, [], round=3, n_labelled=30, stop_when=("stable_predictions=0.95",))
+    assert state["stop"] and state["fired"] == [STABLE_PREDICTIONS]
+    assert state["verdict"].startswith("Yes, you can stop labelling: 1 of 4 criteria say so (predictions stable)")
+    assert "stop_when criterion fired" in state["verdict"]
+    assert stopping_state(None, [], round=0, n_labelled=0)["verdict"].startswith("No stopping signals yet")
+
+
+def test_project_settings_reach_the_loop_and_bad_ones_are_refused():
+    config = ProjectConfig(dataset="digits", audit_fraction=0.2, stop_when=("stable_predictions",))
+    loop = config.loop_config(100, name="digits", evaluate_test=False)
+    assert loop.audit_fraction == 0.2 and loop.stop_when == ("stable_predictions",)
+    assert ProjectConfig.from_dict(config.to_dict()) == config
+    assert ProjectConfig(dataset="digits").loop_config(100, name="d", evaluate_test=False).audit_fraction == 0.0
+    with pytest.raises(ActiveBayesError, match="audit_fraction"):
+        ProjectConfig(dataset="digits", audit_fraction=1.5)
+    with pytest.raises(ActiveBayesError, match="--stop-when"):
+        ProjectConfig(dataset="digits", stop_when=("nope",))
+
+
+# --------------------------------------------------------------------------- in the browser
+
+
+@pytest.fixture
+def rounds_live(tmp_path):
+    """A project labelled with the true labels for ``ROUNDS`` rounds of 10, 3 of them audited each."""
+    from activebayes.data import load_dataset
+
+    targets = load_dataset("digits").targets
+    project = make_project(tmp_path / "stop", batch_size=10, audit_fraction=0.3)
+    server = LiveServer(project)
+    store = project.store
+    for r in range(ROUNDS):
+        wait_for(lambda r=r: store.n_rounds() == r and (store.meta("status") or {}).get("state") == "ready",
+                 timeout=300)
+        batch = store.latest_proposal()[1]["indices"]  # what the app serves first, audited items included
+        assert len(batch) == 10
+        for item in batch:
+            assert store.lease_next("ann", [item]) == item
+            store.answer(item, int(targets[project.index_of(item)]), "ann")
+        server.worker.wake()
+    wait_for(lambda: store.n_rounds() == ROUNDS and (store.meta("status") or {}).get("state") == "ready",
+             timeout=300)
+    yield server
+    server.stop()
+    project.close()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_the_stopping_panel_reads_the_latest_round_in_plain_words(rounds_live, tmp_path):
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    store = rounds_live.project.store
+    records = [record for _round, record, _committed in store.rounds()]
+    round_, proposal = store.latest_proposal()
+    latest = proposal["signals"]
+    assert round_ == ROUNDS and proposal["n_labelled"] == 10 * ROUNDS
+    # numbers recomputed here: the mean kappa of the last 3 models, the audited answers' interval
+    kappas = [r["signals"][STABLE_PREDICTIONS]["value"] for r in records[2:]] + [latest[STABLE_PREDICTIONS]["value"]]
+    assert len(kappas) == 3 and all(k is not None for k in kappas)
+    kappa_text = f"kappa {sum(kappas) / 3:.3f} over the last 3 rounds"
+    audits = [r["signals"]["audit"] for r in records[-3:]]
+    n, correct = sum(a["n"] for a in audits), sum(a["correct"] for a in audits)
+    assert n == 9  # 3 uniformly drawn items in each of the last 3 batches
+    interval = binomtest(correct, n).proportion_ci(confidence_level=0.9, method="wilson")
+    audit_text = (f"from {n} uniformly drawn answers: {correct / n:.1%} "
+                  f"(90% interval {interval.low:.1%}-{interval.high:.1%})")
+    first_info = records[1]["signals"][INFORMATION]["value"]
+    ratio = latest[INFORMATION]["value"] / first_info
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(90_000)
+            page.goto(f"{rounds_live.url}/dashboard?token={TOKEN}")
+            page.wait_for_selector("body[data-ready='1']")
+            page.wait_for_selector("#stop-signals li")
+
+            def line(name):
+                return page.inner_text(f"#stop-signals li[data-signal='{name}']")
+
+            assert kappa_text in line(STABLE_PREDICTIONS)
+            assert ("have stopped changing" in line(STABLE_PREDICTIONS)) == latest[STABLE_PREDICTIONS]["fired"]
+            assert audit_text in line(ESTIMATED_ACCURACY)
+            assert f"{ratio:.0%} of the information it held at the first model" in line(INFORMATION)
+            assert f"[ratio {ratio:.3f}]" in line(INFORMATION)
+            assert f"expects {latest[EXPECTED_ACCURACY]['value']:.1%} accuracy" in line(EXPECTED_ACCURACY)
+            fired = [name for name in (STABLE_PREDICTIONS, ESTIMATED_ACCURACY, INFORMATION, EXPECTED_ACCURACY)
+                     if latest[name]["fired"]]
+            verdict = page.inner_text("#stop-verdict")
+            assert page.get_attribute("#stop-verdict", "data-stop") == ("yes" if fired else "no")
+            assert verdict.startswith("Yes, you can stop labelling" if fired else "Not yet: no criterion says to stop")
+            for name in fired:
+                assert "says stop" in line(name)
+            assert f"trained on {10 * ROUNDS} labels (round {ROUNDS})" in page.inner_text("#stop-note")
+            shot = tmp_path / "stopping.png"
+            page.locator("#stopping").screenshot(path=str(shot))
+            assert shot.read_bytes().startswith(b"\x89PNG")
+        finally:
+            browser.close()
+    # the audited items of the batch are served as such (their score is NaN in the record: null here)
+    import httpx
+
+    from activebayes.data import load_dataset
+    from tests.app.app_helpers import with_sessions
+
+    targets = load_dataset("digits").targets
+    served = []
+    with with_sessions(httpx.Client(base_url=rounds_live.url, headers={"Authorization": f"Bearer {TOKEN}"},
+                                    timeout=60)) as http:
+        for _ in range(10):
+            item = http.post("/api/next", json={"annotator": "viewer"}).json()["item"]
+            served.append(item)
+            label = int(targets[rounds_live.project.index_of(item["id"])])
+            assert http.post("/api/answer", json={"annotator": "viewer", "item": item["id"], "label": label,
+                                                  "next": False}).status_code == 200
+    audited = [item for item in served if item["why"].startswith("drawn uniformly at random")]
+    assert len(audited) == 3 and all(item["score"] is None for item in audited)
+    assert all(isinstance(item["score"], float) for item in served if item not in audited)
