@@ -17,6 +17,7 @@ Two kinds of config fields:
 The **headline metric** of a round is its test accuracy, or its validation
 accuracy when the run has no test set (:func:`headline_metric`): the learning
 curve, the target-accuracy stop, the report and the progress bar all use it.
+A multi-label run's headline is its micro-averaged F1 (test, else validation).
 """
 
 from __future__ import annotations
@@ -65,12 +66,14 @@ LABEL_BUDGET_REACHED = "label budget reached"
 #: Config fields that do not change a run's results (not part of its identity).
 RUNTIME_FIELDS = ("device", "predict_batch_size", "download", "checkpoints")
 
-#: The metric a round is judged by, in order of preference.
-HEADLINE_METRICS = ("test_accuracy", "validation_accuracy")
+#: The metric a round is judged by, in order of preference. A multi-label run has no accuracy:
+#: its headline is the micro-averaged F1 (:func:`activebayes.metrics.multilabel.evaluate_multilabel`).
+HEADLINE_METRICS = ("test_accuracy", "test_micro_f1", "validation_micro_f1", "validation_accuracy")
 
 
 def headline_metric(metrics: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> str:
-    """The name of the headline metric: ``"test_accuracy"`` if present, else ``"validation_accuracy"``.
+    """The name of the headline metric: ``"test_accuracy"`` if present, else ``"validation_accuracy"``
+    (multi-label runs: ``"test_micro_f1"``, else ``"validation_micro_f1"``).
 
     Given several rounds' metrics, the test accuracy wins if any round has it.
 
@@ -129,6 +132,17 @@ class LoopConfig:
     ``representation_options`` as its :class:`~activebayes.models.RepresentationConfig`),
     and each round's model is that encoder with a consistent MC dropout head
     (``model="auto"`` or ``"encoder_head"``); typicality clusters its features.
+
+    ``table`` (a CSV / TSV / JSONL / Parquet file) makes the pool a table instead of a
+    named ``dataset`` (``dataset`` becomes ``"table"``): ``text_column`` and / or
+    ``feature_columns`` are the inputs, ``label_column`` the known labels (a simulation;
+    required by a run), ``id_column`` the items' stable ids
+    (:func:`activebayes.data.load_table`). ``table_options`` are further arguments of
+    ``load_table`` (``encoder``, ``missing``, ``categorical_columns``, ``classes``,
+    ``multilabel``, ``label_separator``, ``cache_dir``, ``format``) and ``test_size``:
+    rows held out as a test set, the first ``test_size`` items in the order of the
+    sha256 of their ids (so the split follows the items, not the row order or the seed);
+    without it the headline is the validation metric.
     """
 
     dataset: str = "digits"
@@ -163,6 +177,12 @@ class LoopConfig:
     cold_start_labels: int | None = None
     representation: str = "none"
     representation_options: Mapping[str, Any] = field(default_factory=dict)
+    table: str | None = None
+    text_column: str | None = None
+    feature_columns: tuple[str, ...] = ()
+    label_column: str | None = None
+    id_column: str | None = None
+    table_options: Mapping[str, Any] = field(default_factory=dict)
     predict_batch_size: int = 512
     checkpoints: bool = True
     device: str | None = None
@@ -238,12 +258,46 @@ class LoopConfig:
             raise InvalidArgumentError(f"cost_budget must be > 0, got {self.cost_budget}")
         if self.costs_file is not None and self.cost_budget is None:
             raise InvalidArgumentError("costs_file needs cost_budget (the total labelling cost allowed)")
+        self._check_table()
         # freeze the nested option mappings into plain dicts (JSON round trip)
-        for name in ("fit_options", "model_options", "acquisition_options", "representation_options"):
+        for name in ("fit_options", "model_options", "acquisition_options", "representation_options", "table_options"):
             value = getattr(self, name)
             if not isinstance(value, Mapping):
                 raise InvalidTypeError(f"{name} must be a mapping, got {type(value).__name__}")
             object.__setattr__(self, name, dict(value))
+
+    def _check_table(self) -> None:
+        """The table fields: a table pool needs inputs; table fields need a table."""
+        if isinstance(self.feature_columns, str):
+            object.__setattr__(self, "feature_columns", tuple(c.strip() for c in self.feature_columns.split(",")
+                                                              if c.strip()))
+        object.__setattr__(self, "feature_columns", tuple(self.feature_columns))
+        if self.table is None:
+            given = [name for name in ("text_column", "label_column", "id_column") if getattr(self, name) is not None]
+            given += ["feature_columns"] * bool(self.feature_columns) + ["table_options"] * bool(self.table_options)
+            if given:
+                raise InvalidArgumentError(f"{', '.join(given)} need a table (table / --table FILE)")
+            return
+        if not isinstance(self.table, str) or not self.table:
+            raise InvalidTypeError(f"table must be a file path (str), got {self.table!r}")
+        if self.dataset not in ("digits", "table"):  # "digits" is the default: not chosen
+            raise InvalidArgumentError(f"give a dataset (--dataset) or a table (--table), not both: got dataset="
+                                       f"{self.dataset!r} and table={self.table!r}")
+        object.__setattr__(self, "dataset", "table")
+        if self.text_column is None and not self.feature_columns:
+            raise InvalidArgumentError("a table needs its input columns: text_column (--text-column COL) and / or "
+                                       "feature_columns (--feature-columns A,B,...)")
+        if not isinstance(self.table_options, Mapping):
+            raise InvalidTypeError(f"table_options must be a mapping, got {type(self.table_options).__name__}")
+        known = {"encoder", "missing", "categorical_columns", "classes", "multilabel", "label_separator",
+                 "cache_dir", "format", "test_size"}
+        unknown = sorted(set(self.table_options) - known)
+        if unknown:
+            raise InvalidArgumentError(f"unknown table_options {', '.join(map(repr, unknown))}; expected some of: "
+                                       f"{', '.join(sorted(known))}")
+        if "test_size" in self.table_options:
+            check_positive_int(self.table_options["test_size"], "table_options['test_size'] (--test-size)",
+                               allow_zero=True)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

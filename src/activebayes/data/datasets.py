@@ -439,6 +439,14 @@ def _wordnet_nouns(split: str, **options: object) -> ArrayDataset:
     return wordnet_nouns(split, data_dir=options.get("data_dir"))  # type: ignore[arg-type]
 
 
+def _mnist_pairs(split: str, **options: object) -> ArrayDataset:
+    from .multilabel_mnist import mnist_pairs
+
+    pairs = mnist_pairs(split, data_dir=options.get("data_dir"))  # type: ignore[arg-type]
+    return ArrayDataset(inputs=pairs.dataset.inputs, targets=pairs.targets_N_C, classes=pairs.dataset.classes,
+                        name="mnist_pairs", normalization=pairs.dataset.normalization)
+
+
 _REGISTRY: dict[str, Callable[..., ArrayDataset]] = {
     "digits": _load_digits,
     **{name: _idx_loader(spec) for name, spec in IDX_DATASETS.items()},
@@ -449,6 +457,8 @@ _REGISTRY: dict[str, Callable[..., ArrayDataset]] = {
     "breast_cancer": _sklearn_loader("breast_cancer"),
     "wine": _sklearn_loader("wine"),
     "iris": _sklearn_loader("iris"),
+    # multi-label: targets are 0/1 indicators [N, C] (ArrayDataset.multilabel)
+    "mnist_pairs": _mnist_pairs,
 }
 
 
@@ -479,7 +489,9 @@ def load_dataset(
             ``"wordnet_nouns"`` (WordNet noun glosses as TF-IDF features, 26 categories;
             ``data_dir`` is the WordNet folder, default ``/usr/share/wordnet``: see
             :mod:`activebayes.data.wordnet`), ``"breast_cancer"``, ``"wine"``, ``"iris"``
-            (scikit-learn's bundled tables, standardised: :mod:`activebayes.data.real_tables`).
+            (scikit-learn's bundled tables, standardised: :mod:`activebayes.data.real_tables`),
+            ``"mnist_pairs"`` (multi-label: two MNIST digits side by side, targets the 0/1
+            indicators ``[N, 10]`` of the digits shown: :mod:`activebayes.data.multilabel_mnist`).
         data_dir: folder holding the IDX files, directly or in ``<data_dir>/<name>``
             or the torchvision layout ``<data_dir>/MNIST/raw``; default
             :func:`default_data_dir`. Ignored for digits. For ``"memmap"`` (required):
