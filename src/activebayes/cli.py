@@ -93,7 +93,18 @@ _LOOP_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "cold_start_labels": ("--cold-start-labels", {"type": int, "help": "Labels up to which --cold-start acquires (then --strategy). [6 per class]"}),
     "representation": ("--representation", {"type": click.Choice(["none", "self-supervised"]), "help": "Start each round from an encoder learnt on the pool without labels (SimCLR, cached). [none]"}),
     "device": ("--device", {"type": str, "help": "torch device, e.g. cuda (default: cpu)."}),
+    # a table instead of a named dataset (activebayes.data.load_table)
+    "table": ("--table", {"type": click.Path(dir_okay=False), "help": "A CSV / TSV / JSONL / Parquet file as the pool, instead of --dataset."}),
+    "text_column": ("--text-column", {"type": str, "help": "Column of the table holding each item's text."}),
+    "feature_columns": ("--feature-columns", {"type": str, "help": "Comma-separated columns of tabular features (numbers standardised, others one-hot)."}),
+    "label_column": ("--label-column", {"type": str, "help": "Column of known labels (a simulation; 'a|b' sets with --multilabel)."}),
+    "id_column": ("--id-column", {"type": str, "help": "Column of unique item ids. [a hash of the row's content]"}),
+    "encoder": ("--encoder", {"type": str, "help": "Text encoder: tfidf, hashing or a local model folder. [tfidf]"}),
+    "test_size": ("--test-size", {"type": int, "help": "Rows of the table held out as a test set (chosen by their ids). [0]"}),
 }
+
+#: flags that are ``load_table`` options (``LoopConfig.table_options``)
+_TABLE_OPTIONS = ("encoder", "test_size", "multilabel")
 
 
 def _loop_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -102,6 +113,7 @@ def _loop_options(command: Callable[..., Any]) -> Callable[..., Any]:
     command = click.option("--test/--no-test", "evaluate_test", default=None, help="Evaluate on the dataset's test split each round. [--test]")(command)
     command = click.option("--download/--no-download", "download", default=None, help="Download missing dataset files from their official sources (md5-checked).")(command)
     command = click.option("--warm-start/--no-warm-start", "warm_start", default=None, help="Keep weights between rounds instead of re-initialising.")(command)
+    command = click.option("--multilabel", "multilabel", is_flag=True, default=None, help="The table's labels are sets of classes separated by '|'.")(command)
     command = click.option("--max-epochs", "max_epochs", type=int, default=None, help="Training epochs per round (upper bound with early stopping).")(command)
     command = click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None, help="TOML file with any of these options (flags win).")(command)
     command = click.option("--out", "out", type=click.Path(file_okay=False), default=None, help="Output directory.")(command)
@@ -149,6 +161,12 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **ov
     values.update({k: v for k, v in flags.items() if v is not None})
     values.update({k: v for k, v in overrides.items() if v is not None})
     check_device(values.get("device"), "--device")
+    given = {name: values.pop(name, None) for name in _TABLE_OPTIONS}
+    table_options = {name: value for name, value in given.items() if value is not None and value is not False}
+    if table_options:
+        values["table_options"] = {**dict(values.get("table_options", {})), **table_options}
+    if values.get("table") is not None:  # stored absolute, so the run resumes from anywhere
+        values["table"] = str(Path(values["table"]).expanduser().resolve())
     max_epochs = values.pop("max_epochs", None)
     if max_epochs is not None:
         if max_epochs <= 0:
@@ -256,9 +274,10 @@ def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int |
         raise InvalidArgumentError(f"--seed must be >= 0, got {seed}")
     config = _build_config(file_values, flags, strategy=strategy, seed=seed, max_epochs=max_epochs,
                            warm_start=warm_start, download=download)
-    path = Path(out or Path(DEFAULT_RUNS_DIR) / f"{config.dataset}-{config.strategy}-seed{config.seed}")
+    name = Path(config.table).stem if config.table is not None else config.dataset
+    path = Path(out or Path(DEFAULT_RUNS_DIR) / f"{name}-{config.strategy}-seed{config.seed}")
     if not quiet:
-        click.echo(f"run: {config.strategy} on {config.dataset}, seed {config.seed}, "
+        click.echo(f"run: {config.strategy} on {name}, seed {config.seed}, "
                    f"{config.initial_size} -> {config.budget} labels, {config.batch_size} per round -> {path}")
     result = run_experiment(config, path, progress=not quiet, executor=executor)
     if not quiet and result.rounds:

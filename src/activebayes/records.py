@@ -273,10 +273,11 @@ class LoopConfig:
                                                               if c.strip()))
         object.__setattr__(self, "feature_columns", tuple(self.feature_columns))
         if self.table is None:
-            given = [name for name in ("text_column", "label_column", "id_column") if getattr(self, name) is not None]
-            given += ["feature_columns"] * bool(self.feature_columns) + ["table_options"] * bool(self.table_options)
+            flags = {"text_column": "--text-column", "feature_columns": "--feature-columns",
+                     "label_column": "--label-column", "id_column": "--id-column", "table_options": "--encoder, ..."}
+            given = [f"{name} ({flag})" for name, flag in flags.items() if getattr(self, name)]
             if given:
-                raise InvalidArgumentError(f"{', '.join(given)} need a table (table / --table FILE)")
+                raise InvalidArgumentError(f"{', '.join(given)}: only with a table (table / --table FILE)")
             return
         if not isinstance(self.table, str) or not self.table:
             raise InvalidTypeError(f"table must be a file path (str), got {self.table!r}")
