@@ -265,3 +265,18 @@ def test_mnist_pairs_is_a_registered_multilabel_dataset(mnist_dir):
     mnist = load_dataset("mnist", data_dir=mnist_dir, split="test")
     assert test.multilabel and test.targets.shape == (len(mnist), 10) and test.input_shape == (1, 28, 56)
     assert bool((test.targets.sum(1) >= 1).all()) and bool((test.targets.sum(1) <= 2).all())
+
+
+def test_report_of_a_multilabel_run_shows_its_metrics(tmp_path):
+    from activebayes.report import write_report
+
+    data = _toy(n=160)
+    config = LoopConfig(strategy="multilabel_entropy", budget=14, initial_size=8, validation_size=30, batch_size=6,
+                        num_samples=4, eval_samples=4, cold_start=None, fit_options={"max_epochs": 1})
+    result = run_experiment(config, tmp_path / "run", progress=False, report=False,
+                            loop_factory=lambda c: ActiveLearningLoop(c, dataset=data.subset(torch.arange(120)),
+                                                                      test=data.subset(torch.arange(120, 160))))
+    html = Path(write_report(tmp_path / "run")).read_text()
+    final = result.rounds[-1].metrics
+    assert "test micro-F1" in html and "Hamming loss" in html and "subset accuracy" in html
+    assert f"{final['test_hamming_loss']:.4f}" in html
