@@ -267,7 +267,7 @@ def test_mnist_pairs_is_a_registered_multilabel_dataset(mnist_dir):
     assert bool((test.targets.sum(1) >= 1).all()) and bool((test.targets.sum(1) <= 2).all())
 
 
-def test_report_of_a_multilabel_run_shows_its_metrics(tmp_path):
+def test_report_of_a_multilabel_run_shows_its_metrics(tmp_path, recwarn):
     from activebayes.report import write_report
 
     data = _toy(n=160)
@@ -280,3 +280,4 @@ def test_report_of_a_multilabel_run_shows_its_metrics(tmp_path):
     final = result.rounds[-1].metrics
     assert "test micro-F1" in html and "Hamming loss" in html and "subset accuracy" in html
     assert f"{final['test_hamming_loss']:.4f}" in html
+    assert not [w for w in recwarn if "failed" in str(w.message)]  # every figure was drawn

@@ -435,6 +435,8 @@ def acquired(data: ReportData, figures: Figures) -> Section:
             except DatasetUnavailable as reason:
                 raise _figures.FigureSkipped(str(reason)) from None
             labels = np.asarray(record.labels, dtype=np.int64) if record.labels else None
+            if labels is not None and labels.ndim != 1:  # multi-label answers: the images alone
+                labels = None
             return plots.image_grid(
                 images, labels=labels, class_names=names,
                 title=f"{strategy}, seed {run.seed}: acquired in round {record.round}",
