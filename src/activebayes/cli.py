@@ -211,10 +211,17 @@ def _setting_option(f: dataclasses.Field, flag: str) -> Callable[..., Any]:
         kind = {"int": int, "float": float}.get(str(f.type).split(" ")[0].split("[")[0], str)
     return click.option(flag, f.name, type=kind, default=None, help=help_text)
 
+#: flags that are ``load_table`` options (``LoopConfig.table_options``)
+_TABLE_OPTIONS = ("encoder", "test_size", "multilabel")
+
 
 def _loop_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for f, flag in reversed(cli_settings(LoopConfig)):
         command = _setting_option(f, flag)(command)
+    # load_table options (LoopConfig.table_options) for a --table pool
+    command = click.option("--multilabel", "multilabel", is_flag=True, default=None, help="The table's labels are sets of classes separated by '|'.")(command)
+    command = click.option("--encoder", "encoder", type=str, default=None, help="Text encoder of a --table pool: tfidf, hashing or a local model folder. [tfidf]")(command)
+    command = click.option("--test-size", "test_size", type=int, default=None, help="Rows of a --table held out as a test set (chosen by their ids). [0]")(command)
     command = click.option("--max-epochs", "max_epochs", type=int, default=None, help="Training epochs per round (upper bound with early stopping).")(command)
     command = click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None, help="TOML file with any of these options (flags win).")(command)
     command = click.option("--out", "out", type=click.Path(file_okay=False), default=None, help="Output directory.")(command)
@@ -281,6 +288,12 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **ov
     values.update({k: v for k, v in flags.items() if v is not None})
     values.update({k: v for k, v in overrides.items() if v is not None})
     check_device(values.get("device"), "--device")
+    given = {name: values.pop(name, None) for name in _TABLE_OPTIONS}
+    table_options = {name: value for name, value in given.items() if value is not None and value is not False}
+    if table_options:
+        values["table_options"] = {**dict(values.get("table_options", {})), **table_options}
+    if values.get("table") is not None:  # stored absolute, so the run resumes from anywhere
+        values["table"] = str(Path(values["table"]).expanduser().resolve())
     max_epochs = values.pop("max_epochs", None)
     if max_epochs is not None:
         if max_epochs <= 0:
@@ -386,11 +399,12 @@ def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int |
     config = _build_config(file_values, flags, strategy=strategy, seed=seed, max_epochs=max_epochs,
                            warm_start=warm_start, download=download)
     schedule = schedule_name(config)
-    path = Path(out or Path(DEFAULT_RUNS_DIR) / f"{config.dataset}-{schedule}-seed{config.seed}")
+    name = Path(config.table).stem if config.table is not None else config.dataset
+    path = Path(out or Path(DEFAULT_RUNS_DIR) / f"{name}-{schedule}-seed{config.seed}")
     _current["directory"] = str(path)
     finished_before = is_run(path) and RunDirectory(path).is_finished()
     if not quiet:
-        click.echo(f"run: {schedule} on {config.dataset}, seed {config.seed}, "
+        click.echo(f"run: {schedule} on {name}, seed {config.seed}, "
                    f"{config.initial_size} -> {config.budget} labels, {config.batch_size} per round -> {path}")
     result = run_experiment(config, path, progress=not quiet and not finished_before, executor=executor)
     _print_finished(result, path, finished_before=finished_before, quiet=quiet)

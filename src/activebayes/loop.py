@@ -48,7 +48,12 @@ from tqdm.auto import tqdm
 
 from activebayes._seeding import derive_seed, make_generator, seeded_global_rng
 from activebayes._validation import check_choice, check_device
-from activebayes.acquisition import AcquisitionContext, Strategy, get_strategy
+from activebayes.acquisition import AcquisitionContext, Strategy, get_strategy, select
+from activebayes.acquisition.multilabel_strategies import MULTILABEL_STRATEGIES
+from activebayes.acquisition.selection import Selection
+from activebayes.data.table_task import table_splits
+from activebayes.metrics.multilabel import evaluate_multilabel
+from activebayes.models.multilabel import MultiLabelPosterior
 from activebayes.data import Pool, available_datasets, load_dataset
 from activebayes.metrics import evaluate_classification
 from activebayes.models import Posterior, available_models, as_posterior, build_model
@@ -100,7 +105,8 @@ def check_config_names(config: LoopConfig) -> None:
     """Unknown ``dataset``, ``model``, ``strategy`` or ``cold_start`` names raise
     :class:`~activebayes.errors.InvalidArgumentError` naming the argument, before any data
     is loaded or anything written (a misspelt name is then never stored in a run's config)."""
-    check_choice(config.dataset, "dataset (--dataset)", available_datasets())
+    if config.table is None:
+        check_choice(config.dataset, "dataset (--dataset)", available_datasets())
     check_choice(config.model, "model (--model)", available_models())
     config_strategies(config)
 
@@ -159,12 +165,22 @@ class ActiveLearningLoop:
         if model_factory is None:
             check_choice(config.model, "model (--model)", available_models())
         check_device(config.device)  # before any data is loaded or anything written
+        if dataset is None and config.table is not None:
+            dataset, table_test = table_splits(config)  # one-line errors naming the row and column
+            if dataset.targets is None and (config.validation_size or config.initial != "empty"):
+                raise InvalidArgumentError(
+                    f"table {config.table}: a run needs known labels (a simulation): give label_column "
+                    "(--label-column COL)")
+            test = table_test if test is None else test
         if dataset is None:
             dataset = load_dataset(config.dataset, data_dir=config.data_dir, download=config.download, split="train")
             if test is None and config.evaluate_test:
                 test = load_dataset(config.dataset, data_dir=config.data_dir, download=config.download, split="test")
         self.dataset = dataset
         self.test = test if config.evaluate_test else None
+        #: whether the targets are multi-label 0/1 indicators ``[N, C]`` (per-label Bernoulli posterior)
+        self.multilabel = bool(getattr(dataset, "multilabel", False))
+        self._check_task()
         self._oracle = oracle
         self.model_factory = model_factory or self._default_model_factory
         needed = config.initial_size + config.validation_size + config.batch_size
@@ -213,6 +229,26 @@ class ActiveLearningLoop:
         self._representation_features: Tensor | None = None
         if config.representation == "self-supervised":
             self.representation = self._learn_representation()
+
+    def _check_task(self) -> None:
+        """Strategies and options that assume softmax predictions are refused for multi-label
+        targets, and the multi-label strategies for single-label ones."""
+        config = self.config
+        for flag, entry in (("strategy (--strategy)", self._strategy), ("cold_start (--cold-start)", self._cold_start)):
+            if entry is None:
+                continue
+            if self.multilabel and entry.needs_predictions and entry.name not in MULTILABEL_STRATEGIES:
+                raise InvalidArgumentError(
+                    f"{flag}: {entry.name!r} reads single-label (softmax) predictions, but dataset "
+                    f"{getattr(self.dataset, 'name', '')!r} is multi-label; use one of "
+                    f"{', '.join(MULTILABEL_STRATEGIES)}, random or typicality")
+            if not self.multilabel and entry.name in MULTILABEL_STRATEGIES:
+                raise InvalidArgumentError(
+                    f"{flag}: {entry.name!r} is for multi-label targets ([N, C] indicators), but dataset "
+                    f"{getattr(self.dataset, 'name', '')!r} is single-label")
+        if self.multilabel and (config.stop_when or config.audit_fraction):
+            raise InvalidArgumentError("stop_when (--stop-when) and audit_fraction (--audit-fraction) assume "
+                                       "single-label predictions; a multi-label run supports neither")
 
     @property
     def oracle(self) -> Oracle:
@@ -277,8 +313,10 @@ class ActiveLearningLoop:
         factories that use PyTorch's default initialisers are reproducible."""
         with seeded_global_rng(self.config.seed, "model-init", r):
             built = self.model_factory(make_generator(self.config.seed, "model", r))
-        paper = PAPER_FIT_OPTIONS if self.config.training == "paper" else {}
-        return as_posterior(built, **{**paper, **dict(self.config.fit_options)})
+        fit_options = {**(PAPER_FIT_OPTIONS if self.config.training == "paper" else {}), **dict(self.config.fit_options)}
+        if self.multilabel and isinstance(built, torch.nn.Module):
+            return MultiLabelPosterior(built, **fit_options)  # C sigmoids, BCE
+        return as_posterior(built, **fit_options)
 
     @property
     def model(self) -> torch.nn.Module | None:
@@ -410,7 +448,7 @@ class ActiveLearningLoop:
 
     def _signals(self, n_labelled: int) -> dict[str, Any] | None:
         """The round's stopping signals (:func:`activebayes.stopping.round_signals`) on the stop set."""
-        if not len(self.stop_set_N):
+        if not len(self.stop_set_N) or self.multilabel:  # the signals read softmax predictions
             return None
         log_probs_S_K_C = self._predict(self.dataset.rows(self.stop_set_N), key="stop-set",
                                         num_samples=self.config.eval_samples)
@@ -466,8 +504,9 @@ class ActiveLearningLoop:
         if proposal.round != self.round:
             raise InvalidArgumentError(f"proposal is for round {proposal.round}, but the loop is at round {self.round}")
         index_B = self.dataset.check_indices(indices, "indices")
-        labels_B = torch.as_tensor(labels, dtype=torch.long).reshape(-1)
-        if labels_B.shape != index_B.shape:
+        labels_B = torch.as_tensor(labels, dtype=torch.long)
+        labels_B = labels_B.reshape(-1, self.dataset.num_classes) if self.multilabel else labels_B.reshape(-1)
+        if labels_B.shape[:1] != index_B.shape:
             raise InvalidArgumentError(f"labels must have one label per index ({len(index_B)}), got {len(labels_B)}")
         tic = time.perf_counter()
         self.pool.label(index_B, labels_B)  # validates: unlabelled, distinct, labels in range
@@ -485,7 +524,7 @@ class ActiveLearningLoop:
             n_labelled=proposal.n_labelled,
             acquired=[int(i) for i in index_B],
             scores=[float(score_of.get(int(i), math.nan)) for i in index_B],
-            labels=[int(y) for y in labels_B],
+            labels=labels_B.tolist() if self.multilabel else [int(y) for y in labels_B],
             metrics=proposal.metrics,
             class_counts=proposal.class_counts,
             cost_spent=self.cost_spent,
@@ -524,6 +563,8 @@ class ActiveLearningLoop:
     def _evaluate(self, validation: tuple[Tensor, Tensor] | None) -> dict[str, Any]:
         metrics: dict[str, Any] = {}
         num_classes = self.dataset.num_classes
+        if self.multilabel:
+            return self._evaluate_multilabel(validation)
         if validation is not None:
             log_probs = self._predictive(validation[0], key="validation")
             for name, value in evaluate_classification(log_probs, validation[1], num_classes=num_classes).items():
@@ -533,6 +574,32 @@ class ActiveLearningLoop:
             for name, value in evaluate_classification(log_probs, self.test.targets, num_classes=num_classes).items():
                 metrics[f"test_{name}"] = value
         return metrics
+
+    def _evaluate_multilabel(self, validation: tuple[Tensor, Tensor] | None) -> dict[str, Any]:
+        """Micro / macro / samples F1, Hamming loss, subset accuracy (headline: micro-F1)."""
+        metrics: dict[str, Any] = {}
+        eval_samples = self.config.eval_samples
+        if validation is not None:
+            log_probs = self._predict(validation[0], key="validation", num_samples=eval_samples)
+            metrics.update({f"validation_{k}": v for k, v in evaluate_multilabel(log_probs, validation[1]).items()})
+        if self.test is not None and self.test.targets is not None:
+            log_probs = self._predict(self.test.inputs, key="test", num_samples=eval_samples)
+            metrics.update({f"test_{k}": v for k, v in evaluate_multilabel(log_probs, self.test.targets).items()})
+        return metrics
+
+    def _select_multilabel(self, candidates_N: Tensor, strategy: str, ranked: int, r: int,
+                           options: Mapping[str, Any], costs_N: Tensor | None, cost_budget: float | None) -> Selection:
+        """A multi-label strategy on the candidates' ``log P(y_c = 1)`` ``[N, K, C]`` (held in memory:
+        :func:`~activebayes.scoring.score_pool` streams softmax predictions only)."""
+        config = self.config
+        log_probs_N_K_C = self.posterior.log_probs(
+            self.dataset.rows(candidates_N), num_samples=config.num_samples,
+            generator=make_generator(config.seed, r, "pool"), batch_size=config.predict_batch_size,
+            device=config.device)
+        picked = select(log_probs_N_K_C, strategy, ranked,
+                        generator=torch.Generator().manual_seed(derive_seed(config.seed, "acquire", r)),
+                        costs_N=costs_N, cost_budget=cost_budget, device=config.device, **options)
+        return Selection(candidates_N[picked.indices], picked.scores, strategy)
 
     def _acquire(self, n_labelled: int, r: int, lookahead: int) -> tuple[int, Tensor, Tensor, str]:
         """``(batch_size, ranking_N, scores, strategy)``: the batch is the ranking's prefix.
@@ -578,6 +645,9 @@ class ActiveLearningLoop:
                 f"get them: {error}; or pick a strategy that needs only predictions, e.g. strategy='power_bald'"
             ) from None
         posterior = self.posterior
+        if self.multilabel and get_strategy(strategy).needs_predictions:
+            selection = self._select_multilabel(candidates_N, strategy, ranked, r, options, costs_N, cost_budget)
+            return min(batch_size, len(selection.indices)), selection.indices, selection.scores, strategy
         selection = score_pool(
             posterior.module,
             self.dataset,

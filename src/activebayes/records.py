@@ -17,6 +17,7 @@ Two kinds of config fields:
 The **headline metric** of a round is its test accuracy, or its validation
 accuracy when the run has no test set (:func:`headline_metric`): the learning
 curve, the target-accuracy stop, the report and the progress bar all use it.
+A multi-label run's headline is its micro-averaged F1 (test, else validation).
 """
 
 from __future__ import annotations
@@ -71,12 +72,14 @@ LABEL_BUDGET_REACHED = "label budget reached"
 #: Config fields that do not change a run's results (not part of its identity).
 RUNTIME_FIELDS = ("device", "predict_batch_size", "download", "checkpoints")
 
-#: The metric a round is judged by, in order of preference.
-HEADLINE_METRICS = ("test_accuracy", "validation_accuracy")
+#: The metric a round is judged by, in order of preference. A multi-label run has no accuracy:
+#: its headline is the micro-averaged F1 (:func:`activebayes.metrics.multilabel.evaluate_multilabel`).
+HEADLINE_METRICS = ("test_accuracy", "test_micro_f1", "validation_micro_f1", "validation_accuracy")
 
 
 def headline_metric(metrics: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> str:
-    """The name of the headline metric: ``"test_accuracy"`` if present, else ``"validation_accuracy"``.
+    """The name of the headline metric: ``"test_accuracy"`` if present, else ``"validation_accuracy"``
+    (multi-label runs: ``"test_micro_f1"``, else ``"validation_micro_f1"``).
 
     Given several rounds' metrics, the test accuracy wins if any round has it.
 
@@ -166,6 +169,17 @@ class LoopConfig:
     they share its frozen encoder) or ``"laplace"`` (a last-layer Laplace posterior: the MAP
     network, then a Gaussian over its output layer with the prior precision fitted by
     marginal likelihood; :mod:`activebayes.models.laplace`).
+
+    ``table`` (a CSV / TSV / JSONL / Parquet file) makes the pool a table instead of a
+    named ``dataset`` (``dataset`` becomes ``"table"``): ``text_column`` and / or
+    ``feature_columns`` are the inputs, ``label_column`` the known labels (a simulation;
+    required by a run), ``id_column`` the items' stable ids
+    (:func:`activebayes.data.load_table`). ``table_options`` are further arguments of
+    ``load_table`` (``encoder``, ``missing``, ``categorical_columns``, ``classes``,
+    ``multilabel``, ``label_separator``, ``cache_dir``, ``format``) and ``test_size``:
+    rows held out as a test set, the first ``test_size`` items in the order of the
+    sha256 of their ids (so the split follows the items, not the row order or the seed);
+    without it the headline is the validation metric.
     """
 
     dataset: str = setting("digits", "Dataset name (see `activebayes list datasets`).")
@@ -217,6 +231,14 @@ class LoopConfig:
     representation_options: Mapping[str, Any] = field(default_factory=dict)
     posterior: str = setting("mc_dropout", "Bayesian head: consistent MC dropout, a deep ensemble (--ensemble-size, "
                                            "5), or last-layer Laplace.", choices=POSTERIOR_CHOICES)
+    table: str | None = setting(None, "A CSV / TSV / JSONL / Parquet file as the pool, instead of --dataset.",
+                                kind="file")
+    text_column: str | None = setting(None, "Column of the table holding each item's text.")
+    feature_columns: tuple[str, ...] = setting((), "Comma-separated columns of tabular features (numbers "
+                                                   "standardised, others one-hot).", kind="text")
+    label_column: str | None = setting(None, "Column of known labels (a simulation; 'a|b' sets with --multilabel).")
+    id_column: str | None = setting(None, "Column of unique item ids.", default_text="a hash of the row's content")
+    table_options: Mapping[str, Any] = field(default_factory=dict)
     predict_batch_size: int = 512
     checkpoints: bool = True
     device: str | None = setting(None, "torch device, e.g. cuda (default: cpu).")
@@ -286,12 +308,47 @@ class LoopConfig:
             raise InvalidArgumentError(f"cost_budget must be > 0, got {self.cost_budget}")
         if self.costs_file is not None and self.cost_budget is None:
             raise InvalidArgumentError("costs_file needs cost_budget (the total labelling cost allowed)")
+        self._check_table()
         # freeze the nested option mappings into plain dicts (JSON round trip)
-        for name in ("fit_options", "model_options", "acquisition_options", "representation_options"):
+        for name in ("fit_options", "model_options", "acquisition_options", "representation_options", "table_options"):
             value = getattr(self, name)
             if not isinstance(value, Mapping):
                 raise InvalidTypeError(f"{name} must be a mapping, got {type(value).__name__}")
             object.__setattr__(self, name, dict(value))
+
+    def _check_table(self) -> None:
+        """The table fields: a table pool needs inputs; table fields need a table."""
+        if isinstance(self.feature_columns, str):
+            object.__setattr__(self, "feature_columns", tuple(c.strip() for c in self.feature_columns.split(",")
+                                                              if c.strip()))
+        object.__setattr__(self, "feature_columns", tuple(self.feature_columns))
+        if self.table is None:
+            flags = {"text_column": "--text-column", "feature_columns": "--feature-columns",
+                     "label_column": "--label-column", "id_column": "--id-column", "table_options": "--encoder, ..."}
+            given = [f"{name} ({flag})" for name, flag in flags.items() if getattr(self, name)]
+            if given:
+                raise InvalidArgumentError(f"{', '.join(given)}: only with a table (table / --table FILE)")
+            return
+        if not isinstance(self.table, str) or not self.table:
+            raise InvalidTypeError(f"table must be a file path (str), got {self.table!r}")
+        if self.dataset not in ("digits", "table"):  # "digits" is the default: not chosen
+            raise InvalidArgumentError(f"give a dataset (--dataset) or a table (--table), not both: got dataset="
+                                       f"{self.dataset!r} and table={self.table!r}")
+        object.__setattr__(self, "dataset", "table")
+        if self.text_column is None and not self.feature_columns:
+            raise InvalidArgumentError("a table needs its input columns: text_column (--text-column COL) and / or "
+                                       "feature_columns (--feature-columns A,B,...)")
+        if not isinstance(self.table_options, Mapping):
+            raise InvalidTypeError(f"table_options must be a mapping, got {type(self.table_options).__name__}")
+        known = {"encoder", "missing", "categorical_columns", "classes", "multilabel", "label_separator",
+                 "cache_dir", "format", "test_size"}
+        unknown = sorted(set(self.table_options) - known)
+        if unknown:
+            raise InvalidArgumentError(f"unknown table_options {', '.join(map(repr, unknown))}; expected some of: "
+                                       f"{', '.join(sorted(known))}")
+        if "test_size" in self.table_options:
+            check_positive_int(self.table_options["test_size"], "table_options['test_size'] (--test-size)",
+                               allow_zero=True)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

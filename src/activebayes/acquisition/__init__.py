@@ -93,3 +93,6 @@ __all__ = [
     "typicality",
     "variation_ratios",
 ]
+
+# the multi-label strategies register themselves through the public register_strategy
+from activebayes.acquisition import multilabel_strategies as _multilabel_strategies  # noqa: E402,F401

@@ -43,7 +43,8 @@ class ArrayDataset:
         inputs: float32 tensor ``[N, ...]`` (images ``[N, 1, H, W]``, standardised), or a
             :class:`~activebayes.data.LazyInputs` of that shape and dtype read on demand
             (indexing it gives the same float32 tensors; see :meth:`rows`).
-        targets: int64 tensor ``[N]`` with values in ``0 .. C-1``, or ``None`` when unlabelled.
+        targets: int64 tensor ``[N]`` with values in ``0 .. C-1``, or for a multi-label task
+            0/1 indicators ``targets_N_C`` (``[N, C]``, :attr:`multilabel`), or ``None`` when unlabelled.
         classes: the C class names; ``targets == c`` means class ``classes[c]``.
         name: a short name ("digits", "mnist", a folder name, ...).
         paths: for image folders, the file of every item (``len(paths) == N``); else ``None``.
@@ -83,11 +84,19 @@ class ArrayDataset:
                 raise InvalidTypeError(f"targets must be a torch.Tensor or None, got {type(targets).__name__}")
             if targets.dtype != torch.long:
                 raise InvalidTypeError(f"targets must be int64 (LongTensor), got dtype {targets.dtype}")
-            if targets.shape != (n_items,):
-                raise InvalidArgumentError(f"targets must have shape [N] = [{n_items}], got {tuple(targets.shape)}")
             if not self.classes:
                 raise InvalidArgumentError("classes must name at least one class when targets are given")
-            if n_items and (int(targets.min()) < 0 or int(targets.max()) >= len(self.classes)):
+            if targets.ndim == 2:  # multi-label: 0/1 indicators targets_N_C
+                if targets.shape != (n_items, len(self.classes)):
+                    raise InvalidArgumentError(
+                        f"multi-label targets must have shape [N, C] = [{n_items}, {len(self.classes)}], "
+                        f"got {tuple(targets.shape)}")
+                if n_items and not bool(((targets == 0) | (targets == 1)).all()):
+                    raise InvalidArgumentError("multi-label targets [N, C] must hold only 0 and 1")
+            elif targets.shape != (n_items,):
+                raise InvalidArgumentError(f"targets must have shape [N] = [{n_items}] (or [N, C] 0/1 indicators "
+                                           f"for a multi-label task), got {tuple(targets.shape)}")
+            elif n_items and (int(targets.min()) < 0 or int(targets.max()) >= len(self.classes)):
                 raise InvalidArgumentError(
                     f"targets must lie in 0 .. {len(self.classes) - 1} (C = {len(self.classes)} classes), "
                     f"got values from {int(targets.min())} to {int(targets.max())}"
@@ -118,6 +127,11 @@ class ArrayDataset:
     def num_classes(self) -> int:
         """C, the number of classes (``len(classes)``)."""
         return len(self.classes)
+
+    @property
+    def multilabel(self) -> bool:
+        """Whether the targets are multi-label 0/1 indicators ``targets_N_C`` (``[N, C]``)."""
+        return self.targets is not None and self.targets.ndim == 2
 
     @property
     def is_labelled(self) -> bool:

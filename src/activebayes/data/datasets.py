@@ -443,6 +443,14 @@ def _wordnet_nouns(split: str, **options: object) -> ArrayDataset:
     return wordnet_nouns(split, data_dir=options.get("data_dir"))  # type: ignore[arg-type]
 
 
+def _mnist_pairs(split: str, **options: object) -> ArrayDataset:
+    from .multilabel_mnist import mnist_pairs
+
+    pairs = mnist_pairs(split, data_dir=options.get("data_dir"))  # type: ignore[arg-type]
+    return ArrayDataset(inputs=pairs.dataset.inputs, targets=pairs.targets_N_C, classes=pairs.dataset.classes,
+                        name="mnist_pairs", normalization=pairs.dataset.normalization)
+
+
 #: Named datasets: ``loader(split, *, data_dir, download, mirrors, progress) -> ArrayDataset``
 #: (:func:`register_dataset` adds yours).
 DATASETS: Registry[Callable[..., ArrayDataset]] = Registry("dataset")
@@ -450,7 +458,9 @@ for _name, _loader in (("digits", _load_digits), *((name, _idx_loader(spec)) for
                        ("memmap", load_memmap_split), ("repeated_mnist", repeated_mnist),
                        # text and tables (scikit-learn needed: the `text` extra)
                        ("wordnet_nouns", _wordnet_nouns), *((name, _sklearn_loader(name)) for name in
-                                                            ("breast_cancer", "wine", "iris"))):
+                                                            ("breast_cancer", "wine", "iris")),
+                       # multi-label: targets are 0/1 indicators [N, C] (ArrayDataset.multilabel)
+                       ("mnist_pairs", _mnist_pairs)):
     DATASETS.register(_name, _loader)
 
 
@@ -492,7 +502,9 @@ def load_dataset(
             ``"wordnet_nouns"`` (WordNet noun glosses as TF-IDF features, 26 categories;
             ``data_dir`` is the WordNet folder, default ``/usr/share/wordnet``: see
             :mod:`activebayes.data.wordnet`), ``"breast_cancer"``, ``"wine"``, ``"iris"``
-            (scikit-learn's bundled tables, standardised: :mod:`activebayes.data.real_tables`).
+            (scikit-learn's bundled tables, standardised: :mod:`activebayes.data.real_tables`),
+            ``"mnist_pairs"`` (multi-label: two MNIST digits side by side, targets the 0/1
+            indicators ``[N, 10]`` of the digits shown: :mod:`activebayes.data.multilabel_mnist`).
         data_dir: folder holding the IDX files, directly or in ``<data_dir>/<name>``
             or the torchvision layout ``<data_dir>/MNIST/raw``; default
             :func:`default_data_dir`. Ignored for digits. For ``"memmap"`` (required):

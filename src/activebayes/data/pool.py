@@ -79,6 +79,53 @@ def _proportional(counts_C: Tensor, total: int) -> Tensor:
     return take_C
 
 
+def _check_indicators(labels: object, index: Tensor, num_classes: int) -> Tensor:
+    """Multi-label answers: 0/1 indicators ``[B, C]``, at least one class per item."""
+    try:
+        label_B_C = torch.as_tensor(labels)
+    except (TypeError, ValueError, RuntimeError):
+        raise InvalidTypeError(f"labels of a multi-label dataset must be 0/1 indicators [B, C], got {labels!r}") from None
+    if label_B_C.is_floating_point() or label_B_C.dtype == torch.bool:
+        if not bool(((label_B_C == 0) | (label_B_C == 1)).all()):
+            raise InvalidArgumentError("labels of a multi-label dataset must hold only 0 and 1")
+    label_B_C = label_B_C.long()
+    if label_B_C.shape != (len(index), num_classes):
+        raise InvalidArgumentError(f"labels of a multi-label dataset must have shape [B, C] = [{len(index)}, "
+                                   f"{num_classes}], got {tuple(label_B_C.shape)}")
+    if label_B_C.numel() and not bool(((label_B_C == 0) | (label_B_C == 1)).all()):
+        raise InvalidArgumentError("labels of a multi-label dataset must hold only 0 and 1")
+    empty = (label_B_C.sum(1) == 0).nonzero().flatten()
+    if len(empty):
+        raise InvalidArgumentError(f"item {int(index[empty[0]])}: a multi-label answer needs at least one class, got none")
+    return label_B_C
+
+
+def _balanced_multilabel(targets_N_C: Tensor, free: Tensor, n_initial: int, gen: torch.Generator) -> Tensor:
+    """``n_initial`` free items: classes in a random order, round after round, one random free item
+    carrying the class each (a class with none left is skipped; then any free items)."""
+    n_classes = targets_N_C.shape[1]
+    available = torch.ones(len(free), dtype=torch.bool)
+    chosen: list[int] = []
+    order = torch.randperm(n_classes, generator=gen).tolist()
+    while len(chosen) < n_initial:
+        progressed = False
+        for c in order:
+            if len(chosen) == n_initial:
+                break
+            members = (available & (targets_N_C[free, c] == 1)).nonzero().flatten()
+            if len(members):
+                pick = members[torch.randint(len(members), (1,), generator=gen)]
+                available[pick] = False
+                chosen.append(int(pick))
+                progressed = True
+        if not progressed:
+            rest = available.nonzero().flatten()
+            rest = rest[torch.randperm(len(rest), generator=gen)[: n_initial - len(chosen)]]
+            chosen.extend(int(i) for i in rest)
+            break
+    return free[torch.tensor(chosen, dtype=torch.long)]
+
+
 class Pool:
     """Disjoint labelled / unlabelled / validation (/ excluded) index sets over one dataset.
 
@@ -94,7 +141,9 @@ class Pool:
         self.dataset = dataset
         n_items = len(dataset)
         self._status_N = torch.full((n_items,), UNLABELLED, dtype=torch.int8)
-        self._label_N = torch.full((n_items,), -1, dtype=torch.long)
+        # the oracle's labels: class ids [N], or 0/1 indicators [N, C] for a multi-label dataset
+        self._label_N = torch.full((n_items, dataset.num_classes) if dataset.multilabel else (n_items,), -1,
+                                   dtype=torch.long)
         self._labelled_order: list[Tensor] = []  # chunks of labelled indices in labelling order
 
     # ------------------------------------------------------------------ factories
@@ -129,6 +178,11 @@ class Pool:
 
         The initial set is drawn after (and disjoint from) the validation set and is
         labelled with ``dataset.targets`` (a simulated oracle).
+
+        Multi-label datasets (``targets_N_C``): ``"stratified"`` validation is drawn uniformly
+        (classes overlap, so there are no strata), and ``"balanced"`` takes classes in a
+        random order, round after round, each time one random free item that carries the
+        class, so every class is present at least ``initial_size // C`` times when it can be.
         """
         check_choice(initial, "initial", ("balanced", "random", "empty"))
         check_choice(validation, "validation", ("stratified", "random"))
@@ -152,7 +206,7 @@ class Pool:
         targets_N = dataset.targets
         if validation_size:
             assert targets_N is not None
-            if validation == "random":
+            if validation == "random" or dataset.multilabel:
                 val_idx = torch.randperm(n_items, generator=gen)[:validation_size]
             else:
                 counts_C = torch.bincount(targets_N, minlength=n_classes)
@@ -169,6 +223,8 @@ class Pool:
             free = torch.nonzero(pool._status_N == UNLABELLED).flatten()
             if initial == "random":
                 init_idx = free[torch.randperm(len(free), generator=gen)[:n_initial]]
+            elif dataset.multilabel:
+                init_idx = _balanced_multilabel(targets_N, free, n_initial, gen)
             else:
                 base, extra = divmod(n_initial, n_classes)
                 take_C = torch.full((n_classes,), base, dtype=torch.long)
@@ -269,8 +325,10 @@ class Pool:
         return self._label_N[index].clone()
 
     def class_counts(self) -> Tensor:
-        """Number of labelled items per class, ``LongTensor [C]``."""
+        """Number of labelled items per class, ``LongTensor [C]`` (multi-label: items carrying each class)."""
         labels = self._label_N[self._status_N == LABELLED]
+        if self.dataset.multilabel:
+            return labels.sum(0)
         return torch.bincount(labels, minlength=self.dataset.num_classes)
 
     # ------------------------------------------------------------------ updates
@@ -290,7 +348,8 @@ class Pool:
 
         Args:
             indices: ``[B]`` original dataset indices, all currently unlabelled, no duplicates.
-            labels: ``[B]`` class ids from an oracle; default ``dataset.targets[indices]``
+            labels: ``[B]`` class ids from an oracle (multi-label: 0/1 indicators ``[B, C]``, at
+                least one class each); default ``dataset.targets[indices]``
                 (simulation). Stored as given, even where they differ from the targets.
 
         Raises ``IndexError`` for unknown indices and ``ValueError`` for labelled,
@@ -304,15 +363,18 @@ class Pool:
                 raise InvalidArgumentError(f"dataset {self.dataset.name!r} is unlabelled: pass the oracle's labels")
             label_B = self.dataset.targets[index]
         else:
-            label_B = as_index_tensor(labels, "labels")
-            if label_B.shape != index.shape:
-                raise InvalidArgumentError(f"labels must have shape {tuple(index.shape)} like indices, got {tuple(label_B.shape)}")
-            n_classes = self.dataset.num_classes
-            if label_B.numel() and (int(label_B.min()) < 0 or int(label_B.max()) >= n_classes):
-                raise InvalidArgumentError(
-                    f"labels must lie in 0 .. {n_classes - 1} (C = {n_classes}), "
-                    f"got {int(label_B.min())} .. {int(label_B.max())}"
-                )
+            if self.dataset.multilabel:
+                label_B = _check_indicators(labels, index, self.dataset.num_classes)
+            else:
+                label_B = as_index_tensor(labels, "labels")
+                if label_B.shape != index.shape:
+                    raise InvalidArgumentError(f"labels must have shape {tuple(index.shape)} like indices, got {tuple(label_B.shape)}")
+                n_classes = self.dataset.num_classes
+                if label_B.numel() and (int(label_B.min()) < 0 or int(label_B.max()) >= n_classes):
+                    raise InvalidArgumentError(
+                        f"labels must lie in 0 .. {n_classes - 1} (C = {n_classes}), "
+                        f"got {int(label_B.min())} .. {int(label_B.max())}"
+                    )
         if index.numel() == 0:
             return
         self._status_N[index] = LABELLED
@@ -373,7 +435,8 @@ class Pool:
         assert torch.unique(order).numel() == order.numel(), "an item was labelled twice"
         assert torch.equal(torch.sort(order).values, self._where(LABELLED)), "labelled order out of sync"
         labelled = self._status_N == LABELLED
-        assert bool((self._label_N[labelled] >= 0).all()) and bool((self._label_N[labelled] < self.dataset.num_classes).all())
+        upper = 2 if self.dataset.multilabel else self.dataset.num_classes
+        assert bool((self._label_N[labelled] >= 0).all()) and bool((self._label_N[labelled] < upper).all())
         parts = [self.labelled_indices, self.unlabelled_indices, self.validation_indices, self.excluded_indices]
         assert sum(p.numel() for p in parts) == n_items
         assert torch.equal(torch.sort(torch.cat(parts)).values, torch.arange(n_items))
@@ -421,11 +484,12 @@ class Pool:
                 raise InvalidArgumentError("state has validation items but the dataset has no targets")
             pool._label_N[validation] = dataset.targets[validation]
         labelled = dataset.check_indices(state["labelled"], "state['labelled']")
-        labels = as_index_tensor(state["labels"], "state['labels']")
+        labels = (torch.as_tensor(state["labels"], dtype=torch.long) if dataset.multilabel
+                  else as_index_tensor(state["labels"], "state['labels']"))
         chunks = list(state.get("labelled_chunks", [len(labelled)] if len(labelled) else []))
         if sum(chunks) != len(labelled):
             raise InvalidArgumentError("state['labelled_chunks'] does not add up to the number of labelled items")
-        if labels.shape != labelled.shape:
+        if labels.shape[:1] != labelled.shape:
             raise InvalidArgumentError("state['labels'] must have one label per labelled index")
         start = 0
         for size in chunks:

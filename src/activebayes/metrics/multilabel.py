@@ -11,6 +11,10 @@ never enter).
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+import torch
 
 from activebayes._validation import check_choice, check_finite
 from activebayes.metrics._core import PrecisionRecallF1, prf_from_counts
@@ -23,7 +27,7 @@ from activebayes.metrics._inputs import (
 )
 from activebayes.errors import InvalidArgumentError
 
-__all__ = ["hamming_loss", "multilabel_precision_recall_f1"]
+__all__ = ["MULTILABEL_HEADLINE", "evaluate_multilabel", "hamming_loss", "multilabel_precision_recall_f1"]
 
 
 def _indicators(targets: object, predictions: object, mask: object | None, threshold: float):
@@ -132,3 +136,64 @@ def multilabel_precision_recall_f1(
     pred_L = (yhat & valid).sum(0)
     true_L = (y & valid).sum(0)
     return prf_from_counts(tp_L, pred_L, true_L, average=average_key, zero_division=zero_division)
+
+
+#: The headline metric of a multi-label run (see :func:`evaluate_multilabel`).
+MULTILABEL_HEADLINE = "micro_f1"
+
+
+def evaluate_multilabel(log_probs_N_K_C: object, targets_N_C: object, *, threshold: float = 0.5) -> dict[str, Any]:
+    r"""Evaluate a multi-label predictive: the loop's per-round metrics of a multi-label run.
+
+    ``log_probs_N_K_C[n, k, c] = log P(y_c = 1 | x_n, w_k)`` (log-sigmoid, the multi-label
+    posterior's convention); the predictive is ``p̄(n, c) = 1/K Σ_k exp(log_probs)`` and an
+    item is predicted to carry class c when ``p̄(n, c) >= threshold``. With ``ŷ`` those
+    predictions and ``y`` the 0/1 targets ``[N, C]``:
+
+    - ``micro_f1`` (the **headline** of a multi-label run): ``2 ΣTP / (2 ΣTP + ΣFP + ΣFN)``
+      pooled over all items and classes: every label decision counts once, so it moves
+      smoothly with the labels acquired, and (unlike the Hamming loss) the many easy
+      negatives of a sparse label vector do not dominate it;
+    - ``macro_f1``: the mean over classes of ``2 TP_c / (2 TP_c + FP_c + FN_c)`` (0 for a
+      class never present nor predicted); ``f1_per_class``;
+    - ``samples_f1``: the mean over items of ``2 |y ∩ ŷ| / (|y| + |ŷ|)`` (1 for an item
+      with neither, as scikit-learn's ``zero_division=1``);
+    - ``hamming_loss``: the share of wrong label decisions; ``subset_accuracy``: the share
+      of items whose whole label vector is right;
+    - ``nll``: mean over items of the summed binary cross-entropy of ``p̄``.
+
+    Example:
+        >>> lp = torch.log(torch.tensor([[[0.9, 0.2]], [[0.4, 0.7]]]))
+        >>> m = evaluate_multilabel(lp, [[1, 0], [1, 1]])
+        >>> m["subset_accuracy"], m["hamming_loss"], round(m["micro_f1"], 4)
+        (0.5, 0.25, 0.8)
+    """
+    lp = as_tensor(log_probs_N_K_C, "log_probs_N_K_C")
+    if lp.ndim != 3 or not lp.is_floating_point():
+        raise InvalidArgumentError(f"log_probs_N_K_C must be float [N, K, C] (log-sigmoid), got {tuple(lp.shape)}")
+    lp = lp.double()
+    check_finite(torch.where(torch.isneginf(lp), torch.zeros_like(lp), lp), "log_probs_N_K_C")
+    if float(lp.max()) > 1e-4:
+        raise InvalidArgumentError("log_probs_N_K_C must hold log P(y_c = 1) <= 0 (log-sigmoid of the logits)")
+    probs_N_C = (torch.logsumexp(lp, dim=1) - math.log(lp.shape[1])).exp().clamp(0.0, 1.0)
+    y, yhat, _ = _indicators(targets_N_C, probs_N_C, None, threshold)
+    n, c = y.shape
+    per_class = prf_from_counts((y & yhat).sum(0), yhat.sum(0), y.sum(0), average="none", zero_division=0.0)
+    micro = prf_from_counts((y & yhat).sum(0), yhat.sum(0), y.sum(0), average="micro", zero_division=1.0)
+    overlap_N = (y & yhat).sum(1).double()
+    sizes_N = (y.sum(1) + yhat.sum(1)).double()
+    samples_N = torch.where(sizes_N > 0, 2 * overlap_N / sizes_N.clamp_min(1), torch.ones_like(sizes_N))
+    p = probs_N_C.clamp(1e-12, 1 - 1e-12)
+    bce_N = -(y.double() * p.log() + (1 - y.double()) * (1 - p).log()).sum(1)
+    return {
+        "num_items": int(n),
+        "num_classes": int(c),
+        "micro_f1": float(micro.f1),
+        "macro_f1": float(per_class.f1.mean()),
+        "samples_f1": float(samples_N.mean()),
+        "hamming_loss": float((y != yhat).double().mean()),
+        "subset_accuracy": float((y == yhat).all(1).double().mean()),
+        "nll": float(bce_N.mean()),
+        "f1_per_class": [float(v) for v in per_class.f1],
+        "support_per_class": [int(v) for v in per_class.support],
+    }

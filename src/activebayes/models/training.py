@@ -86,8 +86,11 @@ class FitResult:
     members: tuple[FitResult, ...] = ()
 
 
-def _as_tensors(data: object, name: str) -> tuple[Tensor, Tensor]:
-    """``(inputs [N, ...], targets [N] long)`` from a tuple or a Dataset of ``(x, y)``."""
+def _as_tensors(data: object, name: str, multilabel: bool = False) -> tuple[Tensor, Tensor]:
+    """``(inputs [N, ...], targets [N] long)`` from a tuple or a Dataset of ``(x, y)``
+    (``multilabel``: targets ``[N, C]`` 0/1 indicators, returned as float32)."""
+    if multilabel:
+        return _multilabel_tensors(data, name)
     if isinstance(data, TensorDataset):
         data = data.tensors
     if isinstance(data, (tuple, list)):
@@ -116,6 +119,23 @@ def _as_tensors(data: object, name: str) -> tuple[Tensor, Tensor]:
     return inputs, targets.long()
 
 
+def _multilabel_tensors(data: object, name: str) -> tuple[Tensor, Tensor]:
+    """``(inputs [N, ...], targets_N_C float32 0/1)`` from a tuple of tensors."""
+    if isinstance(data, TensorDataset):
+        data = data.tensors
+    if not (isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(t, Tensor) for t in data)):
+        raise InvalidTypeError(f"{name} must be a tuple (inputs, targets_N_C) of tensors for a multi-label fit")
+    inputs, targets = data
+    if inputs.ndim == 0 or inputs.shape[0] == 0:
+        raise InvalidArgumentError(f"{name} is empty: it has no items")
+    if targets.ndim != 2 or targets.shape[0] != inputs.shape[0]:
+        raise InvalidArgumentError(f"{name} targets of a multi-label fit must be 0/1 indicators [N, C] with "
+                                   f"N = {inputs.shape[0]}, got shape {tuple(targets.shape)}")
+    if not bool(((targets == 0) | (targets == 1)).all()):
+        raise InvalidArgumentError(f"{name} targets of a multi-label fit must hold only 0 and 1")
+    return inputs, targets.float()
+
+
 def _epoch_indices(n: int, target: int, generator: torch.Generator) -> Tensor:
     """One epoch's order: a permutation, or (if ``n < target``) ``target`` draws, each item ``floor``/``ceil(target/n)`` times."""
     if n >= target:
@@ -131,8 +151,40 @@ def _model_device(model: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
+def _micro_f1(probs_N_C: Tensor, targets_N_C: Tensor) -> float:
+    """Micro-averaged F1 of ``probs >= 0.5`` against 0/1 targets: ``2 TP / (2 TP + FP + FN)`` (1 if no positives)."""
+    predicted = probs_N_C >= 0.5
+    truth = targets_N_C > 0.5
+    tp = int((predicted & truth).sum())
+    wrong = int((predicted != truth).sum())
+    return 1.0 if 2 * tp + wrong == 0 else 2 * tp / (2 * tp + wrong)
+
+
+def _evaluate_multilabel(model: nn.Module, inputs: Tensor, targets: Tensor, batch_size: int,
+                         device: torch.device) -> tuple[float, float]:
+    """Mean per-item binary cross-entropy (summed over labels) and micro-F1 of the eval-mode network.
+
+    An :class:`Ensemble`'s forward gives ``[n, K, C]``: the mean of its K sigmoids."""
+    was_training = model.training
+    model.eval()
+    total_loss, probs = 0.0, []
+    with torch.no_grad():
+        for start in range(0, inputs.shape[0], max(batch_size, 256)):
+            x = inputs[start : start + max(batch_size, 256)].to(device)
+            y = targets[start : start + max(batch_size, 256)].to(device)
+            logits = model(x).float()
+            p = torch.sigmoid(logits).mean(1) if logits.ndim == 3 else torch.sigmoid(logits)
+            p = p.clamp(1e-7, 1 - 1e-7)
+            total_loss += float(F.binary_cross_entropy(p, y, reduction="sum"))
+            probs.append(p.cpu())
+    model.train(was_training)
+    return total_loss / inputs.shape[0], _micro_f1(torch.cat(probs), targets)
+
+
 def _evaluate(model: nn.Module, inputs: Tensor, targets: Tensor, batch_size: int, device: torch.device) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of the deterministic (eval-mode) network."""
+    if targets.ndim == 2:
+        return _evaluate_multilabel(model, inputs, targets, batch_size, device)
     was_training = model.training
     model.eval()
     total_loss, correct = 0.0, 0
@@ -167,6 +219,7 @@ def fit(
     generator: torch.Generator | int | None = None,
     device: torch.device | str | None = None,
     progress: bool = False,
+    multilabel: bool = False,
 ) -> FitResult:
     r"""Train ``model`` on ``train`` with minibatches, early stopping and seeds.
 
@@ -215,6 +268,10 @@ def fit(
         generator: torch.Generator, int seed or None (global RNG).
         device: train there (the model is moved); default: where its parameters are.
         progress: tqdm bar over epochs.
+        multilabel: targets are 0/1 indicators ``[N, C]`` and the loss is the binary
+            cross-entropy of C independent sigmoids, ``F.binary_cross_entropy_with_logits``
+            (mean over items and labels); early stopping then ranks epochs by micro-F1 of
+            ``sigmoid >= 0.5`` (reported as ``validation_accuracy``), ties by the summed BCE.
 
     Returns:
         :class:`FitResult`.
@@ -239,8 +296,8 @@ def fit(
         check_positive_int(min_samples_per_epoch, "min_samples_per_epoch")
     check_positive_int(min_steps_per_epoch, "min_steps_per_epoch")
     check_positive_int(min_steps, "min_steps", allow_zero=True)
-    inputs, targets = _as_tensors(train, "train")
-    val = _as_tensors(validation, "validation") if validation is not None else None
+    inputs, targets = _as_tensors(train, "train", multilabel)
+    val = _as_tensors(validation, "validation", multilabel) if validation is not None else None
     gen = as_generator(generator)
     if device is not None:
         model.to(device)
@@ -271,6 +328,8 @@ def fit(
 def _evaluate_ensemble(model: Ensemble, inputs: Tensor, targets: Tensor, batch_size: int) -> tuple[float, float]:
     """Cross-entropy and accuracy of the mean predictive ``(1/K) sum_k softmax(f_k(x))``."""
     device = _model_device(model)
+    if targets.ndim == 2:
+        return _evaluate_multilabel(model, inputs, targets, batch_size, device)
     was_training = model.training
     model.eval()
     total_loss, correct = 0.0, 0
@@ -333,7 +392,7 @@ def _fit_one(
             for start in range(0, order.shape[0], step_size):
                 index = order[start : start + step_size]
                 x, y = inputs[index].to(device), targets[index].to(device)
-                loss = F.cross_entropy(model(x), y)
+                loss = F.binary_cross_entropy_with_logits(model(x), y) if y.ndim == 2 else F.cross_entropy(model(x), y)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

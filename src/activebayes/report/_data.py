@@ -55,15 +55,18 @@ class ReportData:
             runs.sort(key=lambda run: run.seed)
         self.config_text = read_config_text(path)
         all_metrics = [r.metrics or {} for runs in self.runs.values() for run in runs for r in run.rounds]
-        self.split = headline_metric(all_metrics).removesuffix("_accuracy")
+        self.split, self.headline = headline_metric(all_metrics).split("_", 1)  # "test", "accuracy" / "micro_f1"
+        #: how the headline reads in the report ("accuracy", or "micro-F1" for a multi-label run)
+        self.metric_name = "accuracy" if self.headline == "accuracy" else self.headline.replace("_f1", "-F1")
         self._dataset: ArrayDataset | None = None
         self._dataset_error: str | None = None
 
     # ----------------------------------------------------------------- runs
 
     def key(self, name: str) -> str:
-        """The stored metric name of ``name`` on the headline split (``"ece"`` -> ``"test_ece"``)."""
-        return f"{self.split}_{name}"
+        """The stored metric name of ``name`` on the headline split (``"ece"`` -> ``"test_ece"``);
+        ``"accuracy"`` is the headline (``"test_micro_f1"`` for a multi-label run)."""
+        return f"{self.split}_{self.headline if name == 'accuracy' else name}"
 
     @property
     def first_config(self) -> LoopConfig | None:

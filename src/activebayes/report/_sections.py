@@ -35,6 +35,9 @@ from activebayes.report._html import Figure, Section, esc, figures_block, note, 
 
 # metric names as evaluate_classification stores them (prefixed with the split: test_accuracy, ...)
 FINAL_METRICS = {"accuracy": "accuracy", "macro F1": "f1_macro", "NLL": "nll", "Brier": "brier"}
+# a multi-label run's (activebayes.metrics.multilabel.evaluate_multilabel); "accuracy" is its headline, micro-F1
+MULTILABEL_FINAL_METRICS = {"micro-F1": "accuracy", "macro F1": "macro_f1", "samples F1": "samples_f1",
+                            "Hamming loss": "hamming_loss", "subset accuracy": "subset_accuracy", "NLL": "nll"}
 ECE_POOLED = "ECE (pooled over seeds)"
 ECE_MEAN = "ECE (mean ± sd over seeds)"
 
@@ -127,7 +130,7 @@ def overview(data: ReportData, curves: Curves) -> Section:
     dataset = f"dataset {first.dataset}" if first is not None else "no runs"
     parts = [paragraph(
         f"{kind.capitalize()} of {len(data.runs)} strateg{'y' if len(data.runs) == 1 else 'ies'} "
-        f"({', '.join(data.runs)}), {n_runs} run(s), {dataset}. Accuracy below is {data.split} accuracy; "
+        f"({', '.join(data.runs)}), {n_runs} run(s), {dataset}. Accuracy below is {data.split} {data.metric_name}; "
         "'labels' counts every labelled item the round's model was trained on, the initial set included."
         + _cold_start_sentence(data)
     )]
@@ -142,7 +145,7 @@ def overview(data: ReportData, curves: Curves) -> Section:
                 strategy, str(run.seed), str(len(run.rounds)), str(last.n_labelled) if last else "—",
                 _fmt(accuracy), stop or ("not finished" if run.rounds else "no rounds yet"), f"{seconds:.1f}",
             ])
-    parts.append(table(["strategy", "seed", "rounds", "final labels", f"final {data.split} accuracy",
+    parts.append(table(["strategy", "seed", "rounds", "final labels", f"final {data.split} {data.metric_name}",
                         "stop reason", "seconds"], rows))
     if not curves.curves:
         parts.append(note("No finished rounds with an accuracy yet: nothing to plot or summarise."))
@@ -151,15 +154,15 @@ def overview(data: ReportData, curves: Curves) -> Section:
 
 def learning_curves(data: ReportData, curves: Curves, figures: Figures) -> Section:
     body = paragraph(
-        f"Number of labels against {data.split} accuracy after each round; one line per strategy: the mean "
+        f"Number of labels against {data.split} {data.metric_name} after each round; one line per strategy: the mean "
         "over seeds, with a band from the lowest to the highest seed (on the label range all seeds share)."
     )
     if not curves.curves:
         return Section("learning-curves", "Learning curves", body + note("No learning curves yet."))
     pairs = {s: [(c.n_labelled_R, c.accuracy_R) for c in cs] for s, cs in curves.curves.items()}
     figure = figures(
-        "learning-curves", f"Labels vs {data.split} accuracy (mean over seeds; band: min–max over seeds)",
-        lambda: plots.learning_curves(pairs, spread="minmax", ylabel=f"{data.split} accuracy",
+        "learning-curves", f"Labels vs {data.split} {data.metric_name} (mean over seeds; band: min–max over seeds)",
+        lambda: plots.learning_curves(pairs, spread="minmax", ylabel=f"{data.split} {data.metric_name}",
                                       title="Learning curves"),
     )
     return Section("learning-curves", "Learning curves", body + figures_block([figure]))
@@ -175,7 +178,7 @@ def labels_to_reach(data: ReportData, curves: Curves) -> Section:
     title = "Labels to reach target accuracy"
     if not curves.summaries:
         return Section("labels-to-reach", title, explain + note("No data yet."))
-    header = ["strategy"] + [f"{data.split} accuracy ≥ {t:g}" for t in curves.targets]
+    header = ["strategy"] + [f"{data.split} {data.metric_name} ≥ {t:g}" for t in curves.targets]
     rows = []
     for strategy, summary in curves.summaries.items():
         row = [esc(strategy)]
@@ -222,7 +225,7 @@ def aulc(data: ReportData, curves: Curves) -> Section:
             _mean_sd(OverSeeds(np.asarray(summary.final_accuracy_S))),
             ", ".join(map(str, sorted(set(summary.final_n_labelled_S)))),
         ])
-    header = ["strategy", "seeds", "AULC", "AULC per seed", f"final {data.split} accuracy", "final labels"]
+    header = ["strategy", "seeds", "AULC", "AULC per seed", f"final {data.split} {data.metric_name}", "final labels"]
     return Section("aulc", title, explain + table(header, rows))
 
 
@@ -243,18 +246,26 @@ def final_metrics(data: ReportData) -> Section:
         + (" The ECE here is each seed's own ECE, averaged; Calibration also shows the ECE of the bins "
            "pooled over seeds." if several else "")
     )
+    multilabel = data.headline != "accuracy"
+    if multilabel:
+        explain = paragraph(f"{data.split.capitalize()} multi-label metrics of each run's last round (predicted "
+                            "label: mean sigmoid >= 0.5). Micro-F1 pools every label decision; macro-F1 is the "
+                            "mean of the per-class F1; samples F1 the mean per-item F1; NLL the summed binary "
+                            "cross-entropy per item.")
+    metrics = MULTILABEL_FINAL_METRICS if multilabel else FINAL_METRICS
     rows = []
     for strategy in data.runs:
         rounds_per_seed = data.rounds_per_seed(strategy)
         if not rounds_per_seed:
             continue
         row = [strategy, str(len(rounds_per_seed))]
-        row += [_mean_sd(final_metric(rounds_per_seed, data.key(name))) for name in FINAL_METRICS.values()]
-        row.append(_mean_sd(final_metric(rounds_per_seed, data.key("ece"))))
+        row += [_mean_sd(final_metric(rounds_per_seed, data.key(name))) for name in metrics.values()]
+        if not multilabel:
+            row.append(_mean_sd(final_metric(rounds_per_seed, data.key("ece"))))
         rows.append(row)
     if not rows:
         return Section("final-metrics", "Final metrics", explain + note("No finished rounds yet."))
-    header = ["strategy", "seeds", *FINAL_METRICS, _ece_header(data)]
+    header = ["strategy", "seeds", *metrics] + ([] if multilabel else [_ece_header(data)])
     return Section("final-metrics", "Final metrics", explain + table(header, rows))
 
 
@@ -430,6 +441,8 @@ def acquired(data: ReportData, figures: Figures) -> Section:
             except DatasetUnavailable as reason:
                 raise _figures.FigureSkipped(str(reason)) from None
             labels = np.asarray(record.labels, dtype=np.int64) if record.labels else None
+            if labels is not None and labels.ndim != 1:  # multi-label answers: the images alone
+                labels = None
             return plots.image_grid(
                 images, labels=labels, class_names=names,
                 title=f"{strategy}, seed {run.seed}: acquired in round {record.round}",

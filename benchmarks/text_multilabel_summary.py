@@ -1,0 +1,118 @@
+"""Summarise the text (``wordnet_nouns``) and multi-label (``mnist_pairs``) label-efficiency runs.
+
+Reads the run directories ``benchmarks/label_efficiency.py`` caches under
+``benchmarks/results/label_efficiency_runs/<task>/`` (finished runs only) and writes
+``benchmarks/results/text_multilabel.json`` plus a markdown table on stdout (pasted into
+docs/guides/text-and-tables.md). Nothing else is touched (docs/benchmarks.md is the
+MNIST summary's).
+
+Targets are chosen from random's own curve, because the 90% / 95% accuracies of the
+MNIST tables are out of reach on these tasks: with ``m(n)`` random's mean headline metric
+over its seeds at ``n`` labels and ``B`` the budget,
+
+- ``T_mid = floor_2(m(n_mid))``, ``n_mid`` the round closest to ``B / 2``,
+- ``T_end = floor_2(m(B))``,
+
+``floor_2`` rounding down to two decimals. So random reaches ``T_end`` at about the
+budget by construction, and a strategy that reaches it earlier saves labels. The headline
+metric is the test accuracy (single-label) or the test micro-F1 (multi-label).
+"Rounds below random" counts the label counts where a strategy's mean is below random's
+by more than the larger of the two standard deviations over seeds (the main summary's rule).
+
+Usage::
+
+    python benchmarks/text_multilabel_summary.py [--tasks wordnet_nouns,mnist_pairs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "benchmarks" / "results" / "label_efficiency_runs"
+OUT = ROOT / "benchmarks" / "results" / "text_multilabel.json"
+
+
+def _floor2(value: float) -> float:
+    return math.floor(value * 100) / 100
+
+
+def summarise_task(task: str) -> dict | None:
+    from activebayes.analysis import learning_curves_from_runs, summarise_strategy
+    from activebayes.records import headline_metric
+    from activebayes.rundir import load_runs
+
+    runs = load_runs(RUNS / task)
+    finished = {k: v for k, v in runs.items() if v[1] and v[1][-1].stop_reason is not None}
+    if not finished or not any(s == "random" for s, _ in finished):
+        return None
+    metric = headline_metric([r.metrics for _, rounds in finished.values() for r in rounds])
+    curves = learning_curves_from_runs(finished, metric=metric)
+    random_n = curves["random"][0].n_labelled_R
+    random_mean = np.mean([c.accuracy_R for c in curves["random"]], axis=0)
+    budget = int(random_n[-1])
+    mid = int(np.argmin(np.abs(random_n - budget / 2)))
+    targets = (_floor2(float(random_mean[mid])), _floor2(float(random_mean[-1])))
+    out = {"metric": metric, "targets": list(targets), "target_rule": "floor_2 of random's mean at ~B/2 and at B",
+           "strategies": {}}
+    for strategy, strategy_curves in sorted(curves.items()):
+        summary = summarise_strategy(strategy_curves, targets=targets, strategy=strategy)
+        seeds = sorted(c.seed for c in strategy_curves)
+        shared = [s for s in seeds if s in {c.seed for c in curves["random"]}]
+        below = []
+        if strategy != "random" and len(shared) >= 2:
+            mine = np.array([c.accuracy_R for c in strategy_curves if c.seed in shared])
+            rand = np.array([c.accuracy_R for c in curves["random"] if c.seed in shared])
+            gap = mine.mean(0) - rand.mean(0)
+            spread = np.maximum(mine.std(0), rand.std(0))
+            below = [int(n) for n, g, s in zip(random_n, gap, spread, strict=True) if g < -s]
+        out["strategies"][strategy] = {
+            "seeds": seeds,
+            "median_labels": {str(t): summary.reach[t].median for t in targets},
+            "labels_per_seed": {str(t): [c.labels_to_reach(t) for c in sorted(strategy_curves, key=lambda c: c.seed)]
+                                for t in targets},
+            "aulc_mean": summary.aulc_mean,
+            "aulc_std": summary.aulc_std,
+            "final_mean": summary.final_accuracy_mean,
+            "rounds_below_random": below,
+        }
+    return out
+
+
+def markdown(task: str, result: dict) -> str:
+    t1, t2 = result["targets"]
+    lines = [f"**{task}** (headline `{result['metric']}`; targets {t1:.2f} / {t2:.2f} from random's curve)", "",
+             f"| strategy | seeds | median labels to {t1:.2f} | median labels to {t2:.2f} | AULC (mean ± sd) "
+             "| final | rounds below random |",
+             "|---|---|---|---|---|---|---|"]
+    for name, entry in result["strategies"].items():
+        reach = [entry["median_labels"][str(t)] for t in (t1, t2)]
+        fmt = ["not reached" if r is None else f"{r:g}" for r in reach]
+        below = ", ".join(map(str, entry["rounds_below_random"])) or "none"
+        lines.append(f"| {name} | {len(entry['seeds'])} | {fmt[0]} | {fmt[1]} | {entry['aulc_mean']:.4f} ± "
+                     f"{entry['aulc_std']:.4f} | {entry['final_mean']:.4f} | {below} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", default="wordnet_nouns,mnist_pairs")
+    args = parser.parse_args()
+    results = {}
+    for task in args.tasks.split(","):
+        result = summarise_task(task)
+        if result is None:
+            print(f"{task}: no finished random run yet")
+            continue
+        results[task] = result
+        print(markdown(task, result) + "\n")
+    OUT.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""A table as the loop's pool: :func:`table_splits` turns a :class:`~activebayes.records.LoopConfig`'s
+``table`` fields into a training pool and an optional test set.
+
+The table is read once with :func:`~activebayes.data.load_table` (text encoded, features
+standardised, over all rows: unsupervised, no label is used). Multi-label tables
+(``table_options["multilabel"]``) give a dataset with 0/1 indicator targets ``[N, C]``.
+``table_options["test_size"]`` rows are held out as the test set: the items whose ids have
+the smallest sha256, so the split is a property of the items (their ids), unchanged by
+the row order, the seed or rows added later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import torch
+
+from activebayes.errors import InvalidArgumentError
+
+from .dataset import ArrayDataset
+from .table import load_table
+
+__all__ = ["table_splits"]
+
+
+def table_splits(config: Any) -> tuple[ArrayDataset, ArrayDataset | None]:
+    """``(train, test)`` of ``config.table`` (``test`` is ``None`` without ``test_size``).
+
+    Every error of the table (a missing column, an empty text, a file that is not UTF-8, a
+    label not among the classes, ...) is :func:`load_table`'s one-line error naming the row
+    and the column.
+    """
+    options = dict(config.table_options)
+    test_size = int(options.pop("test_size", 0) or 0)
+    pool = load_table(config.table, text_column=config.text_column, feature_columns=list(config.feature_columns) or None,
+                      label_column=config.label_column, id_column=config.id_column, **options)
+    base = pool.dataset
+    targets = pool.targets_N_C if pool.multilabel else base.targets
+    dataset = ArrayDataset(inputs=base.inputs, targets=targets, classes=base.classes, name=base.name)
+    if not test_size:
+        return dataset, None
+    if targets is None:
+        raise InvalidArgumentError("table_options test_size (--test-size) needs known labels: give label_column "
+                                   "(--label-column)")
+    if test_size >= len(dataset):
+        raise InvalidArgumentError(f"test_size (--test-size) must be smaller than the table's {len(dataset)} rows, "
+                                   f"got {test_size}")
+    keys = [hashlib.sha256(item.encode("utf-8")).hexdigest() for item in pool.item_ids]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    test_rows = torch.tensor(sorted(order[:test_size]), dtype=torch.long)
+    train_rows = torch.tensor(sorted(order[test_size:]), dtype=torch.long)
+    return dataset.subset(train_rows), dataset.subset(test_rows)

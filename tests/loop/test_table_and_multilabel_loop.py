@@ -1,0 +1,283 @@
+"""Tables and multi-label targets in the loop and the CLI (issue 26).
+
+References are independent of the library: scikit-learn's multi-label metrics, the
+network's own MC-dropout logits through ``torch.sigmoid`` in float64, and the run
+directory's resume contract (a resumed run equals an uninterrupted one).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from activebayes.cli import main
+from activebayes.data import ArrayDataset, Pool, load_dataset
+from activebayes.errors import InvalidArgumentError
+from activebayes.experiment import resume_experiment, run_experiment
+from activebayes.loop import ActiveLearningLoop, LoopConfig
+from activebayes.metrics.multilabel import evaluate_multilabel
+from activebayes.models import MLP, fit
+from activebayes.models.dropout import mc_sampling, resample_masks
+from activebayes.models.multilabel import MultiLabelPosterior
+from activebayes.rundir import RunDirectory
+
+TOPICS = {"sport": ["goal", "match", "team", "score", "league", "coach"],
+          "food": ["bread", "cheese", "soup", "bake", "recipe", "salt"],
+          "music": ["song", "guitar", "band", "album", "chord", "drum"]}
+FAST = ["--initial-size", "6", "--validation-size", "24", "--batch-size", "6", "--budget", "18", "--num-samples", "4",
+        "--eval-samples", "4", "--max-epochs", "2", "--cold-start", "none", "-q"]
+
+
+def _texts_csv(path: Path, n: int = 90, multilabel: bool = False) -> Path:
+    rng = random.Random(0)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "text", "label"])
+        for i in range(n):
+            topics = rng.sample(sorted(TOPICS), 2 if multilabel and i % 2 else 1)
+            words = [w for t in topics for w in rng.choices(TOPICS[t], k=5)]
+            writer.writerow([f"r{i}", " ".join(words), "|".join(topics)])
+    return path
+
+
+def _features_csv(path: Path, n: int = 90) -> Path:
+    rng = random.Random(1)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["a", "b", "colour", "y"])
+        for _ in range(n):
+            a, b = rng.gauss(0, 1), rng.gauss(0, 1)
+            writer.writerow([f"{a:.4f}", f"{b:.4f}", rng.choice(["red", "blue"]), "pos" if a + b > 0 else "neg"])
+    return path
+
+
+def _run(capsys, *args: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# ----------------------------------------------------------------------------- CLI end to end
+
+
+def test_cli_runs_a_csv_of_texts_and_resumes_to_a_larger_budget(tmp_path, capsys):
+    table = _texts_csv(tmp_path / "texts.csv")
+    out = tmp_path / "run"
+    code, _, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
+                        "--id-column", "id", "--test-size", "20", "--strategy", "bald", "--out", out, *FAST)
+    assert code == 0, err
+    config = json.loads((out / "config.json").read_text())
+    assert (config["dataset"], config["table"], config["text_column"]) == ("table", str(table.resolve()), "text")
+    assert config["table_options"] == {"test_size": 20}
+    rounds = RunDirectory(out).read_rounds()
+    assert [r.n_labelled for r in rounds] == [6, 12, 18]
+    assert all(0.0 <= r.metrics["test_accuracy"] <= 1.0 and r.metrics["test_num_items"] == 20 for r in rounds)
+    acquired = [i for r in rounds for i in r.acquired]
+    assert len(set(acquired)) == len(acquired) == 12
+    # resumed to a larger budget, from another working directory, equals a run started with it
+    code, _, err = _run(capsys, "resume", out, "--budget", "24", "-q")
+    assert code == 0, err
+    straight = run_experiment(LoopConfig.from_stored({**config, "budget": 24}), tmp_path / "straight",
+                              progress=False, report=False)
+    resumed = RunDirectory(out).read_rounds()
+    assert [r.acquired for r in resumed] == [r.acquired for r in straight.rounds]
+    assert [r.metrics["test_accuracy"] for r in resumed] == [r.metrics["test_accuracy"] for r in straight.rounds]
+
+
+def test_cli_runs_a_csv_of_features(tmp_path, capsys):
+    table = _features_csv(tmp_path / "rows.csv")
+    out = tmp_path / "run"
+    code, _, err = _run(capsys, "run", "--table", table, "--feature-columns", "a,b,colour", "--label-column", "y",
+                        "--strategy", "entropy", "--out", out, *FAST)
+    assert code == 0, err
+    rounds = RunDirectory(out).read_rounds()
+    assert rounds[-1].n_labelled == 18
+    # no test set: the headline is the validation accuracy
+    assert "test_accuracy" not in rounds[0].metrics and 0 <= rounds[-1].accuracy <= 1
+    assert json.loads((out / "config.json").read_text())["feature_columns"] == ["a", "b", "colour"]
+
+
+@pytest.mark.parametrize("content, args, expected", [
+    ("id,text,label\nr1,hello,a\n", ["--text-column", "body", "--label-column", "label"],
+     "text_column 'body' is not a column of the table (columns: id, text, label)"),
+    ("text,label\nhello there,a\n,b\n", ["--text-column", "text", "--label-column", "label"],
+     "row 2, column 'text': empty text"),
+    (b"text,label\nhello,a\n\xff\xfe bad,b\n", ["--text-column", "text", "--label-column", "label"],
+     "line 3 is not valid UTF-8"),
+    ("text,label\nhello,a\nhi,b\n", ["--text-column", "text"], "a run needs known labels"),
+    ("a,y\n1,p\nx,q\n", ["--feature-columns", "a,missing", "--label-column", "y"],
+     "feature_columns 'missing' is not a column of the table"),
+    ("a,y\n1,p\n,q\n", ["--feature-columns", "a", "--label-column", "y"], "row 2, column 'a': missing value"),
+])
+def test_cli_table_errors_are_one_line_and_write_nothing(tmp_path, capsys, content, args, expected):
+    table = tmp_path / "t.csv"
+    table.write_bytes(content if isinstance(content, bytes) else content.encode())
+    code, _, err = _run(capsys, "run", "--table", table, *args, "--out", tmp_path / "run", *FAST)
+    assert code == 1
+    assert err.startswith("error: ") and expected in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_table_flags_need_a_table_and_exclude_a_dataset(tmp_path, capsys):
+    code, _, err = _run(capsys, "run", "--text-column", "text", "--out", tmp_path / "a", "-q")
+    assert code == 1 and "text_column (--text-column): only with a table" in err
+    code, _, err = _run(capsys, "run", "--dataset", "mnist", "--table", tmp_path / "t.csv", "--text-column", "t",
+                        "--out", tmp_path / "b", "-q")
+    assert code == 1 and "not both" in err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_cli_multilabel_table(tmp_path, capsys):
+    table = _texts_csv(tmp_path / "texts.csv", multilabel=True)
+    out = tmp_path / "run"
+    code, _, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
+                        "--multilabel", "--test-size", "20", "--strategy", "multilabel_bald", "--out", out, *FAST)
+    assert code == 0, err
+    rounds = RunDirectory(out).read_rounds()
+    assert all(len(y) == 3 and set(y) <= {0, 1} and sum(y) >= 1 for r in rounds for y in r.labels)
+    assert 0 <= rounds[-1].metrics["test_micro_f1"] <= 1 and rounds[-1].accuracy == rounds[-1].metrics["test_micro_f1"]
+    assert (out / "report.html").is_file()
+    code, _, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
+                        "--multilabel", "--strategy", "badge", "--out", tmp_path / "bad", *FAST)
+    assert code == 1 and "'badge' reads single-label (softmax) predictions" in err
+    assert not (tmp_path / "bad").exists()
+
+
+# ----------------------------------------------------------------------------- multi-label pieces
+
+
+def _toy(n: int = 300, d: int = 6, c: int = 4, seed: int = 0) -> ArrayDataset:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g)
+    y = ((x @ torch.randn(d, c, generator=g)) > 0.3).long()
+    y[y.sum(1) == 0, 0] = 1
+    return ArrayDataset(inputs=x, targets=y, classes=tuple("abcd"[:c]), name="toy")
+
+
+def test_evaluate_multilabel_matches_scikit_learn():
+    metrics = pytest.importorskip("sklearn.metrics")
+    g = torch.Generator().manual_seed(3)
+    log_probs = torch.nn.functional.logsigmoid(2 * torch.randn(200, 7, 5, generator=g))
+    targets = (torch.rand(200, 5, generator=g) < 0.35).long()
+    targets[targets.sum(1) == 0, 1] = 1
+    got = evaluate_multilabel(log_probs, targets)
+    probs = np.exp(log_probs.double().numpy()).mean(1)
+    pred, y = (probs >= 0.5).astype(int), targets.numpy()
+    assert got["micro_f1"] == pytest.approx(metrics.f1_score(y, pred, average="micro"), abs=1e-12)
+    assert got["macro_f1"] == pytest.approx(metrics.f1_score(y, pred, average="macro", zero_division=0), abs=1e-12)
+    assert got["samples_f1"] == pytest.approx(metrics.f1_score(y, pred, average="samples", zero_division=1), abs=1e-12)
+    assert got["hamming_loss"] == pytest.approx(metrics.hamming_loss(y, pred), abs=1e-12)
+    assert got["subset_accuracy"] == pytest.approx(metrics.accuracy_score(y, pred), abs=1e-12)
+    p = np.clip(probs, 1e-12, 1 - 1e-12)
+    assert got["nll"] == pytest.approx(float(-(y * np.log(p) + (1 - y) * np.log(1 - p)).sum(1).mean()), rel=1e-9)
+
+
+def test_multilabel_posterior_log_probs_are_log_sigmoids_of_the_same_k_functions():
+    torch.manual_seed(0)
+    net = MLP(in_features=6, num_classes=4, hidden=(16,), p=0.5)
+    posterior = MultiLabelPosterior(net)
+    x = torch.randn(9, 6)
+    got = posterior.log_probs(x, num_samples=5, generator=torch.Generator().manual_seed(7))
+    assert got.shape == (9, 5, 4) and got.dtype == torch.float32
+    resample_masks(net, generator=torch.Generator().manual_seed(7))
+    net.eval()
+    with torch.no_grad():
+        for k in range(5):
+            with mc_sampling(net, [k], expand=False):
+                logits = net(x).double()
+            expected = torch.log(torch.sigmoid(logits))
+            assert torch.allclose(got[:, k].double(), expected, atol=2e-6), k
+    assert not torch.allclose(got[:, 0], got[:, 1])  # K different functions
+
+
+def test_fit_multilabel_uses_binary_cross_entropy():
+    data = _toy()
+    net = MLP(in_features=6, num_classes=4, hidden=(32,))
+    result = fit(net, (data.inputs, data.targets), validation=(data.inputs[:100], data.targets[:100]),
+                 generator=0, max_epochs=4, multilabel=True)
+    first = result.history[0]
+    assert first.validation_accuracy is not None and result.best_validation_accuracy > 0.8  # micro-F1
+    # the first epoch's train loss is a mean BCE: below log 2 per label once learning started
+    assert 0 < first.train_loss < math.log(2)
+    with pytest.raises(InvalidArgumentError, match=r"targets must have shape \[N\]"):
+        fit(MLP(in_features=6, num_classes=4), (data.inputs, data.targets), generator=0, max_epochs=1)
+
+
+def test_multilabel_pool_balanced_initial_and_answers():
+    data = _toy(c=4)
+    pool = Pool.create(data, validation_size=30, initial_size=8, seed=0)
+    counts = pool.class_counts()
+    assert pool.n_labelled == 8 and bool((counts >= 2).all())
+    assert torch.equal(counts, data.targets[pool.labelled_indices].sum(0))
+    free = pool.unlabelled_indices[:2]
+    with pytest.raises(InvalidArgumentError, match="at least one class"):
+        pool.label(free, [[0, 0, 0, 0], [1, 0, 0, 0]])
+    with pytest.raises(InvalidArgumentError, match=r"\[B, C\] = \[2, 4\]"):
+        pool.label(free, [1, 2])
+    pool.label(free, [[0, 1, 0, 0], [1, 0, 0, 1]])
+    assert pool.labels_of(free).tolist() == [[0, 1, 0, 0], [1, 0, 0, 1]]
+    pool.check_invariants()
+
+
+def test_multilabel_loop_resumes_exactly(tmp_path):
+    data = _toy(n=240)
+    train, test = data.subset(torch.arange(200)), data.subset(torch.arange(200, 240))
+    config = LoopConfig(strategy="multilabel_batchbald", budget=26, initial_size=8, validation_size=30,
+                        batch_size=6, num_samples=8, eval_samples=4, cold_start=None,
+                        fit_options={"max_epochs": 2}, acquisition_options={"num_samples": 200})
+
+    def factory(c):
+        return ActiveLearningLoop(c, dataset=train, test=test)
+
+    full = run_experiment(config, tmp_path / "full", progress=False, loop_factory=factory, report=False)
+    assert [r.n_labelled for r in full.rounds] == [8, 14, 20, 26]
+    assert full.metric == "test_micro_f1" and all(len(y) == 4 for r in full.rounds for y in r.labels)
+    assert [r.labels for r in full.rounds[:-1]] == [train.targets[r.acquired].tolist() for r in full.rounds[:-1]]
+    half = run_experiment(config.replace(budget=20), tmp_path / "half", progress=False, loop_factory=factory,
+                          report=False)
+    assert len(half.rounds) == 3
+    RunDirectory(tmp_path / "half").raise_budget(26)
+    resumed = resume_experiment(tmp_path / "half", progress=False, loop_factory=factory, report=False)
+    assert [r.acquired for r in resumed.rounds] == [r.acquired for r in full.rounds]
+    assert [r.metrics["test_micro_f1"] for r in resumed.rounds] == [r.metrics["test_micro_f1"] for r in full.rounds]
+
+
+def test_strategies_must_fit_the_kind_of_targets():
+    with pytest.raises(InvalidArgumentError, match="is for multi-label targets"):
+        ActiveLearningLoop(LoopConfig(strategy="multilabel_bald", cold_start=None))
+    data = _toy()
+    with pytest.raises(InvalidArgumentError, match="'bald' reads single-label"):
+        ActiveLearningLoop(LoopConfig(strategy="bald", cold_start=None), dataset=data)
+    with pytest.raises(InvalidArgumentError, match="supports neither"):
+        ActiveLearningLoop(LoopConfig(strategy="multilabel_bald", cold_start=None, stop_when=("information",)),
+                           dataset=data)
+
+
+def test_mnist_pairs_is_a_registered_multilabel_dataset(mnist_dir):
+    test = load_dataset("mnist_pairs", data_dir=mnist_dir, split="test")
+    mnist = load_dataset("mnist", data_dir=mnist_dir, split="test")
+    assert test.multilabel and test.targets.shape == (len(mnist), 10) and test.input_shape == (1, 28, 56)
+    assert bool((test.targets.sum(1) >= 1).all()) and bool((test.targets.sum(1) <= 2).all())
+
+
+def test_report_of_a_multilabel_run_shows_its_metrics(tmp_path, recwarn):
+    from activebayes.report import write_report
+
+    data = _toy(n=160)
+    config = LoopConfig(strategy="multilabel_entropy", budget=14, initial_size=8, validation_size=30, batch_size=6,
+                        num_samples=4, eval_samples=4, cold_start=None, fit_options={"max_epochs": 1})
+    result = run_experiment(config, tmp_path / "run", progress=False, report=False,
+                            loop_factory=lambda c: ActiveLearningLoop(c, dataset=data.subset(torch.arange(120)),
+                                                                      test=data.subset(torch.arange(120, 160))))
+    html = Path(write_report(tmp_path / "run")).read_text()
+    final = result.rounds[-1].metrics
+    assert "test micro-F1" in html and "Hamming loss" in html and "subset accuracy" in html
+    assert f"{final['test_hamming_loss']:.4f}" in html
+    assert not [w for w in recwarn if "failed" in str(w.message)]  # every figure was drawn
