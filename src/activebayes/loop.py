@@ -325,9 +325,10 @@ class ActiveLearningLoop:
 
     def _predict(self, inputs: Any, *, key: str, num_samples: int) -> Tensor:
         """``log_probs_N_K_C`` of the round's posterior, K functions seeded by ``(seed, round, key)``."""
+        fixed = self.posterior.num_functions is not None  # an ensemble, a forest: its own K
         return self.posterior.log_probs(
             inputs,
-            num_samples=num_samples,
+            num_samples=None if fixed else num_samples,
             generator=make_generator(self.config.seed, len(self.history), key),
             batch_size=self.config.predict_batch_size,
             device=self.config.device,

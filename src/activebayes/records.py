@@ -244,14 +244,17 @@ class LoopConfig:
     device: str | None = setting(None, "torch device, e.g. cuda (default: cpu).")
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):  # the choices and least values of the settings (:func:`setting`)
-            choices, least, value = f.metadata.get("choices"), f.metadata.get("least"), getattr(self, f.name)
+        if self.cold_start_labels == 0 and self.cold_start in (None, "none"):  # how configs before 0.x wrote "no cold start"
+            object.__setattr__(self, "cold_start_labels", None)
+        for f, flag in cli_settings(type(self)):  # the choices and least values of the settings (:func:`setting`)
+            choices, least, value = f.metadata["choices"], f.metadata["least"], getattr(self, f.name)
+            name = f"{f.name} ({flag})"
             if choices is not None:
-                check_choice(value, f.name, choices)
+                check_choice(value, name, choices)
             if least is not None and value is not None:
-                check_positive_int(value, f.name, allow_zero=least == 0)
+                check_positive_int(value, name, allow_zero=least == 0)
                 if value < least:
-                    raise InvalidArgumentError(f"{f.name} must be >= {least}, got {value}")
+                    raise InvalidArgumentError(f"{name} must be >= {least}, got {value}")
         if self.representation != "none" and self.model not in ("auto", "encoder_head"):
             raise InvalidArgumentError(
                 f"representation={self.representation!r} builds its own model (the encoder with an MC "

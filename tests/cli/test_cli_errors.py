@@ -15,7 +15,7 @@ def test_a_user_error_is_one_line(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(cli_module, "run_experiment", refuse)
     assert main(["run", "--out", str(tmp_path / "r"), "-q"]) == 1
-    assert capsys.readouterr().err == "error: budget must be larger than initial_size, got 10 and 20\n"
+    assert capsys.readouterr().err == "error: --budget must be larger than initial_size, got 10 and 20\n"
 
 
 @pytest.mark.parametrize("bug", [ValueError("shapes do not match"), TypeError("unsupported operand"),

@@ -153,11 +153,11 @@ def test_config_round_trip_and_unknown_key():
 
 def test_pool_and_evaluation_use_their_own_sample_counts(monkeypatch):
     """num_samples is K for scoring the pool, eval_samples K for validation / test."""
-    import activebayes.loop as loop_module
+    import activebayes.models.predict as predict_module
     import activebayes.scoring as scoring_module
 
     calls: list[tuple[str, int, int]] = []
-    real = loop_module.predict_log_probs
+    real = predict_module.predict_log_probs
 
     def spy(where):
         def predict(model, inputs, num_samples=None, **kwargs):
@@ -166,9 +166,10 @@ def test_pool_and_evaluation_use_their_own_sample_counts(monkeypatch):
             return out
         return predict
 
-    monkeypatch.setattr(loop_module, "predict_log_probs", spy("loop"))
+    monkeypatch.setattr(predict_module, "predict_log_probs", spy("loop"))  # the posterior's log_probs
     monkeypatch.setattr(scoring_module, "predict_log_probs", spy("pool"))
-    config = LoopConfig(strategy="bald", **{**FAST_LOOP, "budget": 30, "num_samples": 7, "eval_samples": 3})
+    config = LoopConfig(strategy="bald", **{**FAST_LOOP, "budget": 30, "num_samples": 7, "eval_samples": 3,
+                                            "stop_set_size": 0})
     loop = ActiveLearningLoop(config)
     loop.run(progress=False)
     n_validation, n_test = 50, len(loop.test.inputs)

@@ -47,7 +47,7 @@ def test_on_phase_reports_each_phase_as_it_starts():
     seen: list[tuple[str, bool]] = []
     # the model of this round exists once fitting started; "acquire" comes after the fit
     proposal = loop.propose(on_phase=lambda name: seen.append((name, loop.model is not None)))
-    assert [name for name, _ in seen] == ["fit", "evaluate", "acquire"] == list(proposal.seconds)
+    assert [name for name, _ in seen] == ["fit", "evaluate", "signals", "acquire"] == list(proposal.seconds)
     assert seen[1][1] and seen[2][1]
     loop.commit(proposal.indices, loop.dataset.targets[proposal.indices])
     seen.clear()
