@@ -26,32 +26,34 @@ Scores (``[N, K, C] -> [N]``, larger = more worth labelling, float64):
   summed over labels. Since ``H[y | w] = Σ_c H[y_c | w]`` exactly (independence given
   w) while ``H[y] <= Σ_c H[y_c]``, the sum is an upper bound of the item's joint BALD
   ``I[y; w]`` (equal when the labels are independent under the predictive).
-- :func:`multilabel_batchbald`: greedy BatchBALD on label vectors,
+- :func:`multilabel_batchbald`: greedy BatchBALD on label vectors (below).
 
-  .. math:: a(A) = \mathbb{I}[y_A; w] = \mathbb{H}[y_A] - \sum_{i \in A} \sum_c \mathbb{E}_k\, h(p_k(i, c)),
+**BatchBALD on label vectors.** A batch ``A`` is scored by
 
-  where ``y_A`` is the ``|A| · C`` bits of all labels of the batch. Given ``w_k`` all
-  these bits are independent, so ``P_k(y_A) = Π_{i, c}`` Bernoulli terms and
-  ``q(y_A) = 1/K Σ_k P_k(y_A)``. The joint entropy ``H[y_A] = -Σ q log q`` runs over
-  ``2^{C |A|}`` configurations:
+.. math:: a(A) = \mathbb{I}[y_A; w] = \mathbb{H}[y_A] - \sum_{i \in A} \sum_c \mathbb{E}_k\, h(p_k(i, c)),
 
-  * *exact* while ``2^{C |A|}`` (batch so far plus the candidate) is at most
-    ``max_configurations``: all configurations are enumerated, ``q`` is one product
-    ``[M, K] @ [K, 2^C]`` per candidate (``M = 2^{C(|A|-1)}`` configurations of the
-    batch so far), in float64;
-  * *sampled* beyond: S joint draws ``(k_s, y^s)`` with ``k_s = s mod K`` (stratified
-    over the function samples) and every bit ``y^s_{i,c} = [u_{s,i,c} < p_{k_s}(i, c)]``,
-    so ``y^s ~ q``. Then ``Ĥ = -1/S Σ_s log q(y^s)`` with
-    ``log q(y^s) = logsumexp_k log P_k(y^s) - log K`` is an unbiased Monte Carlo
-    estimate of ``H[y_A]`` (the BatchBALD paper's estimator, Kirsch et al. 2019, Sec.
-    3.3, on bits). The uniforms of the candidate's bits are shared by all candidates
-    of a step (common random numbers), so candidates are compared on the same draws;
-    the chosen candidate's bits extend the stored draws.
+where ``y_A`` is the ``|A| · C`` bits of all labels of the batch. Given ``w_k`` all
+these bits are independent, so ``P_k(y_A) = Π_{i, c}`` Bernoulli terms and
+``q(y_A) = 1/K Σ_k P_k(y_A)``. The joint entropy ``H[y_A] = -Σ q log q`` runs over
+``2^{C |A|}`` configurations:
 
-  The first pick maximises the joint BALD ``I[y_n; w]`` (exact when ``2^C`` fits).
-  ``a`` is submodular (as in the single-label case), so the greedy batch is within
-  ``1 - 1/e`` of the best. Unlike summed BALD, two copies of one item add (almost)
-  nothing to ``H[y_A]`` beyond the first, so BatchBALD does not pick duplicates.
+* *exact* while ``2^{C |A|}`` (batch so far plus the candidate) is at most
+  ``max_configurations``: all configurations are enumerated, ``q`` is one product
+  ``[M, K] @ [K, 2^C]`` per candidate (``M = 2^{C(|A|-1)}`` configurations of the
+  batch so far), in float64;
+* *sampled* beyond: S joint draws ``(k_s, y^s)`` with ``k_s = s mod K`` (stratified
+  over the function samples) and every bit ``y^s_{i,c} = [u_{s,i,c} < p_{k_s}(i, c)]``,
+  so ``y^s ~ q``. Then ``Ĥ = -1/S Σ_s log q(y^s)`` with
+  ``log q(y^s) = logsumexp_k log P_k(y^s) - log K`` is an unbiased Monte Carlo
+  estimate of ``H[y_A]`` (the BatchBALD paper's estimator, Kirsch et al. 2019, Sec.
+  3.3, on bits). The uniforms of the candidate's bits are shared by all candidates
+  of a step (common random numbers), so candidates are compared on the same draws;
+  the chosen candidate's bits extend the stored draws.
+
+The first pick maximises the joint BALD ``I[y_n; w]`` (exact when ``2^C`` fits).
+``a`` is submodular (as in the single-label case), so the greedy batch is within
+``1 - 1/e`` of the best. Unlike summed BALD, two copies of one item add (almost)
+nothing to ``H[y_A]`` beyond the first, so BatchBALD does not pick duplicates.
 
 :func:`multilabel_joint_entropy` is ``H[y_A]`` alone for a given set of items.
 """
