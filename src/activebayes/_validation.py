@@ -18,6 +18,10 @@ from torch import Tensor
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 
+
+#: Where tensors go: a ``torch.device``, its name (``"cuda:0"``), or ``None`` (where they are).
+Device = torch.device | str | None
+
 def check_tensor(value: object, name: str) -> Tensor:
     if not isinstance(value, Tensor):
         raise InvalidTypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")

@@ -67,7 +67,7 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from activebayes._validation import check_choice, check_positive_int
+from activebayes._validation import Device, check_choice, check_positive_int
 from activebayes.acquisition import get_strategy
 from activebayes.acquisition.selection import Selection
 from activebayes.acquisition.strategies import DEFAULT_PREFILTER, check_call
@@ -112,7 +112,6 @@ __all__ = [
 #: by ``predict_log_probs`` (its ``memory_budget_mb``).
 DEFAULT_CHUNK_SIZE = 4096
 
-Device = torch.device | str | None
 
 
 # ----------------------------------------------------------------------------- chunks

@@ -36,7 +36,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from activebayes._validation import check_log_probs, check_positive_int, log_probs_tolerance
+from activebayes._validation import Device, check_log_probs, check_positive_int, log_probs_tolerance
 from activebayes.acquisition._chunks import check_chunk_sums, iter_chunks, resolve_device, rows_per_chunk
 from activebayes.acquisition._features import check_features
 from activebayes.acquisition.clustering import d2_seeding
@@ -45,7 +45,6 @@ from activebayes.errors import InvalidArgumentError
 
 __all__ = ["badge", "badge_from_factors", "gradient_embeddings", "loss_gradient_factors"]
 
-Device = torch.device | str | None
 
 
 def _loss_gradient_factors(

@@ -53,13 +53,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from activebayes._validation import check_log_probs, check_positive_int, log_probs_tolerance
+from activebayes._validation import Device, check_log_probs, check_positive_int, log_probs_tolerance
 from activebayes.acquisition._chunks import check_chunk_sums, iter_chunks, resolve_device
 from activebayes.errors import InvalidArgumentError
 
 __all__ = ["epig", "TILE_ELEMENTS", "DEFAULT_NUM_TARGETS"]
 
-Device = torch.device | str | None
 
 #: Entries of one ``[n, C, m, C]`` float64 tile (8 MiB).
 TILE_ELEMENTS = 1 << 20

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from activebayes._validation import check_log_probs, check_positive_int, renamed_keyword
+from activebayes._validation import Device, check_log_probs, check_positive_int, renamed_keyword
 from activebayes.acquisition._chunks import iter_chunks, resolve_device
 from activebayes.acquisition.joint_entropy import (
     WeightedConfigurations,
@@ -45,7 +45,6 @@ from activebayes.errors import InvalidArgumentError
 
 __all__ = ["batchbald", "BatchConfigurations", "DEFAULT_NUM_CONFIGURATIONS"]
 
-Device = torch.device | str | None
 
 #: Sampled configurations once the exact table is too big (the paper's code: 10,000).
 DEFAULT_NUM_CONFIGURATIONS = 10_000

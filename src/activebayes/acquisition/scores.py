@@ -25,7 +25,7 @@ import math
 import torch
 from torch import Tensor
 
-from activebayes._validation import check_finite, check_ndim, check_positive_int, check_tensor
+from activebayes._validation import Device, check_finite, check_ndim, check_positive_int, check_tensor
 from activebayes.acquisition._chunks import clamp_log, iter_chunks, map_log_probs, resolve_device, rows_per_chunk
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
@@ -42,7 +42,6 @@ __all__ = [
     "random_scores",
 ]
 
-Device = torch.device | str | None
 
 
 # --- chunk kernels: (raw log_probs_n_K_C, probs_n_K_C = exp of it) -> float64 scores_n ---

@@ -56,6 +56,7 @@ from torch import Tensor
 
 from activebayes._seeding import keyed_uniform
 from activebayes._validation import (
+    Device,
     check_log_probs,
     check_nonnegative_float,
     check_positive_int,
@@ -114,7 +115,6 @@ __all__ = [
     "unregister_strategy",
 ]
 
-Device = torch.device | str | None
 
 #: How a per-item score becomes a batch: top-k, or stochastic batch acquisition.
 SCORE_MODES = ("topk", "power", "softmax", "softrank")

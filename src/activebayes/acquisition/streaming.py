@@ -36,6 +36,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from activebayes._validation import Device
 from activebayes._seeding import keyed_uniform
 from activebayes.acquisition.badge import loss_gradient_factors
 from activebayes.acquisition.scores import bald
@@ -67,7 +68,6 @@ __all__ = [
 ]
 
 Rows = dict[str, Tensor]
-Device = torch.device | str | None
 
 
 class ChunkWork(Protocol):

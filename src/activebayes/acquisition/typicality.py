@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from activebayes._validation import check_positive_int
+from activebayes._validation import Device, check_positive_int
 from activebayes.acquisition._chunks import iter_chunks
 from activebayes.acquisition._features import check_features
 from activebayes.acquisition.clustering import BLOCK_ELEMENTS, kmeans
@@ -57,7 +57,6 @@ __all__ = [
     "MAX_CLUSTERS",
 ]
 
-Device = torch.device | str | None
 
 #: Nearest neighbours for typicality (the paper: 20).
 NUM_NEIGHBORS = 20

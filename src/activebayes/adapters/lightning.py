@@ -30,7 +30,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from activebayes._validation import check_positive_int
+from activebayes._validation import Device, check_positive_int
 from activebayes.adapters._common import as_input_tensor, require, scalar_summary, seed_from
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.models.dropout import mc_dropout, mc_dropout_layers, mc_sampling, resample_masks
@@ -38,7 +38,6 @@ from activebayes.models.posterior import FeaturesUnavailableError
 
 __all__ = ["LightningPosterior", "MCDropoutPredictions", "PredictStepModule"]
 
-Device = torch.device | str | None
 
 
 def _lightning() -> Any:

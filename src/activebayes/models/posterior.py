@@ -43,6 +43,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor, nn
 
+from activebayes._validation import Device
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
@@ -54,7 +55,6 @@ __all__ = [
     "fit_summary",
 ]
 
-Device = torch.device | str | None
 
 
 class FeaturesUnavailableError(InvalidArgumentError):
