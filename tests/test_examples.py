@@ -102,7 +102,7 @@ _COMPARISON = """
 from activebayes.experiment import run_comparison as _run_comparison
 from activebayes.records import LoopConfig as _LoopConfig
 
-_run_comparison(_LoopConfig(dataset="digits", initial_size=20, budget=40, batch_size=10, cold_start=None,
+_run_comparison(_LoopConfig(dataset="digits", initial_size=20, budget=30, batch_size=10, cold_start=None,
                             eval_samples=4, num_samples=4),
                 ["random", "bald"], [0, 1], "runs/compare")
 """
@@ -210,6 +210,26 @@ NOT_RUN: dict[tuple[str, int], str] = {
                               "runs score_pool on a RayExecutor",
     ("docs/big-pools.md", 4): "connects to a running Ray cluster (address='auto')",
     ("docs/labelling.md", 1): "talks to a running labelling server at 127.0.0.1:8765 (tests/app drive the same API)",
+}
+
+# What a page shows as a block's result (in its comments), checked after the block:
+# (page, block) -> expressions that must be true in the page's namespace and folder.
+SHOWN: dict[tuple[str, int], list[str]] = {
+    ("README.md", 1): ["log_probs_N_K_C.shape == (200, 100, 10)", "len(batch.indices) == len(batch.scores) == 10",
+                       "scores_N.shape == (200,)"],
+    ("README.md", 2): ["result.learning_curve[0][:2] == [20, 30]"],
+    ("docs/acquisition.md", 1): ["batch.strategy == 'batchbald' and len(batch.indices) == 10",
+                                 "scores_N.shape == (200,) and scores_N.dtype == torch.float64"],
+    ("docs/data.md", 1): ["available_datasets() == ('breast_cancer', 'digits', 'fashion_mnist', 'iris', 'kmnist', "
+                          "'memmap', 'mnist', 'repeated_mnist', 'wine', 'wordnet_nouns')",
+                          "len(train) == 1297 and tuple(train.inputs.shape[1:]) == (1, 8, 8)", "len(test) == 500"],
+    ("docs/data.md", 2): ["len(inputs) == 20 and set(picked.tolist()) <= set(pool.labelled_indices.tolist())"],
+    ("docs/models.md", 1): ["log_probs_N_K_C.shape == (200, 100, 10)"],
+    ("docs/guides/your-own-model.md", 2): ["result.learning_curve[0][:2] == [20, 30]"],
+    ("docs/guides/your-own-model.md", 5): ["log_probs_N_E_C.shape == (200, 5, 10)"],
+    ("docs/guides/label-your-images.md", 1): ["Path('cats-dogs/exports/labels.csv').is_file()"],
+    ("docs/report.md", 1): ["Path('runs/compare/report.html').is_file()"],
+    ("docs/representation.md", 1): ["features_N_D.shape == (200, 128)"],
 }
 
 # blocks that need the real MNIST files next to the project (../shared/data/mnist)
@@ -349,7 +369,7 @@ def test_pages_are_found():
     guides = (TESTS / "adapters" / "test_guides.py").read_text(encoding="utf-8")
     for page in COVERED_ELSEWHERE:  # really run there
         assert f'"{Path(page).name}"' in guides
-    for page, number in [*NOT_RUN, *ADAPTED, *NEEDS_MNIST]:  # the lists name real blocks
+    for page, number in [*NOT_RUN, *ADAPTED, *NEEDS_MNIST, *SHOWN]:  # the lists name real blocks
         assert page in pages() and 1 <= number <= len(blocks(page)), (page, number)
     for page in PRELUDES:
         assert page in pages(), page
@@ -369,4 +389,7 @@ def test_example_runs(page, number, tmp_path_factory, registered):
         raise
     finally:
         run.done = number
+    for claim in SHOWN.get((page, number), []):
+        with _inside(run.workdir):
+            assert eval(claim, {"Path": Path, **run.namespace}), f"{page} block {number}: not {claim}"
     print(f"{page} block {number}: {time.perf_counter() - tic:.1f} s")
