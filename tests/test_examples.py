@@ -7,8 +7,11 @@ temporary working directory per page (examples write ``runs/...`` folders).
 Where a page assumes names it does not define (``x_train``, a trained ``model``, a
 folder ``photos/``, ...), :data:`PRELUDES` supplies them for that page, made from the
 embedded digits, small so that the examples run in seconds; the docs text itself
-runs unchanged. Blocks that cannot run here are listed in :data:`NOT_RUN`, with the
-reason. Shell (```bash) blocks are not run. The API reference pages (``docs/api``,
+runs unchanged, except the few replacements listed in :data:`ADAPTED` (smaller budgets
+for whole loop runs, a stand-in for a person's step), each checked to still match the
+text. What a block's comments show as its result is checked (:data:`SHOWN`). Blocks
+that cannot run here are listed in :data:`NOT_RUN`, with the reason; a block that needs
+the real MNIST files skips without them (and so do the page's later blocks). Shell (```bash) blocks are not run. The API reference pages (``docs/api``,
 made by mkdocstrings) have no examples of their own, and the adapter guides in
 :data:`COVERED_ELSEWHERE` run in ``tests/adapters/test_guides.py``.
 """
@@ -188,7 +191,8 @@ pool_inputs = x_pool
 }
 
 # Blocks that run with a smaller workload than the page shows, or with a person's step
-# done by a stand-in (the text is otherwise run as written): (page, block) -> [(written, run instead)], each of which must occur.
+# done by a stand-in (the text is otherwise run as written):
+# (page, block) -> [(written, run instead)], each of which must occur in the block.
 ADAPTED: dict[tuple[str, int], list[tuple[str, str]]] = {
     ("README.md", 2): [("budget=150", "budget=40")],
     ("docs/acquisition.md", 2): [('strategy="class_balanced_bald")', 'strategy="class_balanced_bald", budget=30)')],
