@@ -11,8 +11,9 @@ runs unchanged, except the few replacements listed in :data:`ADAPTED` (smaller b
 for whole loop runs, a stand-in for a person's step), each checked to still match the
 text. What a block's comments show as its result is checked (:data:`SHOWN`). Blocks
 that cannot run here are listed in :data:`NOT_RUN`, with the reason; a block that needs
-the real MNIST files skips without them (and so do the page's later blocks). Shell (```bash) blocks are not run. The API reference pages (``docs/api``,
-made by mkdocstrings) have no examples of their own, and the adapter guides in
+the real MNIST files skips without them (and so do the page's later blocks). Shell
+(```bash) blocks are not run. The API reference pages (``docs/api``, made by
+mkdocstrings) have no examples of their own, and the adapter guides in
 :data:`COVERED_ELSEWHERE` run in ``tests/adapters/test_guides.py``.
 """
 
