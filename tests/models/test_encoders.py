@@ -103,3 +103,19 @@ def test_ensemble_heads_share_one_encoder_pass_and_are_consistent():
     perm = torch.randperm(20, generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(predict_log_probs(model, x[perm], batch_size=20), log_probs[perm], rtol=0, atol=1e-6)
     assert (log_probs[:, 0] - log_probs[:, 1]).abs().max() > 1e-3  # differently initialised members
+
+
+@pytest.mark.parametrize("name", ["mc_dropout", "ensemble", "laplace"])
+def test_a_head_takes_d_from_an_encoder_that_declares_it(name):
+    """A Representation's ConvEncoder (feature_dim attribute) needs no feature_dim= nor input_shape=."""
+    from activebayes.models import build_posterior
+    from activebayes.models.representation import ConvEncoder
+
+    encoder = ConvEncoder(image_size=8, width=4, feature_dim=6)
+    for wrapped in (encoder, FrozenEncoder(encoder)):
+        head = build_head(name, encoder=wrapped, num_classes=3, hidden=0 if name != "mc_dropout" else 8, generator=0)
+        assert head(torch.randn(2, 1, 8, 8)).shape[-1] == 3
+    posterior = build_posterior(name, encoder=encoder, num_classes=3, generator=0)
+    assert posterior is not None
+    with pytest.raises(InvalidArgumentError, match="feature_dim"):
+        build_head(name, encoder=lambda x: x.flatten(1), num_classes=3, generator=0)

@@ -58,9 +58,11 @@ def _feature_dim(encoder: nn.Module, input_shape: Sequence[int] | None, feature_
 
     if feature_dim is not None:
         return check_positive_int(feature_dim, "feature_dim")
-    if input_shape is None and getattr(encoder, "feature_dim", None) is None:
+    # the wrapped encoder's own D (a Representation's ConvEncoder): FrozenEncoder declares none
+    inner = encoder.encoder if isinstance(encoder, FrozenEncoder) else encoder
+    if input_shape is None and getattr(inner, "feature_dim", None) is None:
         raise InvalidArgumentError("a head needs feature_dim=, an encoder with a feature_dim attribute, or input_shape=")
-    return _probe_feature_dim(encoder, tuple(input_shape or ()))
+    return _probe_feature_dim(inner, tuple(input_shape or ()))
 
 
 def _body(encoder: nn.Module, feature_dim: int, hidden: int) -> nn.Sequential:
