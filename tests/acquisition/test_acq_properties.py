@@ -122,8 +122,14 @@ def test_exact_and_sampled_joint_entropy_agree(log_probs: torch.Tensor, seed: in
     log_q = torch.logsumexp(exact_log_joint(log_probs), dim=1) - math.log(log_probs.shape[1])
     variance = float((log_q.exp() * log_q**2).sum()) - exact**2
     K = log_probs.shape[1]
-    standard_error = math.sqrt(max(variance, 0.0) / (K * math.ceil(M / K)))
-    assert abs(estimate - exact) <= 6 * standard_error + 1e-9
+    draws = K * math.ceil(M / K)
+    standard_error = math.sqrt(max(variance, 0.0) / draws)
+    # configurations expected fewer than 10 times in the draws make the mean heavy-tailed (a
+    # q = 1e-5 outcome is missing from 4,000 draws 96% of the time): the normal bound cannot
+    # cover their share of the entropy, so it is allowed on top
+    rare = log_q.exp() * draws < 10
+    rare_share = float((log_q.exp() * -log_q)[rare].sum())
+    assert abs(estimate - exact) <= 6 * standard_error + rare_share + 1e-9
     # and the sampler's draws follow q: their mean log-probability matches
     _, _, log_joint_M_K = sample_configurations(log_probs, M, generator=torch.Generator().manual_seed(seed))
     assert log_joint_M_K.shape == (K * math.ceil(M / K), K)

@@ -126,12 +126,12 @@ def test_stopping_criteria_on_synthetic_histories():
     [
         ({"budget": 20}, "budget must be larger than initial_size"),
         ({"budget": 25, "batch_size": 30}, "budget must be at least batch_size"),
-        ({"batch_size": 0}, "batch_size must be >= 1"),
-        ({"num_samples": -1}, "num_samples must be >= 1"),
-        ({"eval_samples": 0}, "eval_samples must be >= 1"),
+        ({"batch_size": 0}, r"batch_size \(--batch-size\) must be >= 1, got 0"),
+        ({"num_samples": -1}, r"num_samples \(--num-samples\) must be >= 1, got -1"),
+        ({"eval_samples": 0}, r"eval_samples \(--eval-samples\) must be >= 1, got 0"),
         ({"initial": "lots"}, "unknown initial"),
         ({"target_accuracy": 1.5}, "target_accuracy"),
-        ({"ensemble_size": 1}, "ensemble_size must be >= 2"),
+        ({"ensemble_size": 1}, r"ensemble_size \(--ensemble-size\) must be >= 2, got 1"),
     ],
 )
 def test_config_errors(changes, match):

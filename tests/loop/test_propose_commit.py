@@ -52,7 +52,7 @@ def test_on_phase_reports_each_phase_as_it_starts():
     loop.commit(proposal.indices, loop.dataset.targets[proposal.indices])
     seen.clear()
     stopped = loop.propose(on_phase=lambda name: seen.append((name, True)))
-    assert stopped.stop_reason is not None and [name for name, _ in seen] == ["fit", "evaluate"]
+    assert stopped.stop_reason is not None and [name for name, _ in seen] == ["fit", "evaluate", "signals"]
 
 
 @pytest.mark.parametrize("strategy", ["bald", "batchbald", "power_entropy", "random"])
