@@ -457,6 +457,8 @@ def summarise() -> dict:
                 "seconds_per_round": [float(np.mean(s)) for s in seconds],
                 "total_seconds": [float(np.sum(s)) for s in seconds],
             }
+        if not entries:  # nothing with a test accuracy to compare (e.g. a multi-label task)
+            continue
         _rounds_below_random(entries)
         results["datasets"][dataset_dir.name] = entries
     # a variant without its own random runs (e.g. a cold start) is held against its base's random,
