@@ -170,10 +170,10 @@ import random as _random
 _words = {"billing": "invoice refund charge payment card", "network": "wifi router vpn outage latency",
           "accounts": "password login reset locked username"}
 _rng = _random.Random(0)
-with open("tickets.csv", "w", newline="") as _file:   # 240 tickets, three teams
+with open("tickets.csv", "w", newline="") as _file:   # 900 tickets, three teams
     _writer = _csv.writer(_file)
     _writer.writerow(["ticket_id", "body", "team"])
-    for _i in range(240):
+    for _i in range(900):
         _team = sorted(_words)[_i % 3]
         _body = " ".join(_rng.choices(_words[_team].split() + "please help today thanks issue".split(), k=8))
         _writer.writerow([f"T-{_i:04d}", _body, _team])
@@ -226,7 +226,7 @@ SHOWN: dict[tuple[str, int], list[str]] = {
     ("docs/acquisition.md", 1): ["batch.strategy == 'batchbald' and len(batch.indices) == 10",
                                  "scores_N.shape == (200,) and scores_N.dtype == torch.float64"],
     ("docs/data.md", 1): ["available_datasets() == ('breast_cancer', 'digits', 'fashion_mnist', 'iris', 'kmnist', "
-                          "'memmap', 'mnist', 'repeated_mnist', 'wine', 'wordnet_nouns')",
+                          "'memmap', 'mnist', 'mnist_pairs', 'repeated_mnist', 'wine', 'wordnet_nouns')",
                           "len(train) == 1297 and tuple(train.inputs.shape[1:]) == (1, 8, 8)", "len(test) == 500"],
     ("docs/data.md", 2): ["len(inputs) == 20 and set(picked.tolist()) <= set(pool.labelled_indices.tolist())"],
     ("docs/models.md", 1): ["log_probs_N_K_C.shape == (200, 100, 10)"],
