@@ -158,20 +158,26 @@ class FrozenEncoder(nn.Module):
     def forward(self, inputs: Tensor) -> Tensor:
         if not self.cache:
             return self._encode(inputs)
-        rows = inputs.detach().to("cpu").contiguous()
-        prefix = repr((tuple(rows.shape[1:]), str(rows.dtype))).encode()
-        flat = rows.reshape(rows.shape[0], -1).numpy()
-        keys = [hashlib.blake2b(prefix + row.tobytes(), digest_size=16).digest() for row in flat]
-        missing = [i for i, key in enumerate(keys) if key not in self._features]
-        computed: dict[bytes, Tensor] = {}
-        if missing:
-            out = self._encode(inputs[missing]).to("cpu")
-            for i, feature in zip(missing, out):
-                computed.setdefault(keys[i], feature)
-            if len(self._features) + len(computed) <= self.max_items:
-                self._features.update(computed)
-        stacked = torch.stack([self._features.get(key, computed.get(key)) for key in keys])
-        return stacked.to(inputs.device)
+        return cached_rows(self._features, inputs, self._encode, self.max_items)
+
+
+def cached_rows(cache: dict[bytes, Tensor], inputs: Tensor, compute: Callable[[Tensor], Tensor],
+                max_items: int) -> Tensor:
+    """``compute(inputs)`` row by row through ``cache``, keyed by each row's content (shape,
+    dtype and bytes): only rows not seen before are computed, and they are remembered while
+    the cache holds at most ``max_items`` rows. The result is on ``inputs``' device."""
+    rows = inputs.detach().to("cpu").contiguous()
+    prefix = repr((tuple(rows.shape[1:]), str(rows.dtype))).encode()
+    flat = rows.reshape(rows.shape[0], -1).numpy()
+    keys = [hashlib.blake2b(prefix + row.tobytes(), digest_size=16).digest() for row in flat]
+    missing = [i for i, key in enumerate(keys) if key not in cache]
+    computed: dict[bytes, Tensor] = {}
+    if missing:
+        for i, feature in zip(missing, compute(inputs[missing]).detach().to("cpu"), strict=True):
+            computed.setdefault(keys[i], feature)
+        if len(cache) + len(computed) <= max_items:
+            cache.update(computed)
+    return torch.stack([cache.get(key, computed.get(key)) for key in keys]).to(inputs.device)
 
 
 # --------------------------------------------------------------------------- precomputed embeddings

@@ -18,7 +18,6 @@ All return logits ``[n, C]``; every dropout is consistent MC dropout.
 from __future__ import annotations
 
 import copy
-import hashlib
 import math
 from collections.abc import Callable, Sequence
 
@@ -28,6 +27,7 @@ from torch import Tensor, nn
 from activebayes._validation import check_positive_int
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes._seeding import draw_seed, global_rng_seeded
+from activebayes.models.encoders import cached_rows
 from activebayes.models.ensemble import Ensemble
 from activebayes.models.dropout import (
     FACTORISE_MIN_SAMPLES,
@@ -421,21 +421,11 @@ class EncoderClassifier(nn.Module):
         if not self.feature_cache:
             with torch.no_grad():
                 return self.encoder(inputs)
-        rows = inputs.detach().to("cpu").contiguous()
-        prefix = repr((tuple(rows.shape[1:]), str(rows.dtype))).encode()
-        flat = rows.reshape(rows.shape[0], -1).numpy()
-        keys = [hashlib.blake2b(prefix + row.tobytes(), digest_size=16).digest() for row in flat]
-        missing = [i for i, key in enumerate(keys) if key not in self._features]
-        computed: dict[bytes, Tensor] = {}
-        if missing:
+        def encode(rows: Tensor) -> Tensor:
             with torch.no_grad():
-                out = self.encoder(inputs[missing]).detach()
-            for i, feature in zip(missing, out.to("cpu")):
-                computed.setdefault(keys[i], feature)
-            if len(self._features) + len(computed) <= self.MAX_CACHED_ITEMS:
-                self._features.update(computed)
-        stacked = torch.stack([self._features.get(key, computed.get(key)) for key in keys])
-        return stacked.to(inputs.device)
+                return self.encoder(rows)
+
+        return cached_rows(self._features, inputs, encode, self.MAX_CACHED_ITEMS)
 
     def forward(self, inputs: Tensor) -> Tensor:
         if self.freeze_encoder:
