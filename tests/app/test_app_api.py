@@ -39,6 +39,7 @@ def test_next_answer_skip_undo(client, project):
     # a label may also be given as a class id
     by_id = client.post("/api/answer", json={"annotator": "ann", "item": second["id"], "label": 3}).json()
     assert project.store.label_of(second["id"]) == 3
+    assert body["you"]["labelled"] == 1 and by_id["you"] == {"annotator": "ann", "labelled": 2}  # the stored count
     third = by_id["item"]
     skipped = client.post("/api/skip", json={"annotator": "ann", "item": third["id"]}).json()
     assert skipped["skipped"]["item"] == third["id"] and skipped["item"]["id"] != third["id"]
@@ -49,6 +50,7 @@ def test_next_answer_skip_undo(client, project):
     undone = client.post("/api/undo", json={"annotator": "ann"}).json()
     assert undone["undone"] == {**undone["undone"], "kind": "answer", "item": second["id"], "label": "3"}
     assert undone["item"]["id"] == second["id"] and project.store.label_of(second["id"]) is None
+    assert undone["you"]["labelled"] == 1
     kinds = [(e.kind, e.item, e.annotator) for e in project.store.events()]
     assert kinds == [("answer", first["id"], "ann"), ("answer", second["id"], "ann"), ("skip", third["id"], "ann"),
                      ("undo", third["id"], "ann"), ("undo", second["id"], "ann")]

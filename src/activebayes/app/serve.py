@@ -124,7 +124,15 @@ def _serve_claimed(project: LabellingProject, *, host: str, port: int, token: st
         echo(f"stopped; {counts['labelled']} of {counts['items']} items labelled, every answer saved in "
              f"{project.store.path}")
     finally:
-        background.stop(timeout=2.0)
+        if isinstance(background, WorkerThread):
+            # a thread cannot be killed, and one still inside PyTorch when the interpreter exits
+            # aborts the process: wait for the round it is training to end
+            background.stop(timeout=2.0)
+            if background.is_alive():
+                echo("waiting for the round in training to end (the thread worker cannot be interrupted) ...")
+                background.stop(timeout=None)
+        else:
+            background.stop(timeout=2.0)
         sock.close()
 
 

@@ -262,7 +262,8 @@ class LabelApp:
         with self._lock:
             self._answered_here.add(item)
         self.notify()
-        saved = {"saved": {"event": event.id, "item": item, "label": self.classes[label_id], "seconds": event.seconds}}
+        saved = {"saved": {"event": event.id, "item": item, "label": self.classes[label_id], "seconds": event.seconds},
+                 "you": self.you(annotator)}
         return {**saved, **(self._offer(annotator, served, following) if then_next
                             else {"item": None, "message": "answer saved"})}
 
@@ -284,7 +285,11 @@ class LabelApp:
         self.notify()
         undone = {"event": undo.id, "kind": target.kind, "item": target.item,
                   "label": self.classes[target.label] if target.label is not None else None}
-        return {"undone": undone, **self.next_item(annotator)}
+        return {"undone": undone, "you": self.you(annotator), **self.next_item(annotator)}
+
+    def you(self, annotator: str) -> dict[str, Any]:
+        """The annotator's own count as stored (the page shows it, never a count of its own)."""
+        return {"annotator": annotator, "labelled": self.store.labelled_by(annotator)}
 
     # ----------------------------------------------------------------- images
 
@@ -506,7 +511,7 @@ def create_app(project: LabellingProject, *, token: str, notify: Callable[[], No
         if session:
             with contextlib.suppress(HTTPError):
                 who = app_state.sessions.annotator(session)
-                result["you"] = {"annotator": who, "labelled": app_state.store.labelled_by(who)}
+                result["you"] = app_state.you(who)
         return result
 
     def annotator(request: Request, data: Mapping[str, Any]) -> str:

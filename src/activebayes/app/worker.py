@@ -69,6 +69,10 @@ class _Reporter:
         self.store.set_meta(STATUS_KEY, status)
 
 
+class _Stopping(Exception):
+    """Raised between a round's phases once the worker is asked to stop."""
+
+
 def run_worker(directory: str | os.PathLike[str], stop: _Event, wake: _Event, *, poll: float = 0.5,
                parent_pid: int | None = None, on_error: Callable[[BaseException], None] | None = None) -> None:
     """Train in the background until ``stop`` is set (see the module docstring).
@@ -97,8 +101,11 @@ def run_worker(directory: str | os.PathLike[str], stop: _Event, wake: _Event, *,
                     fields = {"round": target, "labels": counts["labelled"], "pending": len(pending)}
                     report("training", **fields)
                     tic = time.perf_counter()
-                    loop, proposal = project.advance(loop, min_pending=1 if due else 10**12,
-                                                     on_phase=lambda phase: report(phase, **fields))
+                    def phase(name: str, fields: dict[str, Any] = fields) -> None:
+                        if stop.is_set():  # asked to stop: the round is redone at the next start
+                            raise _Stopping
+                        report(name, **fields)
+                    loop, proposal = project.advance(loop, min_pending=1 if due else 10**12, on_phase=phase)
                     if due:
                         report.last = {**proposal.seconds, "total": round(time.perf_counter() - tic, 3),
                                        "round": proposal.round, "labels": proposal.n_labelled}
@@ -106,6 +113,8 @@ def run_worker(directory: str | os.PathLike[str], stop: _Event, wake: _Event, *,
                            finished=proposal.stop_reason)
                     first = False
                 failures = 0
+            except _Stopping:
+                return
             except Exception as error:  # keep serving the last ranking; try again later
                 failures += 1
                 report("error", error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc(limit=5))
@@ -141,9 +150,11 @@ class WorkerThread:
     def wake(self) -> None:
         self.wake_event.set()
 
-    def stop(self, timeout: float = 60.0) -> None:
-        """Ask the thread to stop and wait up to ``timeout`` seconds (it is a daemon thread: a
-        round still training when the process exits is redone at the next start)."""
+    def stop(self, timeout: float | None = 60.0) -> None:
+        """Ask the thread to stop and wait up to ``timeout`` seconds (``None``: until it ends).
+        It stops between rounds; a round still training when the process exits is redone at the
+        next start, but an interpreter that exits while the thread is inside PyTorch may abort,
+        so :func:`~activebayes.app.serve.serve` waits for it."""
         self.stop_event.set()
         self.wake_event.set()
         self._thread.join(timeout)

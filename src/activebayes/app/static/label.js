@@ -125,8 +125,7 @@ function classOfKey(keys, key) {
     if (button) { button.classList.add("pressed"); setTimeout(() => button.classList.remove("pressed"), 150); }
     const key = current.key;
     request("/api/answer", { item: current.id, label: classes[index] }, (data) => {
-      mine += 1;
-      document.getElementById("stat-mine").textContent = mine;
+      showMine(data.you);
       say("saved: " + data.saved.label);
       stored(data.saved.label, key);
     });
@@ -139,7 +138,7 @@ function classOfKey(keys, key) {
 
   function undo() {
     request("/api/undo", {}, (data) => {
-      if (data.undone.kind === "answer") { mine = Math.max(0, mine - 1); document.getElementById("stat-mine").textContent = mine; }
+      showMine(data.you);
       say("took back: " + (data.undone.kind === "answer" ? data.undone.label : "skip"));
       const last = document.getElementById("last");
       last.textContent = "took back " + (data.undone.kind === "answer" ? "\u201c" + data.undone.label + "\u201d" : "a skip");
@@ -174,9 +173,21 @@ function classOfKey(keys, key) {
     show(data.item, data.message);
   });
 
+  // "by you" is always the server's count, from the answer's or undo's own reply; a periodic
+  // state reply asked for before the latest write is older than it and is not shown.
+  let writes = 0;
+  function showMine(you) {
+    if (!you) return;
+    writes += 1;
+    mine = you.labelled;
+    document.getElementById("stat-mine").textContent = mine;
+  }
+
   async function refresh() {
     try {
+      const asked = writes;
       const state = await AB.call("GET", "/api/state");
+      if (asked !== writes || busy) delete state.you;
       document.getElementById("project").textContent = state.source;
       document.getElementById("stat-labelled").textContent = state.counts.labelled + " of " + state.counts.items;
       document.getElementById("stat-rounds").textContent = state.rounds;
