@@ -39,7 +39,7 @@ from activebayes.labelling.project import LabellingProject, is_project
 from activebayes.labelling.settings import ProjectConfig
 from activebayes.loop import check_config_names, config_strategies
 from activebayes.models import available_models
-from activebayes.records import DEFAULT_STRATEGY, LoopConfig, cli_settings, schedule_name
+from activebayes.records import DEFAULT_STRATEGY, POSTERIOR_CHOICES, LoopConfig, cli_settings, schedule_name
 from activebayes.report import write_report
 from activebayes.rundir import RunDirectory, is_comparison, is_run
 
@@ -530,6 +530,7 @@ _PROJECT_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "strategy": ("--strategy", {"type": str, "help": f"Acquisition strategy. [{DEFAULT_STRATEGY}]"}),
     "cold_start": ("--cold-start", {"type": str, "help": "Strategy for the first rounds (6 labels per class); 'none' for none. [typicality]"}),
     "model": ("--model", {"type": str, "help": "Model name, or 'auto'. [auto]"}),
+    "posterior": ("--posterior", {"type": str, "help": f"Bayesian head: {', '.join(POSTERIOR_CHOICES)}. [mc_dropout]"}),
     "batch_size": ("--batch-size", {"type": int, "help": "Labels per round (the model retrains after each). [10]"}),
     "num_samples": ("--num-samples", {"type": int, "help": "K, function samples for scoring the pool. [100]"}),
     "seed": ("--seed", {"type": int, "help": "Random seed. [0]"}),

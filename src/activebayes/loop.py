@@ -434,6 +434,9 @@ class ActiveLearningLoop:
         if self.posterior is None or not config.warm_start:
             self.posterior = self._build_posterior(r)
         if n_labelled == 0:
+            use_prior = getattr(self.posterior.module, "use_prior", None)  # Laplace: the prior is its posterior
+            if use_prior is not None:
+                use_prior()
             return {"skipped": "no labelled data"}
         with seeded_global_rng(config.seed, "fit", r):
             return fit_summary(self.posterior.fit(self.pool.labelled_data(), validation=validation,

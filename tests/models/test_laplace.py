@@ -333,3 +333,17 @@ def test_build_posterior_on_a_whole_network():
     assert torch.equal(again.members[2].net[1].weight, weights[2])
     laplace = build_posterior("laplace", network=net, num_classes=3, input_shape=(4,)).module
     assert isinstance(laplace, LastLayerLaplace) and laplace.feature_dim == 8
+
+
+@pytest.mark.parametrize(("structure", "prior_precision"), [("full", None), ("kron", 4.0)])
+def test_with_no_labels_the_posterior_is_the_prior_around_the_current_weights(structure, prior_precision):
+    """A labelling project's first round has no labels: the samples are N(theta, 1/delta I), delta
+    the fixed prior precision or 1, whatever an earlier fit left behind."""
+    model, _, _, _ = _fitted(structure, prior_precision=prior_precision, d=2, c=2)
+    summary = model.use_prior()
+    delta = 1.0 if prior_precision is None else prior_precision
+    assert summary["laplace_prior_precision"] == delta and float(model.prior_precision) == delta
+    theta = torch.cat([model.last.weight, model.last.bias.unsqueeze(1)], 1).detach().double().numpy().reshape(-1)
+    samples = model.weight_samples(3, range(20000)).reshape(20000, -1).numpy()
+    np.testing.assert_allclose(samples.mean(0), theta, atol=4 / np.sqrt(delta * 20000))
+    np.testing.assert_allclose(np.cov(samples.T), np.eye(6) / delta, atol=0.05 / delta)

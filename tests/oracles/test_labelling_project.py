@@ -254,3 +254,33 @@ def test_an_answers_file_is_read_once(digits_project, monkeypatch):
     with LabellingProject.open(project_dir, rescan=False) as project:
         assert project.import_answers(query).stored == 4
     assert len(reads) == 1
+
+
+def test_a_project_trains_the_posterior_it_was_created_with(tmp_path, capsys):
+    """`--posterior laplace` is a project setting: the loop the project builds uses a last-layer
+    Laplace head, the same flag again continues the project, another value is refused."""
+    from activebayes.models.laplace import LastLayerLaplace
+
+    project = tmp_path / "proj"
+    code, out, err = run(capsys, "query", project, "--dataset", "digits", "--posterior", "laplace", *FAST)
+    assert code == 0, err
+    rows = read_rows(query_file(out))
+    digits = load_dataset("digits")
+    with LabellingProject.open(project) as labelling:
+        assert labelling.config.posterior == "laplace"
+        for row in rows:
+            row["label"] = labelling.classes[int(digits.targets[labelling.index_of(int(row["item"]))])]
+    write_rows(query_file(out), rows)
+    assert run(capsys, "import", query_file(out), "--project", project)[0] == 0
+    code, out, err = run(capsys, "query", project, "--posterior", "laplace", "--quiet")
+    assert code == 0 and "trained on" in out, err
+    with LabellingProject.open(project) as labelling:
+        loop = labelling.build_loop()
+        assert loop.config.posterior == "laplace"
+        proposal = loop.propose()  # round 1, fitted on the imported labels
+        assert isinstance(loop.posterior.module, LastLayerLaplace) and loop.posterior.module.prior_precision > 0
+        assert proposal.fit["laplace_log_marginal_likelihood"] < 0
+    code, out, err = run(capsys, "query", project, "--posterior", "ensemble", "--quiet")
+    assert code != 0 and "--posterior" in err and "laplace" in err and "ensemble" in err
+    code, out, err = run(capsys, "query", tmp_path / "other", "--dataset", "digits", "--posterior", "gaussian")
+    assert code != 0 and "posterior" in err and "mc_dropout" in err and "Traceback" not in err

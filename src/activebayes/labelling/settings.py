@@ -19,7 +19,7 @@ from activebayes.acquisition import available_strategies
 from activebayes.data import available_datasets
 from activebayes.errors import ActiveBayesError
 from activebayes.models import available_models
-from activebayes.records import DEFAULT_STRATEGY, LoopConfig
+from activebayes.records import DEFAULT_STRATEGY, POSTERIOR_CHOICES, LoopConfig
 
 __all__ = ["ProjectConfig", "ProjectError", "setting_differences"]
 
@@ -35,7 +35,7 @@ class ProjectConfig:
     Exactly one of ``images`` (a folder; stored absolute, ``classes`` required) and
     ``dataset`` (a built-in dataset name, its labels ignored). The loop settings
     (``strategy``, ``cold_start``, ``model``, ``batch_size``, ``num_samples``, ``eval_samples``,
-    ``seed``, ``fit_options``) mean what they mean in :class:`~activebayes.records.LoopConfig`
+    ``seed``, ``fit_options``, ``posterior``) mean what they mean in :class:`~activebayes.records.LoopConfig`
     (the cold start runs until its default label count, 6 per class);
     the project starts with no labels (the first round picks at random) and holds
     nothing out (``validation_size=0``). ``lookahead``: how far the app's ranking
@@ -51,6 +51,8 @@ class ProjectConfig:
     strategy: str = DEFAULT_STRATEGY
     cold_start: str | None = "typicality"
     model: str = "auto"
+    #: the Bayesian head (:attr:`~activebayes.records.LoopConfig.posterior`)
+    posterior: str = "mc_dropout"
     batch_size: int = 10
     num_samples: int = 100
     eval_samples: int = 20
@@ -79,6 +81,7 @@ class ProjectConfig:
         if self.cold_start is not None:
             check_choice(self.cold_start, "cold_start", available_strategies())
         check_choice(self.model, "model", list(dict.fromkeys(["auto", *available_models()])))
+        check_choice(self.posterior, "posterior", POSTERIOR_CHOICES)
         for name in ("batch_size", "num_samples", "eval_samples"):
             check_positive_int(getattr(self, name), name)
         check_positive_int(self.seed, "seed", allow_zero=True)
@@ -120,6 +123,7 @@ class ProjectConfig:
             strategy=self.strategy,
             cold_start=self.cold_start,
             model=self.model,
+            posterior=self.posterior,
             seed=self.seed,
             initial="empty",
             initial_size=0,

@@ -270,6 +270,27 @@ class LastLayerLaplace(nn.Module):
             )
 
     @torch.no_grad()
+    def use_prior(self) -> dict[str, Any]:
+        r"""The posterior given no labels: the prior :math:`\mathcal N(\theta, \delta^{-1} I)` around
+        the current last-layer weights (``delta``: the fixed prior precision, else 1; the marginal
+        likelihood cannot choose it without data). A labelling project's first round uses it."""
+        theta_C_E = torch.cat([self.last.weight, self.last.bias.unsqueeze(1)], dim=1).detach().double().cpu()
+        if self.structure == "full":
+            self.eigenvalues_P.zero_()
+            self.eigenvectors_P_P.copy_(torch.eye(self.eigenvectors_P_P.shape[0], dtype=torch.float64))
+        else:
+            for values, vectors in ((self.g_values_C, self.g_vectors_C_C), (self.a_values_E, self.a_vectors_E_E)):
+                values.zero_()
+                vectors.copy_(torch.eye(vectors.shape[0], dtype=torch.float64))
+        self.theta_map_C_E.copy_(theta_C_E)
+        delta = 1.0 if self.fixed_prior_precision is None else self.fixed_prior_precision
+        self.prior_precision.fill_(delta)
+        self.fitted.fill_(True)
+        self.samples_K_C_E = self.samples_K_C_E.new_zeros(0, *theta_C_E.shape)
+        self.function_seed.fill_(-1)
+        return {"laplace_structure": self.structure, "laplace_prior_precision": delta, "laplace_prior_only": True}
+
+    @torch.no_grad()
     def fit_posterior(self, inputs: Any, targets: Tensor, *, batch_size: int = 512) -> dict[str, Any]:
         """The GGN of the last layer at the current (MAP) weights on ``(inputs, targets)``, and the
         prior precision (fitted by marginal likelihood unless fixed). Returns a JSON-friendly summary."""
