@@ -172,7 +172,7 @@ def test_bad_files(tmp_path):
     bad.write_bytes("id,text\n1,caf\xe9 au lait\n".encode("latin-1"))
     with pytest.raises(ActiveBayesError, match=r"latin1.csv: line 2 is not valid UTF-8 \(byte 0xe9"):
         load_table(bad, text_column="text")
-    with pytest.raises(MissingFileError, match="not found"):
+    with pytest.raises(MissingFileError, match=r"table \(--table\): no such file"):
         load_table(tmp_path / "nope.csv", text_column="text")
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"text": "ok"}\n{"text": \n', encoding="utf-8")

@@ -131,7 +131,10 @@ def test_cli_table_flags_need_a_table_and_exclude_a_dataset(tmp_path, capsys):
     code, _, err = _run(capsys, "run", "--dataset", "mnist", "--table", tmp_path / "t.csv", "--text-column", "t",
                         "--out", tmp_path / "b", "-q")
     assert code == 1 and "not both" in err
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    code, _, err = _run(capsys, "run", "--table", tmp_path / "missing.csv", "--text-column", "t",
+                        "--out", tmp_path / "c", "-q")
+    assert code == 1 and err == f"error: --table: no such file {tmp_path / 'missing.csv'}\n"
+    assert not any((tmp_path / name).exists() for name in ("a", "b", "c"))
 
 
 def test_cli_multilabel_table(tmp_path, capsys):

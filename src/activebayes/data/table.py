@@ -95,7 +95,7 @@ def read_table_rows(path: str | os.PathLike[str], *, format: str | None = None) 
     """
     path = Path(path).expanduser()
     if not path.is_file():
-        raise MissingFileError(f"table {path} not found")
+        raise MissingFileError(f"table (--table): no such file {path}")
     kind = format or _FORMATS.get(path.suffix.lower())
     if kind not in ("csv", "tsv", "jsonl", "parquet"):
         raise InvalidArgumentError(f"table {path}: unknown format {path.suffix!r}; expected one of "
