@@ -49,7 +49,7 @@ from tqdm.auto import tqdm
 from activebayes._seeding import derive_seed, make_generator, seeded_global_rng
 from activebayes._validation import check_choice, check_device
 from activebayes.acquisition import AcquisitionContext, Strategy, get_strategy, select
-from activebayes.acquisition.multilabel_strategies import MULTILABEL_STRATEGIES
+from activebayes.acquisition.multilabel_strategies import MULTILABEL_COUNTERPARTS, MULTILABEL_STRATEGIES
 from activebayes.acquisition.selection import Selection
 from activebayes.data.table_task import table_splits
 from activebayes.metrics.multilabel import evaluate_multilabel
@@ -231,9 +231,15 @@ class ActiveLearningLoop:
             self.representation = self._learn_representation()
 
     def _check_task(self) -> None:
-        """Strategies and options that assume softmax predictions are refused for multi-label
-        targets, and the multi-label strategies for single-label ones."""
+        """On multi-label targets ``badge``, ``bald``, ``entropy`` and ``batchbald`` become their
+        label-vector versions (:data:`~activebayes.acquisition.multilabel_strategies.MULTILABEL_COUNTERPARTS`);
+        other strategies and options that assume softmax predictions are refused, and the
+        multi-label strategies for single-label targets."""
         config = self.config
+        if self.multilabel:  # badge, bald, entropy, batchbald mean their label-vector versions
+            self._strategy, self._cold_start = (
+                None if entry is None else get_strategy(MULTILABEL_COUNTERPARTS.get(entry.name, entry.name))
+                for entry in (self._strategy, self._cold_start))
         for flag, entry in (("strategy (--strategy)", self._strategy), ("cold_start (--cold-start)", self._cold_start)):
             if entry is None:
                 continue
@@ -592,7 +598,8 @@ class ActiveLearningLoop:
         return metrics
 
     def _select_multilabel(self, candidates_N: Tensor, strategy: str, ranked: int, r: int,
-                           options: Mapping[str, Any], costs_N: Tensor | None, cost_budget: float | None) -> Selection:
+                           options: Mapping[str, Any], costs_N: Tensor | None, cost_budget: float | None,
+                           inputs: Mapping[str, Tensor]) -> Selection:
         """A multi-label strategy on the candidates' ``log P(y_c = 1)`` ``[N, K, C]`` (held in memory:
         :func:`~activebayes.scoring.score_pool` streams softmax predictions only)."""
         config = self.config
@@ -602,7 +609,7 @@ class ActiveLearningLoop:
             device=config.device)
         picked = select(log_probs_N_K_C, strategy, ranked,
                         generator=torch.Generator().manual_seed(derive_seed(config.seed, "acquire", r)),
-                        costs_N=costs_N, cost_budget=cost_budget, device=config.device, **options)
+                        costs_N=costs_N, cost_budget=cost_budget, device=config.device, **inputs, **options)
         return Selection(candidates_N[picked.indices], picked.scores, strategy)
 
     def _acquire(self, n_labelled: int, r: int, lookahead: int) -> tuple[int, Tensor, Tensor, str]:
@@ -650,7 +657,8 @@ class ActiveLearningLoop:
             ) from None
         posterior = self.posterior
         if self.multilabel and get_strategy(strategy).needs_predictions:
-            selection = self._select_multilabel(candidates_N, strategy, ranked, r, options, costs_N, cost_budget)
+            selection = self._select_multilabel(candidates_N, strategy, ranked, r, options, costs_N, cost_budget,
+                                                inputs)
             return min(batch_size, len(selection.indices)), selection.indices, selection.scores, strategy
         selection = score_pool(
             posterior.module,

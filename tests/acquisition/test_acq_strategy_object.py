@@ -123,7 +123,7 @@ def test_every_built_in_strategy_has_a_plan_or_a_per_item_score():
     with_plan = {name for name in joint if get_strategy(name).planner is not None}
     assert with_plan == {"random", "batchbald", "badge"}
     # gather-all fallback (multi-label BatchBALD: the loop selects in memory, see activebayes.loop)
-    assert joint - with_plan == {"epig", "power_epig", "typicality", "multilabel_batchbald"}
+    assert joint - with_plan == {"epig", "power_epig", "typicality", "multilabel_batchbald", "multilabel_badge"}
 
 
 # ------------------------------------------------------------------------ one check

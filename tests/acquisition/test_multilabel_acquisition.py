@@ -141,3 +141,55 @@ def test_bad_inputs():
         ml.multilabel_bald(torch.full((2, 3, 4), -1.0), reduce="median")
     with pytest.raises(InvalidArgumentError, match="batch_size"):
         ml.multilabel_batchbald(torch.full((2, 3, 4), -1.0), 3)
+
+
+def _bce_last_layer_gradients(p_mean: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """float64 reference: d/dW of sum_c BCE(W h + b, y_hat) at the logits of p_mean, y_hat = p_mean > 1/2,
+    by finite differences of the loss in W (the analytic form is not assumed)."""
+    N, C = p_mean.shape
+    D = h.shape[1]
+    logits = np.log(p_mean) - np.log1p(-p_mean)
+    y_hat = (p_mean > 0.5).astype(float)
+    out = np.zeros((N, C, D))
+    eps = 1e-6
+    for n in range(N):
+        def loss(W_delta):
+            z = logits[n] + W_delta @ h[n]
+            return float(np.sum(np.logaddexp(0, z) - y_hat[n] * z))
+        for c in range(C):
+            for d in range(D):
+                bump = np.zeros((C, D))
+                bump[c, d] = eps
+                out[n, c, d] = (loss(bump) - loss(-bump)) / (2 * eps)
+    return out
+
+
+def test_multilabel_badge_factors_are_the_bce_gradient_of_the_last_layer():
+    g = torch.Generator().manual_seed(3)
+    log_probs = ml.multilabel_log_probs(torch.randn(6, 5, 3, generator=g, dtype=torch.float64) * 2)
+    h = torch.randn(6, 4, generator=g, dtype=torch.float64)
+    factors = ml.multilabel_gradient_factors(log_probs)
+    p_mean = log_probs.exp().mean(1).numpy()
+    reference = _bce_last_layer_gradients(p_mean, h.numpy())
+    np.testing.assert_allclose((factors[:, :, None] * h[:, None, :]).numpy(), reference, atol=1e-6)
+
+
+def test_multilabel_badge_is_badge_seeding_on_the_bce_embeddings():
+    """The strategy is BADGE's seeding (tested against its references in test_badge.py) on the
+    factors p_mean - y_hat computed here in NumPy: the largest |g| first, no item twice."""
+    from activebayes.acquisition import select
+    from activebayes.acquisition.badge import badge_from_factors
+
+    g = torch.Generator().manual_seed(0)
+    log_probs = ml.multilabel_log_probs(torch.randn(40, 8, 4, generator=g) * 2)
+    h = torch.randn(40, 5, generator=g)
+    picked = select(log_probs, "multilabel_badge", 6, features_N_D=h, generator=torch.Generator().manual_seed(7))
+    assert len(set(picked.indices.tolist())) == 6 and picked.strategy == "multilabel_badge"
+    p_mean = np.exp(log_probs.double().numpy()).mean(1)
+    factors = p_mean - (p_mean > 0.5)
+    norms = (factors**2).sum(1) * (h.double().numpy() ** 2).sum(1)
+    assert int(picked.indices[0]) == int(norms.argmax())
+    reference = badge_from_factors(torch.from_numpy(factors), h, 6, generator=torch.Generator().manual_seed(7))
+    assert picked.indices.tolist() == reference.indices.tolist()
+    with pytest.raises(InvalidTypeError, match="needs features_N_D"):
+        select(log_probs, "multilabel_badge", 6)

@@ -148,9 +148,17 @@ def test_cli_multilabel_table(tmp_path, capsys):
     assert 0 <= rounds[-1].metrics["test_micro_f1"] <= 1 and rounds[-1].accuracy == rounds[-1].metrics["test_micro_f1"]
     assert (out / "report.html").is_file()
     code, _, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
-                        "--multilabel", "--strategy", "badge", "--out", tmp_path / "bad", *FAST)
-    assert code == 1 and "'badge' reads single-label (softmax) predictions" in err
+                        "--multilabel", "--strategy", "margin", "--out", tmp_path / "bad", *FAST)
+    assert code == 1 and "'margin' reads single-label (softmax) predictions" in err
     assert not (tmp_path / "bad").exists()
+    # the default (typicality, then badge) runs BADGE on label vectors, and the records say so
+    code, _, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
+                        "--multilabel", "--out", tmp_path / "default", *FAST, "--cold-start", "typicality",
+                        "--cold-start-labels", "12")
+    assert code == 0, err
+    rounds = RunDirectory(tmp_path / "default").read_rounds()
+    assert [r.strategy for r in rounds] == ["typicality", "multilabel_badge", None]  # the last round: budget reached
+    assert all(len(y) == 3 and set(y) <= {0, 1} for r in rounds for y in r.labels)
 
 
 # ----------------------------------------------------------------------------- multi-label pieces
@@ -256,8 +264,14 @@ def test_strategies_must_fit_the_kind_of_targets():
     with pytest.raises(InvalidArgumentError, match="is for multi-label targets"):
         ActiveLearningLoop(LoopConfig(strategy="multilabel_bald", cold_start=None))
     data = _toy()
-    with pytest.raises(InvalidArgumentError, match="'bald' reads single-label"):
-        ActiveLearningLoop(LoopConfig(strategy="bald", cold_start=None), dataset=data)
+    with pytest.raises(InvalidArgumentError, match="'margin' reads single-label"):
+        ActiveLearningLoop(LoopConfig(strategy="margin", cold_start=None), dataset=data)
+    with pytest.raises(InvalidArgumentError, match="cold_start.*'least_confidence' reads single-label"):
+        ActiveLearningLoop(LoopConfig(strategy="random", cold_start="least_confidence"), dataset=data)
+    # the familiar names mean their label-vector versions on multi-label targets
+    for name in ("badge", "bald", "entropy", "batchbald"):
+        loop = ActiveLearningLoop(LoopConfig(strategy=name, cold_start="bald"), dataset=data)
+        assert (loop._strategy.name, loop._cold_start.name) == (f"multilabel_{name}", "multilabel_bald")
     with pytest.raises(InvalidArgumentError, match="supports neither"):
         ActiveLearningLoop(LoopConfig(strategy="multilabel_bald", cold_start=None, stop_when=("information",)),
                            dataset=data)

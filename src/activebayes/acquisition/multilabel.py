@@ -28,6 +28,17 @@ Scores (``[N, K, C] -> [N]``, larger = more worth labelling, float64):
   ``I[y; w]`` (equal when the labels are independent under the predictive).
 - :func:`multilabel_batchbald`: greedy BatchBALD on label vectors (below).
 
+**BADGE on label vectors.** With logits ``z = W h + b`` and the binary cross-entropy
+summed over labels, the loss gradient with respect to the last layer at the labels the
+model itself predicts, ``ŷ_c = [p̄(c) > 1/2]``, is again an outer product,
+
+.. math:: g_x = \frac{\partial \sum_c \ell_{BCE}(z_c(x), \hat y_c)}{\partial W}
+          = \bigl(\bar p(x) - \hat y(x)\bigr) \otimes h(x),
+
+so :func:`multilabel_gradient_factors` gives ``a = p̄ - ŷ`` and the k-means++ seeding of
+:func:`~activebayes.acquisition.badge.badge_from_factors` picks the batch unchanged
+(strategy ``multilabel_badge``).
+
 **BatchBALD on label vectors.** A batch ``A`` is scored by
 
 .. math:: a(A) = \mathbb{I}[y_A; w] = \mathbb{H}[y_A] - \sum_{i \in A} \sum_c \mathbb{E}_k\, h(p_k(i, c)),
@@ -79,6 +90,7 @@ __all__ = [
     "multilabel_bald",
     "multilabel_joint_entropy",
     "multilabel_batchbald",
+    "multilabel_gradient_factors",
     "DEFAULT_MAX_CONFIGURATIONS",
     "DEFAULT_NUM_SAMPLES",
 ]
@@ -193,6 +205,19 @@ def multilabel_entropy(log_probs_N_K_C: Tensor, *, reduce: str = "sum") -> Tenso
 def multilabel_bald(log_probs_N_K_C: Tensor, *, reduce: str = "sum") -> Tensor:
     """BALD summed (or ``"mean"`` / ``"max"``) over labels: ``[N]``, an upper bound of the joint ``I[y; w]``."""
     return _reduce(per_label_bald(log_probs_N_K_C), reduce)
+
+
+def multilabel_gradient_factors(log_probs_N_K_C: Tensor) -> Tensor:
+    r"""``a_N_C = p̄ - ŷ`` with ``ŷ_c = [p̄(c) > 1/2]``, float64: the BCE gradient embedding of the
+    last layer is ``g_n = a_n ⊗ h_n`` (the module docstring), BADGE's factors for label vectors.
+
+    >>> multilabel_gradient_factors(torch.log(torch.tensor([[[0.9, 0.2]], [[0.4, 0.6]]])))
+    tensor([[-0.1000,  0.2000],
+            [ 0.4000, -0.4000]], dtype=torch.float64)
+    """
+    log_pos = _check(log_probs_N_K_C)
+    mean_N_C = _mean_log(log_pos).exp()
+    return mean_N_C - (mean_N_C > 0.5).to(torch.float64)
 
 
 def _conditional_entropy_N(log_pos: Tensor, log_neg: Tensor) -> Tensor:

@@ -4,6 +4,9 @@
   (:func:`~activebayes.acquisition.multilabel.multilabel_entropy`);
 - ``multilabel_bald``: top-k of BALD summed over labels
   (:func:`~activebayes.acquisition.multilabel.multilabel_bald`);
+- ``multilabel_badge``: BADGE's k-means++ seeding over the BCE gradient embeddings
+  ``(p̄ - ŷ) ⊗ h`` (:func:`~activebayes.acquisition.multilabel.multilabel_gradient_factors`);
+  reads the model's features like ``badge``;
 - ``multilabel_batchbald``: greedy BatchBALD on label vectors, exact joint entropy while
   ``2^(C·|A|)`` configurations fit ``max_configurations``, sampled beyond
   (:func:`~activebayes.acquisition.multilabel.multilabel_batchbald`); its draws are seeded
@@ -28,15 +31,39 @@ from activebayes.acquisition.multilabel import (
     multilabel_bald,
     multilabel_batchbald,
     multilabel_entropy,
+    multilabel_gradient_factors,
 )
+from activebayes.acquisition.badge import badge_from_factors
 from activebayes.acquisition.selection import BudgetPlan, Selection
 from activebayes.acquisition.strategies import available_strategies, register_strategy, topk_strategy
 from activebayes.errors import InvalidArgumentError
 
-__all__ = ["MULTILABEL_STRATEGIES"]
+__all__ = ["MULTILABEL_COUNTERPARTS", "MULTILABEL_STRATEGIES"]
 
 #: The strategies that read multi-label predictions (log-sigmoid ``log_probs_N_K_C``).
-MULTILABEL_STRATEGIES = ("multilabel_entropy", "multilabel_bald", "multilabel_batchbald")
+MULTILABEL_STRATEGIES = ("multilabel_entropy", "multilabel_bald", "multilabel_batchbald", "multilabel_badge")
+
+#: On a multi-label dataset the loop runs these for the single-label names (the default
+#: ``badge`` included); the records and the run header name what ran.
+MULTILABEL_COUNTERPARTS = {"badge": "multilabel_badge", "bald": "multilabel_bald",
+                           "entropy": "multilabel_entropy", "batchbald": "multilabel_batchbald"}
+
+
+def _badge_strategy(
+    predictions: torch.Tensor,
+    batch_size: int,
+    *,
+    name: str,
+    generator: torch.Generator | None,
+    plan: BudgetPlan | None,
+    device: object,
+    features_N_D: torch.Tensor,
+) -> Selection:
+    """BADGE on label vectors: k-means++ seeding over ``(p̄ - ŷ) ⊗ h``."""
+    factors_N_C = multilabel_gradient_factors(predictions)
+    picked = badge_from_factors(factors_N_C, features_N_D, batch_size, generator=generator, plan=plan,
+                                device=device)
+    return Selection(picked.indices, picked.scores, name)
 
 
 def _batchbald_strategy(
@@ -69,6 +96,8 @@ def _register() -> None:
         register_strategy("multilabel_bald", topk_strategy(multilabel_bald))
     if "multilabel_batchbald" not in known:
         register_strategy("multilabel_batchbald", _batchbald_strategy)
+    if "multilabel_badge" not in known:
+        register_strategy("multilabel_badge", _badge_strategy, inputs=("log_probs", "features"))
 
 
 _register()
