@@ -52,7 +52,7 @@ from activebayes.data import ArrayDataset, MissingSplitError, image_folder, load
 from activebayes.errors import MissingFileError
 from activebayes.labelling import roundtrip
 from activebayes.labelling.interchange import export_text, label_studio_tasks
-from activebayes.labelling.items import ItemIndex, dataset_keys, scan_dataset, scan_folder
+from activebayes.labelling.items import ItemIndex, TableItems, dataset_keys, scan_dataset, scan_folder, scan_table
 from activebayes.labelling.roundtrip import ImportResult, QueryResult
 from activebayes.labelling.settings import ProjectConfig, ProjectError, setting_differences
 from activebayes.labelling.store import ItemChanges, ItemFile, LabelStore
@@ -81,12 +81,13 @@ class LabellingProject:
     """
 
     def __init__(self, directory: Path, store: LabelStore, config: ProjectConfig, changes: ItemChanges,
-                 dataset: ArrayDataset | None = None) -> None:
+                 dataset: ArrayDataset | None = None, table: TableItems | None = None) -> None:
         self.directory = directory
         self.store = store
         self.config = config
         self.changes = changes
         self._dataset = dataset
+        self._table = table
         self._test: ArrayDataset | None = None
         self._test_loaded = False
         self._index: ItemIndex | None = None
@@ -107,14 +108,15 @@ class LabellingProject:
         try:
             staging.mkdir(parents=True)
             skipped: list[tuple[str, str]] = []
-            dataset, files = cls._load_source(config, progress=progress, skipped=skipped)
+            dataset, files, table = cls._load_source(config, progress=progress, skipped=skipped)
             n = len(dataset)
             if n < 2:
                 unread = f" ({len(skipped)} file(s) could not be read: {skipped[0][1]})" if skipped else ""
-                raise ProjectError(f"{config.images or config.dataset} holds {n} readable item(s){unread}; "
+                raise ProjectError(f"{config.source} holds {n} readable item(s){unread}; "
                                    "a project needs at least 2")
             store = LabelStore.create(staging / STORE_FILE, classes=cls._classes(config, dataset),
-                                      meta={"project": config.to_dict(), "dataset_name": dataset.name})
+                                      meta={"project": config.to_dict(), "dataset_name": dataset.name},
+                                      multilabel=config.multilabel)
             try:
                 store.sync_items(files)
             finally:
@@ -130,7 +132,7 @@ class LabellingProject:
             raise
         store = LabelStore.open(target / STORE_FILE)
         _note_skipped(store, skipped)
-        project = cls(target, store, config, ItemChanges(skipped=skipped), dataset)
+        project = cls(target, store, config, ItemChanges(skipped=skipped), dataset, table)
         project._check_dataset(dataset)
         return project
 
@@ -159,7 +161,7 @@ class LabellingProject:
                 raise ProjectError(f"{path} was created with {shown}; a project's settings are fixed: drop "
                                    f"{flags} to continue it, or start a new project directory")
             changes = ItemChanges()
-            dataset = None
+            dataset = table = None
             if rescan:
                 if config.images is not None:
                     skipped: list[tuple[str, str]] = []
@@ -167,13 +169,16 @@ class LabellingProject:
                                                            cache=store.scan_cache(), skipped=skipped))
                     changes.skipped = skipped
                     _note_skipped(store, skipped)
+                elif config.table is not None:  # rows added, removed, edited or reordered: matched by id and content
+                    dataset, files, table = cls._load_source(config, progress=False)
+                    changes = store.sync_items(files)
                 else:  # a built-in dataset's files could be replaced too: its items are checked by content
-                    dataset, _ = cls._load_source(config, progress=False, scan=False)
+                    dataset, _, _ = cls._load_source(config, progress=False, scan=False)
                     changes = store.sync_items(scan_dataset(dataset))
         except BaseException:
             store.close()
             raise
-        return cls(path, store, config, changes, dataset)
+        return cls(path, store, config, changes, dataset, table)
 
     @classmethod
     def open_or_create(cls, directory: str | os.PathLike[str], config: ProjectConfig | None = None, *,
@@ -210,17 +215,20 @@ class LabellingProject:
     @staticmethod
     def _load_source(config: ProjectConfig, *, progress: bool, scan: bool = True,
                      skipped: list[tuple[str, str]] | None = None, keys: Sequence[str] = ()
-                     ) -> tuple[ArrayDataset, list[ItemFile]]:
-        """The dataset (and with ``scan`` the scanned items). An image folder's dataset holds the
-        readable files only: those the scan found (``scan``), else the items ``keys``."""
+                     ) -> tuple[ArrayDataset, list[ItemFile], TableItems | None]:
+        """The dataset (and with ``scan`` the scanned items), and a table's rows. An image folder's
+        dataset holds the readable files only: those the scan found (``scan``), else the items ``keys``."""
+        if config.table is not None:
+            table = scan_table(config)
+            return table.dataset, table.files, table
         if config.images is not None:
             root = Path(config.images)
             files = scan_folder(root, classes=config.classes, skipped=skipped) if scan else []
             readable = {root.joinpath(*Path(key).parts) for key in ([f.key for f in files] if scan else keys)}
             dataset = image_folder(root, classes=config.classes, progress=progress, only=readable)
-            return dataset, files
+            return dataset, files, None
         dataset = load_dataset(config.dataset, data_dir=config.data_dir, split="train")
-        return dataset, scan_dataset(dataset) if scan else []
+        return dataset, scan_dataset(dataset) if scan else [], None
 
     # ----------------------------------------------------------------- items <-> dataset positions
 
@@ -232,8 +240,8 @@ class LabellingProject:
     def dataset(self) -> ArrayDataset:
         """The project's items as an :class:`~activebayes.data.ArrayDataset` (positions = the folder listing)."""
         if self._dataset is None:
-            self._dataset, _ = self._load_source(self.config, progress=False, scan=False,
-                                                 keys=[item.key for item in self.store.items()])
+            self._dataset, _, self._table = self._load_source(self.config, progress=False, scan=False,
+                                                              keys=[item.key for item in self.store.items()])
             self._check_dataset(self._dataset)
         elif self._index is None:
             self._check_dataset(self._dataset)
@@ -255,11 +263,14 @@ class LabellingProject:
 
     def _check_dataset(self, dataset: ArrayDataset) -> None:
         items = self.store.items()
-        keys = dataset_keys(dataset, images=self.config.images, classes=self.config.classes,
-                            present={item.key for item in items})
+        if self._table is not None:
+            keys = self._table.keys
+        else:
+            keys = dataset_keys(dataset, images=self.config.images, classes=self.config.classes,
+                                present={item.key for item in items})
         index = ItemIndex.match(keys, items) if len(keys) == len(dataset) else None
         if index is None:
-            raise ProjectError(f"the items of {self.config.images or self.config.dataset} changed while the "
+            raise ProjectError(f"the items of {self.config.source} changed while the "
                                "project was open; open it again")
         if tuple(dataset.classes) != self.classes:
             raise ProjectError(f"the dataset's classes {list(dataset.classes)} differ from the project's "
