@@ -55,7 +55,7 @@ from activebayes.labelling.interchange import export_text, label_studio_tasks
 from activebayes.labelling.items import ItemIndex, TableItems, dataset_keys, scan_dataset, scan_folder, scan_table
 from activebayes.labelling.roundtrip import ImportResult, QueryResult
 from activebayes.labelling.settings import ProjectConfig, ProjectError, setting_differences
-from activebayes.labelling.store import ItemChanges, ItemFile, LabelStore
+from activebayes.labelling.store import ItemChanges, ItemFile, LabelStore, mask_classes
 from activebayes.loop import ActiveLearningLoop
 from activebayes.records import Proposal, RoundRecord
 
@@ -290,6 +290,21 @@ class LabellingProject:
         assert self._index is not None
         return self._index.index_of(item)
 
+    @property
+    def item_kind(self) -> str:
+        """What an item is: ``"image"`` (image folders, built-in datasets), ``"text"`` or ``"row"``."""
+        if self.config.table is None:
+            return "image"
+        return "text" if self.config.text_column is not None else "row"
+
+    def item_content(self, item: int) -> dict[str, Any] | None:
+        """A table item as the page shows it (:func:`~activebayes.labelling.items.row_content`);
+        ``None`` for an image project or an item not in the table now."""
+        index = self.index_of(item)
+        if self._table is None or index is None:
+            return None
+        return self._table.contents[index]
+
     # ----------------------------------------------------------------- the loop
 
     def build_loop(self) -> ActiveLearningLoop:
@@ -312,20 +327,30 @@ class LabellingProject:
                     if item in labels and self.index_of(item) is not None]
             record = dict(stored)
             record["acquired"] = [self.index_of(item) for item, _ in keep]
-            record["labels"] = [label for _, label in keep]
+            record["labels"] = [self.loop_label(label) for _, label in keep]
             record["scores"] = [scores.get(item, math.nan) for item, _ in keep]
             records.append(RoundRecord.from_dict(record))
         return records
 
-    def _loop_basis(self) -> dict[int, int]:
+    def _loop_basis(self) -> dict[int, int | list[int]]:
         """``position -> label`` a freshly built loop would hold (committed items, current labels)."""
         labels = self.store.labels()
         basis = {}
         for item in self.store.committed():
             index = self.index_of(item)
             if item in labels and index is not None:
-                basis[index] = labels[item]
+                basis[index] = self.loop_label(labels[item])
         return basis
+
+    def loop_label(self, label: int) -> int | list[int]:
+        """A stored label as the loop takes it: the class id, or for a multi-label project the
+        0/1 indicators ``[C]`` of the stored bitmask (:func:`~activebayes.labelling.store.mask_classes`)."""
+        if not self.store.multilabel:
+            return label
+        indicators_C = [0] * len(self.classes)
+        for c in mask_classes(label):
+            indicators_C[c] = 1
+        return indicators_C
 
     def loop_is_current(self, loop: ActiveLearningLoop) -> bool:
         """Whether ``loop`` still holds the store's committed labels (an undo or an overwrite of a
@@ -391,7 +416,7 @@ class LabellingProject:
         pending = self.pending_labels()
         if len(pending) < min_pending or not pending:
             return loop, proposal
-        record = loop.commit([i for _, i, _ in pending], [y for _, _, y in pending], proposal=proposal)
+        record = loop.commit([i for _, i, _ in pending], [self.loop_label(y) for _, _, y in pending], proposal=proposal)
         following = loop.propose(lookahead=lookahead, on_phase=to_status)
         stored_next = None if following.stopped else self._to_store(following.to_dict(), ("indices", "ranking"))
         self.store.save_round(r, self._to_store(record.to_dict(), ("acquired",)),
@@ -432,10 +457,23 @@ class LabellingProject:
         return atomic_write_text(target, self.export_text(fmt))
 
     def export_text(self, fmt: str) -> str:
+        """The export ``fmt`` as text (see :meth:`export`); a table project's rows carry the item's
+        ``text`` and / or ``fields`` (column -> value), a multi-label one's its ``labels``."""
         rows = self.store.export_rows(root=self.config.images)
+        if self.config.table is not None:
+            rows = [{**row, **self._content_columns(row["item"])} for row in rows]
         if fmt == "labelstudio":
-            return json.dumps(label_studio_tasks(rows), indent=1) + "\n"
+            return json.dumps(label_studio_tasks(rows), indent=1, ensure_ascii=False) + "\n"
         return export_text(rows, fmt)
+
+    def _content_columns(self, item: int) -> dict[str, Any]:
+        content = self.item_content(item) or {}
+        columns: dict[str, Any] = {}
+        if self.config.text_column is not None:
+            columns["text"] = content.get("text")
+        if self.config.feature_columns:
+            columns["fields"] = dict(content["fields"]) if "fields" in content else None
+        return columns
 
     # ----------------------------------------------------------------- summary
 

@@ -100,10 +100,13 @@ class ImportResult:
 
 
 def relabel_conflicts(answers: Mapping[int, int], current: Mapping[int, int], classes: Sequence[str], *,
-                      where: Callable[[int], str], given: str) -> list[AnswerProblem]:
+                      where: Callable[[int], str], given: str,
+                      name: Callable[[int], str] | None = None) -> list[AnswerProblem]:
     """One problem (fixed by ``overwrite``) per answer that would replace a label already given:
-    ``"<where(id)>: <given> 'old', the file says 'new'"``."""
-    return [AnswerProblem(where(i), f"{given} {classes[current[i]]!r}, the file says {classes[y]!r}", "overwrite")
+    ``"<where(id)>: <given> 'old', the file says 'new'"`` (labels shown by ``name``, default
+    their class name)."""
+    name = name or classes.__getitem__
+    return [AnswerProblem(where(i), f"{given} {name(current[i])!r}, the file says {name(y)!r}", "overwrite")
             for i, y in sorted(answers.items()) if i in current and current[i] != y]
 
 
@@ -233,12 +236,14 @@ def import_answers(project: LabellingProject, path: str | os.PathLike[str], *, a
 def _import_label_studio(project: LabellingProject, answers_file: AnswersFile, *, overwrite: bool,
                          annotator: str) -> ImportResult:
     assert answers_file.tasks is not None
-    found = label_studio_answers(answers_file.tasks, items=project.store.items(), classes=project.classes)
+    found = label_studio_answers(answers_file.tasks, items=project.store.items(), classes=project.classes,
+                                 multilabel=project.store.multilabel)
     problems = [AnswerProblem("", p) for p in found.problems]
     current = project.store.labels()
     if not overwrite:
         problems += relabel_conflicts(found.labels, current, project.classes, given="is already labelled",
-                                      where=lambda item: f"item {item} ({project.store.item(item).key})")
+                                      where=lambda item: f"item {item} ({project.store.item(item).key})",
+                                      name=project.store.label_name)
     if problems:
         raise AnswerFileError(answers_file.path, problems)
     new, changed = _split_new(found.labels, current)
