@@ -584,8 +584,9 @@ def _describe_project(labelling: LabellingProject) -> None:
     source = labelling.config.source
     click.echo(f"project {labelling.directory}: {summary['items']} items from {source}, "
                f"{summary['labelled']} labelled, {summary['rounds']} round(s)")
+    changed = "table" if labelling.config.table is not None else "folder"
     for line in labelling.changes.summary():
-        click.echo(f"  folder changed: {line}")
+        click.echo(f"  {changed} changed: {line}")
 
 
 @cli.command()

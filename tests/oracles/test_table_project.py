@@ -43,6 +43,7 @@ def test_labels_follow_the_rows_when_rows_are_reordered_or_inserted(tmp_path, id
     with LabellingProject.open(tmp_path / "proj") as project:
         assert _labels_by_text(project) == before  # each label is still on its text, not on its position
         assert len(project.changes.added) == 1 and not project.changes.removed and not project.changes.moved
+        assert project.changes.summary()[0].startswith("1 new row(s): ")
         assert project.item_ids != list(range(1, len(shuffled) + 1))  # positions did change
         loop = project.build_loop()
         assert len(loop.dataset) == len(shuffled)

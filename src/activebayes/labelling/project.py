@@ -172,6 +172,7 @@ class LabellingProject:
                 elif config.table is not None:  # rows added, removed, edited or reordered: matched by id and content
                     dataset, files, table = cls._load_source(config, progress=False)
                     changes = store.sync_items(files)
+                    changes.noun = "row"
                 else:  # a built-in dataset's files could be replaced too: its items are checked by content
                     dataset, _, _ = cls._load_source(config, progress=False, scan=False)
                     changes = store.sync_items(scan_dataset(dataset))

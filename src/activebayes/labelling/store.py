@@ -186,6 +186,8 @@ class ItemChanges:
     labelled_removed: int = 0
     labelled_changed: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: what an item is called in :meth:`summary` ("image", or "row" for a table)
+    noun: str = "image"
 
     @property
     def any(self) -> bool:
@@ -200,20 +202,20 @@ class ItemChanges:
 
         lines = []
         if self.added:
-            lines.append(f"{len(self.added)} new image(s): {names(self.added)}")
+            lines.append(f"{len(self.added)} new {self.noun}(s): {names(self.added)}")
         if self.removed:
             kept = f"; the labels of {self.labelled_removed} stay in the store" if self.labelled_removed else ""
-            lines.append(f"{len(self.removed)} image(s) gone: {names(self.removed)}{kept}")
+            lines.append(f"{len(self.removed)} {self.noun}(s) gone: {names(self.removed)}{kept}")
         if self.changed:
             kept = (f"; {self.labelled_changed} had a label, which stays with the old content"
                     if self.labelled_changed else "")
-            lines.append(f"{len(self.changed)} image(s) changed (new content, to be labelled again): "
+            lines.append(f"{len(self.changed)} {self.noun}(s) changed (new content, to be labelled again): "
                          f"{names(self.changed)}{kept}")
         if self.moved:
-            lines.append(f"{len(self.moved)} image(s) moved (labels kept): "
+            lines.append(f"{len(self.moved)} {self.noun}(s) moved (labels kept): "
                          f"{names([f'{a} -> {b}' for a, b in self.moved])}")
         if self.returned:
-            lines.append(f"{len(self.returned)} image(s) back (labels restored): {names(self.returned)}")
+            lines.append(f"{len(self.returned)} {self.noun}(s) back (labels restored): {names(self.returned)}")
         if self.skipped:
             lines.append(f"{len(self.skipped)} file(s) skipped, not labelled until they can be read: "
                          + "; ".join(reason for _key, reason in self.skipped[:limit])
