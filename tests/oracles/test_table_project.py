@@ -3,6 +3,7 @@ settings, and the label store's schema migration."""
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 import sqlite3
@@ -11,7 +12,7 @@ import pytest
 
 from activebayes.cli import main
 from activebayes.errors import ActiveBayesError
-from activebayes.labelling import LabellingProject, ProjectConfig, ProjectError
+from activebayes.labelling import AnswerFileError, LabellingProject, ProjectConfig, ProjectError
 from activebayes.labelling.store import SCHEMA_VERSION, ItemFile, LabelStore, LabelStoreError
 from tests.app.text_helpers import CLASSES, gloss_rows, text_config, write_csv
 
@@ -198,3 +199,31 @@ def test_a_multilabel_store_keeps_sets_as_bitmasks(tmp_path):
     with pytest.raises(LabelStoreError, match="at most 62 classes"):
         LabelStore.create(tmp_path / "big.sqlite", classes=[f"c{i}" for i in range(63)], multilabel=True)
     store.close()
+
+
+# --------------------------------------------------------------------------- the file round trip
+
+
+def test_query_files_of_a_text_project_carry_the_text_and_multilabel_sets_import(tmp_path):
+    rows = gloss_rows(4)
+    by_id = {row["id"]: row for row in rows}
+    table = write_csv(tmp_path / "t.csv", rows)
+    config = text_config(table, table_options={"multilabel": True})
+    with LabellingProject.create(tmp_path / "proj", config) as project:
+        query = project.query()
+        with open(query.path, newline="", encoding="utf-8") as handle:
+            written = list(csv.DictReader(handle))
+        assert all(r["text"] == by_id[project.store.item(int(r["item"])).key]["text"] for r in written)
+        sets = ["food|plant", "food", "animal|plant", "plant"]  # "food" alone is class 1: the set {food}
+        for row, value in zip(written, sets + [""] * len(written), strict=False):
+            row["label"] = value
+        bad = [dict(r) for r in written]
+        bad[0]["label"] = "food|fish"
+        write_csv(tmp_path / "bad.csv", bad, columns=list(written[0]))
+        with pytest.raises(AnswerFileError) as raised:
+            project.import_answers(tmp_path / "bad.csv", allow_partial=True)
+        assert "label 'fish'" in str(raised.value.problems[0].text({}))
+        write_csv(tmp_path / "answers.csv", written, columns=list(written[0]))
+        project.import_answers(tmp_path / "answers.csv", allow_partial=True)
+        stored = {int(r["item"]): project.store.labels().get(int(r["item"])) for r in written[:4]}
+        assert list(stored.values()) == [0b110, 0b010, 0b101, 0b100]

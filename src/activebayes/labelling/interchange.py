@@ -55,7 +55,7 @@ from torch import Tensor
 from activebayes._io import atomic_write_bytes, atomic_write_text
 from activebayes.data.dataset import ArrayDataset, as_index_tensor
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
-from activebayes.labelling.store import Item, LabelStoreError, classes_mask
+from activebayes.labelling.store import MULTILABEL_SEPARATOR, Item, LabelStoreError, classes_mask
 
 __all__ = [
     "EXPORT_COLUMNS",
@@ -157,6 +157,7 @@ def write_query(
     thumbnails_dir: str | os.PathLike[str] | None = None,
     item_ids: Sequence[int] | None = None,
     sha256: Sequence[str] | None = None,
+    texts: Sequence[str] | None = None,
 ) -> Path:
     """Write the items to label, atomically, as CSV (or JSON for a ``.json`` path).
 
@@ -174,6 +175,8 @@ def write_query(
             an ``item`` column in place of ``index``, and ``sha256`` (the content hash
             of each item, same length) if given.
         sha256: see ``item_ids``.
+        texts: what a person reads of each item (a table project's text or ``column: value``
+            cells), one per index: a ``text`` column before ``label``.
 
     Rows: ``round, rank, index, path, thumbnail, score, label`` with ``label`` empty
     (``round, rank, item, path, sha256, thumbnail, score, label`` with ``item_ids``).
@@ -197,7 +200,11 @@ def write_query(
     ids = index_B.tolist() if item_ids is None else [int(i) for i in item_ids]
     if len(ids) != len(index_B) or (sha256 is not None and len(sha256) != len(index_B)):
         raise InvalidArgumentError(f"item_ids and sha256 must have one entry per index ({len(index_B)})")
-    columns = QUERY_COLUMNS if item_ids is None else PROJECT_QUERY_COLUMNS
+    columns = list(QUERY_COLUMNS if item_ids is None else PROJECT_QUERY_COLUMNS)
+    if texts is not None:
+        if len(texts) != len(index_B):
+            raise InvalidArgumentError(f"texts must have one entry per index ({len(index_B)}), got {len(texts)}")
+        columns.insert(columns.index("label"), "text")
     thumbs: list[str] = [""] * len(index_B)
     if thumbnails_dir is not None:
         folder = Path(thumbnails_dir)
@@ -211,7 +218,10 @@ def write_query(
                                    "path": dataset.paths[i] if dataset.paths is not None else ""}
         if item_ids is not None:
             item["sha256"] = sha256[rank] if sha256 is not None else ""
-        item.update({"thumbnail": thumbs[rank], "score": score_B[rank], "label": None})
+        item.update({"thumbnail": thumbs[rank], "score": score_B[rank]})
+        if texts is not None:
+            item["text"] = texts[rank]
+        item["label"] = None
         items.append(item)
     path = Path(path)
     if path.suffix.lower() == ".json":
@@ -446,10 +456,13 @@ def check_answers(
     also_allowed: Iterable[int] = (),
     describe_unknown: Callable[[int], str] | None = None,
     problems: list[AnswerProblem] | None = None,
+    multilabel: bool = False,
 ) -> dict[int, int]:
     """Validate the rows of a parsed query file; return ``{id: class id}``.
 
-    Args: as :func:`read_answers`'s (the file's ``key`` names the id column).
+    Args: as :func:`read_answers`'s (the file's ``key`` names the id column); with
+    ``multilabel`` a label cell is a set of classes separated by ``|`` (``cat|dog``), and
+    the answer is the bitmask of their ids (:func:`~activebayes.labelling.store.classes_mask`).
     """
     path, key, rows = file.path, file.key, file.rows
     class_names = tuple(str(c) for c in classes)
@@ -481,6 +494,18 @@ def check_answers(
             if not allow_partial and index in expected:
                 found.append(AnswerProblem(row.where, f"{key} {index} has no label", "allow_partial"))
             continue
+        if multilabel:
+            parts = [p for p in str(row.label).split(MULTILABEL_SEPARATOR) if p.strip()]
+            resolved = [_resolve_label(p, class_names) for p in parts]
+            if not parts:
+                found.append(AnswerProblem(row.where, f"{key} {index}: a multi-label answer needs at least one "
+                                                      "class, got none"))
+                continue
+            bad = next((p for p, r in zip(parts, resolved, strict=True) if r is None), None)
+            if bad is None:
+                answers[index] = classes_mask(r for r in resolved if r is not None)
+                continue
+            row = _Row(row.where, row.index, bad)
         label = _resolve_label(row.label, class_names)
         if label is None:
             shown = ", ".join(class_names) if len(class_names) <= 20 else ", ".join(class_names[:20]) + ", ..."
