@@ -598,7 +598,8 @@ def query(project: str, quiet: bool, **settings: Any) -> None:
     """Write the next batch of items for a person to label (the file round trip).
 
     The first call creates the labelling project PROJECT (`--images FOLDER --classes
-    a,b,...` or `--dataset NAME`); later calls reuse its settings. Fill in the `label`
+    a,b,...`, `--table FILE --text-column COL --classes a,b,...` or `--dataset NAME`);
+    later calls reuse its settings. Fill in the `label`
     column of the written file, then run `activebayes import FILE --project PROJECT`.
     The labels of the app (`activebayes label PROJECT`) and of the files share one store.
     """
@@ -667,8 +668,9 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
     """Label in the browser while the model learns (the labelling app).
 
     Creates PROJECT (`--images FOLDER --classes a,b,...`, `--table FILE --text-column
-    COL --classes a,b,...` or `--dataset NAME`) or carries on with it, starts a web server and prints its address with an access
-    token, as Jupyter does. Needs the `app` extra: pip install "activebayes[app]".
+    COL --classes a,b,...` or `--dataset NAME`) or carries on with it, starts a web
+    server and prints its address with an access token, as Jupyter does. Needs the
+    `app` extra: pip install "activebayes[app]".
     """
     try:
         from activebayes.app import serve

@@ -33,8 +33,8 @@ malformed request (JSON nested too deep and integers too long included), 401 mis
 or wrong token or session, 403 another session's annotator, 404 unknown item or route,
 409 a conflict (item already labelled, leased to someone else, nothing to undo, a
 name taken), 411 / 413 body length missing or too large, 415 not JSON, 422 a label
-that is not a class (or a multi-label answer with no class, naming the item), 429 too many new sessions. A bug answers a JSON 500 and is
-logged on the server's standard error.
+that is not a class (or a multi-label answer with no class, naming the item), 429 too
+many new sessions. A bug answers a JSON 500 and is logged on the server's standard error.
 
 The next item comes from the current proposal at once: its batch first, then the
 rest of its ranking (``lookahead``), then every other item in a seeded random order,

@@ -28,8 +28,9 @@ def table_pool(config: Any) -> TablePool:
     """The :class:`~activebayes.data.table.TablePool` of ``config.table`` (all rows, ``test_size`` ignored)."""
     options = dict(config.table_options)
     options.pop("test_size", None)
-    return load_table(config.table, text_column=config.text_column, feature_columns=list(config.feature_columns) or None,
-                      label_column=config.label_column, id_column=config.id_column, **options)
+    return load_table(config.table, text_column=config.text_column,
+                      feature_columns=list(config.feature_columns) or None, label_column=config.label_column,
+                      id_column=config.id_column, **options)
 
 
 def table_splits(config: Any) -> tuple[ArrayDataset, ArrayDataset | None]:

@@ -219,7 +219,8 @@ def import_answers(project: LabellingProject, path: str | os.PathLike[str], *, a
         if not items[item].present:
             newer = [it for it in items.values() if it.present and it.key == items[item].key]
             reason = (f"changed on disk after it was queried (its new content is item {newer[0].id}); "
-                      "label it in a later query" if newer else f"is no longer in the {'table' if project.config.table else 'image folder'}; drop its row")
+                      "label it in a later query" if newer else
+                      f"is no longer in the {'table' if project.config.table else 'image folder'}; drop its row")
             problems.append(AnswerProblem(where, reason))
             continue
         sha = answers_file.column(item, "sha256")

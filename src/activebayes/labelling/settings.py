@@ -139,9 +139,9 @@ class ProjectConfig:
                 raise ProjectError(f"table_options {name!r}: not for a labelling project (its classes are "
                                    "--classes, its labels the answers it is given)")
         if self.table is None:
-            given = [flag for name, flag in (("text_column", "--text-column"), ("feature_columns", "--feature-columns"),
-                                             ("id_column", "--id-column"), ("table_options", "--encoder / --multilabel"))
-                     if getattr(self, name)]
+            flags = (("text_column", "--text-column"), ("feature_columns", "--feature-columns"),
+                     ("id_column", "--id-column"), ("table_options", "--encoder / --multilabel"))
+            given = [flag for name, flag in flags if getattr(self, name)]
             if given:
                 raise ProjectError(f"{', '.join(given)}: only with a table (--table FILE)")
             return
@@ -195,7 +195,8 @@ class ProjectConfig:
         table: dict[str, Any] = {}
         if self.table is not None:
             table = {"table": self.table, "text_column": self.text_column, "feature_columns": self.feature_columns,
-                     "id_column": self.id_column, "table_options": {**self.table_options, "classes": list(self.classes or ())}}
+                     "id_column": self.id_column,
+                     "table_options": {**self.table_options, "classes": list(self.classes or ())}}
         return LoopConfig(
             dataset="table" if self.table is not None else name,
             **table,
