@@ -234,6 +234,7 @@ SHOWN: dict[tuple[str, int], list[str]] = {
     ("docs/guides/your-own-model.md", 5): ["log_probs_N_E_C.shape == (200, 5, 10)"],
     ("docs/guides/label-your-images.md", 1): ["Path('cats-dogs/exports/labels.csv').is_file()"],
     ("docs/report.md", 1): ["Path('runs/compare/report.html').is_file()"],
+    ("docs/guides/text-and-tables.md", 3): ["Path('tickets-labels.csv').read_text().count(',billing,') == 1"],
     ("docs/representation.md", 1): ["features_N_D.shape == (200, 128)"],
 }
 

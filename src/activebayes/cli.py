@@ -525,7 +525,13 @@ def report(directory: str, output: str | None, targets: str) -> None:
 _PROJECT_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "dataset": ("--dataset", {"type": str, "help": "Label items of this built-in dataset (its labels are ignored)."}),
     "images": ("--images", {"type": click.Path(file_okay=False), "help": "Label a folder of images (stored as an absolute path)."}),
-    "classes": ("--classes", {"type": str, "help": "Comma-separated class names (required with --images)."}),
+    "table": ("--table", {"type": click.Path(dir_okay=False), "help": "Label the rows of a CSV / TSV / JSONL / Parquet file (texts or table rows; stored as an absolute path)."}),
+    "text_column": ("--text-column", {"type": str, "help": "Column of the --table holding each item's text."}),
+    "feature_columns": ("--feature-columns", {"type": str, "help": "Comma-separated columns of the --table shown and learnt from as a row."}),
+    "id_column": ("--id-column", {"type": str, "help": "Column of unique row ids of the --table. [a hash of the row's content]"}),
+    "encoder": ("--encoder", {"type": str, "help": "Text encoder of a --table: tfidf, hashing or a local model folder. [tfidf]"}),
+    "multilabel": ("--multilabel", {"is_flag": True, "help": "Each --table item may take several classes (toggle them, Enter stores)."}),
+    "classes": ("--classes", {"type": str, "help": "Comma-separated class names (required with --images and --table)."}),
     "data_dir": ("--data-dir", {"type": click.Path(file_okay=False), "help": "Folder with the dataset's files."}),
     "strategy": ("--strategy", {"type": str, "help": f"Acquisition strategy. [{DEFAULT_STRATEGY}]"}),
     "cold_start": ("--cold-start", {"type": str, "help": "Strategy for the first rounds (6 labels per class); 'none' for none. [typicality]"}),
@@ -556,9 +562,9 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) 
             raise InvalidArgumentError(f"--{name.replace('_', '-')} must be >= {0 if name == 'seed' else 1}, got {given[name]}")
     if is_project(project):  # the same settings again continue it; a different one is an error naming both values
         return LabellingProject.open(project, settings=given)
-    if "dataset" not in given and "images" not in given:
+    if not {"dataset", "images", "table"} & set(given):
         raise InvalidArgumentError(f"{project} is not a labelling project yet: a new project needs --images FOLDER "
-                         "--classes a,b,... or --dataset NAME")
+                         "--classes a,b,..., --table FILE --text-column COL --classes a,b,... or --dataset NAME")
     if "classes" in given:
         given["classes"] = tuple(c.strip() for c in given["classes"].split(",") if c.strip())
     max_epochs = given.pop("max_epochs", None)
@@ -566,16 +572,22 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) 
         given["fit_options"] = {"max_epochs": max_epochs}
     if "images" in given and not Path(given["images"]).is_dir():
         raise MissingFileError(f"--images: no such folder {given['images']}")
+    if "table" in given and not Path(given["table"]).is_file():
+        raise MissingFileError(f"--table: no such file {given['table']}")
+    options = {name: given.pop(name) for name in ("encoder", "multilabel") if given.get(name)}
+    if options:
+        given["table_options"] = options
     return LabellingProject.create(project, ProjectConfig(**given), progress=progress)
 
 
 def _describe_project(labelling: LabellingProject) -> None:
     summary = labelling.summary()
-    source = labelling.config.images or labelling.config.dataset
+    source = labelling.config.source
     click.echo(f"project {labelling.directory}: {summary['items']} items from {source}, "
                f"{summary['labelled']} labelled, {summary['rounds']} round(s)")
+    changed = "table" if labelling.config.table is not None else "folder"
     for line in labelling.changes.summary():
-        click.echo(f"  folder changed: {line}")
+        click.echo(f"  {changed} changed: {line}")
 
 
 @cli.command()
@@ -587,7 +599,8 @@ def query(project: str, quiet: bool, **settings: Any) -> None:
     """Write the next batch of items for a person to label (the file round trip).
 
     The first call creates the labelling project PROJECT (`--images FOLDER --classes
-    a,b,...` or `--dataset NAME`); later calls reuse its settings. Fill in the `label`
+    a,b,...`, `--table FILE --text-column COL --classes a,b,...` or `--dataset NAME`);
+    later calls reuse its settings. Fill in the `label`
     column of the written file, then run `activebayes import FILE --project PROJECT`.
     The labels of the app (`activebayes label PROJECT`) and of the files share one store.
     """
@@ -655,9 +668,10 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
           synchronous: str, quiet: bool, **settings: Any) -> None:
     """Label in the browser while the model learns (the labelling app).
 
-    Creates PROJECT (`--images FOLDER --classes a,b,...` or `--dataset NAME`) or
-    carries on with it, starts a web server and prints its address with an access
-    token, as Jupyter does. Needs the `app` extra: pip install "activebayes[app]".
+    Creates PROJECT (`--images FOLDER --classes a,b,...`, `--table FILE --text-column
+    COL --classes a,b,...` or `--dataset NAME`) or carries on with it, starts a web
+    server and prints its address with an access token, as Jupyter does. Needs the
+    `app` extra: pip install "activebayes[app]".
     """
     try:
         from activebayes.app import serve

@@ -13,12 +13,15 @@ Pages: ``/`` (label one item at a time) and ``/dashboard``, served without the t
                           session, optionally under another annotator name
 ``POST /api/next``        ``{}`` -> the item leased to this session's annotator (``item: null``
                           with a message when none is left)
-``POST /api/answer``      ``{item, label}`` (label: class name or id) -> the stored answer and
-                          the next item (none leased with ``"next": false``)
+``POST /api/answer``      ``{item, label}`` (label: class name or id; a multi-label project:
+                          ``{item, labels: [...]}``, one class or more) -> the stored answer
+                          and the next item (none leased with ``"next": false``)
 ``POST /api/skip``        ``{item}`` -> the next item (``"next": false`` as above)
 ``POST /api/undo``        ``{}`` -> takes back this annotator's last answer or skip; the item
                           comes back to them
-``GET  /api/items/{id}/image``   the item's image, by item id only
+``GET  /api/items/{id}/image``   the item's image, by item id only (image projects)
+``GET  /api/items/{id}/content`` a table project's item: ``{"kind": "text", "text"}`` or
+                                 ``{"kind": "row", "fields": [[column, value], ...]}``
 ``GET  /api/export/{fmt}``       ``csv``, ``json`` or ``labelstudio``
 =======================  ====================================================================
 
@@ -30,8 +33,8 @@ malformed request (JSON nested too deep and integers too long included), 401 mis
 or wrong token or session, 403 another session's annotator, 404 unknown item or route,
 409 a conflict (item already labelled, leased to someone else, nothing to undo, a
 name taken), 411 / 413 body length missing or too large, 415 not JSON, 422 a label
-that is not a class, 429 too many new sessions. A bug answers a JSON 500 and is
-logged on the server's standard error.
+that is not a class (or a multi-label answer with no class, naming the item), 429 too
+many new sessions. A bug answers a JSON 500 and is logged on the server's standard error.
 
 The next item comes from the current proposal at once: its batch first, then the
 rest of its ranking (``lookahead``), then every other item in a seeded random order,
@@ -76,6 +79,8 @@ from activebayes.labelling.store import (
     LeaseConflictError,
     NothingToUndoError,
     UnknownItemError,
+    classes_mask,
+    mask_classes,
 )
 
 __all__ = ["DEFAULT_MAX_BODY", "LabelApp", "create_app"]
@@ -127,8 +132,9 @@ class LabelApp:
         self._keys = {item.id: item.key for item in self.store.items(present_only=False)}
         self._static = {name: resources.files("activebayes.app").joinpath("static", name).read_bytes()
                         for name in _STATIC}
-        if project.config.dataset is not None:
-            _ = project.dataset  # decode once, before the first request
+        self.multilabel = project.store.multilabel
+        if project.config.images is None:
+            _ = project.dataset  # decode (or read the table) once, before the first request
 
     # ----------------------------------------------------------------- ranking
 
@@ -171,10 +177,13 @@ class LabelApp:
         score = None if audited else score
         key = self._keys.get(item) or self.store.item(item).key
         self._keys[item] = key
+        content = self.project.item_content(item) if self.project.config.table is not None else None
         payload: dict[str, Any] = {
             "id": item,
             "key": key,
-            "image": f"/api/items/{item}/image",
+            "kind": content["kind"] if content is not None else "image",
+            "image": f"/api/items/{item}/image" if content is None else None,
+            "content": content,
             "round": served.round,
             "rank": rank,
             "in_batch": in_batch,
@@ -192,7 +201,7 @@ class LabelApp:
                    "labels): its answer estimates the accuracy")
         elif served.n_labelled == 0:  # a cold start that needs no labels (e.g. typicality), as the records say
             why = (f"{served.strategy} score {score:.4g}, #{rank + 1} of round {served.round}'s ranking "
-                   "(no labels yet: picked from the images alone)")
+                   f"(no labels yet: picked from the {'images' if content is None else 'items'} alone)")
         else:
             why = (f"{served.strategy} score {score:.4g}, #{rank + 1} of round {served.round}'s ranking "
                    f"(model trained on {served.n_labelled} labels)")
@@ -221,11 +230,14 @@ class LabelApp:
             self._served_from[item] = self._prediction_in(served, item)
         return {"item": self.describe(item, served)}
 
-    @staticmethod
-    def _prediction_in(served: _Served, item: int) -> tuple[int, int | None]:
+    def _prediction_in(self, served: _Served, item: int) -> tuple[int, int | None]:
+        """``(round, predicted label)``: the most probable class, or for a multi-label project the
+        bitmask of the classes with probability > 1/2 (compared as a whole set with the answer)."""
         _rank, _score, probs, _ = served.info.get(item, (None, None, None, False))
         if not probs:
             return served.round, None
+        if self.multilabel:
+            return served.round, classes_mask(c for c, p in enumerate(probs) if p > 0.5)
         return served.round, max(range(len(probs)), key=probs.__getitem__)
 
     def prediction(self, item: int) -> tuple[int | None, int | None]:
@@ -248,9 +260,19 @@ class LabelApp:
         raise HTTPError(422, f"label {value!r} is not a class of this project; expected one of "
                              f"[{', '.join(self.classes)}] or an id 0..{len(self.classes) - 1}")
 
+    def label_set(self, item: int, values: object) -> int:
+        """A multi-label answer (a list of class names or ids) as its bitmask; an empty set is a 422
+        naming the item."""
+        if not isinstance(values, list):
+            raise HTTPError(422, f"item {item}: labels must be a list of class names or ids, got {values!r:.80}")
+        if not values:
+            raise HTTPError(422, f"item {item}: a multi-label answer needs at least one class, got none")
+        return classes_mask(self.label_id(value) for value in values)
+
     def answer(self, annotator: str, item: int, label: object, *, then_next: bool = True) -> dict[str, Any]:
-        """Store the answer and lease the next item in one transaction (no next with ``then_next=False``)."""
-        label_id = self.label_id(label)
+        """Store the answer and lease the next item in one transaction (no next with ``then_next=False``).
+        A multi-label project's ``label`` is the list of classes (:meth:`label_set`)."""
+        label_id = self.label_set(item, label) if self.multilabel else self.label_id(label)
         round_, predicted = self.prediction(item)
         served = self.served()
         if then_next:
@@ -262,7 +284,9 @@ class LabelApp:
         with self._lock:
             self._answered_here.add(item)
         self.notify()
-        saved = {"saved": {"event": event.id, "item": item, "label": self.classes[label_id], "seconds": event.seconds},
+        saved = {"saved": {"event": event.id, "item": item, "label": self.store.label_name(label_id),
+                           **({"labels": [self.classes[c] for c in mask_classes(label_id)]} if self.multilabel else {}),
+                           "seconds": event.seconds},
                  "you": self.you(annotator)}
         return {**saved, **(self._offer(annotator, served, following) if then_next
                             else {"item": None, "message": "answer saved"})}
@@ -284,19 +308,31 @@ class LabelApp:
             self._answered_here.discard(target.item)
         self.notify()
         undone = {"event": undo.id, "kind": target.kind, "item": target.item,
-                  "label": self.classes[target.label] if target.label is not None else None}
+                  "label": self.store.label_name(target.label) if target.label is not None else None}
         return {"undone": undone, "you": self.you(annotator), **self.next_item(annotator)}
 
     def you(self, annotator: str) -> dict[str, Any]:
         """The annotator's own count as stored (the page shows it, never a count of its own)."""
         return {"annotator": annotator, "labelled": self.store.labelled_by(annotator)}
 
-    # ----------------------------------------------------------------- images
+    # ----------------------------------------------------------------- images and texts
+
+    def content(self, item: int) -> dict[str, Any]:
+        """A table project's item as the page shows it (:func:`~activebayes.labelling.items.row_content`)."""
+        record = self.store.item(item)
+        if self.project.config.table is None:
+            raise HTTPError(404, f"item {item} is an image: GET /api/items/{item}/image")
+        content = self.project.item_content(record.id)
+        if content is None:
+            raise HTTPError(404, f"item {item} is not in the table now")
+        return {"id": record.id, "key": record.key, **content}
 
     def image(self, item: int) -> tuple[bytes, str, str]:
         """``(bytes, content type, etag)`` of an item's picture."""
         record = self.store.item(item)
         config = self.project.config
+        if config.table is not None:
+            raise HTTPError(404, f"item {item} is a table row, not an image: GET /api/items/{item}/content")
         if config.images is not None:
             path = _item_file(config.images, record.key)  # checked at every request, cached or not
             return self._png(item, lambda: _item_png(path)), "image/png", record.sha256
@@ -358,7 +394,9 @@ class LabelApp:
         stopping = _stopping_panel(store, getattr(self.project.config, "stop_when", ()))
         return {
             "project": str(self.project.directory),
-            "source": self.project.config.images or self.project.config.dataset,
+            "source": self.project.config.source,
+            "kind": self.project.item_kind,
+            "multilabel": self.multilabel,
             "classes": list(self.classes),
             "counts": counts,
             "rounds": store.n_rounds(),
@@ -528,10 +566,12 @@ def create_app(project: LabellingProject, *, token: str, notify: Callable[[], No
 
     def answer(request: Request) -> dict[str, Any]:
         data = post_json(request)
-        if "label" not in data:
-            raise HTTPError(400, "the answer needs a label (a class name or id)")
+        field = "labels" if app_state.multilabel else "label"
+        if field not in data:
+            raise HTTPError(400, "the answer needs labels (a list of class names or ids)" if app_state.multilabel
+                            else "the answer needs a label (a class name or id)")
         item = _item(data)
-        return app_state.answer(annotator(request, data), item, data["label"], then_next=_then_next(data))
+        return app_state.answer(annotator(request, data), item, data[field], then_next=_then_next(data))
 
     def skip(request: Request) -> dict[str, Any]:
         data = post_json(request)
@@ -551,6 +591,12 @@ def create_app(project: LabellingProject, *, token: str, notify: Callable[[], No
             return Response(status_code=304)
         return Response(data, media_type=media_type,
                         headers={"cache-control": "private, max-age=86400", "etag": f'"{etag}"'})
+
+    def content(request: Request) -> dict[str, Any]:
+        item = int(request.path_params["item"])
+        if item > MAX_ITEM_ID:
+            raise HTTPError(404, f"no item {item}")
+        return app_state.content(item)
 
     def export(request: Request) -> Response:
         fmt = request.path_params["fmt"]
@@ -579,6 +625,7 @@ def create_app(project: LabellingProject, *, token: str, notify: Callable[[], No
         Route("/api/skip", handle(skip), methods=["POST"]),
         Route("/api/undo", handle(undo), methods=["POST"]),
         Route("/api/items/{item:int}/image", handle(image)),
+        Route("/api/items/{item:int}/content", handle(content)),
         Route("/api/export/{fmt}", handle(export)),
     ]
     starlette = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_allowed})

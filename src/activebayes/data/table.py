@@ -74,6 +74,7 @@ __all__ = [
     "FeatureMemmapInputs",
     "load_table",
     "read_table_rows",
+    "row_content_sha256",
     "MISSING_CATEGORY",
 ]
 
@@ -390,10 +391,16 @@ def _columns_arg(value: str | Sequence[str] | None, name: str) -> list[str]:
     return list(value)
 
 
-def _content_id(row: Mapping[str, Any], columns: Sequence[str]) -> str:
+def row_content_sha256(row: Mapping[str, Any], columns: Sequence[str]) -> str:
+    """Hex SHA-256 of a row's input content: the cells of ``columns`` as canonical JSON
+    (``[[column, text or null], ...]``), the content a row's default id is made from."""
     content = json.dumps([[c, None if _is_missing(row.get(c)) else str(row.get(c))] for c in columns],
                          ensure_ascii=False, separators=(",", ":"))
-    return "sha256:" + hashlib.sha256(content.encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def _content_id(row: Mapping[str, Any], columns: Sequence[str]) -> str:
+    return "sha256:" + row_content_sha256(row, columns)[:16]
 
 
 def load_table(

@@ -19,9 +19,18 @@ import torch
 from activebayes.errors import InvalidArgumentError
 
 from .dataset import ArrayDataset
-from .table import load_table
+from .table import TablePool, load_table
 
-__all__ = ["table_splits"]
+__all__ = ["table_pool", "table_splits"]
+
+
+def table_pool(config: Any) -> TablePool:
+    """The :class:`~activebayes.data.table.TablePool` of ``config.table`` (all rows, ``test_size`` ignored)."""
+    options = dict(config.table_options)
+    options.pop("test_size", None)
+    return load_table(config.table, text_column=config.text_column,
+                      feature_columns=list(config.feature_columns) or None, label_column=config.label_column,
+                      id_column=config.id_column, **options)
 
 
 def table_splits(config: Any) -> tuple[ArrayDataset, ArrayDataset | None]:
@@ -31,10 +40,8 @@ def table_splits(config: Any) -> tuple[ArrayDataset, ArrayDataset | None]:
     label not among the classes, ...) is :func:`load_table`'s one-line error naming the row
     and the column.
     """
-    options = dict(config.table_options)
-    test_size = int(options.pop("test_size", 0) or 0)
-    pool = load_table(config.table, text_column=config.text_column, feature_columns=list(config.feature_columns) or None,
-                      label_column=config.label_column, id_column=config.id_column, **options)
+    test_size = int(config.table_options.get("test_size", 0) or 0)
+    pool = table_pool(config)
     base = pool.dataset
     targets = pool.targets_N_C if pool.multilabel else base.targets
     dataset = ArrayDataset(inputs=base.inputs, targets=targets, classes=base.classes, name=base.name)

@@ -55,7 +55,7 @@ from torch import Tensor
 from activebayes._io import atomic_write_bytes, atomic_write_text
 from activebayes.data.dataset import ArrayDataset, as_index_tensor
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
-from activebayes.labelling.store import Item, LabelStoreError
+from activebayes.labelling.store import MULTILABEL_SEPARATOR, Item, LabelStoreError, classes_mask
 
 __all__ = [
     "EXPORT_COLUMNS",
@@ -69,6 +69,7 @@ __all__ = [
     "csv_cell",
     "export_text",
     "item_png",
+    "CONTENT_COLUMNS",
     "label_studio_answers",
     "label_studio_config",
     "label_studio_tasks",
@@ -156,6 +157,7 @@ def write_query(
     thumbnails_dir: str | os.PathLike[str] | None = None,
     item_ids: Sequence[int] | None = None,
     sha256: Sequence[str] | None = None,
+    texts: Sequence[str] | None = None,
 ) -> Path:
     """Write the items to label, atomically, as CSV (or JSON for a ``.json`` path).
 
@@ -173,6 +175,8 @@ def write_query(
             an ``item`` column in place of ``index``, and ``sha256`` (the content hash
             of each item, same length) if given.
         sha256: see ``item_ids``.
+        texts: what a person reads of each item (a table project's text or ``column: value``
+            cells), one per index: a ``text`` column before ``label``.
 
     Rows: ``round, rank, index, path, thumbnail, score, label`` with ``label`` empty
     (``round, rank, item, path, sha256, thumbnail, score, label`` with ``item_ids``).
@@ -196,7 +200,11 @@ def write_query(
     ids = index_B.tolist() if item_ids is None else [int(i) for i in item_ids]
     if len(ids) != len(index_B) or (sha256 is not None and len(sha256) != len(index_B)):
         raise InvalidArgumentError(f"item_ids and sha256 must have one entry per index ({len(index_B)})")
-    columns = QUERY_COLUMNS if item_ids is None else PROJECT_QUERY_COLUMNS
+    columns = list(QUERY_COLUMNS if item_ids is None else PROJECT_QUERY_COLUMNS)
+    if texts is not None:
+        if len(texts) != len(index_B):
+            raise InvalidArgumentError(f"texts must have one entry per index ({len(index_B)}), got {len(texts)}")
+        columns.insert(columns.index("label"), "text")
     thumbs: list[str] = [""] * len(index_B)
     if thumbnails_dir is not None:
         folder = Path(thumbnails_dir)
@@ -210,7 +218,10 @@ def write_query(
                                    "path": dataset.paths[i] if dataset.paths is not None else ""}
         if item_ids is not None:
             item["sha256"] = sha256[rank] if sha256 is not None else ""
-        item.update({"thumbnail": thumbs[rank], "score": score_B[rank], "label": None})
+        item.update({"thumbnail": thumbs[rank], "score": score_B[rank]})
+        if texts is not None:
+            item["text"] = texts[rank]
+        item["label"] = None
         items.append(item)
     path = Path(path)
     if path.suffix.lower() == ".json":
@@ -445,10 +456,13 @@ def check_answers(
     also_allowed: Iterable[int] = (),
     describe_unknown: Callable[[int], str] | None = None,
     problems: list[AnswerProblem] | None = None,
+    multilabel: bool = False,
 ) -> dict[int, int]:
     """Validate the rows of a parsed query file; return ``{id: class id}``.
 
-    Args: as :func:`read_answers`'s (the file's ``key`` names the id column).
+    Args: as :func:`read_answers`'s (the file's ``key`` names the id column); with
+    ``multilabel`` a label cell is a set of classes separated by ``|`` (``cat|dog``), and
+    the answer is the bitmask of their ids (:func:`~activebayes.labelling.store.classes_mask`).
     """
     path, key, rows = file.path, file.key, file.rows
     class_names = tuple(str(c) for c in classes)
@@ -480,6 +494,18 @@ def check_answers(
             if not allow_partial and index in expected:
                 found.append(AnswerProblem(row.where, f"{key} {index} has no label", "allow_partial"))
             continue
+        if multilabel:
+            parts = [p for p in str(row.label).split(MULTILABEL_SEPARATOR) if p.strip()]
+            resolved = [_resolve_label(p, class_names) for p in parts]
+            if not parts:
+                found.append(AnswerProblem(row.where, f"{key} {index}: a multi-label answer needs at least one "
+                                                      "class, got none"))
+                continue
+            bad = next((p for p, r in zip(parts, resolved, strict=True) if r is None), None)
+            if bad is None:
+                answers[index] = classes_mask(r for r in resolved if r is not None)
+                continue
+            row = _Row(row.where, row.index, bad)
         label = _resolve_label(row.label, class_names)
         if label is None:
             shown = ", ".join(class_names) if len(class_names) <= 20 else ", ".join(class_names[:20]) + ", ..."
@@ -571,32 +597,61 @@ def csv_cell(value: Any) -> Any:
     return value
 
 
+#: the columns a table project's export adds after :data:`EXPORT_COLUMNS`: the item's text and
+#: its feature cells (a JSON object in CSV); a multi-label project's JSON adds ``labels`` (a list)
+CONTENT_COLUMNS = ("text", "fields")
+
+
 def export_text(rows: Sequence[Mapping[str, Any]], fmt: str) -> str:
-    """``rows`` (from :meth:`LabelStore.export_rows`) as CSV or JSON text (CSV cells through :func:`csv_cell`)."""
+    """``rows`` (from :meth:`LabelStore.export_rows`, with a table project's :data:`CONTENT_COLUMNS`)
+    as CSV or JSON text (CSV cells through :func:`csv_cell`; a ``fields`` mapping as JSON text)."""
     if fmt == "json":
-        return json.dumps(list(rows), indent=1) + "\n"
+        return json.dumps(list(rows), indent=1, ensure_ascii=False) + "\n"
     if fmt != "csv":
         raise InvalidArgumentError(f"fmt must be 'csv' or 'json', got {fmt!r}")
+    columns = list(EXPORT_COLUMNS) + [c for c in CONTENT_COLUMNS if rows and c in rows[0]]
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     for row in rows:  # text cells neutralised against formula injection (csv_cell); JSON keeps them as they are
-        writer.writerow({k: ("" if row.get(k) is None else csv_cell(row.get(k))) for k in EXPORT_COLUMNS})
+        writer.writerow({k: _csv_value(row.get(k)) for k in columns})
     return buffer.getvalue()
+
+
+def _csv_value(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, Mapping | list):
+        value = json.dumps(value, ensure_ascii=False)
+    return csv_cell(value)
 
 
 # --------------------------------------------------------------------------- Label Studio
 
 LABEL_STUDIO_FROM_NAME = "label"
 LABEL_STUDIO_TO_NAME = "image"
+LABEL_STUDIO_TEXT_NAME = "text"
 
 
-def label_studio_config(classes: Sequence[str]) -> str:
-    """The Label Studio labelling config (XML) that matches :func:`label_studio_tasks`."""
+def label_studio_config(classes: Sequence[str], *, kind: str = "image", multilabel: bool = False) -> str:
+    """The Label Studio labelling config (XML) that matches :func:`label_studio_tasks`: an
+    ``<Image>`` (``kind="image"``) or a ``<Text>`` (``"text"``, ``"row"``: the row's fields as
+    lines of text) with ``<Choices>``, ``choice="multiple"`` for a multi-label project."""
     choices = "\n".join(f'    <Choice value="{_xml_escape(c)}"/>' for c in classes)
-    return (f'<View>\n  <Image name="{LABEL_STUDIO_TO_NAME}" value="$image"/>\n'
-            f'  <Choices name="{LABEL_STUDIO_FROM_NAME}" toName="{LABEL_STUDIO_TO_NAME}" choice="single" showInline="true">\n'
+    target = LABEL_STUDIO_TO_NAME if kind == "image" else LABEL_STUDIO_TEXT_NAME
+    shown = (f'<Image name="{target}" value="$image"/>' if kind == "image"
+             else f'<Text name="{target}" value="$text"/>')
+    choice = "multiple" if multilabel else "single"
+    return (f'<View>\n  {shown}\n'
+            f'  <Choices name="{LABEL_STUDIO_FROM_NAME}" toName="{target}" choice="{choice}" showInline="true">\n'
             f"{choices}\n  </Choices>\n</View>\n")
+
+
+def _task_text(row: Mapping[str, Any]) -> str:
+    """A table item as Label Studio's ``data.text``: its text, then ``column: value`` lines."""
+    lines = [str(row["text"])] if row.get("text") is not None else []
+    lines += [f"{column}: {value}" for column, value in (row.get("fields") or {}).items()]
+    return "\n".join(lines)
 
 
 def _xml_escape(text: str) -> str:
@@ -615,15 +670,21 @@ def label_studio_tasks(rows: Sequence[Mapping[str, Any]], *,
     (by default a Label Studio local-storage URL relative to its document root; pass
     the image folder as ``LOCAL_FILES_DOCUMENT_ROOT``), a labelled item carries one
     annotation whose ``result`` is a ``choices`` result (``from_name="label"``,
-    ``to_name="image"``, :func:`label_studio_config`). ``predictions`` (item ->
+    ``to_name="image"``, :func:`label_studio_config`). A table project's rows (with
+    :data:`CONTENT_COLUMNS`) give ``data.text`` instead of ``data.image`` and
+    ``to_name="text"``; a multi-label row (``labels``) one choice per class. ``predictions`` (item ->
     (class name, score)) adds Label Studio pre-annotations.
     """
     tasks = []
     for row in rows:
+        is_table = any(c in row for c in CONTENT_COLUMNS)
+        shown = ({"text": _task_text(row)} if is_table
+                 else {"image": image_prefix + urllib.parse.quote(str(row["key"]))})
+        to_name = LABEL_STUDIO_TEXT_NAME if is_table else LABEL_STUDIO_TO_NAME
         task: dict[str, Any] = {
             "id": row["item"],
             "data": {
-                "image": image_prefix + urllib.parse.quote(str(row["key"])),
+                **shown,
                 "activebayes_item": row["item"],
                 "activebayes_key": row["key"],
                 "activebayes_sha256": row["sha256"],
@@ -631,8 +692,9 @@ def label_studio_tasks(rows: Sequence[Mapping[str, Any]], *,
             "annotations": [],
         }
         if row.get("label"):
+            names = row["labels"] if "labels" in row else [row["label"]]
             task["annotations"].append({
-                "result": [_choice_result(row["label"])],
+                "result": [_choice_result(names, to_name)],
                 "was_cancelled": False,
                 "ground_truth": False,
                 "created_at": row.get("time") or None,
@@ -641,14 +703,14 @@ def label_studio_tasks(rows: Sequence[Mapping[str, Any]], *,
         if predictions and row["item"] in predictions:
             name, score = predictions[row["item"]]
             task["predictions"] = [{"model_version": model_version, "score": score,
-                                    "result": [_choice_result(name)]}]
+                                    "result": [_choice_result([name], to_name)]}]
         tasks.append(task)
     return tasks
 
 
-def _choice_result(name: str) -> dict[str, Any]:
-    return {"from_name": LABEL_STUDIO_FROM_NAME, "to_name": LABEL_STUDIO_TO_NAME, "type": "choices",
-            "value": {"choices": [name]}}
+def _choice_result(names: Sequence[str], to_name: str) -> dict[str, Any]:
+    return {"from_name": LABEL_STUDIO_FROM_NAME, "to_name": to_name, "type": "choices",
+            "value": {"choices": list(names)}}
 
 
 @dataclass(frozen=True)
@@ -671,7 +733,7 @@ def _image_reference(value: str) -> str:
 
 
 def read_label_studio(path: str | os.PathLike[str], *, items: Sequence[Item],
-                      classes: Sequence[str]) -> LabelStudioAnswers:
+                      classes: Sequence[str], multilabel: bool = False) -> LabelStudioAnswers:
     """Read a Label Studio JSON export (a list of tasks, or one task) into labels of ``items``
     (see :func:`label_studio_answers`)."""
     file = Path(path)
@@ -685,10 +747,11 @@ def read_label_studio(path: str | os.PathLike[str], *, items: Sequence[Item],
         tasks = [tasks]
     if not isinstance(tasks, list):
         raise LabelStoreError(f"{file}: expected a JSON list of Label Studio tasks, got {type(tasks).__name__}")
-    return label_studio_answers(tasks, items=items, classes=classes)
+    return label_studio_answers(tasks, items=items, classes=classes, multilabel=multilabel)
 
 
-def label_studio_answers(tasks: Sequence[Any], *, items: Sequence[Item], classes: Sequence[str]) -> LabelStudioAnswers:
+def label_studio_answers(tasks: Sequence[Any], *, items: Sequence[Item], classes: Sequence[str],
+                         multilabel: bool = False) -> LabelStudioAnswers:
     """The labels of ``items`` that Label Studio ``tasks`` (a parsed export) give.
 
     A task is matched to an item by ``data.activebayes_item`` + ``activebayes_sha256``
@@ -696,7 +759,9 @@ def label_studio_answers(tasks: Sequence[Any], *, items: Sequence[Item], classes
     parameter of a local-storage URL, else the URL's path): the item whose key is the
     longest suffix of it, else the unique item with the same file name (Label Studio
     prefixes uploads with 8 hex digits and ``-``, which is ignored). The label is the
-    single ``choices`` value of the task's latest annotation that was not cancelled.
+    single ``choices`` value of the task's latest annotation that was not cancelled; with
+    ``multilabel`` the set of its ``choices`` values (one or more), as the bitmask of their
+    class ids (:func:`~activebayes.labelling.store.classes_mask`).
     """
     by_id = {it.id: it for it in items}
     by_key = {it.key: it for it in items}
@@ -750,15 +815,18 @@ def label_studio_answers(tasks: Sequence[Any], *, items: Sequence[Item], classes
             continue
         choices = [c for r in annotations[-1].get("result", []) if isinstance(r, dict) and r.get("type") == "choices"
                    for c in (r.get("value") or {}).get("choices", [])]
-        if len(choices) != 1:
-            problems.append(f"{where}: expected one choice in its latest annotation, got {choices}")
+        if len(choices) != 1 and not (multilabel and choices):
+            wanted = "one choice or more" if multilabel else "one choice"
+            problems.append(f"{where}: expected {wanted} in its latest annotation, got {choices}")
             continue
-        if choices[0] not in names:
-            problems.append(f"{where}: choice {choices[0]!r} is not a class; expected one of [{', '.join(names)}]")
+        unknown = [c for c in choices if c not in names]
+        if unknown:
+            problems.append(f"{where}: choice {unknown[0]!r} is not a class; expected one of [{', '.join(names)}]")
             continue
-        if item.id in seen and labels.get(item.id) != names.index(choices[0]):
+        label = classes_mask(names.index(c) for c in choices) if multilabel else names.index(choices[0])
+        if item.id in seen and labels.get(item.id) != label:
             problems.append(f"{where}: item {item.key} is also in task {seen[item.id]} with another label")
             continue
         seen[item.id] = number
-        labels[item.id] = names.index(choices[0])
+        labels[item.id] = label
     return LabelStudioAnswers(labels, unannotated, problems)

@@ -1,8 +1,13 @@
 """A labelling project's items: what a scan finds, and which dataset position each item is.
 
-An item is identified by its **key** (the path relative to the image folder, or
-``"NAME[i]"`` for a built-in dataset) plus the SHA-256 of its **content**, never by its
-position in a listing (see :mod:`activebayes.labelling.store`).
+An item is identified by its **key** (the path relative to the image folder, ``"NAME[i]"``
+for a built-in dataset, or a table row's id) plus the SHA-256 of its **content**, never by
+its position in a listing (see :mod:`activebayes.labelling.store`).
+
+- :func:`scan_table`: a table's rows as items (key = the row id: the ``id_column`` value,
+  else the hash of the row's content, as :func:`~activebayes.data.load_table` makes it;
+  content hash = SHA-256 of the row's input cells), with the dataset the loop works on and
+  what the page shows of each row (:func:`row_content`).
 
 - :func:`scan_folder` / :func:`scan_dataset`: the items found now, as
   :class:`~activebayes.labelling.store.ItemFile` (key + content hash), for
@@ -19,14 +24,20 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+import torch
+
 from activebayes.data import ArrayDataset, DataError
 from activebayes.data.image_folder import check_image, confined_file, list_images
+from activebayes.data.table import read_table_rows, row_content_sha256
+from activebayes.data.table_task import table_pool
 from activebayes.labelling.store import Item, ItemFile
 
-__all__ = ["ItemIndex", "dataset_item_key", "dataset_keys", "file_sha256", "scan_dataset", "scan_folder"]
+__all__ = ["ItemIndex", "TableItems", "dataset_item_key", "dataset_keys", "file_sha256", "row_content",
+           "scan_dataset", "scan_folder", "scan_table"]
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -86,6 +97,57 @@ def scan_dataset(dataset: ArrayDataset) -> list[ItemFile]:
     array = np.ascontiguousarray(inputs.numpy(), dtype=np.float32)
     return [ItemFile(dataset_item_key(dataset.name, i), hashlib.sha256(array[i].tobytes()).hexdigest())
             for i in range(len(array))]
+
+
+@dataclass(frozen=True)
+class TableItems:
+    """A table's rows as a project's items: ``dataset`` (position ``i`` = row ``i``, the
+    loop's features), ``files`` (key = row id, SHA-256 of the row's input cells) and
+    ``contents`` (what the page shows of each row, :func:`row_content`)."""
+
+    dataset: ArrayDataset
+    files: list[ItemFile]
+    contents: list[dict[str, Any]]
+
+    @property
+    def keys(self) -> list[str]:
+        return [f.key for f in self.files]
+
+
+def row_content(row: Mapping[str, Any], *, text_column: str | None, feature_columns: Sequence[str]) -> dict[str, Any]:
+    """What the page shows of a row: ``{"kind": "text", "text": ...}`` for a text, ``{"kind":
+    "row", "fields": [[column, value], ...]}`` for feature columns (both keys with both);
+    values as text (``""`` for an empty cell)."""
+    content: dict[str, Any] = {"kind": "text" if text_column is not None else "row"}
+    if text_column is not None:
+        content["text"] = str(row.get(text_column) or "")
+    if feature_columns:
+        content["fields"] = [[c, "" if row.get(c) is None else str(row.get(c))] for c in feature_columns]
+    return content
+
+
+def scan_table(config: Any) -> TableItems:
+    """The rows of a table project (``config``: its :class:`~activebayes.labelling.ProjectConfig`),
+    read through the loop's own table path (:func:`~activebayes.data.table_task.table_pool` of
+    ``config.loop_config``): every bad input (a column the table lacks, an empty text, a file
+    that is not UTF-8, an id used twice) is its one-line error naming the row and the column.
+    A multi-label project's dataset carries placeholder all-zero indicators ``[N, C]`` (never
+    read: the project starts with no labels, no validation and no test set) so the loop
+    treats it as multi-label."""
+    loop_config = config.loop_config(2, name="table", evaluate_test=False)
+    pool = table_pool(loop_config)
+    _columns, rows = read_table_rows(config.table, format=config.table_options.get("format"))
+    if len(rows) != len(pool.item_ids):
+        raise DataError(f"table {config.table} changed while it was read; try again")
+    inputs = ([config.text_column] if config.text_column is not None else []) + list(config.feature_columns)
+    files = [ItemFile(key, row_content_sha256(row, inputs)) for key, row in zip(pool.item_ids, rows, strict=True)]
+    contents = [row_content(row, text_column=config.text_column, feature_columns=config.feature_columns)
+                for row in rows]
+    dataset = pool.dataset
+    if config.multilabel:
+        targets_N_C = torch.zeros(len(dataset), dataset.num_classes, dtype=torch.long)
+        dataset = ArrayDataset(inputs=dataset.inputs, targets=targets_N_C, classes=dataset.classes, name=dataset.name)
+    return TableItems(dataset, files, contents)
 
 
 # --------------------------------------------------------------------------- positions <-> item ids

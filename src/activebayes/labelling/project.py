@@ -52,10 +52,10 @@ from activebayes.data import ArrayDataset, MissingSplitError, image_folder, load
 from activebayes.errors import MissingFileError
 from activebayes.labelling import roundtrip
 from activebayes.labelling.interchange import export_text, label_studio_tasks
-from activebayes.labelling.items import ItemIndex, dataset_keys, scan_dataset, scan_folder
+from activebayes.labelling.items import ItemIndex, TableItems, dataset_keys, scan_dataset, scan_folder, scan_table
 from activebayes.labelling.roundtrip import ImportResult, QueryResult
 from activebayes.labelling.settings import ProjectConfig, ProjectError, setting_differences
-from activebayes.labelling.store import ItemChanges, ItemFile, LabelStore
+from activebayes.labelling.store import ItemChanges, ItemFile, LabelStore, mask_classes
 from activebayes.loop import ActiveLearningLoop
 from activebayes.records import Proposal, RoundRecord
 
@@ -81,12 +81,13 @@ class LabellingProject:
     """
 
     def __init__(self, directory: Path, store: LabelStore, config: ProjectConfig, changes: ItemChanges,
-                 dataset: ArrayDataset | None = None) -> None:
+                 dataset: ArrayDataset | None = None, table: TableItems | None = None) -> None:
         self.directory = directory
         self.store = store
         self.config = config
         self.changes = changes
         self._dataset = dataset
+        self._table = table
         self._test: ArrayDataset | None = None
         self._test_loaded = False
         self._index: ItemIndex | None = None
@@ -107,14 +108,15 @@ class LabellingProject:
         try:
             staging.mkdir(parents=True)
             skipped: list[tuple[str, str]] = []
-            dataset, files = cls._load_source(config, progress=progress, skipped=skipped)
+            dataset, files, table = cls._load_source(config, progress=progress, skipped=skipped)
             n = len(dataset)
             if n < 2:
                 unread = f" ({len(skipped)} file(s) could not be read: {skipped[0][1]})" if skipped else ""
-                raise ProjectError(f"{config.images or config.dataset} holds {n} readable item(s){unread}; "
+                raise ProjectError(f"{config.source} holds {n} readable item(s){unread}; "
                                    "a project needs at least 2")
             store = LabelStore.create(staging / STORE_FILE, classes=cls._classes(config, dataset),
-                                      meta={"project": config.to_dict(), "dataset_name": dataset.name})
+                                      meta={"project": config.to_dict(), "dataset_name": dataset.name},
+                                      multilabel=config.multilabel)
             try:
                 store.sync_items(files)
             finally:
@@ -130,7 +132,7 @@ class LabellingProject:
             raise
         store = LabelStore.open(target / STORE_FILE)
         _note_skipped(store, skipped)
-        project = cls(target, store, config, ItemChanges(skipped=skipped), dataset)
+        project = cls(target, store, config, ItemChanges(skipped=skipped), dataset, table)
         project._check_dataset(dataset)
         return project
 
@@ -159,7 +161,7 @@ class LabellingProject:
                 raise ProjectError(f"{path} was created with {shown}; a project's settings are fixed: drop "
                                    f"{flags} to continue it, or start a new project directory")
             changes = ItemChanges()
-            dataset = None
+            dataset = table = None
             if rescan:
                 if config.images is not None:
                     skipped: list[tuple[str, str]] = []
@@ -167,13 +169,17 @@ class LabellingProject:
                                                            cache=store.scan_cache(), skipped=skipped))
                     changes.skipped = skipped
                     _note_skipped(store, skipped)
+                elif config.table is not None:  # rows added, removed, edited or reordered: matched by id and content
+                    dataset, files, table = cls._load_source(config, progress=False)
+                    changes = store.sync_items(files)
+                    changes.noun = "row"
                 else:  # a built-in dataset's files could be replaced too: its items are checked by content
-                    dataset, _ = cls._load_source(config, progress=False, scan=False)
+                    dataset, _, _ = cls._load_source(config, progress=False, scan=False)
                     changes = store.sync_items(scan_dataset(dataset))
         except BaseException:
             store.close()
             raise
-        return cls(path, store, config, changes, dataset)
+        return cls(path, store, config, changes, dataset, table)
 
     @classmethod
     def open_or_create(cls, directory: str | os.PathLike[str], config: ProjectConfig | None = None, *,
@@ -210,17 +216,20 @@ class LabellingProject:
     @staticmethod
     def _load_source(config: ProjectConfig, *, progress: bool, scan: bool = True,
                      skipped: list[tuple[str, str]] | None = None, keys: Sequence[str] = ()
-                     ) -> tuple[ArrayDataset, list[ItemFile]]:
-        """The dataset (and with ``scan`` the scanned items). An image folder's dataset holds the
-        readable files only: those the scan found (``scan``), else the items ``keys``."""
+                     ) -> tuple[ArrayDataset, list[ItemFile], TableItems | None]:
+        """The dataset (and with ``scan`` the scanned items), and a table's rows. An image folder's
+        dataset holds the readable files only: those the scan found (``scan``), else the items ``keys``."""
+        if config.table is not None:
+            table = scan_table(config)
+            return table.dataset, table.files, table
         if config.images is not None:
             root = Path(config.images)
             files = scan_folder(root, classes=config.classes, skipped=skipped) if scan else []
             readable = {root.joinpath(*Path(key).parts) for key in ([f.key for f in files] if scan else keys)}
             dataset = image_folder(root, classes=config.classes, progress=progress, only=readable)
-            return dataset, files
+            return dataset, files, None
         dataset = load_dataset(config.dataset, data_dir=config.data_dir, split="train")
-        return dataset, scan_dataset(dataset) if scan else []
+        return dataset, scan_dataset(dataset) if scan else [], None
 
     # ----------------------------------------------------------------- items <-> dataset positions
 
@@ -232,8 +241,8 @@ class LabellingProject:
     def dataset(self) -> ArrayDataset:
         """The project's items as an :class:`~activebayes.data.ArrayDataset` (positions = the folder listing)."""
         if self._dataset is None:
-            self._dataset, _ = self._load_source(self.config, progress=False, scan=False,
-                                                 keys=[item.key for item in self.store.items()])
+            self._dataset, _, self._table = self._load_source(self.config, progress=False, scan=False,
+                                                              keys=[item.key for item in self.store.items()])
             self._check_dataset(self._dataset)
         elif self._index is None:
             self._check_dataset(self._dataset)
@@ -255,11 +264,14 @@ class LabellingProject:
 
     def _check_dataset(self, dataset: ArrayDataset) -> None:
         items = self.store.items()
-        keys = dataset_keys(dataset, images=self.config.images, classes=self.config.classes,
-                            present={item.key for item in items})
+        if self._table is not None:
+            keys = self._table.keys
+        else:
+            keys = dataset_keys(dataset, images=self.config.images, classes=self.config.classes,
+                                present={item.key for item in items})
         index = ItemIndex.match(keys, items) if len(keys) == len(dataset) else None
         if index is None:
-            raise ProjectError(f"the items of {self.config.images or self.config.dataset} changed while the "
+            raise ProjectError(f"the items of {self.config.source} changed while the "
                                "project was open; open it again")
         if tuple(dataset.classes) != self.classes:
             raise ProjectError(f"the dataset's classes {list(dataset.classes)} differ from the project's "
@@ -278,6 +290,21 @@ class LabellingProject:
         _ = self.dataset
         assert self._index is not None
         return self._index.index_of(item)
+
+    @property
+    def item_kind(self) -> str:
+        """What an item is: ``"image"`` (image folders, built-in datasets), ``"text"`` or ``"row"``."""
+        if self.config.table is None:
+            return "image"
+        return "text" if self.config.text_column is not None else "row"
+
+    def item_content(self, item: int) -> dict[str, Any] | None:
+        """A table item as the page shows it (:func:`~activebayes.labelling.items.row_content`);
+        ``None`` for an image project or an item not in the table now."""
+        index = self.index_of(item)
+        if self._table is None or index is None:
+            return None
+        return self._table.contents[index]
 
     # ----------------------------------------------------------------- the loop
 
@@ -301,20 +328,30 @@ class LabellingProject:
                     if item in labels and self.index_of(item) is not None]
             record = dict(stored)
             record["acquired"] = [self.index_of(item) for item, _ in keep]
-            record["labels"] = [label for _, label in keep]
+            record["labels"] = [self.loop_label(label) for _, label in keep]
             record["scores"] = [scores.get(item, math.nan) for item, _ in keep]
             records.append(RoundRecord.from_dict(record))
         return records
 
-    def _loop_basis(self) -> dict[int, int]:
+    def _loop_basis(self) -> dict[int, int | list[int]]:
         """``position -> label`` a freshly built loop would hold (committed items, current labels)."""
         labels = self.store.labels()
         basis = {}
         for item in self.store.committed():
             index = self.index_of(item)
             if item in labels and index is not None:
-                basis[index] = labels[item]
+                basis[index] = self.loop_label(labels[item])
         return basis
+
+    def loop_label(self, label: int) -> int | list[int]:
+        """A stored label as the loop takes it: the class id, or for a multi-label project the
+        0/1 indicators ``[C]`` of the stored bitmask (:func:`~activebayes.labelling.store.mask_classes`)."""
+        if not self.store.multilabel:
+            return label
+        indicators_C = [0] * len(self.classes)
+        for c in mask_classes(label):
+            indicators_C[c] = 1
+        return indicators_C
 
     def loop_is_current(self, loop: ActiveLearningLoop) -> bool:
         """Whether ``loop`` still holds the store's committed labels (an undo or an overwrite of a
@@ -380,7 +417,7 @@ class LabellingProject:
         pending = self.pending_labels()
         if len(pending) < min_pending or not pending:
             return loop, proposal
-        record = loop.commit([i for _, i, _ in pending], [y for _, _, y in pending], proposal=proposal)
+        record = loop.commit([i for _, i, _ in pending], [self.loop_label(y) for _, _, y in pending], proposal=proposal)
         following = loop.propose(lookahead=lookahead, on_phase=to_status)
         stored_next = None if following.stopped else self._to_store(following.to_dict(), ("indices", "ranking"))
         self.store.save_round(r, self._to_store(record.to_dict(), ("acquired",)),
@@ -421,10 +458,23 @@ class LabellingProject:
         return atomic_write_text(target, self.export_text(fmt))
 
     def export_text(self, fmt: str) -> str:
+        """The export ``fmt`` as text (see :meth:`export`); a table project's rows carry the item's
+        ``text`` and / or ``fields`` (column -> value), a multi-label one's its ``labels``."""
         rows = self.store.export_rows(root=self.config.images)
+        if self.config.table is not None:
+            rows = [{**row, **self._content_columns(row["item"])} for row in rows]
         if fmt == "labelstudio":
-            return json.dumps(label_studio_tasks(rows), indent=1) + "\n"
+            return json.dumps(label_studio_tasks(rows), indent=1, ensure_ascii=False) + "\n"
         return export_text(rows, fmt)
+
+    def _content_columns(self, item: int) -> dict[str, Any]:
+        content = self.item_content(item) or {}
+        columns: dict[str, Any] = {}
+        if self.config.text_column is not None:
+            columns["text"] = content.get("text")
+        if self.config.feature_columns:
+            columns["fields"] = dict(content["fields"]) if "fields" in content else None
+        return columns
 
     # ----------------------------------------------------------------- summary
 

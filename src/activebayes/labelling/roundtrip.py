@@ -24,7 +24,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -100,10 +100,13 @@ class ImportResult:
 
 
 def relabel_conflicts(answers: Mapping[int, int], current: Mapping[int, int], classes: Sequence[str], *,
-                      where: Callable[[int], str], given: str) -> list[AnswerProblem]:
+                      where: Callable[[int], str], given: str,
+                      name: Callable[[int], str] | None = None) -> list[AnswerProblem]:
     """One problem (fixed by ``overwrite``) per answer that would replace a label already given:
-    ``"<where(id)>: <given> 'old', the file says 'new'"``."""
-    return [AnswerProblem(where(i), f"{given} {classes[current[i]]!r}, the file says {classes[y]!r}", "overwrite")
+    ``"<where(id)>: <given> 'old', the file says 'new'"`` (labels shown by ``name``, default
+    their class name)."""
+    name = name or classes.__getitem__
+    return [AnswerProblem(where(i), f"{given} {name(current[i])!r}, the file says {name(y)!r}", "overwrite")
             for i, y in sorted(answers.items()) if i in current and current[i] != y]
 
 
@@ -115,6 +118,13 @@ def _split_new(answers: Mapping[int, int], current: Mapping[int, int]) -> tuple[
 
 
 # --------------------------------------------------------------------------- a labelling project's round trip
+
+
+def _readable(content: Mapping[str, Any] | None) -> str:
+    """A table item as one cell of a query file: its text, then ``column: value`` lines."""
+    content = content or {}
+    lines = [content["text"]] if "text" in content else []
+    return "\n".join(lines + [f"{column}: {value}" for column, value in content.get("fields", [])])
 
 
 def query_path(project: LabellingProject, round: int) -> Path:
@@ -157,6 +167,7 @@ def query(project: LabellingProject) -> QueryResult:
     path = write_query(
         query_path(project, proposal.round), indices=indices, scores=[s for _, s in batch], dataset=dataset,
         round=proposal.round, item_ids=items, sha256=[sha[i] for i in items],
+        texts=[_readable(project.item_content(i)) for i in items] if project.config.table is not None else None,
         thumbnails_dir=project.directory / QUERY_DIR / "thumbnails" if len(dataset.input_shape) == 3 else None)
     queries[proposal.round] = items
     project.store.set_meta(QUERIES_KEY, {str(k): v for k, v in sorted(queries.items())})
@@ -201,14 +212,15 @@ def import_answers(project: LabellingProject, path: str | os.PathLike[str], *, a
     problems: list[AnswerProblem] = []
     answers = check_answers(answers_file, expected_indices=expected, classes=project.classes,
                             allow_partial=allow_partial, also_allowed=earlier_of, describe_unknown=unknown,
-                            problems=problems)
+                            problems=problems, multilabel=project.store.multilabel)
     current = project.store.labels(present_only=False)
     for item, label in sorted(answers.items()):
         where = f"item {item} ({items[item].key})"
         if not items[item].present:
             newer = [it for it in items.values() if it.present and it.key == items[item].key]
             reason = (f"changed on disk after it was queried (its new content is item {newer[0].id}); "
-                      "label it in a later query" if newer else "is no longer in the image folder; drop its row")
+                      "label it in a later query" if newer else
+                      f"is no longer in the {'table' if project.config.table else 'image folder'}; drop its row")
             problems.append(AnswerProblem(where, reason))
             continue
         sha = answers_file.column(item, "sha256")
@@ -217,7 +229,7 @@ def import_answers(project: LabellingProject, path: str | os.PathLike[str], *, a
             continue
         if not overwrite:
             problems += relabel_conflicts({item: label}, current, project.classes, given="is already labelled",
-                                          where=lambda _item, where=where: where)
+                                          where=lambda _item, where=where: where, name=project.store.label_name)
     if problems:
         raise AnswerFileError(file, problems)
     new, changed = _split_new(answers, current)
@@ -233,12 +245,14 @@ def import_answers(project: LabellingProject, path: str | os.PathLike[str], *, a
 def _import_label_studio(project: LabellingProject, answers_file: AnswersFile, *, overwrite: bool,
                          annotator: str) -> ImportResult:
     assert answers_file.tasks is not None
-    found = label_studio_answers(answers_file.tasks, items=project.store.items(), classes=project.classes)
+    found = label_studio_answers(answers_file.tasks, items=project.store.items(), classes=project.classes,
+                                 multilabel=project.store.multilabel)
     problems = [AnswerProblem("", p) for p in found.problems]
     current = project.store.labels()
     if not overwrite:
         problems += relabel_conflicts(found.labels, current, project.classes, given="is already labelled",
-                                      where=lambda item: f"item {item} ({project.store.item(item).key})")
+                                      where=lambda item: f"item {item} ({project.store.item(item).key})",
+                                      name=project.store.label_name)
     if problems:
         raise AnswerFileError(answers_file.path, problems)
     new, changed = _split_new(found.labels, current)

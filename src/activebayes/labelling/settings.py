@@ -19,9 +19,14 @@ from activebayes.acquisition import available_strategies
 from activebayes.data import available_datasets
 from activebayes.errors import ActiveBayesError
 from activebayes.models import available_models
+from activebayes.acquisition.multilabel_strategies import MULTILABEL_COUNTERPARTS, MULTILABEL_STRATEGIES
 from activebayes.records import DEFAULT_STRATEGY, POSTERIOR_CHOICES, LoopConfig
 
-__all__ = ["ProjectConfig", "ProjectError", "setting_differences"]
+__all__ = ["MAX_MULTILABEL_CLASSES", "ProjectConfig", "ProjectError",
+           "setting_differences"]
+
+#: a multi-label answer is stored as a bitmask of its classes in one SQLite integer
+MAX_MULTILABEL_CLASSES = 62
 
 
 class ProjectError(ActiveBayesError, ValueError):
@@ -32,8 +37,16 @@ class ProjectError(ActiveBayesError, ValueError):
 class ProjectConfig:
     """What a labelling project labels and how it picks the items.
 
-    Exactly one of ``images`` (a folder; stored absolute, ``classes`` required) and
-    ``dataset`` (a built-in dataset name, its labels ignored). The loop settings
+    Exactly one of ``images`` (a folder; stored absolute, ``classes`` required),
+    ``dataset`` (a built-in dataset name, its labels ignored) and ``table`` (a CSV / TSV /
+    JSONL / Parquet file; stored absolute, ``classes`` required): its items are the rows,
+    shown by their ``text_column`` and / or ``feature_columns``, identified by ``id_column``
+    (else a hash of the row's content, :func:`activebayes.data.load_table`); a label column
+    in the file is ignored (the project's labels are the ones given to it).
+    ``table_options`` are :class:`~activebayes.records.LoopConfig`'s (``encoder``,
+    ``missing``, ``categorical_columns``, ``label_separator``, ``cache_dir``, ``format``),
+    and ``multilabel=True`` makes each answer a set of classes (at most
+    :data:`MAX_MULTILABEL_CLASSES`; the default ``badge`` runs as ``multilabel_badge``, as ``bald`` as ``multilabel_bald``). The loop settings
     (``strategy``, ``cold_start``, ``model``, ``batch_size``, ``num_samples``, ``eval_samples``,
     ``seed``, ``fit_options``, ``posterior``) mean what they mean in :class:`~activebayes.records.LoopConfig`
     (the cold start runs until its default label count, 6 per class);
@@ -63,14 +76,25 @@ class ProjectConfig:
     #: the loop's ``audit_fraction`` and ``stop_when`` (:mod:`activebayes.stopping`)
     audit_fraction: float = 0.0
     stop_when: tuple[str, ...] = ()
+    #: a table of texts / rows (see the class docstring), with LoopConfig's names
+    table: str | None = None
+    text_column: str | None = None
+    feature_columns: tuple[str, ...] = ()
+    id_column: str | None = None
+    table_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if (self.dataset is None) == (self.images is None):
-            raise ProjectError("a labelling project needs exactly one of --dataset NAME or --images FOLDER")
-        if self.images is not None:
-            if not self.classes:
-                raise ProjectError("--classes is required with --images: the class names a labeller may use")
-            object.__setattr__(self, "images", str(Path(self.images).expanduser().absolute()))
+        sources = [flag for flag, value in (("--dataset", self.dataset), ("--images", self.images),
+                                            ("--table", self.table)) if value is not None]
+        if len(sources) != 1:
+            raise ProjectError("a labelling project needs exactly one of --dataset NAME, --images FOLDER or "
+                               f"--table FILE, got {' and '.join(sources) if sources else 'none'}")
+        for name in ("images", "table"):
+            if getattr(self, name) is not None:
+                if not self.classes:
+                    raise ProjectError(f"--classes is required with --{name}: the class names a labeller may use")
+                object.__setattr__(self, name, str(Path(getattr(self, name)).expanduser().absolute()))
+        self._check_table()
         if self.dataset is not None:
             check_choice(self.dataset, "dataset", available_datasets())
         if self.data_dir is not None:
@@ -99,9 +123,57 @@ class ProjectConfig:
         object.__setattr__(self, "stop_when", tuple(self.stop_when))
         LoopConfig(audit_fraction=self.audit_fraction, stop_when=self.stop_when)  # the loop's own checks
 
+    def _check_table(self) -> None:
+        """The table fields, checked as :class:`~activebayes.records.LoopConfig` checks them."""
+        if isinstance(self.feature_columns, str):
+            object.__setattr__(self, "feature_columns", tuple(c.strip() for c in self.feature_columns.split(",")
+                                                              if c.strip()))
+        object.__setattr__(self, "feature_columns", tuple(self.feature_columns))
+        if not isinstance(self.table_options, Mapping):
+            raise ProjectError(f"table_options must be a mapping, got {type(self.table_options).__name__}")
+        options = dict(self.table_options)
+        if options.get("multilabel") is False:
+            del options["multilabel"]  # stored only when on
+        object.__setattr__(self, "table_options", options)
+        for name in ("label_column", "classes", "test_size"):
+            if name in options:
+                raise ProjectError(f"table_options {name!r}: not for a labelling project (its classes are "
+                                   "--classes, its labels the answers it is given)")
+        if self.table is None:
+            flags = (("text_column", "--text-column"), ("feature_columns", "--feature-columns"),
+                     ("id_column", "--id-column"), ("table_options", "--encoder / --multilabel"))
+            given = [flag for name, flag in flags if getattr(self, name)]
+            if given:
+                raise ProjectError(f"{', '.join(given)}: only with a table (--table FILE)")
+            return
+        # LoopConfig's own checks (input columns, known options)
+        self.loop_config(2, name="table", evaluate_test=False)
+        if self.multilabel:
+            assert self.classes is not None
+            if len(self.classes) > MAX_MULTILABEL_CLASSES:
+                raise ProjectError(f"--multilabel: at most {MAX_MULTILABEL_CLASSES} classes, got {len(self.classes)}")
+            takes = (*MULTILABEL_STRATEGIES, *MULTILABEL_COUNTERPARTS, "random", "typicality")
+            for flag, name in (("--strategy", self.strategy), ("--cold-start", self.cold_start)):
+                if name is not None and name not in takes:  # badge, bald, ... run their label-vector versions
+                    raise ProjectError(f"{flag} {name!r} reads single-label predictions; a --multilabel project "
+                                       f"takes one of {', '.join(takes)}")
+            if self.stop_when or self.audit_fraction:
+                raise ProjectError("--multilabel: --stop-when and --audit-fraction assume single-label predictions")
+
+    @property
+    def multilabel(self) -> bool:
+        """Whether each answer is a set of classes (``table_options["multilabel"]``)."""
+        return bool(self.table_options.get("multilabel", False))
+
+    @property
+    def source(self) -> str:
+        """What the project labels: the image folder, the table file or the dataset name."""
+        return str(self.images or self.table or self.dataset)
+
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["classes"] = list(self.classes) if self.classes is not None else None
+        data["feature_columns"] = list(self.feature_columns)
         return data
 
     @classmethod
@@ -114,12 +186,21 @@ class ProjectConfig:
         values.setdefault("cold_start", None)  # projects made before the cold start existed had none
         if values.get("classes") is not None:
             values["classes"] = tuple(values["classes"])
+        values["feature_columns"] = tuple(values.get("feature_columns") or ())
         return cls(**values)
 
     def loop_config(self, n_items: int, *, name: str, evaluate_test: bool) -> LoopConfig:
-        """The loop's config for a pool of ``n_items`` items (budget: label them all)."""
+        """The loop's config for a pool of ``n_items`` items (budget: label them all). A table
+        project's loop reads the table through LoopConfig's table fields (no label column: the
+        project's ``classes`` are the table's)."""
+        table: dict[str, Any] = {}
+        if self.table is not None:
+            table = {"table": self.table, "text_column": self.text_column, "feature_columns": self.feature_columns,
+                     "id_column": self.id_column,
+                     "table_options": {**self.table_options, "classes": list(self.classes or ())}}
         return LoopConfig(
-            dataset=name,
+            dataset="table" if self.table is not None else name,
+            **table,
             strategy=self.strategy,
             cold_start=self.cold_start,
             model=self.model,
@@ -144,10 +225,10 @@ def _setting_value(name: str, value: Any) -> Any:
     """A setting in the form it is compared in (see :func:`setting_differences`)."""
     if value is None:
         return None
-    if name == "classes":
+    if name in ("classes", "feature_columns"):
         names = value.split(",") if isinstance(value, str) else value
         return tuple(str(c).strip() for c in names if str(c).strip())
-    if name in ("images", "data_dir"):
+    if name in ("images", "data_dir", "table"):
         return os.path.realpath(Path(str(value)).expanduser())
     if name == "cold_start" and value == "none":
         return None
@@ -168,9 +249,11 @@ def setting_differences(config: ProjectConfig, given: Mapping[str, Any]) -> list
     from the project's ``config``. Paths are compared resolved, class lists name by name."""
     stored_values = config.to_dict()
     stored_values["max_epochs"] = config.fit_options.get("max_epochs")
+    stored_values["encoder"] = config.table_options.get("encoder")
+    stored_values["multilabel"] = config.multilabel or None
     differences = []
     for name, value in given.items():
-        if value is None:
+        if value is None or (name == "multilabel" and value is False):
             continue
         if name not in stored_values:
             raise ProjectError(f"unknown project setting {name!r}")

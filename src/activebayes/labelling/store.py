@@ -32,6 +32,13 @@ survives a killed process *and* a power cut. :meth:`LabelStore.set_synchronous`
 training worker, a ``query`` on the command line); writers wait for each other
 (``busy_timeout``).
 
+**Multi-label** stores (``LabelStore.create(..., multilabel=True)``): an answer is a
+set of classes, stored in the same integer ``label`` column as the bitmask of its class
+ids (bit ``c`` set = class ``c``; :func:`classes_mask` / :func:`mask_classes`), so undo,
+leases and the derived labels work unchanged; an empty set is refused. Schema version 2
+records whether a store is multi-label (meta ``"multilabel"``); a version 1 store (every
+store before it, all single-label) is migrated when opened.
+
 Export: :meth:`LabelStore.export_rows` gives one row per item with its current label;
 the file formats (CSV, JSON, Label Studio) are :mod:`activebayes.labelling.interchange`'s.
 
@@ -79,11 +86,17 @@ __all__ = [
     "LeaseConflictError",
     "NothingToUndoError",
     "UnknownItemError",
+    "classes_mask",
+    "mask_classes",
 ]
 
-SCHEMA_VERSION = 1
+#: 2: meta "multilabel" (a multi-label store's labels are bitmasks); version 1 stores are migrated on open
+SCHEMA_VERSION = 2
+#: joins the class names of a multi-label answer in text (exports), as load_table's label_separator
+MULTILABEL_SEPARATOR = "|"
 EVENT_KINDS = ("answer", "skip", "undo")
 _BUSY_TIMEOUT_MS = 30_000
+_MAX_MASK_CLASSES = 62  # a bitmask of the classes fits a signed 64-bit SQLite integer
 _LEASE_CHUNK = 64  # candidates checked per query by lease_next
 
 
@@ -173,6 +186,8 @@ class ItemChanges:
     labelled_removed: int = 0
     labelled_changed: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: what an item is called in :meth:`summary` ("image", or "row" for a table)
+    noun: str = "image"
 
     @property
     def any(self) -> bool:
@@ -187,20 +202,20 @@ class ItemChanges:
 
         lines = []
         if self.added:
-            lines.append(f"{len(self.added)} new image(s): {names(self.added)}")
+            lines.append(f"{len(self.added)} new {self.noun}(s): {names(self.added)}")
         if self.removed:
             kept = f"; the labels of {self.labelled_removed} stay in the store" if self.labelled_removed else ""
-            lines.append(f"{len(self.removed)} image(s) gone: {names(self.removed)}{kept}")
+            lines.append(f"{len(self.removed)} {self.noun}(s) gone: {names(self.removed)}{kept}")
         if self.changed:
             kept = (f"; {self.labelled_changed} had a label, which stays with the old content"
                     if self.labelled_changed else "")
-            lines.append(f"{len(self.changed)} image(s) changed (new content, to be labelled again): "
+            lines.append(f"{len(self.changed)} {self.noun}(s) changed (new content, to be labelled again): "
                          f"{names(self.changed)}{kept}")
         if self.moved:
-            lines.append(f"{len(self.moved)} image(s) moved (labels kept): "
+            lines.append(f"{len(self.moved)} {self.noun}(s) moved (labels kept): "
                          f"{names([f'{a} -> {b}' for a, b in self.moved])}")
         if self.returned:
-            lines.append(f"{len(self.returned)} image(s) back (labels restored): {names(self.returned)}")
+            lines.append(f"{len(self.returned)} {self.noun}(s) back (labels restored): {names(self.returned)}")
         if self.skipped:
             lines.append(f"{len(self.skipped)} file(s) skipped, not labelled until they can be read: "
                          + "; ".join(reason for _key, reason in self.skipped[:limit])
@@ -309,24 +324,39 @@ class LabelStore:
         self._db.execute("PRAGMA synchronous = FULL")
         self._db.execute("PRAGMA foreign_keys = ON")
         version = self.meta("schema_version")
+        if version == 1:
+            self._migrate_from_1()
+            version = self.meta("schema_version")
         if version != SCHEMA_VERSION:
             self._db.close()
             raise LabelStoreError(f"{self.path}: label store schema version {version!r}, this activebayes "
                                   f"reads version {SCHEMA_VERSION}")
         self.classes: tuple[str, ...] = tuple(self.meta("classes"))
+        #: whether each label is a set of classes (a bitmask, see the module docstring)
+        self.multilabel: bool = bool(self.meta("multilabel", False))
+
+    def _migrate_from_1(self) -> None:
+        """Version 1 -> 2: every version 1 store is single-label (the same tables; meta only)."""
+        with self._write() as db:
+            if json.loads(db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]) == 1:
+                db.executemany("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
+                               "value = excluded.value", [("multilabel", "false"), ("schema_version", "2")])
 
     # ----------------------------------------------------------------- lifecycle
 
     @classmethod
     def create(cls, path: str | os.PathLike[str], *, classes: Sequence[str],
-               meta: Mapping[str, Any] | None = None) -> LabelStore:
-        """A new store at ``path`` (which must not exist) for ``classes`` (two or more distinct names)."""
+               meta: Mapping[str, Any] | None = None, multilabel: bool = False) -> LabelStore:
+        """A new store at ``path`` (which must not exist) for ``classes`` (two or more distinct names);
+        ``multilabel``: each answer is a set of classes (at most 62)."""
         path = Path(path)
         if path.exists():
             raise FileExistsError(f"{path} exists already")
         names = [str(c) for c in classes]
         if len(names) < 2 or len(set(names)) != len(names) or any(not n.strip() for n in names):
             raise LabelStoreError(f"classes must be two or more distinct, non-empty names, got {names}")
+        if multilabel and len(names) > _MAX_MASK_CLASSES:
+            raise LabelStoreError(f"a multi-label store takes at most {_MAX_MASK_CLASSES} classes, got {len(names)}")
         store = cls.__new__(cls)
         store.path = path
         store._lock = threading.RLock()
@@ -335,7 +365,8 @@ class LabelStore:
         store._db.execute("PRAGMA synchronous = FULL")
         store._db.executescript(_SCHEMA)
         with store._write():
-            values = {"schema_version": SCHEMA_VERSION, "classes": names, "created": time.time(), **dict(meta or {})}
+            values = {"schema_version": SCHEMA_VERSION, "classes": names, "multilabel": bool(multilabel),
+                      "created": time.time(), **dict(meta or {})}
             store._db.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
                                   [(k, json.dumps(v)) for k, v in values.items()])
         store._db.close()
@@ -544,7 +575,19 @@ class LabelStore:
             raise UnknownItemError(f"item {item} is no longer in the project's folder")
         return item
 
+    def label_name(self, label: int) -> str:
+        """A stored label as text: the class name, or a multi-label set's names joined by ``|``."""
+        if self.multilabel:
+            return MULTILABEL_SEPARATOR.join(self.classes[c] for c in mask_classes(label))
+        return self.classes[label]
+
     def _check_label(self, label: object) -> int:
+        if self.multilabel:
+            top = (1 << len(self.classes)) - 1
+            if isinstance(label, bool) or not isinstance(label, int) or not 1 <= label <= top:
+                raise LabelStoreError(f"label must be a non-empty set of classes, as a bitmask 1 .. {top} "
+                                      f"({', '.join(self.classes)}), got {label!r}")
+            return label
         if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < len(self.classes):
             raise LabelStoreError(f"label must be a class id 0 .. {len(self.classes) - 1} "
                                   f"({', '.join(self.classes)}), got {label!r}")
@@ -615,7 +658,7 @@ class LabelStore:
         self._present_item(db, item)
         current = db.execute("SELECT label FROM labels WHERE item = ?", (item,)).fetchone()
         if current is not None and not overwrite:
-            raise AlreadyLabelledError(f"item {item} is already labelled {self.classes[current[0]]!r}")
+            raise AlreadyLabelledError(f"item {item} is already labelled {self.label_name(current[0])!r}")
         lease = db.execute("SELECT annotator, expires FROM leases WHERE item = ?", (item,)).fetchone()
         if lease is not None and lease[0] != annotator and lease[1] > now:
             raise LeaseConflictError(f"item {item} is leased to another annotator until "
@@ -760,6 +803,12 @@ class LabelStore:
     def class_counts(self) -> list[int]:
         """How many present items carry each class now."""
         counts = [0] * len(self.classes)
+        if self.multilabel:
+            for label, n in self._read("SELECT l.label, count(*) FROM labels l JOIN items i ON i.id = l.item "
+                                       "WHERE i.present = 1 GROUP BY l.label"):
+                for c in mask_classes(label):
+                    counts[c] += n
+            return counts
         for label, n in self._read("SELECT l.label, count(*) FROM labels l JOIN items i ON i.id = l.item "
                                    "WHERE i.present = 1 GROUP BY l.label"):
             counts[label] = n
@@ -943,7 +992,8 @@ class LabelStore:
     def export_rows(self, *, root: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
         """One row per present item: ``item, key, path, sha256, label, label_id, annotator, time, source, round``.
 
-        ``label`` is the class name ('' when unlabelled); ``path`` the absolute file
+        ``label`` is the class name ('' when unlabelled; multi-label: the names joined by ``|``,
+        ``label_id`` the bitmask and ``labels`` the list of names); ``path`` the absolute file
         (``root / key``) when ``root`` is given; ``round`` the round the label was
         committed to the loop in (``None`` if not yet).
         """
@@ -958,8 +1008,10 @@ class LabelStore:
                 "key": key,
                 "path": str(Path(root) / key) if root is not None else "",
                 "sha256": sha,
-                "label": self.classes[label] if label is not None else "",
+                "label": self.label_name(label) if label is not None else "",
                 "label_id": label,
+                **({"labels": [self.classes[c] for c in mask_classes(label)] if label is not None else []}
+                   if self.multilabel else {}),
                 "annotator": annotator or "",
                 "time": _iso(when) if when is not None else "",
                 "source": source or "",
@@ -969,6 +1021,20 @@ class LabelStore:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def classes_mask(class_ids: Iterable[int]) -> int:
+    """The bitmask of a set of class ids (bit ``c`` = class ``c``): ``classes_mask([0, 2]) == 5``."""
+    mask = 0
+    for c in class_ids:
+        mask |= 1 << int(c)
+    return mask
+
+
+def mask_classes(mask: int) -> list[int]:
+    """The class ids of a bitmask, ascending: ``mask_classes(5) == [0, 2]``."""
+    return [c for c in range(int(mask).bit_length()) if mask >> c & 1]
+
 
 
 def _iso(seconds: float) -> str:

@@ -1,4 +1,6 @@
-// The labelling page: one item at a time, one key per class, skip, undo.
+// The labelling page: one item at a time (an image, a text or a table row), one key per
+// class, skip, undo. A multi-label project's keys toggle classes and Enter stores the set.
+// Item text is only ever set as textContent, never parsed as HTML.
 "use strict";
 
 // The key of each class: a class whose name is a single character is typed by that
@@ -22,6 +24,9 @@ function classOfKey(keys, key) {
 
 (function () {
   const image = document.getElementById("item-image");
+  const textBox = document.getElementById("item-text");
+  const frame = document.getElementById("frame");
+  const submitButton = document.getElementById("submit");
   const empty = document.getElementById("empty");
   const classesBox = document.getElementById("classes");
   const toast = document.getElementById("toast");
@@ -33,6 +38,8 @@ function classOfKey(keys, key) {
   let current = null;   // the item shown
   let busy = false;     // a request is in flight
   let mine = 0;
+  let multilabel = false;
+  let chosen = new Set(); // a multi-label answer being put together: the class indices toggled on
 
   let me = null;        // this browser's annotator (its session's name)
   let shownURL = null;  // the object URL of the image on screen
@@ -52,10 +59,40 @@ function classOfKey(keys, key) {
     toast.classList.toggle("error", !!isError);
   }
 
+  // A text (in a scrolling box) and / or a row's fields as a key-value card, as text nodes.
+  function showContent(content) {
+    const parts = [];
+    if (content.text !== undefined) parts.push(AB.el("p", { class: "text", text: content.text }));
+    if (content.fields) {
+      const card = AB.el("dl", { class: "fields" });
+      content.fields.forEach(([column, value]) => {
+        card.appendChild(AB.el("dt", { text: column }));
+        card.appendChild(AB.el("dd", { text: value }));
+      });
+      parts.push(card);
+    }
+    textBox.replaceChildren(...parts);
+    textBox.scrollTop = 0;
+  }
+
+  function showChosen() {
+    Array.from(classesBox.children).forEach((button, index) => {
+      const on = chosen.has(index);
+      button.classList.toggle("on", on);
+      button.setAttribute("aria-pressed", on ? "true" : "false");
+    });
+    document.body.dataset.chosen = Array.from(chosen).sort((a, b) => a - b).map((i) => classes[i]).join("|");
+  }
+
   function show(item, message) {
     current = item;
     document.body.dataset.item = item ? String(item.id) : "";
+    if (multilabel) { chosen = new Set(); showChosen(); }
+    const isText = !!(item && item.kind !== "image");
+    frame.classList.toggle("text-frame", isText);
+    textBox.hidden = !isText;
     if (!item) {
+      textBox.hidden = true;
       image.hidden = true;
       empty.hidden = false;
       empty.textContent = message || "nothing to label";
@@ -64,10 +101,15 @@ function classOfKey(keys, key) {
       document.getElementById("item-key").textContent = "";
       return;
     }
-    image.hidden = false;
     empty.hidden = true;
-    image.classList.add("busy");
-    showImage(item);
+    if (isText) {
+      image.hidden = true;
+      showContent(item.content);
+    } else {
+      image.hidden = false;
+      image.classList.add("busy");
+      showImage(item);
+    }
     document.getElementById("item-key").textContent = item.key;
     document.getElementById("why").textContent = item.why;
     const probs = document.getElementById("probs");
@@ -76,7 +118,7 @@ function classOfKey(keys, key) {
       AB.bars(probs, item.probs.map((p) => ({ name: p.class, value: p.p, label: AB.percent(p.p), top: p.p === top })));
     } else {
       const story = item.strategy && item.strategy !== "random"
-        ? "no model yet: the first items are picked by " + item.strategy + " (from the images alone)"
+        ? "no model yet: the first items are picked by " + item.strategy + " (from the " + (isText ? "items" : "images") + " alone)"
         : "no model yet: the first items are picked at random";
       probs.replaceChildren(AB.el("p", { class: "muted small", text: story }));
     }
@@ -119,12 +161,30 @@ function classOfKey(keys, key) {
     last.dataset.label = label;
   }
 
+  function toggle(index) {
+    if (!current || index < 0 || index >= classes.length) return;
+    if (chosen.has(index)) chosen.delete(index); else chosen.add(index);
+    showChosen();
+  }
+
+  function submitChosen() {
+    if (!current) return;
+    if (chosen.size === 0) { say("choose at least one class (its key toggles it), then Enter", true); return; }
+    const labels = Array.from(chosen).sort((a, b) => a - b).map((i) => classes[i]);
+    send({ item: current.id, labels: labels });
+  }
+
   function answer(index) {
     if (!current || index < 0 || index >= classes.length) return;
+    if (multilabel) { toggle(index); return; }
     const button = classesBox.children[index];
     if (button) { button.classList.add("pressed"); setTimeout(() => button.classList.remove("pressed"), 150); }
+    send({ item: current.id, label: classes[index] });
+  }
+
+  function send(body) {
     const key = current.key;
-    request("/api/answer", { item: current.id, label: classes[index] }, (data) => {
+    request("/api/answer", body, (data) => {
       showMine(data.you);
       say("saved: " + data.saved.label);
       stored(data.saved.label, key);
@@ -151,6 +211,7 @@ function classOfKey(keys, key) {
     if ((event.ctrlKey || event.metaKey) && (event.key === "z" || event.key === "Z")) { event.preventDefault(); undo(); return; }
     if (event.key === "Backspace") { event.preventDefault(); undo(); return; }
     if (event.ctrlKey || event.metaKey || event.altKey) return;
+    if (multilabel && event.key === "Enter") { event.preventDefault(); submitChosen(); return; }
     const index = classOfKey(keys, event.key);
     if (index >= 0) {
       event.preventDefault();
@@ -161,6 +222,7 @@ function classOfKey(keys, key) {
     }
   });
   document.getElementById("skip").addEventListener("click", skip);
+  submitButton.addEventListener("click", submitChosen);
   document.getElementById("undo").addEventListener("click", undo);
 
   nameInput.addEventListener("change", async () => {
@@ -210,6 +272,9 @@ function classOfKey(keys, key) {
     const state = await refresh();
     if (!state) return;
     classes = state.classes;
+    multilabel = !!state.multilabel;
+    submitButton.hidden = !multilabel;
+    document.getElementById("toggle-help").hidden = !multilabel;
     keys = classKeys(classes);
     skipKeys = keys.some((key) => key.toLowerCase() === "s") ? [" "] : [" ", "s", "S"];
     classes.forEach((name, index) => {

@@ -1,0 +1,235 @@
+"""Labelling projects over a table: identity by row id or content, bad input as one-line errors,
+settings, and the label store's schema migration."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import sqlite3
+
+import pytest
+
+from activebayes.cli import main
+from activebayes.errors import ActiveBayesError
+from activebayes.labelling import AnswerFileError, LabellingProject, ProjectConfig, ProjectError
+from activebayes.labelling.store import SCHEMA_VERSION, ItemFile, LabelStore, LabelStoreError
+from tests.app.text_helpers import CLASSES, gloss_rows, text_config, write_csv
+
+
+def _labels_by_text(project: LabellingProject) -> dict[str, str]:
+    return {row["text"]: row["label"] for row in json.loads(project.export_text("json")) if row["label"]}
+
+
+@pytest.mark.parametrize("id_column", ["id", None])
+def test_labels_follow_the_rows_when_rows_are_reordered_or_inserted(tmp_path, id_column):
+    rows = gloss_rows(8)
+    table = write_csv(tmp_path / "glosses.csv", rows)
+    with LabellingProject.create(tmp_path / "proj", text_config(table, id_column=id_column)) as project:
+        keys = {item.key for item in project.store.items()}
+        if id_column is None:  # the hash of the row's content, as load_table makes it
+            assert all(key.startswith("sha256:") and len(key) == 23 for key in keys)
+        else:
+            assert keys == {row["id"] for row in rows}
+        for k, item in enumerate(project.store.items()[:6]):
+            project.store.answer(item.id, k % 3, "ann")
+        before = _labels_by_text(project)
+        loop, _ = project.advance(min_pending=10**12)
+    assert len(before) == 6
+
+    shuffled = list(rows)
+    random.Random(0).shuffle(shuffled)
+    shuffled.insert(3, {"id": "new-1", "text": "a brand new gloss about a plant", "y": "plant"})
+    write_csv(table, shuffled)
+    with LabellingProject.open(tmp_path / "proj") as project:
+        assert _labels_by_text(project) == before  # each label is still on its text, not on its position
+        assert len(project.changes.added) == 1 and not project.changes.removed and not project.changes.moved
+        assert project.changes.summary()[0].startswith("1 new row(s): ")
+        assert project.item_ids != list(range(1, len(shuffled) + 1))  # positions did change
+        loop = project.build_loop()
+        assert len(loop.dataset) == len(shuffled)
+        for item, label in project.store.labels().items():
+            assert project.item_content(item)["text"] in before and CLASSES[label] == before[
+                project.item_content(item)["text"]]
+
+
+def test_a_row_whose_text_changes_is_a_new_item_and_its_old_label_stays_with_the_old_text(tmp_path):
+    rows = gloss_rows(4)
+    table = write_csv(tmp_path / "glosses.csv", rows)
+    with LabellingProject.create(tmp_path / "proj", text_config(table)) as project:
+        first = next(item for item in project.store.items() if item.key == rows[0]["id"])
+        project.store.answer(first.id, 0, "ann")
+    rows[0] = {**rows[0], "text": rows[0]["text"] + " (edited)"}
+    write_csv(table, rows)
+    with LabellingProject.open(tmp_path / "proj") as project:
+        assert project.changes.changed == [rows[0]["id"]] and project.changes.labelled_changed == 1
+        assert project.store.labels() == {}  # the edited text is not labelled yet
+
+
+def test_a_feature_table_shows_rows_as_fields(tmp_path):
+    rows = [{"name": f"row{i}", "size": str(i), "colour": "red" if i % 2 else "blue"} for i in range(6)]
+    table = write_csv(tmp_path / "rows.csv", rows, columns=("name", "size", "colour"))
+    config = ProjectConfig(table=str(table), feature_columns="size,colour", id_column="name", classes=("a", "b"),
+                           batch_size=2, num_samples=4, eval_samples=2, cold_start=None)
+    with LabellingProject.create(tmp_path / "proj", config) as project:
+        assert project.item_kind == "row" and project.dataset.inputs.shape == (6, 3)
+        item = next(i for i in project.store.items() if i.key == "row3")
+        assert project.item_content(item.id) == {"kind": "row", "fields": [["size", "3"], ["colour", "red"]]}
+        project.store.answer(item.id, 1, "ann")
+        exported = {r["key"]: r for r in json.loads(project.export_text("json"))}
+        assert exported["row3"]["fields"] == {"size": "3", "colour": "red"} and exported["row3"]["label"] == "b"
+        assert '"size": "3"' in project.export_text("csv").replace('""', '"')
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("no-column", "text_column 'text' is not a column of the table"),
+    ("empty", "row 5, column 'text': empty text"),
+    ("twice", "row 6, column 'id': id"),
+    ("latin", "line 3 is not valid UTF-8"),
+])
+def test_bad_tables_are_one_line_errors_naming_the_row_or_column(tmp_path, capsys, case, expected):
+    good = gloss_rows(3)
+    if case == "no-column":
+        table = write_csv(tmp_path / "t.csv", [{"id": r["id"], "y": r["y"]} for r in good], columns=("id", "y"))
+    elif case == "empty":
+        rows = [dict(r) for r in good]
+        rows[4]["text"] = ""
+        table = write_csv(tmp_path / "t.csv", rows)
+    elif case == "twice":
+        rows = [dict(r) for r in good]
+        rows[5]["id"] = rows[1]["id"]
+        table = write_csv(tmp_path / "t.csv", rows)
+    else:
+        table = tmp_path / "t.csv"
+        table.write_bytes("id,text\n1,tea\n2,caf\xe9 au lait\n".encode("latin-1"))
+    with pytest.raises(ActiveBayesError) as raised:
+        LabellingProject.create(tmp_path / "proj", text_config(table))
+    assert expected in str(raised.value) and "\n" not in str(raised.value)
+    assert not (tmp_path / "proj").exists()  # all or nothing
+    # the command line says it as one line, no traceback
+    code = main(["label", str(tmp_path / "cli"), "--table", str(table), "--text-column", "text", "--id-column", "id",
+                 "--classes", ",".join(CLASSES), "-q"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith("error: ") and expected in err and err.count("\n") == 1
+    assert "Traceback" not in err and not (tmp_path / "cli").exists()
+
+
+def test_label_refuses_a_missing_table_file_and_table_flags_without_a_table(tmp_path, capsys):
+    assert main(["label", str(tmp_path / "p"), "--table", str(tmp_path / "nope.csv"), "--text-column", "text",
+                 "--classes", "a,b", "-q"]) == 1
+    assert capsys.readouterr().err == f"error: --table: no such file {tmp_path / 'nope.csv'}\n"
+    assert main(["label", str(tmp_path / "p"), "--dataset", "digits", "--text-column", "text", "-q"]) == 1
+    assert "--text-column: only with a table (--table FILE)" in capsys.readouterr().err
+
+
+def test_project_config_checks_its_table_settings(tmp_path):
+    table = write_csv(tmp_path / "t.csv", gloss_rows(2))
+    with pytest.raises(ProjectError, match="exactly one of --dataset NAME, --images FOLDER or --table FILE, got "
+                                           "--dataset and --table"):
+        ProjectConfig(dataset="digits", table=str(table), text_column="text", classes=CLASSES)
+    with pytest.raises(ProjectError, match="--classes is required with --table"):
+        ProjectConfig(table=str(table), text_column="text")
+    with pytest.raises(ActiveBayesError, match="text_column .* and / or feature_columns"):
+        ProjectConfig(table=str(table), classes=CLASSES)
+    with pytest.raises(ProjectError, match="--strategy 'margin' reads single-label predictions"):
+        ProjectConfig(table=str(table), text_column="text", classes=CLASSES, strategy="margin",
+                      table_options={"multilabel": True})
+    with pytest.raises(ProjectError, match="--cold-start 'least_confidence' reads single-label predictions"):
+        ProjectConfig(table=str(table), text_column="text", classes=CLASSES, cold_start="least_confidence",
+                      table_options={"multilabel": True})
+    # bald means multilabel_bald on a multi-label project (the loop's counterpart)
+    assert ProjectConfig(table=str(table), text_column="text", classes=CLASSES, strategy="bald",
+                         table_options={"multilabel": True}).strategy == "bald"
+    with pytest.raises(ProjectError, match="table_options 'label_column'"):
+        ProjectConfig(table=str(table), text_column="text", classes=CLASSES, table_options={"label_column": "y"})
+    config = ProjectConfig(table=str(table), text_column="text", classes=CLASSES, feature_columns="a, b")
+    assert config.feature_columns == ("a", "b") and ProjectConfig.from_dict(config.to_dict()) == config
+
+
+def test_a_label_column_in_the_file_is_ignored(tmp_path):
+    rows = gloss_rows(3)
+    rows[0]["y"] = "not-a-class"  # would be an error if the file's labels were read
+    table = write_csv(tmp_path / "t.csv", rows)
+    with LabellingProject.create(tmp_path / "proj", text_config(table)) as project:
+        assert project.store.labels() == {} and project.dataset.targets is None
+
+
+def test_reopening_with_another_encoder_is_refused_naming_both(tmp_path):
+    table = write_csv(tmp_path / "t.csv", gloss_rows(3))
+    LabellingProject.create(tmp_path / "proj", text_config(table)).close()
+    with pytest.raises(ProjectError, match=r"--encoder \(not set\) \(this command: --encoder hashing\)"):
+        LabellingProject.open(tmp_path / "proj", settings={"encoder": "hashing"})
+    LabellingProject.open(tmp_path / "proj", settings={"table": str(table), "text_column": "text"}).close()
+
+
+# --------------------------------------------------------------------------- the store
+
+
+def test_a_version_1_store_opens_and_is_migrated(tmp_path):
+    path = tmp_path / "labels.sqlite"
+    store = LabelStore.create(path, classes=["cat", "dog"])
+    store.sync_items([ItemFile("a.png", "aa" * 32), ItemFile("b.png", "bb" * 32)])
+    store.answer(1, 1, "ann")
+    store.close()
+    db = sqlite3.connect(path)  # what activebayes wrote before multi-label stores: version 1, no "multilabel"
+    db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    db.execute("DELETE FROM meta WHERE key = 'multilabel'")
+    db.commit()
+    db.close()
+    with LabelStore.open(path) as store:
+        assert store.meta("schema_version") == SCHEMA_VERSION == 2 and store.multilabel is False
+        assert store.meta("multilabel") is False and store.labels() == {1: 1}
+        store.check_labels()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    with pytest.raises(LabelStoreError, match="schema version 3, this activebayes reads version 2"):
+        LabelStore.open(path)
+
+
+def test_a_multilabel_store_keeps_sets_as_bitmasks(tmp_path):
+    store = LabelStore.create(tmp_path / "labels.sqlite", classes=["a", "b", "c"], multilabel=True)
+    store.sync_items([ItemFile("x", "aa" * 32), ItemFile("y", "bb" * 32)])
+    with pytest.raises(LabelStoreError, match="non-empty set of classes, as a bitmask 1 .. 7"):
+        store.answer(1, 0, "ann")
+    with pytest.raises(LabelStoreError, match="got 8"):
+        store.answer(1, 8, "ann")
+    store.answer(1, 0b101, "ann")
+    store.answer(2, 0b100, "ann")
+    assert store.labels() == {1: 5, 2: 4} and store.class_counts() == [1, 0, 2]
+    assert [(r["label"], r["labels"]) for r in store.export_rows()] == [("a|c", ["a", "c"]), ("c", ["c"])]
+    with pytest.raises(LabelStoreError, match="at most 62 classes"):
+        LabelStore.create(tmp_path / "big.sqlite", classes=[f"c{i}" for i in range(63)], multilabel=True)
+    store.close()
+
+
+# --------------------------------------------------------------------------- the file round trip
+
+
+def test_query_files_of_a_text_project_carry_the_text_and_multilabel_sets_import(tmp_path):
+    rows = gloss_rows(4)
+    by_id = {row["id"]: row for row in rows}
+    table = write_csv(tmp_path / "t.csv", rows)
+    config = text_config(table, table_options={"multilabel": True})
+    with LabellingProject.create(tmp_path / "proj", config) as project:
+        query = project.query()
+        with open(query.path, newline="", encoding="utf-8") as handle:
+            written = list(csv.DictReader(handle))
+        assert all(r["text"] == by_id[project.store.item(int(r["item"])).key]["text"] for r in written)
+        sets = ["food|plant", "food", "animal|plant", "plant"]  # "food" alone is class 1: the set {food}
+        for row, value in zip(written, sets + [""] * len(written), strict=False):
+            row["label"] = value
+        bad = [dict(r) for r in written]
+        bad[0]["label"] = "food|fish"
+        write_csv(tmp_path / "bad.csv", bad, columns=list(written[0]))
+        with pytest.raises(AnswerFileError) as raised:
+            project.import_answers(tmp_path / "bad.csv", allow_partial=True)
+        assert "label 'fish'" in str(raised.value.problems[0].text({}))
+        write_csv(tmp_path / "answers.csv", written, columns=list(written[0]))
+        project.import_answers(tmp_path / "answers.csv", allow_partial=True)
+        stored = {int(r["item"]): project.store.labels().get(int(r["item"])) for r in written[:4]}
+        assert list(stored.values()) == [0b110, 0b010, 0b101, 0b100]
