@@ -6,6 +6,10 @@ Reads the run directories ``benchmarks/label_efficiency.py`` caches under
 docs/guides/text-and-tables.md). Nothing else is touched (docs/benchmarks.md is the
 MNIST summary's).
 
+Runs of the default schedule, a cold start then a strategy, cached by ``--cold-start S
+--cold-start-labels N`` under ``<task>-cold-<S><N>/``, are summarised beside them as
+``<S>-then-<strategy>`` (e.g. ``typicality-then-badge``, typicality until 6 labels per class).
+
 Targets are chosen from random's own curve, because the 90% / 95% accuracies of the
 MNIST tables are out of reach on these tasks: with ``m(n)`` random's mean headline metric
 over its seeds at ``n`` labels and ``B`` the budget,
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +52,13 @@ def summarise_task(task: str) -> dict | None:
     from activebayes.records import headline_metric
     from activebayes.rundir import load_runs
 
-    runs = load_runs(RUNS / task)
+    runs = dict(load_runs(RUNS / task))
+    for variant in sorted(RUNS.glob(f"{task}-cold-*")):  # the default schedule: a cold start, then the strategy
+        match = re.fullmatch(r"cold-([a-z_]+?)(\d+)", variant.name[len(task) + 1:])
+        if match is None:
+            continue
+        for (strategy, seed), run in load_runs(variant).items():
+            runs[(f"{match.group(1)}-then-{strategy}", seed)] = run
     finished = {k: v for k, v in runs.items() if v[1] and v[1][-1].stop_reason is not None}
     if not finished or not any(s == "random" for s, _ in finished):
         return None

@@ -29,6 +29,8 @@ import threading
 import time
 from pathlib import Path
 
+from activebayes.plots._base import palette_png
+
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
@@ -125,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
                 page.screenshot(path=str(args.out_dir / "app_dashboard.png"), full_page=True)
                 page.locator("#stopping").screenshot(path=str(args.out_dir / "app_stopping.png"))
                 browser.close()
+            for name in ("app_label.png", "app_dashboard.png", "app_stopping.png"):  # a 256-colour palette
+                shot = args.out_dir / name
+                shot.write_bytes(palette_png(shot.read_bytes()))
         finally:
             server.should_exit = True
             thread.join(30)

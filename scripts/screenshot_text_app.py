@@ -20,6 +20,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
+from activebayes.plots._base import palette_png  # noqa: E402
+
 from tests.app.app_helpers import TOKEN, LiveServer, wait_for  # noqa: E402
 from tests.app.text_helpers import CLASSES, gloss_rows, make_text_project, write_csv  # noqa: E402
 
@@ -49,7 +51,7 @@ def main(out: Path) -> int:
             page.reload()
             page.wait_for_selector("body[data-ready='1']")
             time.sleep(3.5)  # the state poll: status line and model bars
-            page.screenshot(path=str(out))
+            out.write_bytes(palette_png(page.screenshot()))  # a 256-colour palette
             browser.close()
     finally:
         live.stop()

@@ -194,6 +194,20 @@ def test_save_figure_is_atomic_on_failure(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["roc.png"]
 
 
+def test_a_png_is_saved_with_a_palette_that_keeps_the_picture(tmp_path):
+    """256 colours: every pixel within a few levels of the full-colour rendering, and smaller."""
+    from PIL import Image
+
+    fig = P.roc_plot([0, 0.2, 0.5, 1], [0, 0.6, 0.8, 1])
+    small = P.save_figure(fig, tmp_path / "small.png")
+    full = P.save_figure(fig, tmp_path / "full.png", palette=False)
+    with Image.open(small) as a, Image.open(full) as b:
+        assert a.mode == "P" and b.mode == "RGBA" and a.size == b.size
+        difference = np.abs(np.asarray(a.convert("RGBA"), dtype=int) - np.asarray(b, dtype=int))
+    assert np.percentile(difference, 99) <= 16 and difference.mean() < 1.5  # 16 of 255 levels at the edges
+    assert small.stat().st_size < full.stat().st_size
+
+
 def test_headless_without_display_and_no_import_time_matplotlib():
     code = (
         "import sys, activebayes.plots as P, activebayes.metrics as M;"

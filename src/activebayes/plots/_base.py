@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import Any
@@ -57,11 +58,25 @@ def as_array(value: object, name: str, *, ndim: int | tuple[int, ...] | None = N
     return array
 
 
-def save_figure(fig: Any, path: str | os.PathLike[str], *, dpi: int = 100) -> Path:
+def palette_png(data: bytes) -> bytes:
+    """A PNG's bytes re-encoded with a 256-colour palette (optimised): a plot or a screenshot
+    looks the same at a third to a quarter of the size, which matters for reports sent by
+    mail and for figures kept in a repository."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        quantized = image.convert("RGBA").quantize(colors=256, method=Image.Quantize.FASTOCTREE)
+    out = io.BytesIO()
+    quantized.save(out, format="PNG", optimize=True)
+    return out.getvalue()
+
+
+def save_figure(fig: Any, path: str | os.PathLike[str], *, dpi: int = 100, palette: bool = True) -> Path:
     """Write ``fig`` to ``path`` atomically: a temporary file in the same folder, then ``os.replace``.
 
     A crash mid-write never leaves a truncated image at ``path``. The format comes
-    from the suffix (PNG when there is none). Parent folders are created.
+    from the suffix (PNG when there is none). Parent folders are created. A PNG is
+    written with a 256-colour palette (:func:`palette_png`) unless ``palette=False``.
 
     Example:
         >>> import tempfile, pathlib
@@ -75,7 +90,12 @@ def save_figure(fig: Any, path: str | os.PathLike[str], *, dpi: int = 100) -> Pa
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        fig.savefig(tmp, format=fmt, dpi=dpi)
+        if fmt == "png" and palette:
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format=fmt, dpi=dpi)
+            tmp.write_bytes(palette_png(buffer.getvalue()))
+        else:
+            fig.savefig(tmp, format=fmt, dpi=dpi)
         os.replace(tmp, path)
     finally:
         if tmp.exists():

@@ -36,7 +36,9 @@ def matplotlib_missing() -> str | None:
 
 
 def to_png(figure: Any) -> bytes:
-    """Render a matplotlib Figure to PNG bytes and release it."""
+    """Render a matplotlib Figure to PNG bytes (a 256-colour palette: the report is mailed) and release it."""
+    from activebayes.plots._base import palette_png
+
     buffer = io.BytesIO()
     try:
         figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", facecolor="white")
@@ -44,7 +46,7 @@ def to_png(figure: Any) -> bytes:
         pyplot = sys.modules.get("matplotlib.pyplot")
         if pyplot is not None:
             pyplot.close(figure)
-    return buffer.getvalue()
+    return palette_png(buffer.getvalue())
 
 
 def render(key: str, caption: str, build: Callable[[], Any], *, no_matplotlib: str | None) -> Figure:
