@@ -233,3 +233,23 @@ def test_query_files_of_a_text_project_carry_the_text_and_multilabel_sets_import
         project.import_answers(tmp_path / "answers.csv", allow_partial=True)
         stored = {int(r["item"]): project.store.labels().get(int(r["item"])) for r in written[:4]}
         assert list(stored.values()) == [0b110, 0b010, 0b101, 0b100]
+
+
+def test_text_features_are_encoded_once_and_cached_in_the_project(tmp_path, monkeypatch):
+    """The server and the trainer open the project separately: the second open reads the
+    project's cached features instead of encoding every text again (a transformer encoder
+    takes minutes on a big table)."""
+    from activebayes.data import text as text_module
+
+    rows = gloss_rows(6)
+    table = write_csv(tmp_path / "glosses.csv", rows)
+    calls = []
+    original = text_module.TfidfEncoder.fit_transform
+    monkeypatch.setattr(text_module.TfidfEncoder, "fit_transform",
+                        lambda self, texts: calls.append(len(texts)) or original(self, texts))
+    with LabellingProject.create(tmp_path / "proj", text_config(table)) as project:
+        features = project.dataset.inputs[:].clone()
+    assert calls == [len(rows)] and list((tmp_path / "proj" / "cache").glob("embeddings-*.npy"))
+    with LabellingProject.open(tmp_path / "proj") as project:
+        assert project.dataset.inputs[:].equal(features)
+    assert calls == [len(rows)]  # read from the cache, not encoded again

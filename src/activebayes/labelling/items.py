@@ -126,15 +126,18 @@ def row_content(row: Mapping[str, Any], *, text_column: str | None, feature_colu
     return content
 
 
-def scan_table(config: Any) -> TableItems:
+def scan_table(config: Any, *, cache_dir: str | os.PathLike[str] | None = None) -> TableItems:
     """The rows of a table project (``config``: its :class:`~activebayes.labelling.ProjectConfig`),
     read through the loop's own table path (:func:`~activebayes.data.table_task.table_pool` of
     ``config.loop_config``): every bad input (a column the table lacks, an empty text, a file
     that is not UTF-8, an id used twice) is its one-line error naming the row and the column.
     A multi-label project's dataset carries placeholder all-zero indicators ``[N, C]`` (never
     read: the project starts with no labels, no validation and no test set) so the loop
-    treats it as multi-label."""
+    treats it as multi-label. Text features are cached by content in ``cache_dir`` (the
+    project's ``cache/`` folder) unless the table options name their own."""
     loop_config = config.loop_config(2, name="table", evaluate_test=False)
+    if cache_dir is not None and config.text_column is not None and "cache_dir" not in loop_config.table_options:
+        loop_config = loop_config.replace(table_options={**loop_config.table_options, "cache_dir": str(cache_dir)})
     pool = table_pool(loop_config)
     _columns, rows = read_table_rows(config.table, format=config.table_options.get("format"))
     if len(rows) != len(pool.item_ids):

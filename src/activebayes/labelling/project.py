@@ -108,7 +108,7 @@ class LabellingProject:
         try:
             staging.mkdir(parents=True)
             skipped: list[tuple[str, str]] = []
-            dataset, files, table = cls._load_source(config, progress=progress, skipped=skipped)
+            dataset, files, table = cls._load_source(config, staging, progress=progress, skipped=skipped)
             n = len(dataset)
             if n < 2:
                 unread = f" ({len(skipped)} file(s) could not be read: {skipped[0][1]})" if skipped else ""
@@ -170,11 +170,11 @@ class LabellingProject:
                     changes.skipped = skipped
                     _note_skipped(store, skipped)
                 elif config.table is not None:  # rows added, removed, edited or reordered: matched by id and content
-                    dataset, files, table = cls._load_source(config, progress=False)
+                    dataset, files, table = cls._load_source(config, path, progress=False)
                     changes = store.sync_items(files)
                     changes.noun = "row"
                 else:  # a built-in dataset's files could be replaced too: its items are checked by content
-                    dataset, _, _ = cls._load_source(config, progress=False, scan=False)
+                    dataset, _, _ = cls._load_source(config, path, progress=False, scan=False)
                     changes = store.sync_items(scan_dataset(dataset))
         except BaseException:
             store.close()
@@ -214,13 +214,14 @@ class LabellingProject:
         return config.classes if config.classes is not None else tuple(dataset.classes)
 
     @staticmethod
-    def _load_source(config: ProjectConfig, *, progress: bool, scan: bool = True,
+    def _load_source(config: ProjectConfig, directory: Path, *, progress: bool, scan: bool = True,
                      skipped: list[tuple[str, str]] | None = None, keys: Sequence[str] = ()
                      ) -> tuple[ArrayDataset, list[ItemFile], TableItems | None]:
-        """The dataset (and with ``scan`` the scanned items), and a table's rows. An image folder's
-        dataset holds the readable files only: those the scan found (``scan``), else the items ``keys``."""
+        """The dataset (and with ``scan`` the scanned items), and a table's rows (text features
+        cached in ``directory / "cache"``). An image folder's dataset holds the readable files
+        only: those the scan found (``scan``), else the items ``keys``."""
         if config.table is not None:
-            table = scan_table(config)
+            table = scan_table(config, cache_dir=Path(directory) / "cache")
             return table.dataset, table.files, table
         if config.images is not None:
             root = Path(config.images)
@@ -241,8 +242,9 @@ class LabellingProject:
     def dataset(self) -> ArrayDataset:
         """The project's items as an :class:`~activebayes.data.ArrayDataset` (positions = the folder listing)."""
         if self._dataset is None:
-            self._dataset, _, self._table = self._load_source(self.config, progress=False, scan=False,
-                                                              keys=[item.key for item in self.store.items()])
+            keys = [item.key for item in self.store.items()]
+            self._dataset, _, self._table = self._load_source(self.config, self.directory, progress=False,
+                                                              scan=False, keys=keys)
             self._check_dataset(self._dataset)
         elif self._index is None:
             self._check_dataset(self._dataset)
