@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import threading
 import time
@@ -13,6 +14,12 @@ from activebayes.app import WorkerThread, create_app
 from activebayes.labelling import LabellingProject, ProjectConfig
 
 TOKEN = "test-token-0123456789"
+
+#: The Debian chromium the browser tests drive through Playwright (``None``: not installed).
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+#: Headless, no sandbox (containers), nothing fetched from the network.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 FAST_FIT = {"max_epochs": 1, "min_samples_per_epoch": 128, "patience": 1}
 
 

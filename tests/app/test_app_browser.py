@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
 import time
-from pathlib import Path
 
 import pytest
 
 from activebayes.data import load_dataset
-from tests.app.app_helpers import TOKEN
+from tests.app.app_helpers import CHROMIUM, CHROMIUM_ARGS, TOKEN
 
 playwright_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 def key_for(label: int) -> str:
@@ -26,7 +21,7 @@ def test_label_thirty_items_with_the_keyboard_including_undo(live, project):
     targets = load_dataset("digits").targets
     given: dict[int, int] = {}
     with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page()
             page.set_default_timeout(90_000)  # a busy CI machine: every step waits for one request at most

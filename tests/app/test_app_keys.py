@@ -14,13 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.app.app_helpers import TOKEN, make_project, with_sessions
+from tests.app.app_helpers import CHROMIUM, CHROMIUM_ARGS, TOKEN, make_project, with_sessions
 
 LABEL_JS = Path(__file__).parents[2] / "src" / "activebayes" / "app" / "static" / "label.js"
 NODE = shutil.which("node")
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 def class_keys(names: list[str]) -> list[str]:
@@ -68,7 +65,7 @@ def test_round_zero_is_told_as_the_record_tells_it(round0_project):
 def test_digit_key_stores_that_digit_and_backspace_takes_it_back(live, project):
     playwright_api = pytest.importorskip("playwright.sync_api")
     with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page()
             page.set_default_timeout(90_000)
@@ -116,7 +113,7 @@ def trained_live(tmp_path):
 def test_the_first_round_is_readable_on_the_dashboard(trained_live):
     playwright_api = pytest.importorskip("playwright.sync_api")
     with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_default_timeout(90_000)

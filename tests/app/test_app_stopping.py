@@ -6,8 +6,6 @@ The panel's text is checked against numbers recomputed here from what the store 
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
 
 import pytest
 from scipy.stats import binomtest
@@ -16,11 +14,8 @@ from activebayes.app.stopping_panel import stopping_state
 from activebayes.errors import ActiveBayesError
 from activebayes.labelling import ProjectConfig
 from activebayes.stopping import ESTIMATED_ACCURACY, EXPECTED_ACCURACY, INFORMATION, STABLE_PREDICTIONS
-from tests.app.app_helpers import TOKEN, LiveServer, make_project, wait_for
+from tests.app.app_helpers import CHROMIUM, CHROMIUM_ARGS, LiveServer, TOKEN, make_project, wait_for
 
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 ROUNDS = 4  # the fourth model is the first with kappa over 3 rounds
 
 
@@ -107,7 +102,7 @@ def test_the_stopping_panel_reads_the_latest_round_in_plain_words(rounds_live, t
     first_info = records[1]["signals"][INFORMATION]["value"]
     ratio = latest[INFORMATION]["value"] / first_info
     with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_default_timeout(90_000)

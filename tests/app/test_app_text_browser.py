@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import csv
 import io
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.app.app_helpers import TOKEN, LiveServer
+from tests.app.app_helpers import CHROMIUM, CHROMIUM_ARGS, LiveServer, TOKEN
 from tests.app.text_helpers import CLASSES, gloss_rows, make_text_project, write_csv
 
 playwright_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 HTML_TEXT = "<b>not bold</b> <img src=x> a gloss with markup"
 
 
@@ -51,7 +47,7 @@ def test_label_a_csv_of_texts_with_the_keyboard_undo_once_and_export(tmp_path):
     given: dict[str, str] = {}
     try:
         with playwright_api.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
                 page = _open(browser, live)
                 assert [page.get_attribute(f"#classes button:nth-child({k + 1})", "data-key")
@@ -101,7 +97,7 @@ def test_markup_in_a_text_is_shown_as_text_and_multilabel_keys_toggle(tmp_path):
     markup = next(i for i in project.store.items() if i.key == "markup")
     try:
         with playwright_api.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
                 page = _open(browser, live)
                 assert page.is_visible("#submit")
