@@ -282,13 +282,18 @@ class LastLayerLaplace(nn.Module):
             for values, vectors in ((self.g_values_C, self.g_vectors_C_C), (self.a_values_E, self.a_vectors_E_E)):
                 values.zero_()
                 vectors.copy_(torch.eye(vectors.shape[0], dtype=torch.float64))
-        self.theta_map_C_E.copy_(theta_C_E)
         delta = 1.0 if self.fixed_prior_precision is None else self.fixed_prior_precision
+        self._set_mean_and_precision(theta_C_E, delta)
+        return {"laplace_structure": self.structure, "laplace_prior_precision": delta, "laplace_prior_only": True}
+
+    def _set_mean_and_precision(self, theta_C_E: Tensor, delta: float) -> None:
+        """The posterior's mean and prior precision (the GGN factors are set by the caller);
+        the drawn function samples belong to the previous posterior and are dropped."""
+        self.theta_map_C_E.copy_(theta_C_E)
         self.prior_precision.fill_(delta)
         self.fitted.fill_(True)
         self.samples_K_C_E = self.samples_K_C_E.new_zeros(0, *theta_C_E.shape)
         self.function_seed.fill_(-1)
-        return {"laplace_structure": self.structure, "laplace_prior_precision": delta, "laplace_prior_only": True}
 
     @torch.no_grad()
     def fit_posterior(self, inputs: Any, targets: Tensor, *, batch_size: int = 512) -> dict[str, Any]:
@@ -330,16 +335,12 @@ class LastLayerLaplace(nn.Module):
             self.g_vectors_C_C.copy_(g_vectors)
             self.a_values_E.copy_(a_values.clamp_min(0.0))
             self.a_vectors_E_E.copy_(a_vectors)
-        self.theta_map_C_E.copy_(theta_C_E)
         norm_sq = float((theta_C_E**2).sum())
         s = self.eigenvalues()
         delta = self.fixed_prior_precision
         if delta is None:
             delta = fit_prior_precision(norm_sq, s)
-        self.prior_precision.fill_(delta)
-        self.fitted.fill_(True)
-        self.samples_K_C_E = self.samples_K_C_E.new_zeros(0, *theta_C_E.shape)
-        self.function_seed.fill_(-1)
+        self._set_mean_and_precision(theta_C_E, delta)
         return {
             "laplace_structure": self.structure,
             "laplace_prior_precision": float(delta),
