@@ -130,3 +130,13 @@ def test_bad_modules_give_one_line_errors():
         LightningPosterior(make_net(), trainer)
     with pytest.raises(InvalidTypeError, match="trainer_factory must return a lightning.pytorch.Trainer"):
         LightningPosterior(Classifier(make_net()), lambda: "trainer").log_probs(torch.randn(2, 6), num_samples=2)
+
+
+def test_fit_with_no_labels_trains_nothing():
+    from activebayes.models.posterior import NO_LABELS
+
+    module = Classifier(make_net())
+    before = [p.detach().clone() for p in module.parameters()]
+    posterior = LightningPosterior(module, trainer)
+    assert posterior.fit((torch.zeros(0, 6), torch.zeros(0, dtype=torch.long))) == NO_LABELS
+    assert all(torch.equal(a, b) for a, b in zip(before, module.parameters()))

@@ -116,3 +116,10 @@ def test_posterior_classifier_in_a_pipeline_predicts_consistently():
 @parametrize_with_checks([PosteriorClassifier(max_epochs=10, random_state=0)])
 def test_posterior_classifier_passes_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+def test_fit_with_no_labels_fits_nothing():
+    from activebayes.models.posterior import NO_LABELS
+
+    posterior = SklearnPosterior(LogisticRegression(), num_classes=3, num_functions=2)
+    assert posterior.fit((torch.zeros(0, 4), torch.zeros(0, dtype=torch.long))) == NO_LABELS

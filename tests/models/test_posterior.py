@@ -59,3 +59,21 @@ def test_features_unavailable_and_bad_model():
         as_posterior(object())
     posterior = as_posterior(_mlp(1))
     assert as_posterior(posterior) is posterior
+
+
+def test_fit_with_no_labels_trains_nothing_and_keeps_the_prior():
+    """The protocol's first round: fit on zero rows leaves the network as built."""
+    from activebayes.models.heads import build_posterior
+    from activebayes.models.posterior import NO_LABELS
+
+    empty = (torch.zeros(0, 4), torch.zeros(0, dtype=torch.long))
+    net = _mlp(0)
+    before = [p.detach().clone() for p in net.parameters()]
+    assert as_posterior(net).fit(empty, generator=torch.Generator().manual_seed(0)) == NO_LABELS
+    assert all(torch.equal(a, b) for a, b in zip(before, net.parameters()))
+    # last-layer Laplace: its prior N(theta, I / delta) around the built weights, ready to sample
+    laplace = build_posterior("laplace", network=_mlp(1), num_classes=3, input_shape=(4,))
+    summary = laplace.fit(empty, generator=torch.Generator().manual_seed(0))
+    assert summary["skipped"] == NO_LABELS["skipped"] and summary["laplace_prior_only"] is True
+    samples = laplace.log_probs(torch.randn(5, 4), num_samples=3, generator=torch.Generator().manual_seed(0))
+    assert samples.shape == (5, 3, 3) and not torch.equal(samples[:, 0], samples[:, 1])

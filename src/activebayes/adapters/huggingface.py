@@ -40,7 +40,7 @@ from activebayes._validation import check_positive_int
 from activebayes.adapters._common import as_input_tensor, require, sample_by_sample, seed_from
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.models.dropout import mc_dropout, mc_sampling, resample_masks
-from activebayes.models.posterior import FeaturesUnavailableError, fit_summary
+from activebayes.models.posterior import NO_LABELS, FeaturesUnavailableError, fit_summary, no_labels
 
 __all__ = ["HuggingFaceClassifier", "HuggingFacePosterior"]
 
@@ -186,7 +186,10 @@ class HuggingFacePosterior:
         return int(self.model.config.num_labels)
 
     def fit(self, train, *, validation=None, generator=None, device=None) -> dict[str, Any]:
-        """Train on ``train = (input_ids_N_L, labels_N)``: the Trainer's ``train()`` or activebayes ``fit``."""
+        """Train on ``train = (input_ids_N_L, labels_N)``: the Trainer's ``train()`` or activebayes ``fit``
+        (nothing with no rows: the model as it is stands for the prior)."""
+        if no_labels(train):
+            return dict(NO_LABELS)
         if self.training_args is None:
             from activebayes.models.training import fit
 

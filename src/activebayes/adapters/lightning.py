@@ -34,7 +34,7 @@ from activebayes._validation import Device, check_positive_int
 from activebayes.adapters._common import as_input_tensor, require, scalar_summary, seed_from
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.models.dropout import mc_dropout, mc_dropout_layers, mc_sampling, resample_masks
-from activebayes.models.posterior import FeaturesUnavailableError
+from activebayes.models.posterior import NO_LABELS, FeaturesUnavailableError, no_labels
 
 __all__ = ["LightningPosterior", "MCDropoutPredictions", "PredictStepModule"]
 
@@ -215,8 +215,11 @@ class LightningPosterior:
     def fit(self, train, *, validation=None, generator=None, device=None) -> dict[str, Any]:
         """``trainer.fit`` on ``train = (inputs_N, targets_N)``; seeded by ``generator``.
 
-        ``device`` is not used: the Trainer's ``accelerator`` decides where to train.
+        ``device`` is not used: the Trainer's ``accelerator`` decides where to train. With no
+        rows nothing is trained: the module as it is stands for the prior.
         """
+        if no_labels(train):
+            return dict(NO_LABELS)
         pl = _lightning()
         inputs_N, targets_N = train
         seed = seed_from(generator)

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from activebayes._validation import check_choice, check_positive_int
 from activebayes.adapters._common import as_input_tensor, require, seed_from
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
-from activebayes.models.posterior import FeaturesUnavailableError, Posterior, as_posterior
+from activebayes.models.posterior import NO_LABELS, FeaturesUnavailableError, Posterior, as_posterior, no_labels
 
 require("sklearn", "scikit-learn", "activebayes.adapters.sklearn")
 
@@ -181,8 +181,11 @@ class SklearnPosterior:
     def fit(self, train, *, validation=None, generator=None, device=None) -> dict[str, Any]:
         """Fit the members on ``train = (inputs_N, targets_N)``, seeded by ``generator``.
 
-        ``validation`` and ``device`` are not used (scikit-learn fits on the CPU).
+        ``validation`` and ``device`` are not used (scikit-learn fits on the CPU). With no
+        rows nothing is fitted (the protocol's prior; the loop predicts nothing then).
         """
+        if no_labels(train):
+            return dict(NO_LABELS)
         inputs_N, targets_N = train
         X = _as_matrix(as_input_tensor(inputs_N))
         y = torch.as_tensor(targets_N).long().numpy()

@@ -174,11 +174,12 @@ def last_layer_laplace(
 
 def fit_posterior_module(module: nn.Module, train: tuple[Tensor, Tensor]) -> dict[str, Any]:
     """After the MAP fit: the posterior a module adds on top (last-layer Laplace), else nothing.
+    With no labelled rows that posterior is its prior (:meth:`LastLayerLaplace.use_prior`).
 
     Returns the JSON-friendly summary to merge into the round's fit record.
     """
     if isinstance(module, LastLayerLaplace):
-        return module.fit_posterior(*train)
+        return module.use_prior() if len(train[1]) == 0 else module.fit_posterior(*train)
     return {}
 
 

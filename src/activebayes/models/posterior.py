@@ -23,7 +23,11 @@ The protocol has five parts:
 - :attr:`Posterior.num_functions`: a fixed K (an ensemble's size) or ``None`` when any
   K can be drawn.
 - :meth:`Posterior.fit`: train on ``(inputs, targets)`` with an optional validation
-  set, seeded; returns a JSON-friendly summary for the round's record.
+  set, seeded; returns a JSON-friendly summary for the round's record. With no labelled
+  rows (a labelling project's first round) it trains nothing and leaves the posterior
+  at its prior (an untrained network; last-layer Laplace's :math:`\mathcal N(\theta,
+  \delta^{-1} I)`), returning ``{"skipped": "no labelled data"}``
+  (:data:`NO_LABELS`).
 - :meth:`Posterior.log_probs`: ``[N, K, C]`` for any inputs.
 - :meth:`Posterior.features`: ``[N, D]`` embeddings for strategies that read them
   (BADGE, typicality), or :class:`FeaturesUnavailableError`.
@@ -48,6 +52,7 @@ from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "FeaturesUnavailableError",
+    "NO_LABELS",
     "NetworkPosterior",
     "Posterior",
     "SampledFunctions",
@@ -55,6 +60,16 @@ __all__ = [
     "fit_summary",
 ]
 
+
+
+#: What :meth:`Posterior.fit` returns for a training set without rows: nothing was trained,
+#: the posterior is its prior.
+NO_LABELS: dict[str, Any] = {"skipped": "no labelled data"}
+
+
+def no_labels(train: tuple[Any, Any]) -> bool:
+    """Whether ``train = (inputs, targets)`` has no rows (then :meth:`Posterior.fit` keeps the prior)."""
+    return len(train[1]) == 0
 
 
 class FeaturesUnavailableError(InvalidArgumentError):
@@ -164,6 +179,8 @@ class NetworkPosterior:
         from activebayes.models.heads import fit_posterior_module
         from activebayes.models.training import fit
 
+        if no_labels(train):  # the prior: an untrained network, or Laplace's prior on its last layer
+            return {**NO_LABELS, **fit_posterior_module(self._module, train)}
         summary = fit_summary(fit(self._module, train, validation=validation, generator=generator, device=device,
                                   **self.fit_options))
         # a posterior on top of the MAP network (last-layer Laplace): fitted on the training set
