@@ -1,8 +1,10 @@
 """Time to the first model: the labelling app's, and the getting-started MNIST run's (issue 29).
 
-Two measurements, each with the previous default training (the BatchBALD paper's epochs of
-at least 5,056 draws, ``training="paper"``) and the default (epochs sized by the labelled
-set with early stopping, ``training="data"``), interleaved on the same machine in one run:
+Two measurements, each with the first default (the BatchBALD paper's epochs of at least
+5,056 draws, ``training="paper"``, and BADGE scored with K = 100) and the default (epochs
+sized by the labelled set with early stopping, ``training="data"``, and BADGE scored with
+``mean_samples = 20``), interleaved on the same machine in one run; ``--settings`` adds
+``data-k100`` (the default training, BADGE with K = 100) to time the two changes apart:
 
 * **first model**: a labelling project on a folder of 64x64 RGB images (``--images``
   per class, the embedded digits of ``--classes`` scaled up), round 0 proposed as the app
@@ -19,6 +21,7 @@ seconds much less). Results are appended to ``benchmarks/results/first_model.jso
 
     python benchmarks/first_model.py
     python benchmarks/first_model.py --skip-mnist --repeats 2
+    python benchmarks/first_model.py --skip-first-model --settings data-k100,after
 """
 
 from __future__ import annotations
@@ -36,7 +39,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "first_model.json"
-SETTINGS = {"before": "paper", "after": "data"}
+SETTINGS = {  # label -> (training, mean_samples)
+    "before": ("paper", 100),
+    "data-k100": ("data", 100),
+    "after": ("data", 20),
+}
 
 
 def make_folder(folder: Path, classes: list[int], per_class: int, size: int) -> None:
@@ -85,11 +92,12 @@ def first_model(folder: Path, classes: list[int], setting: str, n_labels: int, m
             "next_strategy": following.strategy}
 
 
-def mnist_run(setting: str, data_dir: str, budget: int | None) -> dict:
+def mnist_run(setting: tuple[str, int], data_dir: str, budget: int | None) -> dict:
     """Wall seconds of the getting-started command in a fresh process."""
+    training, mean_samples = setting
     with tempfile.TemporaryDirectory() as tmp:
         command = [sys.executable, "-m", "activebayes", "run", "-q", "--dataset", "mnist", "--data-dir", data_dir,
-                   "--training", setting, "--out", str(Path(tmp) / "run")]
+                   "--training", training, "--mean-samples", str(mean_samples), "--out", str(Path(tmp) / "run")]
         if budget is not None:
             command += ["--budget", str(budget)]
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
@@ -114,9 +122,11 @@ def main() -> None:
     parser.add_argument("--labels", type=int, default=10, help="answers before the first model [10]")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--skip-mnist", action="store_true")
+    parser.add_argument("--skip-first-model", action="store_true", help="only the getting-started MNIST run")
     parser.add_argument("--mnist-budget", type=int, default=None, help="--budget of the MNIST run [its default, 150]")
     parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data" / "mnist"))
-    parser.add_argument("--only", choices=["before", "after"], default=None, help="one setting only")
+    parser.add_argument("--settings", default="before,after",
+                        help=f"comma-separated, interleaved in this order: {', '.join(SETTINGS)} [before,after]")
     parser.add_argument("--before-max-epochs", type=int, default=None,
                         help="cap the previous default's epochs (it runs all 30 without a validation set: "
                              "minutes to hours on a busy CPU); the row then says so, and "
@@ -124,17 +134,20 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     classes = [int(c) for c in args.classes.split(",")]
-    settings = [args.only] if args.only else ["before", "after"]
+    settings = args.settings.split(",")
+    unknown = sorted(set(settings) - set(SETTINGS))
+    if unknown:
+        parser.error(f"--settings: unknown {', '.join(unknown)}; expected some of {', '.join(SETTINGS)}")
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "images"
         make_folder(folder, classes, args.per_class, args.size)
-        for repeat in range(args.repeats):
+        for repeat in range(0 if args.skip_first_model else args.repeats):
             for label in settings:  # interleaved: before, after, before, after, ...
                 cap = args.before_max_epochs if label == "before" else None
                 row = {"what": "first model", "setting": label if cap is None else f"before, {cap} epochs",
-                       "training": SETTINGS[label], "repeat": repeat,
-                       **first_model(folder, classes, SETTINGS[label], args.labels, cap)}
+                       "training": SETTINGS[label][0], "repeat": repeat,
+                       **first_model(folder, classes, SETTINGS[label][0], args.labels, cap)}
                 print(json.dumps(row), flush=True)
                 rows.append(row)
                 if cap is not None:  # the same per-epoch time for all 30 epochs (none stops early)
@@ -146,8 +159,9 @@ def main() -> None:
     if not args.skip_mnist:
         for repeat in range(args.repeats):
             for label in settings:
-                row = {"what": "getting-started mnist run", "setting": label, "training": SETTINGS[label],
-                       "repeat": repeat, **mnist_run(SETTINGS[label], args.data_dir, args.mnist_budget)}
+                row = {"what": "getting-started mnist run", "setting": label, "training": SETTINGS[label][0],
+                       "mean_samples": SETTINGS[label][1], "repeat": repeat,
+                       **mnist_run(SETTINGS[label], args.data_dir, args.mnist_budget)}
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     print(f"\n{'measurement':<28}{'setting':<36}{'seconds':>9}{'cpu s':>9}{'load':>7}")

@@ -117,6 +117,7 @@ def protocol(dataset: str, data_dir: str | None):
             batch_size=10,
             budget=500,
             num_samples=100,
+            mean_samples=100,  # the published runs scored every strategy with num_samples
             eval_samples=20,
             checkpoints=False,
             cold_start=None,  # the papers' protocol; --cold-start adds one
@@ -134,6 +135,7 @@ def protocol(dataset: str, data_dir: str | None):
             batch_size=10,
             budget=300,
             num_samples=100,
+            mean_samples=100,  # the published runs scored every strategy with num_samples
             eval_samples=20,
             checkpoints=False,
             cold_start=None,  # the papers' protocol; --cold-start adds one
@@ -149,6 +151,7 @@ def protocol(dataset: str, data_dir: str | None):
             batch_size=10,
             budget=200,
             num_samples=100,
+            mean_samples=100,  # the published runs scored every strategy with num_samples
             eval_samples=20,
             checkpoints=False,
             cold_start=None,  # the papers' protocol; --cold-start adds one
@@ -168,6 +171,7 @@ def protocol(dataset: str, data_dir: str | None):
             batch_size=20,
             budget=512,
             num_samples=50,
+            mean_samples=50,  # the published runs scored every strategy with num_samples
             eval_samples=20,
             pool_subsample=5000,
             checkpoints=False,
@@ -188,6 +192,7 @@ def protocol(dataset: str, data_dir: str | None):
             batch_size=10,
             budget=200,
             num_samples=20,
+            mean_samples=20,  # the published runs scored every strategy with num_samples
             eval_samples=10,
             pool_subsample=2000,
             checkpoints=False,
@@ -207,7 +212,7 @@ def _grid(args: argparse.Namespace):
         base = base.replace(model=args.model)
         name = f"{args.dataset}-{args.model}"  # its own cache: runs of one comparison share a model
     if args.num_samples is not None and args.num_samples != base.num_samples:
-        base = base.replace(num_samples=args.num_samples)
+        base = base.replace(num_samples=args.num_samples, mean_samples=args.num_samples)
         name = f"{name}-k{args.num_samples}"  # an ablation of K for scoring the pool, its own cache
     if args.representation != "none":
         # the same protocol, the model starting from an encoder trained on the pool without labels
@@ -221,6 +226,9 @@ def _grid(args: argparse.Namespace):
         # the library's default training (epochs sized by the labelled set) on the same protocol
         base = base.replace(training=args.training)
         name = f"{name}-training-{args.training}"
+    if args.mean_samples is not None and args.mean_samples != base.mean_samples:
+        base = base.replace(mean_samples=args.mean_samples)
+        name = f"{name}-mk{args.mean_samples}"  # K for the strategies that read only the predictive mean
     if args.device is not None:
         base = base.replace(device=args.device)
     strategies = tuple(args.strategies.split(",")) if args.strategies else STRATEGIES
@@ -460,6 +468,8 @@ def summarise() -> dict:
                 "model": config.model,
                 "device": config.device,
                 "num_samples": config.num_samples,
+                # only where it differs: the published entries scored every strategy with num_samples
+                **({"mean_samples": config.mean_samples} if config.mean_samples != config.num_samples else {}),
                 "eval_samples": config.eval_samples,
                 "representation": config.representation,
                 "training": config.training,
@@ -641,10 +651,15 @@ def _variant_tables(datasets: dict) -> list[str]:
             continue
         default = datasets[base]
         first_b, first_v = next(iter(default.values())), next(iter(variant.values()))
-        keys = ("model", "num_samples", "eval_samples", "representation", "cold_start", "training")
-        missing = {"training": "paper"}  # entries summarised before the setting existed
-        changed = [f"{key} {first_b.get(key, missing.get(key, 'none'))} -> {first_v.get(key, missing.get(key, 'none'))}"
-                   for key in keys if first_b.get(key, missing.get(key, "none")) != first_v.get(key, missing.get(key, "none"))]
+        keys = ("model", "num_samples", "mean_samples", "eval_samples", "representation", "cold_start", "training")
+
+        def setting(entry: dict, key: str):
+            if key == "mean_samples":  # kept only where it differs from num_samples
+                return entry.get(key, entry.get("num_samples"))
+            return entry.get(key, {"training": "paper"}.get(key, "none"))  # entries older than the setting
+
+        changed = [f"{key} {setting(first_b, key)} -> {setting(first_v, key)}"
+                   for key in keys if setting(first_b, key) != setting(first_v, key)]
         header = [f"### {base} vs {name} ({'; '.join(changed) or 'same settings'})\n",
                   "Same pools, initial labels and seeds; only the setting named above differs. Each row uses "
                   "only the seeds finished in both (n), so the medians compare like with like: labels to "
@@ -747,6 +762,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-samples", type=int, default=None,
                         help="K for scoring the pool (default: the protocol's 100); another K caches "
                              "its runs under <dataset>-k<K>")
+    parser.add_argument("--mean-samples", type=int, default=None,
+                        help="K for the strategies that read only the predictive mean (BADGE, entropy, margin; "
+                             "default: the protocol's, equal to --num-samples); another K caches its runs under "
+                             "<dataset>-mk<K>")
     parser.add_argument("--representation", choices=["none", "self-supervised"], default="none",
                         help="self-supervised: the model is an MC dropout head on an encoder trained on the "
                              "pool's images without labels (cached under <dataset>-ssl)")

@@ -56,11 +56,12 @@ def protocol(name: str, budget: int | None, data_dir: str | None):
     defaults = LoopConfig()
     if name == "digits":
         base = LoopConfig(dataset="digits", model="mlp", initial="balanced", initial_size=20, validation_size=100,
-                          batch_size=10, budget=budget or 200, num_samples=100, eval_samples=20, checkpoints=False)
+                          batch_size=10, budget=budget or 200, num_samples=100, mean_samples=100, eval_samples=20,
+                          checkpoints=False)
     elif name == "mnist-ssl":
         base = LoopConfig(dataset="mnist", data_dir=data_dir or "../shared/data/mnist", model="encoder_head",
                           representation="self-supervised", initial="balanced", initial_size=20,
-                          validation_size=500, batch_size=10, budget=budget or 200, num_samples=100,
+                          validation_size=500, batch_size=10, budget=budget or 200, num_samples=100, mean_samples=100,
                           eval_samples=20, checkpoints=False)
     else:
         raise SystemExit(f"error: unknown --protocol {name!r}; expected digits or mnist-ssl")

@@ -35,6 +35,7 @@ FAST_LOOP = dict(
     batch_size=10,
     budget=50,
     num_samples=4,
+    mean_samples=4,
     eval_samples=4,
     fit_options=FAST_FIT,
     cold_start=None,  # tests of one strategy; the default's cold start has its own tests

@@ -9,7 +9,8 @@ One round ``r`` of :class:`ActiveLearningLoop`:
 3. stop if a stopping criterion fires (label budget, cost budget, target
    accuracy, plateau);
 4. score the unlabelled pool (optionally a random subsample of it) with the
-   acquisition strategy on ``K = num_samples`` function samples and select
+   acquisition strategy on ``K = num_samples`` function samples (``mean_samples`` for a
+   strategy that reads only the predictive mean) and select
    ``batch_size`` items;
 5. ask the oracle for their labels and add them to the labelled set.
 
@@ -439,11 +440,7 @@ class ActiveLearningLoop:
         config = self.config
         if self.posterior is None or not config.warm_start:
             self.posterior = self._build_posterior(r)
-        if n_labelled == 0:
-            use_prior = getattr(self.posterior.module, "use_prior", None)  # Laplace: the prior is its posterior
-            if use_prior is not None:
-                use_prior()
-            return {"skipped": "no labelled data"}
+        # with no labels yet the protocol's fit leaves the posterior at its prior
         with seeded_global_rng(config.seed, "fit", r):
             return fit_summary(self.posterior.fit(self.pool.labelled_data(), validation=validation,
                                                   generator=make_generator(config.seed, "fit", r),
@@ -599,12 +596,12 @@ class ActiveLearningLoop:
 
     def _select_multilabel(self, candidates_N: Tensor, strategy: str, ranked: int, r: int,
                            options: Mapping[str, Any], costs_N: Tensor | None, cost_budget: float | None,
-                           inputs: Mapping[str, Tensor]) -> Selection:
+                           inputs: Mapping[str, Tensor], num_samples: int) -> Selection:
         """A multi-label strategy on the candidates' ``log P(y_c = 1)`` ``[N, K, C]`` (held in memory:
         :func:`~activebayes.scoring.score_pool` streams softmax predictions only)."""
         config = self.config
         log_probs_N_K_C = self.posterior.log_probs(
-            self.dataset.rows(candidates_N), num_samples=config.num_samples,
+            self.dataset.rows(candidates_N), num_samples=num_samples,
             generator=make_generator(config.seed, r, "pool"), batch_size=config.predict_batch_size,
             device=config.device)
         picked = select(log_probs_N_K_C, strategy, ranked,
@@ -636,6 +633,7 @@ class ActiveLearningLoop:
                                      n_labelled=n_labelled, batch_size=batch_size, num_samples=config.num_samples)
         acting = entry.for_context(context)  # e.g. random picks before the first label
         strategy = acting.name
+        num_samples = config.mean_samples if acting.mean_only else config.num_samples
         options = acting.context_defaults(context)
         if strategy == self._strategy.name:
             options.update(config.acquisition_options)
@@ -658,7 +656,7 @@ class ActiveLearningLoop:
         posterior = self.posterior
         if self.multilabel and get_strategy(strategy).needs_predictions:
             selection = self._select_multilabel(candidates_N, strategy, ranked, r, options, costs_N, cost_budget,
-                                                inputs)
+                                                inputs, num_samples)
             return min(batch_size, len(selection.indices)), selection.indices, selection.scores, strategy
         selection = score_pool(
             posterior.module,
@@ -666,7 +664,7 @@ class ActiveLearningLoop:
             candidates_N,
             strategy,
             ranked,
-            num_samples=None if posterior.num_functions is not None else config.num_samples,
+            num_samples=None if posterior.num_functions is not None else num_samples,
             mask_generator=make_generator(config.seed, r, "pool"),
             selection_seed=derive_seed(config.seed, "acquire", r),
             predict_batch_size=config.predict_batch_size,

@@ -131,12 +131,16 @@ class LoopConfig:
     images (the 8x8 digits) and the BatchBALD CNN for larger images
     (:func:`activebayes.models.default_model_name`).
 
-    Two sample counts: ``num_samples`` (K for scoring the pool) and
-    ``eval_samples`` (K for the validation / test predictive, the mean of the K
-    probabilities). Acquisition needs many: BALD is a small difference of two
-    entropies, and two independent K = 20 draws agree on few of the top BALD
-    picks (see the acquisition docs). The predictive mean needs few. The
-    defaults, 100 and 20, follow the BatchBALD reference setup.
+    Three sample counts: ``num_samples`` (K for scoring the pool with a strategy
+    that estimates a mutual information, e.g. BALD, BatchBALD, EPIG),
+    ``mean_samples`` (K for a strategy that reads only the predictive mean, e.g.
+    BADGE, entropy, margin: ``Strategy.mean_only``) and ``eval_samples`` (K for the
+    validation / test predictive, the mean of the K probabilities). A mutual
+    information needs many: BALD is a small difference of two entropies, and two
+    independent K = 20 draws agree on few of the top BALD picks (see the
+    acquisition docs). The predictive mean needs few. The defaults, 100 and 20,
+    follow the BatchBALD reference setup; the benchmark protocols set
+    ``mean_samples = num_samples`` (their published runs scored every strategy so).
 
     ``cost_budget`` (with ``costs_file``) stops the run once the labelling cost
     is spent; ``budget`` always counts labels.
@@ -201,6 +205,8 @@ class LoopConfig:
                                      flag="--costs", kind="file")
     num_samples: int = setting(100, "K, function samples for scoring the pool.", least=1)
     eval_samples: int = setting(20, "K for the validation / test predictive.", least=1)
+    mean_samples: int = setting(20, "K for strategies that read only the predictive mean (BADGE, entropy, margin).",
+                                least=1)
     pool_subsample: int | None = setting(None, "Score a random subset of this many pool items per round.", least=1)
     target_accuracy: float | None = setting(None, "Stop once test accuracy reaches this.")
     stop_when: tuple[str, ...] = setting(
@@ -387,11 +393,14 @@ class LoopConfig:
         ``num_samples`` function samples; they keep doing so on resume. Configs
         written before ``cold_start`` existed had none; they resume without one.
         Configs written before ``training`` existed trained as the BatchBALD paper
-        (``training="paper"``); they keep doing so.
+        (``training="paper"``); they keep doing so. Configs written before
+        ``mean_samples`` existed scored every strategy with ``num_samples``; they keep doing so.
         """
         data = dict(data)
         if "eval_samples" not in data and "num_samples" in data:
             data["eval_samples"] = data["num_samples"]
+        if "mean_samples" not in data and "num_samples" in data:
+            data["mean_samples"] = data["num_samples"]
         if "cold_start" not in data:  # written before the cold start existed: none, as then
             data["cold_start"] = None
         if "training" not in data:  # written when every run trained as the BatchBALD paper did

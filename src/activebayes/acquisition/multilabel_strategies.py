@@ -91,13 +91,13 @@ def _batchbald_strategy(
 def _register() -> None:
     known = set(available_strategies())
     if "multilabel_entropy" not in known:
-        register_strategy("multilabel_entropy", topk_strategy(multilabel_entropy))
+        register_strategy("multilabel_entropy", topk_strategy(multilabel_entropy), mean_only=True)
     if "multilabel_bald" not in known:
         register_strategy("multilabel_bald", topk_strategy(multilabel_bald))
     if "multilabel_batchbald" not in known:
         register_strategy("multilabel_batchbald", _batchbald_strategy)
     if "multilabel_badge" not in known:
-        register_strategy("multilabel_badge", _badge_strategy, inputs=("log_probs", "features"))
+        register_strategy("multilabel_badge", _badge_strategy, inputs=("log_probs", "features"), mean_only=True)
 
 
 _register()

@@ -216,6 +216,12 @@ class Strategy:
     :class:`AcquisitionContext` to default options (:meth:`context_defaults`);
     ``without_labels`` names the strategy to run before the first label (``"random"``
     for strategies that read predictions: a model fit on nothing has nothing to say).
+
+    ``mean_only`` says the strategy reads the K function samples only through their
+    mean, the predictive ``p̄ = (1/K) sum_k p_k`` (entropy, margin, BADGE): the loop then
+    predicts the pool with ``LoopConfig.mean_samples`` functions, as many as the
+    evaluation's predictive, instead of ``num_samples`` (which a mutual information such
+    as BALD's needs).
     """
 
     name: str
@@ -233,6 +239,7 @@ class Strategy:
     renamed_options: Mapping[str, str] = field(default_factory=dict)
     option_check: OptionCheck | None = None
     without_labels: str | None = None
+    mean_only: bool = False
 
     def input_arguments(self) -> tuple[str, ...]:
         """The keyword arguments of :func:`select` this strategy reads (besides ``log_probs_N_K_C``)."""
@@ -291,6 +298,7 @@ class StrategyRegistry:
         renamed_options: Mapping[str, str] | None = None,
         option_check: OptionCheck | None = None,
         without_labels: str | None | type[_Default] = _Default,
+        mean_only: bool = False,
     ) -> Strategy:
         if score_fn is None and mode is None:  # built by topk_strategy / stochastic_strategy
             score_fn, mode = getattr(fn, "score_fn", None), getattr(fn, "mode", None)
@@ -316,7 +324,7 @@ class StrategyRegistry:
         entry = Strategy(
             name, fn, needs, tuple(aliases), score_fn, mode, inputs, optional_inputs,
             _strategy_options(fn, (*inputs, *optional_inputs)), plan, defaults, tuple(stream_options),
-            dict(renamed_options or {}), option_check, without_labels,  # type: ignore[arg-type]
+            dict(renamed_options or {}), option_check, without_labels, bool(mean_only),  # type: ignore[arg-type]
         )
         return self._registry.register(name, entry, aliases=entry.aliases, replace=replace)
 
@@ -892,21 +900,23 @@ def _default_registry() -> StrategyRegistry:
     registry.register("random", _random_strategy, needs_predictions=False, plan=_random_plan)
     registry.register(
         "entropy", topk_strategy(_scores.predictive_entropy), aliases=("max_entropy", "predictive_entropy"),
-        score_fn=_scores.predictive_entropy, mode="topk",
+        score_fn=_scores.predictive_entropy, mode="topk", mean_only=True,
     )
     for score_name in ("bald", "jackknife_bald", "variation_ratios", "mean_std", "margin", "least_confidence"):
         score_fn = getattr(_scores, score_name)
-        registry.register(score_name, topk_strategy(score_fn), score_fn=score_fn, mode="topk")
+        registry.register(score_name, topk_strategy(score_fn), score_fn=score_fn, mode="topk",
+                          mean_only=score_name in ("margin", "least_confidence"))
     registry.register("batchbald", _batchbald_strategy, plan=_batchbald_plan, defaults=_batchbald_defaults,
                       stream_options=("prefilter",), renamed_options={"num_samples": "num_configurations"},
                       option_check=_check_batchbald_options)
     for mode in ("power", "softmax", "softrank"):
         registry.register(f"{mode}_bald", stochastic_strategy(_scores.bald, mode), score_fn=_scores.bald, mode=mode)
         registry.register(f"{mode}_entropy", stochastic_strategy(_scores.predictive_entropy, mode),
-                          score_fn=_scores.predictive_entropy, mode=mode)
+                          score_fn=_scores.predictive_entropy, mode=mode, mean_only=True)
     registry.register("epig", epig_strategy("topk"), optional_inputs=("target_log_probs",))
     registry.register("power_epig", epig_strategy("power"), optional_inputs=("target_log_probs",))
-    registry.register("badge", _badge_strategy, inputs=("log_probs", "features"), plan=_badge_plan)
+    registry.register("badge", _badge_strategy, inputs=("log_probs", "features"), plan=_badge_plan,
+                      mean_only=True)
     registry.register("typicality", _typicality_strategy, inputs=("features", "labelled_features"),
                       aliases=("typiclust",), defaults=_typicality_defaults)
     return registry
@@ -933,6 +943,7 @@ def register_strategy(
     renamed_options: Mapping[str, str] | None = None,
     option_check: OptionCheck | None = None,
     without_labels: str | None | type[_Default] = _Default,
+    mean_only: bool = False,
 ) -> Strategy:
     """Register ``fn`` under ``name`` (and ``aliases``) so :func:`select`, ``score_pool``, the loop and the CLI find it.
 
@@ -951,13 +962,15 @@ def register_strategy(
     (:class:`AcquisitionContext`); ``option_check(options, call)`` checks option values;
     ``renamed_options`` maps deprecated option names to new ones; ``without_labels``
     names the strategy to run before the first label (default: ``"random"`` when the
-    strategy reads predictions, else none). Registering a taken name raises unless ``replace``.
+    strategy reads predictions, else none); ``mean_only=True`` declares that ``fn`` reads
+    the K samples only through their mean (the loop then predicts with
+    ``LoopConfig.mean_samples`` functions). Registering a taken name raises unless ``replace``.
     """
     return REGISTRY.register(name, fn, needs_predictions=needs_predictions, aliases=aliases, replace=replace,
                              score_fn=score_fn, mode=mode, inputs=inputs, optional_inputs=optional_inputs,
                              plan=plan, defaults=defaults, stream_options=stream_options,
                              renamed_options=renamed_options, option_check=option_check,
-                             without_labels=without_labels)
+                             without_labels=without_labels, mean_only=mean_only)
 
 
 def unregister_strategy(name: str) -> None:
