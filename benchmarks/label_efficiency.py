@@ -695,7 +695,11 @@ def _markdown(results: dict) -> str:
         lines.append(f"### {dataset}\n")
         first = next(iter(entries.values()))
         devices = sorted({e["device"] or "cpu" for e in entries.values()})
-        lines.append(f"Model: `{first['model']}`; K = {first['num_samples']} function samples to score the pool, "
+        mean_k = first.get("mean_samples", first["num_samples"])
+        scoring = (f"K = {first['num_samples']} function samples to score the pool" if mean_k == first["num_samples"]
+                   else f"K = {first['num_samples']} function samples to score the pool ({mean_k} for BADGE, entropy "
+                        "and margin, which read only the predictive mean)")
+        lines.append(f"Model: `{first['model']}`; {scoring}, "
                      f"{first['eval_samples']} to evaluate; device: {', '.join(f'`{d}`' for d in devices)} "
                      "(s / round is wall-clock there, see the protocol for how many runs shared it).\n")
         lines.append(f"![{dataset} learning curves](figures/label_efficiency_{dataset}.png)\n")
