@@ -28,6 +28,7 @@ from typing import Any
 import click
 
 from activebayes._threads import automatic_threads
+from activebayes._memory import keep_freed_memory
 from activebayes._validation import check_choice, check_device, check_positive_int
 from activebayes.acquisition import available_strategies
 from activebayes.data import available_datasets, convert_to_memmap
@@ -360,6 +361,7 @@ def cli(threads: int | None) -> None:
     # OMP_NUM_THREADS / MKL_NUM_THREADS, else chosen per fit / predict from the work and the
     # free cores (activebayes._threads explains the rule and what was measured).
     click.get_current_context().with_resource(automatic_threads(threads))
+    keep_freed_memory()  # MC prediction in passes reuses the heap (activebayes._memory)
 
 
 def main(args: list[str] | None = None) -> int:

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 import torch
 
+from activebayes._memory import keep_freed_memory
 from activebayes.labelling.project import LabellingProject
 from activebayes.labelling.store import LabelStore
 
@@ -81,6 +82,7 @@ def run_worker(directory: str | os.PathLike[str], stop: _Event, wake: _Event, *,
     (otherwise it looks every ``poll`` seconds). With ``parent_pid`` the worker
     exits when that process is gone.
     """
+    keep_freed_memory()  # a process of its own: the heap reused pass after pass (activebayes._memory)
     project = LabellingProject.open(directory, rescan=False)
     report = _Reporter(project.store)
     loop = None

@@ -31,6 +31,7 @@ small object shared by the layers of one model while the context is open.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import math
 from collections.abc import Iterator, Sequence
@@ -59,6 +60,25 @@ __all__ = [
 #: Fewest samples for which :func:`channel_masked_conv2d` replaces k convolutions (its
 #: per-channel pass costs about 8 ordinary ones on the CPU: measured break-even k = 8-10).
 FACTORISE_MIN_SAMPLES = 12
+
+#: While :func:`noting_temporaries` is active: the per-item bytes of the temporaries that
+#: factorised layers hold outside any module (:func:`channel_masked_conv2d`'s per-channel
+#: contributions), which forward hooks cannot see.
+_NOTED_TEMPORARIES: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "activebayes_noted_temporaries", default=None
+)
+
+
+@contextlib.contextmanager
+def noting_temporaries() -> Iterator[list[int]]:
+    """Collect the per-item bytes of factorised layers' hidden temporaries during a forward
+    (``predict_log_probs`` plans its passes with them, so none outgrows its memory budget)."""
+    sizes: list[int] = []
+    token = _NOTED_TEMPORARIES.set(sizes)
+    try:
+        yield sizes
+    finally:
+        _NOTED_TEMPORARIES.reset(token)
 
 
 def _check_p(p: object) -> float:
@@ -396,6 +416,9 @@ def channel_masked_conv2d(
         stride=stride, padding=padding, dilation=dilation, groups=C,
     )
     H, W = per_channel.shape[-2:]
+    noted = _NOTED_TEMPORARIES.get()
+    if noted is not None and n:
+        noted.append(per_channel[0].numel() * per_channel.element_size())
     mixed_n_k_L = torch.matmul(masks_k_C.reshape(k, C).to(per_channel.dtype), per_channel.reshape(n, C, O * H * W))
     out = mixed_n_k_L.reshape(n * k, O, H, W)
     if bias is not None:

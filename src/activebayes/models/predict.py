@@ -20,7 +20,14 @@ from tqdm.auto import tqdm
 
 from activebayes._threads import threads_for
 from activebayes._validation import check_choice, check_positive_int
-from activebayes.models.dropout import BatchedSamplingError, mc_dropout_layers, mc_sampling, resample_masks
+from activebayes.models.dropout import (
+    FACTORISE_MIN_SAMPLES,
+    BatchedSamplingError,
+    mc_dropout_layers,
+    mc_sampling,
+    noting_temporaries,
+    resample_masks,
+)
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.models.posterior import SampledFunctions
 from activebayes._seeding import as_generator
@@ -153,9 +160,16 @@ def _plan_chunks(
     when it enters the next module); tensors with ``k_probe`` rows are
     per-(item, sample) activations of the stochastic tail, the others
     per-item activations of the deterministic head.  A pass over ``n`` items and
-    ``k`` samples then holds about ``LIVE * (n * head + n * k * tail)`` bytes.
+    ``k`` samples then holds about ``LIVE * (n * head + n * k * tail)`` bytes.  With
+    enough samples the probe takes the factorised path (``FACTORISE_MIN_SAMPLES``), whose
+    per-item temporaries (:func:`~activebayes.models.channel_masked_conv2d`'s per-channel
+    contributions, C times a convolution's output) count in ``head``: sized without them,
+    passes of K = 20 samples grew past glibc's 32 MB mmap threshold and spent a third
+    of their time on fresh zeroed pages.
     """
-    k_probe = 2 if (expand and num_samples >= 2) else 1
+    k_probe = 1
+    if expand and num_samples >= 2:
+        k_probe = FACTORISE_MIN_SAMPLES if num_samples >= FACTORISE_MIN_SAMPLES else 2
     head_bytes = [x_1.numel() * x_1.element_size()]
     tail_bytes = [0]
 
@@ -173,8 +187,9 @@ def _plan_chunks(
 
     handles = [m.register_forward_hook(record) for m in model.modules()]
     try:
-        with mc_sampling(model, range(k_probe), expand=expand):
+        with noting_temporaries() as temporaries, mc_sampling(model, range(k_probe), expand=expand):
             model(x_1)
+        head_bytes.extend(temporaries)
     except BatchedSamplingError:
         raise
     except RuntimeError as error:
