@@ -40,8 +40,8 @@ sessions (``--max-minutes``). ``--summarise`` turns whatever is there into
 tables in ``docs/benchmarks.md``.
 
 The run directories are committed in a compact form, written when a run stops
-(``--compact`` rewrites every run on disk): ``rounds.jsonl.gz`` and
-``summary.json.gz``, gzip-compressed, which :mod:`activebayes.rundir` reads as it
+(``--compact`` rewrites every run on disk): ``rounds.jsonl.xz`` and
+``summary.json.xz``, xz-compressed, which :mod:`activebayes.rundir` reads as it
 reads the plain files (and a resumed run goes on writing). Each round keeps
 everything but the bulky per-class and per-bin metrics (confusion matrices,
 per-class precision / recall / F1 / support, reliability bins), which only the

@@ -1,7 +1,7 @@
 """What a clone carries: a checkout under 10 MB, and benchmark results kept compact but complete.
 
 ``benchmarks/results/label_efficiency_runs`` holds every run of the label-efficiency
-benchmark in the committed form (gzip-compressed records, the bulky per-class and
+benchmark in the committed form (xz-compressed records, the bulky per-class and
 per-bin metrics in each run's last round only; see ``benchmarks/label_efficiency.py``).
 The tests here check that a checkout stays small, that the committed runs are all in
 that form, that ``--summarise`` reproduces the committed numbers and tables from them,
@@ -11,8 +11,8 @@ and that a run resumes from the compact form exactly as from the plain one.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import io
+import lzma
 import json
 import re
 import subprocess
@@ -58,9 +58,9 @@ def test_committed_runs_are_in_the_compact_form():
     runs = sorted(RUNS.glob("*/*/seed_*/config.json"))
     assert len(runs) > 100  # the scan sees the committed runs
     for config in runs:
-        rounds = config.parent / "rounds.jsonl.gz"
-        assert rounds.is_file(), f"{config.parent} has no rounds.jsonl.gz"
-        records = [json.loads(line) for line in gzip.decompress(rounds.read_bytes()).decode().splitlines()]
+        rounds = config.parent / "rounds.jsonl.xz"
+        assert rounds.is_file(), f"{config.parent} has no rounds.jsonl.xz"
+        records = [json.loads(line) for line in lzma.decompress(rounds.read_bytes()).decode().splitlines()]
         lists = [i for i, r in enumerate(records) if any(isinstance(v, list | dict) for v in r["metrics"].values())]
         assert lists == [len(records) - 1], f"{rounds}: per-class metrics in rounds {lists}"
 
@@ -120,10 +120,10 @@ def test_a_compact_run_reads_and_resumes_as_the_plain_one(tmp_path, monkeypatch)
     cut.write_config(config)
     cut.write_rounds(full.read_rounds()[:2])
     assert label_efficiency.compact(cut.path) and not label_efficiency.compact(cut.path)  # idempotent
-    assert sorted(p.name for p in cut.path.iterdir()) == ["config.json", "rounds.jsonl.gz"]
+    assert sorted(p.name for p in cut.path.iterdir()) == ["config.json", "rounds.jsonl.xz"]
     assert [r.n_labelled for r in cut.read_rounds()] == [20, 30] and not cut.is_finished()
     resume_experiment(cut.path, progress=False, report=False)
-    assert cut.rounds_path.name == "rounds.jsonl.gz" and cut.summary_path.name == "summary.json.gz"
+    assert cut.rounds_path.name == "rounds.jsonl.xz" and cut.summary_path.name == "summary.json.xz"
     assert cut.is_finished() and not (cut.path / "rounds.jsonl").exists()
     records = cut.read_rounds()
     has_lists = [any(isinstance(v, list | dict) for v in r.metrics.values()) for r in records]
@@ -140,3 +140,24 @@ def test_a_compact_run_reads_and_resumes_as_the_plain_one(tmp_path, monkeypatch)
     assert final[-1].metrics == full.read_rounds()[-1].metrics
     assert all(not isinstance(v, list | dict) for r in final[:-1] for v in r.metrics.values())
 
+
+
+def test_records_of_earlier_versions_in_gzip_read_the_same_and_compress_to_xz(tmp_path):
+    """Run directories written compressed by earlier versions (``.gz``) read as the plain ones;
+    ``compress`` rewrites them as ``.xz`` with the same text."""
+    import gzip
+
+    config = LoopConfig(strategy="bald", **{**FAST_LOOP, "budget": 30})
+    run = RunDirectory(tmp_path / "run")
+    run_experiment(config, run.path, progress=False, report=False)
+    plain = {name: (run.path / name).read_text() for name in ("rounds.jsonl", "summary.json")}
+    records = run.read_rounds()
+    for name, text in plain.items():
+        (run.path / (name + ".gz")).write_bytes(gzip.compress(text.encode()))
+        (run.path / name).unlink()
+    assert run.rounds_path.name == "rounds.jsonl.gz" and run.read_rounds() == records and run.is_finished()
+    assert run.compress() and not run.compress()
+    assert sorted(p.name for p in run.path.glob("*.*z")) == ["rounds.jsonl.xz", "summary.json.xz"]
+    for name, text in plain.items():
+        assert lzma.decompress((run.path / (name + ".xz")).read_bytes()).decode() == text
+    assert run.read_rounds() == records

@@ -36,7 +36,7 @@ def bench(monkeypatch, tmp_path):
 
 
 def _records(run_dir: Path) -> list[dict]:
-    # through the run-directory reader: the benchmark leaves its runs compressed (rounds.jsonl.gz)
+    # through the run-directory reader: the benchmark leaves its runs compressed (rounds.jsonl.xz)
     from activebayes.rundir import RunDirectory
 
     return [r.to_dict() for r in RunDirectory(run_dir).read_rounds()]
@@ -63,7 +63,7 @@ def test_parallel_runs_equal_sequential_runs_and_summary_matches(bench, tmp_path
 
     # finished runs are skipped: a second call starts nothing and changes nothing
     monkeypatch.setattr(bench, "RUNS", tmp_path / "parallel")
-    stored = tmp_path / "parallel" / "digits" / "bald" / "seed_0" / "rounds.jsonl.gz"  # left in the committed form
+    stored = tmp_path / "parallel" / "digits" / "bald" / "seed_0" / "rounds.jsonl.xz"  # left in the committed form
     before = stored.read_bytes()
     _, _, todo = bench._grid(bench.build_parser().parse_args([*argv, "--jobs", "2"]))
     assert todo == []

@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from activebayes.errors import InvalidTypeError
-from activebayes.models.posterior import NetworkPosterior, SampledFunctions, fit_summary
+from activebayes.models.posterior import NO_LABELS, NetworkPosterior, SampledFunctions, fit_summary, no_labels
 
 __all__ = ["MultiLabelPosterior"]
 
@@ -91,6 +91,8 @@ class MultiLabelPosterior:
     def fit(self, train, *, validation=None, generator=None, device=None) -> dict[str, Any]:
         from activebayes.models.training import fit
 
+        if no_labels(train):  # the prior: the network as built
+            return dict(NO_LABELS)
         return fit_summary(fit(self.module, train, validation=validation, generator=generator, device=device,
                                multilabel=True, **self.fit_options))
 
