@@ -120,3 +120,32 @@ def test_label_command_mistakes_are_one_line(tmp_path, capsys, monkeypatch):
     assert code == 1 and "--token: expected at least 16" in capsys.readouterr().err
     busy.close()
     assert not (tmp_path / "new").exists()
+
+
+def test_the_training_worker_yields_the_cpu_to_the_server(monkeypatch):
+    """The trainer lowers its own priority before it loads anything (nice values are per thread on
+    Linux, so a thread shows it as a process would), and the server's threads keep theirs."""
+    import threading
+
+    from activebayes.app import worker
+
+    seen: dict[str, int] = {}
+
+    def opened(*args, **kwargs):
+        seen["worker"] = os.getpriority(os.PRIO_PROCESS, 0)
+        raise RuntimeError("stop after the priority is set")
+
+    monkeypatch.setattr(worker.LabellingProject, "open", opened)
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+
+    def train() -> None:
+        try:
+            worker.run_worker("unused", threading.Event(), threading.Event())
+        except RuntimeError:
+            pass
+
+    thread = threading.Thread(target=train)
+    thread.start()
+    thread.join(10)
+    assert seen["worker"] == min(19, base + worker.WORKER_NICENESS)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == base

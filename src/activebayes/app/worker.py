@@ -17,6 +17,11 @@ It runs in a separate process by default (:class:`WorkerProcess`; training then 
 holds the web server's interpreter lock), or in a thread (:class:`WorkerThread`,
 for tests and small projects). A worker process dies with its parent (Linux
 ``PR_SET_PDEATHSIG``, else it notices the parent is gone within ``poll`` seconds).
+
+Training runs at a lower CPU priority (``WORKER_NICENESS`` added to the worker's
+nice value, and so to the threads torch starts from it): on a machine with fewer free
+cores than the trainer's threads, a request to the server then gets a core as soon as
+it arrives instead of waiting behind the training threads.
 """
 
 from __future__ import annotations
@@ -74,6 +79,20 @@ class _Stopping(Exception):
     """Raised between a round's phases once the worker is asked to stop."""
 
 
+#: Added to the training worker's nice value (Linux nice values are per thread: the
+#: worker's thread, and the torch threads started from it, yield to the web server's).
+WORKER_NICENESS = 10
+
+
+def _lower_priority() -> None:
+    """Lower the calling thread's CPU priority by ``WORKER_NICENESS`` (where the OS allows it)."""
+    try:
+        current = os.getpriority(os.PRIO_PROCESS, 0)
+        os.setpriority(os.PRIO_PROCESS, 0, min(19, current + WORKER_NICENESS))
+    except (AttributeError, OSError):  # not POSIX, or not permitted: train at the same priority
+        pass
+
+
 def run_worker(directory: str | os.PathLike[str], stop: _Event, wake: _Event, *, poll: float = 0.5,
                parent_pid: int | None = None, on_error: Callable[[BaseException], None] | None = None) -> None:
     """Train in the background until ``stop`` is set (see the module docstring).
@@ -83,6 +102,7 @@ def run_worker(directory: str | os.PathLike[str], stop: _Event, wake: _Event, *,
     exits when that process is gone.
     """
     keep_freed_memory()  # a process of its own: the heap reused pass after pass (activebayes._memory)
+    _lower_priority()
     project = LabellingProject.open(directory, rescan=False)
     report = _Reporter(project.store)
     loop = None
