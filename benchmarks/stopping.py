@@ -50,7 +50,7 @@ def protocol(dataset: str, data_dir: str | None):
     common = dict(initial="balanced", initial_size=20, batch_size=10, checkpoints=False, audit_fraction=0.2,
                   stop_set_size=1000, mean_samples=100)  # BADGE scored with K = 100, as in the measured runs
     if dataset == "digits":
-        return LoopConfig(dataset="digits", model="mlp", validation_size=100, budget=300, **common)
+        return LoopConfig(dataset="digits", model="mlp", validation_size=100, budget=450, **common)
     if dataset in ("mnist", "repeated_mnist"):
         return LoopConfig(dataset=dataset, data_dir=data_dir or str(ROOT.parent / "shared" / "data" / "mnist"),
                           model="batchbald_cnn", validation_size=500, budget=300, **common)
@@ -65,11 +65,18 @@ def _seeds(text: str) -> list[int]:
     return out
 
 
-def run(dataset: str, seeds: list[int], data_dir: str | None, representation: str) -> None:
+def run(dataset: str, seeds: list[int], data_dir: str | None, representation: str, threads: int | None = None) -> None:
     from activebayes.experiment import run_experiment
 
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
     for seed in seeds:
-        config = protocol(dataset, data_dir).replace(seed=seed, representation=representation)
+        config = protocol(dataset, data_dir).replace(seed=seed)
+        if representation != "none":  # the encoder with an MC dropout head on its frozen features
+            config = config.replace(model="encoder_head", representation=representation)
         name = dataset + ("-ssl" if representation != "none" else "")
         tic = time.perf_counter()
         run_experiment(config, CACHE / name / f"seed_{seed}", progress=False)
@@ -183,10 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0-5")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--representation", default="none", choices=["none", "self-supervised"])
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: chosen from the load)")
     parser.add_argument("--summarise", action="store_true", help="only summarise the cached runs")
     args = parser.parse_args(argv)
     if not args.summarise:
-        run(args.dataset, _seeds(args.seeds), args.data_dir, args.representation)
+        run(args.dataset, _seeds(args.seeds), args.data_dir, args.representation, args.threads)
     _print(summarise())
     return 0
 

@@ -43,6 +43,7 @@ __all__ = [
     "compute_embeddings",
     "embeddings_dataset",
     "encoder_fingerprint",
+    "split_frozen",
 ]
 
 
@@ -159,6 +160,24 @@ class FrozenEncoder(nn.Module):
         if not self.cache:
             return self._encode(inputs)
         return cached_rows(self._features, inputs, self._encode, self.max_items)
+
+
+def split_frozen(model: nn.Module) -> tuple[Callable[[Tensor], Tensor], nn.Module] | None:
+    """``(encode, rest)`` with ``model(x) == rest(encode(x))`` when ``model`` starts with a
+    frozen encoder, else ``None``.
+
+    ``rest`` shares ``model``'s trainable modules (training ``rest`` trains ``model``), so
+    ``fit`` encodes the labelled items once and trains the head on their features, and an
+    ensemble of heads encodes each item once for all its members. Recognised: an
+    ``nn.Sequential`` whose first module is a :class:`FrozenEncoder`, and any module with a
+    ``split_frozen()`` method (:class:`~activebayes.models.EncoderClassifier`,
+    :class:`~activebayes.models.Ensemble` of such members sharing one encoder,
+    :class:`~activebayes.models.laplace.LastLayerLaplace` on such a body).
+    """
+    if isinstance(model, nn.Sequential) and len(model) > 1 and isinstance(model[0], FrozenEncoder):
+        return model[0], nn.Sequential(*list(model)[1:])
+    method = getattr(model, "split_frozen", None)
+    return method() if callable(method) else None
 
 
 def cached_rows(cache: dict[bytes, Tensor], inputs: Tensor, compute: Callable[[Tensor], Tensor],

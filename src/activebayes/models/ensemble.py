@@ -74,10 +74,29 @@ class Ensemble(nn.Module):
     def __len__(self) -> int:
         return len(self.members)
 
+    def split_frozen(self) -> tuple[Callable[[Tensor], Tensor], Ensemble] | None:
+        """``(encode, heads)`` when every member starts with the same frozen encoder
+        (:func:`~activebayes.models.encoders.split_frozen`), else ``None``."""
+        from activebayes.models.encoders import split_frozen
+
+        splits = [split_frozen(member) for member in self.members]
+        if any(s is None for s in splits) or len({id(_owner(s[0])) for s in splits}) != 1:
+            return None
+        return splits[0][0], Ensemble([rest for _, rest in splits])
+
     def forward_samples(self, inputs: Tensor, sample_ids: Sequence[int]) -> Tensor:
-        """Logits ``[n, k, C]`` of the members ``sample_ids``."""
+        """Logits ``[n, k, C]`` of the members ``sample_ids`` (a shared frozen encoder runs once)."""
+        split = self.split_frozen()
+        if split is not None:
+            encode, heads = split
+            return heads.forward_samples(encode(inputs), sample_ids)
         return torch.stack([self.members[k](inputs) for k in sample_ids], dim=1)
 
     def forward(self, inputs: Tensor) -> Tensor:
         """Logits ``[n, K, C]`` of every member."""
         return self.forward_samples(inputs, range(len(self.members)))
+
+
+def _owner(encode: Callable[[Tensor], Tensor]) -> object:
+    """The object behind ``encode`` (a bound method's instance, else ``encode``)."""
+    return getattr(encode, "__self__", encode)

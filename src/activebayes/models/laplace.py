@@ -52,7 +52,7 @@ larger draw are the same functions. The probit approximation of the predictive m
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -250,6 +250,14 @@ class LastLayerLaplace(nn.Module):
                 f"body must map inputs to features [n, feature_dim={self.feature_dim}], got {got}"
             )
         return features
+
+    def split_frozen(self) -> tuple[Callable[[Tensor], Tensor], nn.Module] | None:
+        """``(encode, rest)`` when the body starts with a frozen encoder (``fit`` then trains the
+        MAP head on features; :func:`~activebayes.models.encoders.split_frozen`), else ``None``."""
+        from activebayes.models.encoders import split_frozen
+
+        split = split_frozen(self.body)
+        return None if split is None else (split[0], nn.Sequential(split[1], self.last))
 
     def forward(self, inputs: Tensor) -> Tensor:
         """The MAP logits ``[n, C]``."""

@@ -427,6 +427,10 @@ class EncoderClassifier(nn.Module):
 
         return cached_rows(self._features, inputs, encode, self.MAX_CACHED_ITEMS)
 
+    def split_frozen(self) -> tuple[Callable[[Tensor], Tensor], nn.Module] | None:
+        """``(encode, head)`` with a frozen encoder (``fit`` trains the head on features), else ``None``."""
+        return (self._frozen_features, self.head) if self.freeze_encoder else None
+
     def forward(self, inputs: Tensor) -> Tensor:
         if self.freeze_encoder:
             features = self._frozen_features(inputs)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -29,6 +30,7 @@ from tqdm.auto import tqdm
 from activebayes._validation import check_choice, check_positive_int
 from activebayes._seeding import as_generator, draw_seed, global_rng_seeded
 from activebayes._threads import threads_for
+from activebayes.models.encoders import split_frozen
 from activebayes.models.ensemble import Ensemble
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
@@ -301,6 +303,12 @@ def fit(
     gen = as_generator(generator)
     if device is not None:
         model.to(device)
+    split = split_frozen(model)
+    if split is not None:  # a head on a frozen encoder: encode each item once, train the head on features
+        encode, model = split
+        inputs = _encoded(encode, inputs, _model_device(model))
+        if val is not None:
+            val = (_encoded(encode, val[0], _model_device(model)), val[1])
     options = dict(
         optimizer=optimizer, lr=float(lr), weight_decay=float(weight_decay), momentum=float(momentum),
         batch_size=batch_size, max_epochs=max_epochs, min_epochs=min_epochs, patience=patience,
@@ -323,6 +331,13 @@ def fit(
             members=results,
         )
     return _fit_one(model, inputs, targets, val, generator=gen, **options)
+
+
+def _encoded(encode: Callable[[Tensor], Tensor], inputs: Tensor, device: torch.device, chunk: int = 1024) -> Tensor:
+    """``encode(inputs)`` chunk by chunk, without gradients, on ``inputs``' device."""
+    with torch.no_grad():
+        return torch.cat([encode(inputs[start : start + chunk].to(device)).to(inputs.device)
+                          for start in range(0, inputs.shape[0], chunk)])
 
 
 def _evaluate_ensemble(model: Ensemble, inputs: Tensor, targets: Tensor, batch_size: int) -> tuple[float, float]:
