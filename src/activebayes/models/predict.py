@@ -413,7 +413,12 @@ def _predict(
     budget_bytes: float,
 ) -> Tensor:
     if sampler is not None:
-        n_chunk, k_chunk = batch_size, 1
+        # a sampler's own forward (ensemble members, Laplace weight samples) holds one function's
+        # activations at a time; only its logits [n, k, C] grow with k, so take as many samples
+        # per call as they fit (its features, e.g. a frozen encoder's, are then computed once)
+        C = _forward_chunk(model, sampler, inputs.get(0, 1).to(device), 1, [0], expand=expand).shape[-1]
+        n_chunk = batch_size
+        k_chunk = max(1, min(K, int(budget_bytes // (2 * 4 * n_chunk * C))))
     else:
         x_1 = inputs.get(0, 1).to(device)
         n_chunk, k_chunk = _plan_chunks(
