@@ -31,12 +31,14 @@ Usage::
     python benchmarks/posteriors.py --protocol digits --seeds 0,1,2,3,4,5
     python benchmarks/posteriors.py --protocol mnist-ssl --seeds 0,1 --max-minutes 60
     python benchmarks/posteriors.py --summarise
+    python benchmarks/posteriors.py --protocol mnist-ssl --time-round 150   # one round per head, on an idle machine
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -160,6 +162,8 @@ def summarise() -> dict:
         results["protocols"].setdefault(protocol_name, {})[head] = {"runs": entries, "unfinished": unfinished}
     from activebayes._io import atomic_write_text
 
+    if RESULTS_JSON.is_file():  # the round timings are measured separately (--time-round)
+        results["round_seconds"] = json.loads(RESULTS_JSON.read_text()).get("round_seconds", {})
     atomic_write_text(RESULTS_JSON, json.dumps(results, indent=1) + "\n")
     print(_table(results))
     return results
@@ -178,6 +182,49 @@ def _table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def time_rounds(args: argparse.Namespace) -> dict:
+    """Seconds of one round (fit + scoring the pool) per head at ``--time-round`` labels.
+
+    Each head runs the protocol's default strategy for one round from ``LABELS`` balanced
+    labels, ``--repeats`` times in a fresh directory (the encoder and its features are
+    loaded before the clock starts: they are paid once per run, not per round); the
+    medians go to ``posteriors.json`` under ``round_seconds``.
+    """
+    import statistics
+    import tempfile
+
+    import torch
+
+    from activebayes.experiment import run_experiment
+
+    torch.set_num_threads(args.threads)
+    labels = args.time_round
+    base = protocol(args.protocol, labels + 10, args.data_dir).replace(
+        initial_size=labels, cold_start=None, evaluate_test=False, seed=0)  # BADGE from the start
+    heads = tuple(args.heads.split(",")) if args.heads else HEADS
+    out: dict = {"protocol": args.protocol, "labels": labels, "threads": args.threads,
+                 "load_average": round(os.getloadavg()[0], 2), "heads": {}}
+    for head in heads:
+        fit, score = [], []
+        for _ in range(args.repeats):
+            with tempfile.TemporaryDirectory() as directory:
+                run_experiment(base.replace(posterior=head), directory, progress=False, report=False)
+                record = json.loads((Path(directory) / "rounds.jsonl").read_text().splitlines()[0])
+            fit.append(record["seconds"]["fit"])
+            score.append(record["seconds"]["acquire"])
+        out["heads"][head] = {"fit": round(statistics.median(fit), 3), "score": round(statistics.median(score), 3),
+                              "round": round(statistics.median(f + s for f, s in zip(fit, score, strict=True)), 3)}
+        print(f"{args.protocol} {head}: fit {out['heads'][head]['fit']:.2f} s + score "
+              f"{out['heads'][head]['score']:.2f} s = {out['heads'][head]['round']:.2f} s a round at {labels} labels",
+              flush=True)
+    results = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.is_file() else {}
+    results.setdefault("round_seconds", {})[args.protocol] = out
+    from activebayes._io import atomic_write_text
+
+    atomic_write_text(RESULTS_JSON, json.dumps(results, indent=1) + "\n")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--protocol", default="digits")
@@ -188,8 +235,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--max-minutes", type=float, default=None)
     parser.add_argument("--summarise", action="store_true")
+    parser.add_argument("--time-round", type=int, default=None, metavar="LABELS",
+                        help="only time one round (fit + scoring) of each head at LABELS labels")
+    parser.add_argument("--repeats", type=int, default=3, help="repeats of --time-round (the median is kept)")
     args = parser.parse_args()
-    if args.summarise:
+    if args.time_round:
+        time_rounds(args)
+    elif args.summarise:
         summarise()
     else:
         run(args)

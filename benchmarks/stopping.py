@@ -6,9 +6,12 @@ and ``audit_fraction`` of each batch drawn uniformly at random. Because the sign
 are recorded whether or not they stop a run, one run per seed tells where each
 criterion *would* have stopped it:
 
-- labels at the first round it fires, test accuracy there, the gap to the best test
-  accuracy the run reaches by its budget (points lost by stopping), labels saved;
-- "too early": the gap is more than 1 point;
+- labels at the first round it fires, test accuracy there, labels saved, and the points
+  below the run's final accuracy (the mean test accuracy of its last 3 rounds: one
+  round's is noisy) and below the best accuracy it reached by its budget;
+- "too early": more than 1 point below the final accuracy;
+- where each run's curve flattens: the labels from which its 3-round running mean stays
+  within 1 point of the final accuracy;
 - for the accuracy estimate from the audited answers: its error against the test
   accuracy of the models that predicted those answers, and how often that accuracy
   lies inside the stated 90% interval (coverage).
@@ -111,10 +114,26 @@ def _fires(rounds: list[dict], name: str, threshold: float) -> int | None:
     return None
 
 
+#: rounds averaged for a run's final accuracy (one round's test accuracy is noisy)
+FINAL_ROUNDS = 3
+
+
+def flat_from(labels: list[int], accuracy: list[float], final: float, within: float = 0.01) -> int:
+    """Labels from which the curve stays flat: the first round from which every later
+    ``FINAL_ROUNDS``-round running mean is within ``within`` of the final accuracy."""
+    means = [statistics.fmean(accuracy[max(0, i - FINAL_ROUNDS + 1): i + 1]) for i in range(len(accuracy))]
+    start = len(labels) - 1
+    for i in range(len(labels) - 1, -1, -1):
+        if means[i] < final - within:
+            break
+        start = i
+    return labels[start]
+
+
 def summarise() -> dict:
     from activebayes.stopping import SIGNAL_WINDOW
 
-    out: dict = {"criteria": CRITERIA, "protocols": {}}
+    out: dict = {"criteria": CRITERIA, "final_rounds": FINAL_ROUNDS, "protocols": {}}
     for directory in sorted(p for p in CACHE.glob("*") if p.is_dir()):
         runs = []
         for seed_dir in sorted(directory.glob("seed_*")):
@@ -125,28 +144,39 @@ def summarise() -> dict:
             runs.append((seed_dir.name, rounds))
         if not runs:
             continue
-        protocol_out: dict = {"seeds": len(runs), "criteria": {}, "estimate": {}}
+        budget = runs[0][1][-1]["n_labelled"]
+        protocol_out: dict = {"seeds": len(runs), "budget": budget, "runs": {}, "criteria": {}, "estimate": {}}
+        for seed, rounds in runs:
+            labels = [r["n_labelled"] for r in rounds]
+            accuracy = [r["metrics"]["test_accuracy"] for r in rounds]
+            final = statistics.fmean(accuracy[-FINAL_ROUNDS:])
+            protocol_out["runs"][seed] = {"final": round(final, 4), "best": max(accuracy),
+                                          "flat_from": flat_from(labels, accuracy, final)}
         for name, threshold in CRITERIA.items():
             rows = []
             for seed, rounds in runs:
-                accuracy = [r["metrics"].get("test_accuracy") for r in rounds]
-                best, budget = max(a for a in accuracy if a is not None), rounds[-1]["n_labelled"]
+                accuracy = [r["metrics"]["test_accuracy"] for r in rounds]
+                run = protocol_out["runs"][seed]
                 i = _fires(rounds, name, threshold)
                 if i is None:
-                    rows.append({"seed": seed, "labels": None, "accuracy": None, "gap": None, "saved": 0})
+                    rows.append({"seed": seed, "labels": None, "accuracy": None, "below_final": None,
+                                 "below_best": None, "saved": 0})
                     continue
                 rows.append({"seed": seed, "labels": rounds[i]["n_labelled"], "accuracy": accuracy[i],
-                             "gap": round(100 * (best - accuracy[i]), 2), "saved": budget - rounds[i]["n_labelled"],
-                             "best": best})
+                             "below_final": round(100 * (run["final"] - accuracy[i]), 2),
+                             "below_best": round(100 * (run["best"] - accuracy[i]), 2),
+                             "saved": budget - rounds[i]["n_labelled"]})
             fired = [r for r in rows if r["labels"] is not None]
             protocol_out["criteria"][name] = {
                 "threshold": threshold,
                 "fired": f"{len(fired)} of {len(rows)}",
                 "median_labels": statistics.median(r["labels"] for r in fired) if fired else None,
-                "median_gap_points": statistics.median(r["gap"] for r in fired) if fired else None,
-                "max_gap_points": max(r["gap"] for r in fired) if fired else None,
-                "too_early": sum(r["gap"] > 1.0 for r in fired),
-                "median_saved": statistics.median(r["saved"] for r in fired) if fired else 0,
+                "median_below_final": statistics.median(r["below_final"] for r in fired) if fired else None,
+                "max_below_final": max(r["below_final"] for r in fired) if fired else None,
+                "max_below_best": max(r["below_best"] for r in fired) if fired else None,
+                "too_early": sum(r["below_final"] > 1.0 for r in fired),
+                "median_saved": statistics.median(r["saved"] for r in rows),
+                "min_saved": min(r["saved"] for r in rows),
                 "runs": rows,
             }
         # the audited estimate against the accuracy of the models whose predictions were audited
@@ -165,6 +195,11 @@ def summarise() -> dict:
         if n_checked:
             protocol_out["estimate"] = {"rounds": n_checked, "mean_abs_error": round(statistics.fmean(errors), 4),
                                         "coverage": round(covered / n_checked, 3), "nominal": 0.9}
+        # what the signals cost: their share of each round's time
+        shares = [r["seconds"].get("signals", 0.0) / sum(r["seconds"].values())
+                  for _seed, rounds in runs for r in rounds if sum(r["seconds"].values()) > 0]
+        protocol_out["signals_share_of_round"] = {"median": round(statistics.median(shares), 4),
+                                                  "max": round(max(shares), 4)}
         out["protocols"][directory.name] = protocol_out
     RESULTS.write_text(json.dumps(out, indent=1) + "\n")
     return out
@@ -172,16 +207,22 @@ def summarise() -> dict:
 
 def _print(summary: dict) -> None:
     for protocol_name, data in summary["protocols"].items():
-        print(f"\n{protocol_name} ({data['seeds']} seeds)")
-        print("| criterion | threshold | fired | median labels | median / max points lost | stopped >1 point early | median labels saved |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
+        flats = sorted(r["flat_from"] for r in data["runs"].values())
+        print(f"\n{protocol_name} ({data['seeds']} seeds, budget {data['budget']}; flat (within 1 point of the "
+              f"final accuracy) from {flats[0]}-{flats[-1]} labels, median {statistics.median(flats)})")
+        print("| criterion | threshold | fired | median labels at the stop | median labels saved (min) "
+              "| median / max points below final | stopped > 1 point below final | max points below best |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
         for name, row in data["criteria"].items():
             print(f"| {name} | {row['threshold']} | {row['fired']} | {row['median_labels']} | "
-                  f"{row['median_gap_points']} / {row['max_gap_points']} | {row['too_early']} | {row['median_saved']} |")
+                  f"{row['median_saved']} ({row['min_saved']}) | {row['median_below_final']} / {row['max_below_final']} | "
+                  f"{row['too_early']} | {row['max_below_best']} |")
         if data["estimate"]:
             e = data["estimate"]
             print(f"estimate: mean |error| {e['mean_abs_error']}, coverage {e['coverage']} (nominal {e['nominal']}) "
                   f"over {e['rounds']} rounds")
+        share = data["signals_share_of_round"]
+        print(f"signals: median {share['median']:.1%} of a round's time (max {share['max']:.1%})")
 
 
 def main(argv: list[str] | None = None) -> int:
