@@ -120,7 +120,8 @@ def summarise() -> dict:
 
     results: dict = {
         "generated": time.strftime("%Y-%m-%d"),
-        "host": "2 CPU cores shared with ~8 other processes (load average ~25): seconds are upper bounds, noisy",
+        "host": ("this project's 2-core CPU; each run on one thread beside one or two other benchmark processes, so "
+                 "the per-round seconds here are upper bounds; round_seconds holds the idle timing (--time-round)"),
         "protocols": {},
     }
     for directory in sorted(p for p in RUNS.iterdir() if (p / "comparison.json").is_file()):
