@@ -318,6 +318,7 @@ class ActiveLearningLoop:
     def _build_posterior(self, r: int) -> Posterior:
         """Round ``r``'s freshly initialised posterior; the global RNG is seeded too, so
         factories that use PyTorch's default initialisers are reproducible."""
+        r = self._stream(r)
         with seeded_global_rng(self.config.seed, "model-init", r):
             built = self.model_factory(make_generator(self.config.seed, "model", r))
         fit_options = {**(PAPER_FIT_OPTIONS if self.config.training == "paper" else {}), **dict(self.config.fit_options)}
@@ -330,13 +331,21 @@ class ActiveLearningLoop:
         """The round's network (``posterior.module``); ``None`` before the first round."""
         return None if self.posterior is None else self.posterior.module
 
+    def _stream(self, r: int) -> int:
+        """The round index that seeds round ``r``'s model, fit and stop-set functions: ``r``, or 0
+        for every round with ``round_seeds="shared"`` (common random numbers: successive models
+        then differ by the labels they were fitted on, not by their random draws)."""
+        return 0 if self.config.round_seeds == "shared" else r
+
     def _predict(self, inputs: Any, *, key: str, num_samples: int) -> Tensor:
-        """``log_probs_N_K_C`` of the round's posterior, K functions seeded by ``(seed, round, key)``."""
+        """``log_probs_N_K_C`` of the round's posterior, K functions seeded by ``(seed, round, key)``
+        (the stop set's by ``_stream(round)``: successive rounds compared on the same draws when shared)."""
         fixed = self.posterior.num_functions is not None  # an ensemble, a forest: its own K
+        r = self._stream(len(self.history)) if key == "stop-set" else len(self.history)
         return self.posterior.log_probs(
             inputs,
             num_samples=None if fixed else num_samples,
-            generator=make_generator(self.config.seed, len(self.history), key),
+            generator=make_generator(self.config.seed, r, key),
             batch_size=self.config.predict_batch_size,
             device=self.config.device,
         )
@@ -441,9 +450,10 @@ class ActiveLearningLoop:
         if self.posterior is None or not config.warm_start:
             self.posterior = self._build_posterior(r)
         # with no labels yet the protocol's fit leaves the posterior at its prior
-        with seeded_global_rng(config.seed, "fit", r):
+        stream = self._stream(r)
+        with seeded_global_rng(config.seed, "fit", stream):
             return fit_summary(self.posterior.fit(self.pool.labelled_data(), validation=validation,
-                                                  generator=make_generator(config.seed, "fit", r),
+                                                  generator=make_generator(config.seed, "fit", stream),
                                                   device=config.device))
 
     def _draw_stop_set(self) -> Tensor:

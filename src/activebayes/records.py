@@ -56,6 +56,8 @@ TRAINING_CHOICES = ("data", "paper")
 REPRESENTATION_CHOICES = ("none", "self-supervised")
 #: Bayesian heads / posteriors (:func:`activebayes.models.build_posterior`).
 POSTERIOR_CHOICES = ("mc_dropout", "ensemble", "laplace")
+#: ``round_seeds``: a fresh random stream for each round's model, or the same one every round
+ROUND_SEEDS_CHOICES = ("per_round", "shared")
 
 #: The default cold start acquires until this many labels per class (60 for 10 classes:
 #: where typicality's and BALD's learning curves cross on MNIST, see the benchmarks).
@@ -221,6 +223,9 @@ class LoopConfig:
     plateau_min_delta: float = 0.0
     warm_start: bool = setting(False, "Keep weights between rounds instead of re-initialising.",
                                flag="--warm-start/--no-warm-start")
+    round_seeds: str = setting("per_round", "Each round's model from a fresh random stream (per_round), or from the "
+                               "same one every round (shared: successive models differ by their labels, not their "
+                               "initialisation; steadier stopping signals).", choices=ROUND_SEEDS_CHOICES)
     evaluate_test: bool = setting(True, "Evaluate on the dataset's test split each round.", flag="--test/--no-test")
     fit_options: Mapping[str, Any] = field(default_factory=dict)
     model_options: Mapping[str, Any] = field(default_factory=dict)

@@ -134,3 +134,30 @@ def test_signals_are_reproduced_by_a_resumed_loop():
     resumed.restore(whole[:2])
     rest = resumed.run(progress=False).rounds[2:]
     assert [r.signals for r in rest] == [r.signals for r in whole[2:]]
+
+
+@pytest.mark.parametrize("round_seeds", ["per_round", "shared"])
+def test_round_seeds_shared_starts_every_round_from_the_same_random_stream(monkeypatch, round_seeds):
+    config = LoopConfig(strategy="bald", budget=60, round_seeds=round_seeds, **FAST)
+    loop = ActiveLearningLoop(config)
+    initial: list[torch.Tensor] = []
+    build = loop._build_posterior
+
+    def spy(r):
+        posterior = build(r)
+        initial.append(next(posterior.module.parameters()).detach().clone())
+        return posterior
+
+    monkeypatch.setattr(loop, "_build_posterior", spy)
+    loop.run()
+    assert len(initial) >= 3
+    same = [torch.equal(initial[0], w) for w in initial[1:]]
+    assert all(same) if round_seeds == "shared" else not any(same)
+    # the stop set's functions too: kappas come from the same draws each round when shared
+    kappas = [r.signals["stable_predictions"]["value"] for r in loop.history[1:]]
+    assert all(k is not None for k in kappas)
+
+
+def test_round_seeds_rejects_unknown_values():
+    with pytest.raises(InvalidArgumentError, match="round_seeds"):
+        LoopConfig(round_seeds="sometimes")
