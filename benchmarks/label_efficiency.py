@@ -218,6 +218,9 @@ def _grid(args: argparse.Namespace):
         # the same protocol, the model starting from an encoder trained on the pool without labels
         base = base.replace(representation=args.representation, model="encoder_head")
         name = f"{name}-ssl"
+        if args.encoder_epochs is not None:  # another length of the encoder's training, its own cache
+            base = base.replace(representation_options={**base.representation_options, "epochs": args.encoder_epochs})
+            name = f"{name}-e{args.encoder_epochs}"
     if args.cold_start is not None:
         # the first rounds by a strategy that needs no model, then each strategy of the grid
         base = base.replace(cold_start=args.cold_start, cold_start_labels=args.cold_start_labels)
@@ -773,6 +776,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--representation", choices=["none", "self-supervised"], default="none",
                         help="self-supervised: the model is an MC dropout head on an encoder trained on the "
                              "pool's images without labels (cached under <dataset>-ssl)")
+    parser.add_argument("--encoder-epochs", type=int, default=None,
+                        help="with --representation: train the encoder for this many epochs (its own cache, <name>-e<N>)")
     parser.add_argument("--cold-start", default=None,
                         help="strategy for the rounds before --cold-start-labels labels (e.g. typicality); "
                              "cached under <dataset>-cold-<strategy><labels>")

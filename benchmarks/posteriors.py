@@ -77,13 +77,17 @@ def _grid(args: argparse.Namespace):
     from activebayes.rundir import Comparison, RunDirectory
 
     base = protocol(args.protocol, args.budget, args.data_dir)
+    label = args.protocol
+    if args.encoder_epochs is not None:  # another length of the encoder's training: its own runs
+        base = base.replace(representation_options={**base.representation_options, "epochs": args.encoder_epochs})
+        label = f"{args.protocol}-e{args.encoder_epochs}"
     seeds = tuple(int(s) for s in args.seeds.split(","))
     heads = tuple(args.heads.split(",")) if args.heads else HEADS
     strategies = (DEFAULT_STRATEGY, "random")
     jobs = []
     for seed in seeds:  # seeds outer: a partial benchmark covers every head early
         for head in heads:
-            name = f"{args.protocol}-{head}"
+            name = f"{label}-{head}"
             head_base = base.replace(posterior=head)
             comparison = Comparison(RUNS / name, head_base, strategies, seeds)
             if (RUNS / name / "comparison.json").is_file():
@@ -202,6 +206,8 @@ def time_rounds(args: argparse.Namespace) -> dict:
     labels = args.time_round
     base = protocol(args.protocol, labels + 20, args.data_dir).replace(
         initial_size=labels, cold_start=None, evaluate_test=False, seed=0)  # BADGE from the start
+    if args.encoder_epochs is not None:
+        base = base.replace(representation_options={**base.representation_options, "epochs": args.encoder_epochs})
     heads = tuple(args.heads.split(",")) if args.heads else HEADS
     out: dict = {"protocol": args.protocol, "labels": labels, "threads": args.threads,
                  "load_average": round(os.getloadavg()[0], 2), "heads": {}}
@@ -236,6 +242,8 @@ def main() -> None:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--max-minutes", type=float, default=None)
+    parser.add_argument("--encoder-epochs", type=int, default=None,
+                        help="train the self-supervised encoder for this many epochs (runs go to <protocol>-e<N>-<head>)")
     parser.add_argument("--summarise", action="store_true")
     parser.add_argument("--time-round", type=int, default=None, metavar="LABELS",
                         help="only time one round (fit + scoring) of each head at LABELS labels")

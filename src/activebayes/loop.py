@@ -297,7 +297,13 @@ class ActiveLearningLoop:
     def _default_model_factory(self, generator: torch.Generator) -> torch.nn.Module:
         config = self.config
         options = dict(config.model_options)
-        if config.posterior != "mc_dropout":  # an ensemble or Laplace head (activebayes.models.heads)
+        fine_tune = options.get("freeze_encoder") is False
+        if config.posterior != "mc_dropout" or (
+            self.representation is not None and config.ensemble_size is None and not fine_tune
+        ):
+            # a head on the representation's frozen encoder, or an ensemble / Laplace posterior
+            # (activebayes.models.heads): one FrozenEncoder serves every round, so the pool is
+            # encoded once per run, not once per round
             from activebayes.models.heads import loop_model
 
             return loop_model(self, generator)

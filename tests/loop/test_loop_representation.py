@@ -53,3 +53,20 @@ def _toml(tmp_path):
     path = tmp_path / "config.toml"
     path.write_text("[representation_options]\n" + "".join(f"{k} = {v}\n" for k, v in TINY.items()))
     return path
+
+
+@pytest.mark.parametrize("posterior", ["mc_dropout", "ensemble", "laplace"])
+def test_each_item_is_encoded_once_per_run_not_per_round(cache, posterior):
+    """Every round's head shares one frozen encoder and its feature cache: after the first
+    round nothing is encoded again (the pool, the validation and stop sets included)."""
+    config = LoopConfig(representation="self-supervised", representation_options=TINY, posterior=posterior,
+                        **{**FAST_LOOP, "budget": 40})
+    loop = ActiveLearningLoop(config)
+    encoded = []
+    loop.representation.encoder.register_forward_hook(lambda module, args, out: encoded.append(out.shape[0]))
+    loop.step()
+    assert sum(encoded) > 0  # the hook sees the encoder the heads run
+    encoded.clear()
+    while not loop.finished:
+        loop.step()
+    assert sum(encoded) == 0, f"later rounds encoded {sum(encoded)} items again"

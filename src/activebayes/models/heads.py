@@ -109,6 +109,7 @@ def build_head(
     if name == "mc_dropout":
         if not hidden:
             raise InvalidArgumentError("the mc_dropout head needs hidden >= 1, got 0")
+        options.pop("feature_cache", None)  # the FrozenEncoder caches
         with global_rng_seeded(seed):
             return EncoderClassifier(frozen, num_classes=num_classes, feature_dim=D, hidden=hidden,
                                      feature_cache=False, **options)
@@ -242,10 +243,10 @@ def build_posterior(
 
 
 def loop_model(loop: Any, generator: torch.Generator) -> nn.Module:
-    """Round model of :class:`~activebayes.loop.ActiveLearningLoop` for ``config.posterior``
-    ``"ensemble"`` / ``"laplace"``: a head on the self-supervised representation (one
-    :class:`FrozenEncoder` shared by every round, so the pool is encoded once per run), or
-    the configured network made an ensemble / split for last-layer Laplace."""
+    """Round model of :class:`~activebayes.loop.ActiveLearningLoop`: a ``config.posterior``
+    head on the self-supervised representation (one :class:`FrozenEncoder` shared by every
+    round, so the pool is encoded once per run), or, without one, the configured network
+    made an ensemble / split for last-layer Laplace."""
     from activebayes.models.networks import build_model
 
     config = loop.config
