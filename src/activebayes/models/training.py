@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 from activebayes._validation import check_choice, check_positive_int
 from activebayes._seeding import as_generator, draw_seed, global_rng_seeded
 from activebayes._threads import threads_for
+from activebayes.models._lockstep import fit_lockstep, stackable
 from activebayes.models.encoders import split_frozen
 from activebayes.models.ensemble import Ensemble
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
@@ -138,6 +139,41 @@ def _multilabel_tensors(data: object, name: str) -> tuple[Tensor, Tensor]:
     return inputs, targets.float()
 
 
+class EarlyStopping:
+    """When to stop one network's training, and which epoch's weights to keep (see ``fit``)."""
+
+    def __init__(self, *, has_validation: bool, paper: bool, patience: int, min_epochs: int, min_steps: int,
+                 train_loss_min_drop: float, train_loss_done: float) -> None:
+        self.has_validation, self.paper = has_validation, paper
+        self.patience, self.min_epochs, self.min_steps = patience, min_epochs, min_steps
+        self.min_drop, self.done = train_loss_min_drop, train_loss_done
+        self.best_key: tuple[float, float] | None = None
+        self.best_epoch = 0
+        self.since_best = 0
+
+    def update(self, epoch: int, train_loss: float, steps: int,
+               validation: tuple[float, float] | None = None) -> tuple[bool, bool]:
+        """``(keep, stop)`` after ``epoch``: keep these weights (with validation, a new best);
+        stop training now."""
+        may_stop = epoch >= self.min_epochs
+        if validation is None:
+            self.best_epoch = epoch  # without validation the last weights are kept
+            if self.paper:  # every epoch runs
+                return True, False
+            if self.best_key is None or train_loss < self.best_key[0] * (1.0 - self.min_drop):
+                self.best_key, self.since_best = (train_loss, 0.0), 0
+            else:
+                self.since_best += 1
+            return True, (self.since_best >= self.patience or train_loss < self.done) and may_stop
+        val_loss, val_acc = validation
+        key = (val_acc, -val_loss)
+        if self.best_key is None or key > self.best_key:
+            self.best_key, self.best_epoch, self.since_best = key, epoch, 0
+            return True, False
+        self.since_best += 1
+        return False, self.since_best >= self.patience and may_stop and (self.paper or steps >= self.min_steps)
+
+
 def _epoch_indices(n: int, target: int, generator: torch.Generator) -> Tensor:
     """One epoch's order: a permutation, or (if ``n < target``) ``target`` draws, each item ``floor``/``ceil(target/n)`` times."""
     if n >= target:
@@ -145,6 +181,21 @@ def _epoch_indices(n: int, target: int, generator: torch.Generator) -> Tensor:
     passes = math.ceil(target / n)
     order = torch.cat([torch.randperm(n, generator=generator) for _ in range(passes)])
     return order[:target]
+
+
+def _schedule(n: int, batch_size: int, min_samples_per_epoch: int | None, min_steps_per_epoch: int,
+              has_validation: bool, patience: int, min_epochs: int, min_steps: int) -> tuple[int, int, EarlyStopping]:
+    """``(step_size, draws per epoch, early stopping)`` for ``n`` training items (see ``fit``)."""
+    paper = min_samples_per_epoch is not None
+    if paper:  # the BatchBALD protocol: fixed-length epochs of full minibatches, whatever N
+        step_size, target = batch_size, max(n, min_samples_per_epoch)
+    else:  # sized by the data: minibatches of at most N items, epochs of a few steps at least
+        step_size = min(batch_size, n)
+        target = max(n, min_steps_per_epoch * step_size)
+    stopping = EarlyStopping(has_validation=has_validation, paper=paper, patience=patience, min_epochs=min_epochs,
+                             min_steps=min_steps, train_loss_min_drop=TRAIN_LOSS_MIN_DROP,
+                             train_loss_done=TRAIN_LOSS_DONE)
+    return step_size, target, stopping
 
 
 def _model_device(model: nn.Module) -> torch.device:
@@ -316,10 +367,14 @@ def fit(
         progress=progress,
     )
     if isinstance(model, Ensemble):
-        results = tuple(
-            _fit_one(member, inputs, targets, val, generator=as_generator(draw_seed(gen)), **options)
-            for member in model.members
-        )
+        if targets.ndim == 1 and stackable(list(model.members)):  # small deterministic heads: all at once
+            results = _fit_members_lockstep(list(model.members), inputs, targets, val,
+                                            [as_generator(draw_seed(gen)) for _ in model.members], **options)
+        else:
+            results = tuple(
+                _fit_one(member, inputs, targets, val, generator=as_generator(draw_seed(gen)), **options)
+                for member in model.members
+            )
         loss = accuracy = None
         if val is not None:
             loss, accuracy = _evaluate_ensemble(model, *val, batch_size)
@@ -359,6 +414,50 @@ def _evaluate_ensemble(model: Ensemble, inputs: Tensor, targets: Tensor, batch_s
     return total_loss / inputs.shape[0], correct / inputs.shape[0]
 
 
+def _fit_members_lockstep(
+    members: list[nn.Module],
+    inputs: Tensor,
+    targets: Tensor,
+    val: tuple[Tensor, Tensor] | None,
+    generators: list[torch.Generator],
+    *,
+    optimizer: str,
+    lr: float,
+    weight_decay: float,
+    momentum: float,
+    batch_size: int,
+    max_epochs: int,
+    min_epochs: int,
+    patience: int,
+    min_samples_per_epoch: int | None,
+    min_steps_per_epoch: int,
+    min_steps: int,
+    progress: bool,
+) -> tuple[FitResult, ...]:
+    """The members of an ensemble trained together (:mod:`activebayes.models._lockstep`),
+    each with the result ``_fit_one`` gives it alone."""
+    schedules = [_schedule(inputs.shape[0], batch_size, min_samples_per_epoch, min_steps_per_epoch, val is not None,
+                           patience, min_epochs, min_steps) for _ in members]
+    step_size, target, _ = schedules[0]
+    was_training = [m.training for m in members]
+    with threads_for(members[0], inputs.shape[1:], batch_size), tqdm(
+        total=max_epochs, desc="fit", unit="epoch", disable=not progress, leave=False
+    ) as bar:
+        runs = fit_lockstep(members, inputs, targets, val, generators, optimizer=optimizer, lr=lr,
+                            weight_decay=weight_decay, momentum=momentum, batch_size=batch_size, step_size=step_size,
+                            target=target, max_epochs=max_epochs, stopping=[s[2] for s in schedules],
+                            epoch_indices=_epoch_indices, progress_bar=bar)
+    results = []
+    for member, mode, (rows, best_epoch) in zip(members, was_training, runs, strict=True):
+        member.train(mode)
+        history = [EpochRecord(*row) for row in rows]
+        best = history[best_epoch - 1]
+        results.append(FitResult(epochs_run=len(history), best_epoch=best_epoch,
+                                 best_validation_loss=best.validation_loss,
+                                 best_validation_accuracy=best.validation_accuracy, history=history))
+    return tuple(results)
+
+
 def _fit_one(
     model: nn.Module,
     inputs: Tensor,
@@ -385,16 +484,10 @@ def _fit_one(
     else:
         opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
     history: list[EpochRecord] = []
-    best_key: tuple[float, float] | None = None
     best_state: dict[str, Tensor] | None = None
-    best_epoch, epochs_since_best = 0, 0
     n = inputs.shape[0]
-    paper = min_samples_per_epoch is not None
-    if paper:  # the BatchBALD protocol: fixed-length epochs of full minibatches, whatever N
-        step_size, target = batch_size, max(n, min_samples_per_epoch)
-    else:  # sized by the data: minibatches of at most N items, epochs of a few steps at least
-        step_size = min(batch_size, n)
-        target = max(n, min_steps_per_epoch * step_size)
+    step_size, target, stopping = _schedule(n, batch_size, min_samples_per_epoch, min_steps_per_epoch, val is not None,
+                                            patience, min_epochs, min_steps)
     steps = 0
     was_training = model.training
     with global_rng_seeded(draw_seed(generator)), threads_for(model, inputs.shape[1:], batch_size), tqdm(
@@ -414,39 +507,20 @@ def _fit_one(
                 total += float(loss.detach()) * index.shape[0]
                 seen += index.shape[0]
                 steps += 1
-            record = EpochRecord(epoch=epoch, train_loss=total / seen)
             bar.update(1)
-            may_stop = epoch >= min_epochs
-            if val is None:
-                history.append(record)
-                if paper:  # every epoch runs, the last one's weights are kept
-                    best_epoch = epoch
-                    continue
-                # sized by the data: stop once the training loss stops falling (the last weights kept)
-                if best_key is None or record.train_loss < best_key[0] * (1.0 - TRAIN_LOSS_MIN_DROP):
-                    best_key, epochs_since_best = (record.train_loss, 0.0), 0
-                else:
-                    epochs_since_best += 1
-                best_epoch = epoch
-                if (epochs_since_best >= patience or record.train_loss < TRAIN_LOSS_DONE) and may_stop:
-                    break
-                continue
-            val_loss, val_acc = _evaluate(model, *val, batch_size, device)
-            history.append(
-                EpochRecord(epoch=epoch, train_loss=record.train_loss, validation_loss=val_loss, validation_accuracy=val_acc)
-            )
-            bar.set_postfix(val_acc=f"{val_acc:.3f}")
-            key = (val_acc, -val_loss)
-            if best_key is None or key > best_key:
-                best_key, best_epoch, epochs_since_best = key, epoch, 0
+            validation = _evaluate(model, *val, batch_size, device) if val is not None else None
+            history.append(EpochRecord(epoch, total / seen, *(validation or (None, None))))
+            if validation is not None:
+                bar.set_postfix(val_acc=f"{validation[1]:.3f}")
+            keep, stop = stopping.update(epoch, total / seen, steps, validation)
+            if keep and validation is not None:
                 best_state = copy.deepcopy(model.state_dict())
-            else:
-                epochs_since_best += 1
-                if epochs_since_best >= patience and may_stop and (paper or steps >= min_steps):
-                    break
+            if stop:
+                break
     if best_state is not None:
         model.load_state_dict(best_state)
     model.train(was_training)
+    best_epoch = stopping.best_epoch
     best = history[best_epoch - 1]
     return FitResult(
         epochs_run=len(history),
