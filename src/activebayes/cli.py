@@ -544,6 +544,7 @@ _PROJECT_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "seed": ("--seed", {"type": int, "help": "Random seed. [0]"}),
     "max_epochs": ("--max-epochs", {"type": int, "help": "Training epochs per round (upper bound with early stopping)."}),
     "audit_fraction": ("--audit-fraction", {"type": float, "help": "Share of each batch drawn uniformly, to estimate accuracy from the answers (the dashboard's stopping panel). [0]"}),
+    "round_seeds": ("--round-seeds", {"type": str, "help": "per_round: each round's model from a fresh random stream; shared: the same one every round (successive models differ by their labels only: steadier stopping signals). [per_round]"}),
 }
 
 _IMPORT_FLAGS = {"allow_partial": "--allow-partial", "overwrite": "--overwrite"}

@@ -42,15 +42,35 @@ def test_the_verdict_says_stop_only_when_a_criterion_fired():
 
 
 def test_project_settings_reach_the_loop_and_bad_ones_are_refused():
-    config = ProjectConfig(dataset="digits", audit_fraction=0.2, stop_when=("stable_predictions",))
+    config = ProjectConfig(dataset="digits", audit_fraction=0.2, stop_when=("stable_predictions",),
+                           round_seeds="shared")
     loop = config.loop_config(100, name="digits", evaluate_test=False)
     assert loop.audit_fraction == 0.2 and loop.stop_when == ("stable_predictions",)
+    assert loop.round_seeds == "shared"
+    assert ProjectConfig(dataset="digits").loop_config(100, name="d", evaluate_test=False).round_seeds == "per_round"
     assert ProjectConfig.from_dict(config.to_dict()) == config
     assert ProjectConfig(dataset="digits").loop_config(100, name="d", evaluate_test=False).audit_fraction == 0.0
     with pytest.raises(ActiveBayesError, match="audit_fraction"):
         ProjectConfig(dataset="digits", audit_fraction=1.5)
     with pytest.raises(ActiveBayesError, match="--stop-when"):
         ProjectConfig(dataset="digits", stop_when=("nope",))
+    with pytest.raises(ActiveBayesError, match="round_seeds.*'sometimes'"):
+        ProjectConfig(dataset="digits", round_seeds="sometimes")
+
+
+def test_the_label_command_takes_round_seeds(tmp_path):
+    from click.testing import CliRunner
+
+    from activebayes.cli import cli
+    from activebayes.labelling import LabellingProject
+
+    project = tmp_path / "p"
+    result = CliRunner().invoke(cli, ["query", str(project), "--dataset", "digits", "--round-seeds", "shared",
+                                      "--max-epochs", "1", "--num-samples", "2", "-q"])
+    assert result.exit_code == 0, result.output
+    assert LabellingProject.open(project).config.round_seeds == "shared"
+    again = CliRunner().invoke(cli, ["query", str(project), "--round-seeds", "per_round", "-q"])
+    assert again.exit_code != 0 and "--round-seeds" in again.output and "shared" in again.output
 
 
 # --------------------------------------------------------------------------- in the browser

@@ -20,7 +20,7 @@ from activebayes.data import available_datasets
 from activebayes.errors import ActiveBayesError
 from activebayes.models import available_models
 from activebayes.acquisition.multilabel_strategies import MULTILABEL_COUNTERPARTS, MULTILABEL_STRATEGIES
-from activebayes.records import DEFAULT_STRATEGY, POSTERIOR_CHOICES, LoopConfig
+from activebayes.records import DEFAULT_STRATEGY, POSTERIOR_CHOICES, ROUND_SEEDS_CHOICES, LoopConfig
 
 __all__ = ["MAX_MULTILABEL_CLASSES", "ProjectConfig", "ProjectError",
            "setting_differences"]
@@ -48,7 +48,7 @@ class ProjectConfig:
     and ``multilabel=True`` makes each answer a set of classes (at most
     :data:`MAX_MULTILABEL_CLASSES`; the default ``badge`` runs as ``multilabel_badge``, as ``bald`` as ``multilabel_bald``). The loop settings
     (``strategy``, ``cold_start``, ``model``, ``batch_size``, ``num_samples``, ``eval_samples``,
-    ``seed``, ``fit_options``, ``posterior``) mean what they mean in :class:`~activebayes.records.LoopConfig`
+    ``seed``, ``fit_options``, ``posterior``, ``round_seeds``) mean what they mean in :class:`~activebayes.records.LoopConfig`
     (the cold start runs until its default label count, 6 per class);
     the project starts with no labels (the first round picks at random) and holds
     nothing out (``validation_size=0``). ``lookahead``: how far the app's ranking
@@ -76,6 +76,8 @@ class ProjectConfig:
     #: the loop's ``audit_fraction`` and ``stop_when`` (:mod:`activebayes.stopping`)
     audit_fraction: float = 0.0
     stop_when: tuple[str, ...] = ()
+    #: each round's model from a fresh random stream, or the same one (steadier stopping signals)
+    round_seeds: str = "per_round"
     #: a table of texts / rows (see the class docstring), with LoopConfig's names
     table: str | None = None
     text_column: str | None = None
@@ -106,6 +108,7 @@ class ProjectConfig:
             check_choice(self.cold_start, "cold_start", available_strategies())
         check_choice(self.model, "model", list(dict.fromkeys(["auto", *available_models()])))
         check_choice(self.posterior, "posterior", POSTERIOR_CHOICES)
+        check_choice(self.round_seeds, "round_seeds", ROUND_SEEDS_CHOICES)
         for name in ("batch_size", "num_samples", "eval_samples"):
             check_positive_int(getattr(self, name), name)
         check_positive_int(self.seed, "seed", allow_zero=True)
@@ -218,6 +221,7 @@ class ProjectConfig:
             checkpoints=False,
             audit_fraction=self.audit_fraction,
             stop_when=self.stop_when,
+            round_seeds=self.round_seeds,
         )
 
 
