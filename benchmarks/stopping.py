@@ -71,7 +71,7 @@ def _seeds(text: str) -> list[int]:
 
 
 def run(dataset: str, seeds: list[int], data_dir: str | None, representation: str, threads: int | None = None,
-        round_seeds: str = "per_round") -> None:
+        round_seeds: str = "per_round", encoder_epochs: int | None = None) -> None:
     from activebayes.experiment import run_experiment
 
     if threads:
@@ -83,8 +83,12 @@ def run(dataset: str, seeds: list[int], data_dir: str | None, representation: st
         config = protocol(dataset, data_dir).replace(seed=seed)
         if representation != "none":  # the encoder with an MC dropout head on its frozen features
             config = config.replace(model="encoder_head", representation=representation)
+            if encoder_epochs is not None:
+                config = config.replace(representation_options={"epochs": encoder_epochs})
         config = config.replace(round_seeds=round_seeds)
-        name = dataset + ("-ssl" if representation != "none" else "") + ("-shared" if round_seeds == "shared" else "")
+        name = (dataset + ("-ssl" if representation != "none" else "")
+                + (f"-e{encoder_epochs}" if representation != "none" and encoder_epochs is not None else "")
+                + ("-shared" if round_seeds == "shared" else ""))
         tic = time.perf_counter()
         run_experiment(config, CACHE / name / f"seed_{seed}", progress=False)
         print(f"{name} seed {seed}: {time.perf_counter() - tic:.0f} s", flush=True)
@@ -239,10 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: chosen from the load)")
     parser.add_argument("--round-seeds", default="per_round", choices=["per_round", "shared"],
                         help="LoopConfig.round_seeds (shared: the runs go to <dataset>-shared)")
+    parser.add_argument("--encoder-epochs", type=int, default=None,
+                        help="with --representation: the encoder's epochs (the runs go to <dataset>-ssl-e<N>)")
     parser.add_argument("--summarise", action="store_true", help="only summarise the cached runs")
     args = parser.parse_args(argv)
     if not args.summarise:
-        run(args.dataset, _seeds(args.seeds), args.data_dir, args.representation, args.threads, args.round_seeds)
+        run(args.dataset, _seeds(args.seeds), args.data_dir, args.representation, args.threads, args.round_seeds,
+            args.encoder_epochs)
     _print(summarise())
     return 0
 
