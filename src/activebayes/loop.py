@@ -324,9 +324,9 @@ class ActiveLearningLoop:
     def _build_posterior(self, r: int) -> Posterior:
         """Round ``r``'s freshly initialised posterior; the global RNG is seeded too, so
         factories that use PyTorch's default initialisers are reproducible."""
-        r = self._stream(r)
-        with seeded_global_rng(self.config.seed, "model-init", r):
-            built = self.model_factory(make_generator(self.config.seed, "model", r))
+        stream = self._stream(r)
+        with seeded_global_rng(self.config.seed, "model-init", stream):
+            built = self.model_factory(make_generator(self.config.seed, "model", stream))
         fit_options = {**(PAPER_FIT_OPTIONS if self.config.training == "paper" else {}), **dict(self.config.fit_options)}
         if self.multilabel and isinstance(built, torch.nn.Module):
             return MultiLabelPosterior(built, **fit_options)  # C sigmoids, BCE

@@ -178,6 +178,9 @@ def test_variant_caches_are_named_by_what_they_change(bench, tmp_path, monkeypat
                                              "--representation", "self-supervised"]))
     assert name == "digits-ssl"
     assert comparison.base.representation == "self-supervised" and comparison.base.model == "encoder_head"
+    name, comparison, _ = bench._grid(parse(["--dataset", "digits", "--strategies", "bald", "--seeds", "0",
+                                             "--representation", "self-supervised", "--encoder-epochs", "150"]))
+    assert name == "digits-ssl-e150" and comparison.base.representation_options == {"epochs": 150}
     assert bench._variant_base("digits-ssl-cold-typicality30", ["digits", "digits-ssl"]) == "digits-ssl"
 
 
