@@ -86,8 +86,9 @@ def test_members_stop_at_their_own_epoch(monkeypatch):
 def test_what_is_not_stacked():
     assert not stackable([_head()])  # one member
     assert not stackable([_head(), _head(8)])  # different shapes
-    dropout = nn.Sequential(nn.Linear(16, 8), nn.Dropout(0.5), nn.Linear(8, 4))
-    assert not stackable([dropout, dropout])  # random layers train member by member
+    norm = nn.Sequential(nn.Linear(16, 8), nn.BatchNorm1d(8), nn.Linear(8, 4))
+    assert not stackable([norm, norm])  # batch statistics: member by member
+    assert not stackable([nn.Sequential(nn.Dropout(0.5), nn.Linear(16, 4)), nn.Sequential(nn.Dropout(0.2), nn.Linear(16, 4))])
     affine = nn.Sequential(nn.LayerNorm(16), nn.Linear(16, 4))
     assert not stackable([affine, affine])
 
@@ -100,3 +101,26 @@ def test_the_tolerance_tells_another_minibatch_order_apart():
     fit(b, train, generator=6)  # the same initial weights, another minibatch order
     gap = max(float((p - q).detach().abs().max()) for p, q in zip(a.parameters(), b.parameters(), strict=True))
     assert gap > 1e-2
+
+
+def test_mlps_with_dropout_train_in_lockstep_with_their_own_masks(monkeypatch):
+    """The digits protocol's ensemble: MLPs whose MC dropout drops in training. Each member's
+    masks come from a generator seeded as fit seeds the global RNG for that member alone."""
+    from activebayes.models import MLP
+
+    def mlp() -> nn.Module:
+        return MLP(in_features=16, num_classes=4, hidden=(32,), p=0.5).double()
+
+    train, val = _data(70, 0), _data(120, 1)
+    weights, results = [], []
+    for lockstep in (True, False):
+        ensemble = Ensemble.from_factory(mlp, 3, generator=3)
+        assert stackable(list(ensemble.members))
+        with monkeypatch.context() as patch:
+            if not lockstep:
+                patch.setattr(training, "stackable", lambda members: False)
+            results.append(fit(ensemble, train, validation=val, generator=5))
+        weights.append([p.detach().clone() for p in ensemble.parameters()])
+    for a, b in zip(*weights, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=TOLERANCE)
+    assert [m.epochs_run for m in results[0].members] == [m.epochs_run for m in results[1].members]

@@ -1,21 +1,22 @@
-r"""Training an ensemble of small deterministic heads in lockstep.
+r"""Training an ensemble of small dense networks in lockstep.
 
-An ensemble of E heads on frozen features (``LayerNorm -> Linear -> ReLU -> Linear``)
-trained one member after another spends most of its time on per-operation overhead:
+An ensemble of E heads on frozen features (``LayerNorm -> Linear -> ReLU -> Linear``),
+or of E small MLPs, trained one member after another spends most of its time on per-operation overhead:
 each optimizer step runs a handful of tiny matrix products. Trained in lockstep, the
 members' weights are stacked (``W_E_out_in``) and one step runs every member's
 minibatch through batched products (``torch.baddbmm``).
 
 Each member keeps everything it had when trained alone: its own generator and
 minibatch order, its own loss (the summed loss ``sum_e L_e`` has ``dL/dtheta_e =
-dL_e/dtheta_e``), its own Adam / SGD state (elementwise, so stacking changes nothing)
-and its own early stopping. A member that stops leaves the stack (its rows of the
+dL_e/dtheta_e``), its own Adam / SGD state (elementwise, so stacking changes nothing),
+its own dropout masks in training (drawn from a generator seeded as ``fit`` seeds the
+global RNG for that member alone) and its own early stopping. A member that stops leaves the stack (its rows of the
 weights and of the optimizer's state are dropped), so the others do not pay for it.
 The result equals sequential training up to rounding: a batched product may sum in
 another order than ``F.linear`` (``tests/models/test_lockstep.py`` compares them).
 
 Only members this module recognises are trained this way (:func:`stackable`); anything
-else (dropout, batch norm, other layers) is trained member by member.
+else (batch norm, convolutions, other layers) is trained member by member.
 """
 
 from __future__ import annotations
@@ -33,20 +34,45 @@ __all__ = ["fit_lockstep", "stackable"]
 _PLAIN = (nn.Flatten, nn.ReLU, nn.Identity)
 
 
+def _dropout_types() -> tuple[type, ...]:
+    from activebayes.models.dropout import ConsistentMCDropout
+
+    return (nn.Dropout, ConsistentMCDropout)  # elementwise: F.dropout in training, identity in eval
+
+
+def layers_of(member: nn.Module) -> list[nn.Module] | None:
+    """The layers ``member`` applies in order: an ``nn.Sequential``'s, or an
+    :class:`~activebayes.models.MLP`'s (``member.net``); ``None`` for anything else."""
+    from activebayes.models.networks import MLP
+
+    if type(member) is nn.Sequential:
+        return list(member)
+    if type(member) is MLP:
+        return list(member.net)
+    return None
+
+
 def stackable(members: Sequence[nn.Module]) -> bool:
-    """Whether ``members`` can be trained in lockstep: each an ``nn.Sequential`` of the same
-    ``Flatten`` / ``ReLU`` / ``Identity`` / affine-free ``LayerNorm`` / ``Linear`` layers, the
-    ``Linear`` weights of the same shapes, dtype and device, all trainable."""
-    if len(members) < 2 or not all(type(m) is nn.Sequential for m in members):
+    """Whether ``members`` can be trained in lockstep: each an ``nn.Sequential`` (or
+    ``MLP``) of the same ``Flatten`` / ``ReLU`` / ``Identity`` / affine-free ``LayerNorm`` /
+    elementwise dropout / ``Linear`` layers, the ``Linear`` weights of the same shapes, dtype
+    and device, all trainable."""
+    if len(members) < 2:
         return False
-    first = list(members[0])
+    first = layers_of(members[0])
+    if first is None:
+        return False
     for member in members:
-        layers = list(member)
-        if len(layers) != len(first):
+        layers = layers_of(member)
+        if layers is None or len(layers) != len(first):
             return False
         for layer, ref in zip(layers, first, strict=True):
             if type(layer) is not type(ref):
                 return False
+            if isinstance(layer, _dropout_types()):
+                if layer.p != ref.p:
+                    return False
+                continue
             if isinstance(layer, nn.Linear):
                 if layer.bias is None or layer.weight.shape != ref.weight.shape:
                     return False
@@ -66,19 +92,24 @@ class _Stack:
     """The active members' ``Linear`` layers stacked: ``params`` alternates ``W_A_out_in``
     and ``b_A_out`` per layer, row ``a`` belonging to member ``active[a]``."""
 
-    def __init__(self, members: Sequence[nn.Sequential]) -> None:
-        self.members = members
-        self.layers = list(members[0])
+    def __init__(self, members: Sequence[nn.Module], dropout_generators: Sequence[torch.Generator]) -> None:
+        self.members = [layers_of(m) for m in members]
+        self.layers = self.members[0]
         self.linear = [i for i, layer in enumerate(self.layers) if isinstance(layer, nn.Linear)]
         self.active = list(range(len(members)))
+        self.dropout_generators = list(dropout_generators)
         with torch.no_grad():
-            self.params = [torch.stack([getattr(m[i], name) for m in members]).requires_grad_()
+            self.params = [torch.stack([getattr(m[i], name) for m in self.members]).requires_grad_()
                            for i in self.linear for name in ("weight", "bias")]
 
-    def forward(self, x_A_b_D: Tensor) -> Tensor:
+    def forward(self, x_A_b_D: Tensor, *, train: bool = False) -> Tensor:
+        """Logits ``[A, b, C]``; ``train``: dropout layers drop (each member its own masks)."""
         j = 0
         for i, layer in enumerate(self.layers):
-            if i in self.linear:
+            if isinstance(layer, _dropout_types()):
+                if train and layer.p > 0:
+                    x_A_b_D = self._dropout(x_A_b_D, layer.p)
+            elif i in self.linear:
                 weight_A_out_in, bias_A_out = self.params[2 * j], self.params[2 * j + 1]
                 x_A_b_D = torch.baddbmm(bias_A_out.unsqueeze(1), x_A_b_D, weight_A_out_in.transpose(1, 2))
                 j += 1
@@ -88,6 +119,14 @@ class _Stack:
                 x_A_b_D = torch.relu(x_A_b_D)
             # Flatten / Identity: the features are already [A, b, D]
         return x_A_b_D
+
+    def _dropout(self, x_A_b_D: Tensor, p: float) -> Tensor:
+        """``F.dropout`` in training, member ``active[a]``'s mask from its own generator."""
+        if p >= 1.0:
+            return torch.zeros_like(x_A_b_D)
+        keep = torch.stack([torch.empty(x_A_b_D.shape[1:], dtype=x_A_b_D.dtype).bernoulli_(
+            1.0 - p, generator=self.dropout_generators[e]) for e in self.active]).to(x_A_b_D.device)
+        return x_A_b_D * keep / (1.0 - p)
 
     def snapshot(self, a: int) -> list[Tensor]:
         """Row ``a``'s weights (a copy)."""
@@ -126,18 +165,17 @@ def fit_lockstep(members: Sequence[nn.Sequential], inputs: Tensor, targets: Tens
     with ``history`` as ``(epoch, train_loss, validation_loss, validation_accuracy)`` tuples.
     ``stopping[e]`` is member ``e``'s ``activebayes.models.training.EarlyStopping``.
 
-    Member ``e`` draws its epochs' orders from ``generators[e]`` exactly as it would alone
-    (one seed drawn first, as ``fit`` does for its dropout RNG)."""
+    Member ``e`` draws its epochs' orders from ``generators[e]`` exactly as it would alone,
+    after one seed for its dropout masks, as ``fit`` draws one for the global RNG."""
     E = len(members)
-    stack = _Stack(members)
+    # fit seeds the global RNG of each member's training with one draw from its generator
+    stack = _Stack(members, [torch.Generator().manual_seed(draw_seed(g)) for g in generators])
     if optimizer == "adam":
         opt: torch.optim.Optimizer = torch.optim.Adam(stack.params, lr=lr, weight_decay=weight_decay)
     else:
         opt = torch.optim.SGD(stack.params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     device = stack.params[0].device
     features_N_D = inputs.reshape(inputs.shape[0], -1)
-    for generator in generators:
-        draw_seed(generator)  # what fit draws for each member's global RNG (dropout; none here)
     n = features_N_D.shape[0]
     histories: list[list] = [[] for _ in range(E)]
     kept: list[list[Tensor] | None] = [None] * E
@@ -149,7 +187,7 @@ def fit_lockstep(members: Sequence[nn.Sequential], inputs: Tensor, targets: Tens
         for start in range(0, order_A_T.shape[1], step_size):
             index_A_b = order_A_T[:, start : start + step_size]
             A, b = index_A_b.shape
-            logits_A_b_C = stack.forward(features_N_D[index_A_b].to(device))
+            logits_A_b_C = stack.forward(features_N_D[index_A_b].to(device), train=True)
             y_A_b = targets[index_A_b].to(device)
             loss_A = F.cross_entropy(logits_A_b_C.reshape(A * b, -1), y_A_b.reshape(-1), reduction="none").view(A, b)
             loss_A = loss_A.mean(1)

@@ -295,7 +295,10 @@ def fit(
     once the epoch's mean training loss is below 0.05 or has not fallen by 1% for
     ``patience`` epochs (the last weights kept); with ``min_samples_per_epoch`` all
     ``max_epochs`` run.  An :class:`Ensemble` trains each member independently
-    (member seeds drawn from ``generator``).
+    (member seeds drawn from ``generator``); members that are small deterministic heads
+    (``Linear`` / ``ReLU`` / ``LayerNorm`` without weights, the ensemble head on frozen
+    features) train in lockstep, their weights stacked and one batched step for all, with
+    the result of training each alone up to rounding (:mod:`activebayes.models._lockstep`).
 
     Reproducible: shuffling uses a generator from ``generator`` and the global RNG
     (dropout masks in training, ...) is seeded from it inside a ``fork_rng`` block, so
