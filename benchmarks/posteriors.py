@@ -206,10 +206,12 @@ def time_rounds(args: argparse.Namespace) -> dict:
     labels = args.time_round
     base = protocol(args.protocol, labels + 20, args.data_dir).replace(
         initial_size=labels, cold_start=None, evaluate_test=False, seed=0)  # BADGE from the start
+    label = args.protocol
     if args.encoder_epochs is not None:
         base = base.replace(representation_options={**base.representation_options, "epochs": args.encoder_epochs})
+        label = f"{args.protocol}-e{args.encoder_epochs}"
     heads = tuple(args.heads.split(",")) if args.heads else HEADS
-    out: dict = {"protocol": args.protocol, "labels": labels, "threads": args.threads,
+    out: dict = {"protocol": label, "labels": labels, "threads": args.threads,
                  "load_average": round(os.getloadavg()[0], 2), "heads": {}}
     for head in heads:
         fit, score = [], []
@@ -222,11 +224,11 @@ def time_rounds(args: argparse.Namespace) -> dict:
             score.append(record["seconds"]["acquire"])
         out["heads"][head] = {"fit": round(statistics.median(fit), 3), "score": round(statistics.median(score), 3),
                               "round": round(statistics.median(f + s for f, s in zip(fit, score, strict=True)), 3)}
-        print(f"{args.protocol} {head}: fit {out['heads'][head]['fit']:.2f} s + score "
+        print(f"{label} {head}: fit {out['heads'][head]['fit']:.2f} s + score "
               f"{out['heads'][head]['score']:.2f} s = {out['heads'][head]['round']:.2f} s a round at {labels} labels",
               flush=True)
     results = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.is_file() else {}
-    results.setdefault("round_seconds", {})[f"{args.protocol}@{labels}"] = out
+    results.setdefault("round_seconds", {})[f"{label}@{labels}"] = out
     from activebayes._io import atomic_write_text
 
     atomic_write_text(RESULTS_JSON, json.dumps(results, indent=1) + "\n")
