@@ -117,7 +117,13 @@ def _fires(rounds: list[dict], name: str, threshold: float) -> int | None:
             if i > 0 and first and value is not None and value / first < threshold:
                 return i
         elif name == "estimated_accuracy":
-            if signals.get(name, {}).get("low") is not None and signals[name]["low"] >= threshold:
+            # the library's interval from the audited counts of the window (as round_signals computes it)
+            from activebayes.stopping import exact_interval
+
+            audits = [q["signals"]["audit"] for q in rounds[max(0, i - window): i]
+                      if (q.get("signals") or {}).get("audit")]
+            n = sum(a["n"] for a in audits)
+            if n and exact_interval(sum(a["correct"] for a in audits), n)[0] >= threshold:
                 return i
     return None
 
@@ -189,6 +195,8 @@ def summarise() -> dict:
                 "runs": rows,
             }
         # the audited estimate against the accuracy of the models whose predictions were audited
+        from activebayes.stopping import exact_interval
+
         errors, covered, n_checked = [], 0, 0
         for _seed, rounds in runs:
             for i, r in enumerate(rounds):
@@ -197,9 +205,12 @@ def summarise() -> dict:
                     continue
                 source = [q for q in rounds[max(0, i - SIGNAL_WINDOW): i] if (q.get("signals") or {}).get("audit")]
                 n = sum(q["signals"]["audit"]["n"] for q in source)
+                correct = sum(q["signals"]["audit"]["correct"] for q in source)
                 truth = sum(q["signals"]["audit"]["n"] * q["metrics"]["test_accuracy"] for q in source) / n
                 errors.append(abs(estimate["value"] - truth))
-                covered += estimate["low"] <= truth <= estimate["high"]
+                # the library's interval from the counts (runs recorded before it changed held Wilson's)
+                low, high = exact_interval(correct, n)
+                covered += low <= truth <= high
                 n_checked += 1
         if n_checked:
             protocol_out["estimate"] = {"rounds": n_checked, "mean_abs_error": round(statistics.fmean(errors), 4),

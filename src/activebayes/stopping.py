@@ -277,18 +277,46 @@ def total_information(log_probs_S_K_C: Any, n_unlabelled: int) -> float:
     return float(bald(log_probs_S_K_C).double().mean()) * int(n_unlabelled)
 
 
-def wilson_interval(correct: int, n: int, confidence: float = AUDIT_CONFIDENCE) -> tuple[float, float]:
-    r"""Wilson's (1927) score interval for a proportion :math:`\hat p = k / n`:
-    :math:`\frac{\hat p + z^2/2n \pm z\sqrt{\hat p(1-\hat p)/n + z^2/4n^2}}{1 + z^2/n}`."""
-    from statistics import NormalDist
+def exact_interval(correct: int, n: int, confidence: float = AUDIT_CONFIDENCE) -> tuple[float, float]:
+    r"""Clopper and Pearson's (1934) exact interval for a proportion from ``correct`` of ``n``.
 
+    The bounds solve :math:`P(X \ge k \mid p_L) = \alpha/2` and
+    :math:`P(X \le k \mid p_U) = \alpha/2` for :math:`X \sim \text{Binomial}(n, p)`,
+    :math:`\alpha = 1 - \text{confidence}` (:math:`p_L = 0` when :math:`k = 0`, :math:`p_U = 1`
+    when :math:`k = n`): its coverage is at least ``confidence`` for every :math:`p`.
+    """
     if n == 0:
         return 0.0, 1.0
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    p = correct / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    alpha = 1.0 - confidence
+    low = 0.0 if correct == 0 else _solve(lambda p: _binomial_tail(correct, n, p, upper=True) - alpha / 2, rising=True)
+    high = 1.0 if correct == n else _solve(lambda p: _binomial_tail(correct, n, p, upper=False) - alpha / 2,
+                                           rising=False)
+    return low, high
+
+
+def _binomial_tail(k: int, n: int, p: float, *, upper: bool) -> float:
+    r""":math:`P(X \ge k)` (``upper``) or :math:`P(X \le k)` for :math:`X \sim \text{Binomial}(n, p)`, summed in log space."""
+    if p <= 0.0:
+        return 1.0 if (not upper or k == 0) else 0.0
+    if p >= 1.0:
+        return 1.0 if (upper or k == n) else 0.0
+    terms = range(k, n + 1) if upper else range(0, k + 1)
+    logs = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * math.log(p) + (n - i) * math.log1p(-p)
+            for i in terms]
+    top = max(logs)
+    return min(1.0, math.exp(top) * math.fsum(math.exp(v - top) for v in logs))
+
+
+def _solve(f, *, rising: bool, iterations: int = 80) -> float:
+    """The root of ``f`` on [0, 1] by bisection (``f`` rising or falling in p)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(iterations):
+        mid = (lo + hi) / 2
+        if (f(mid) < 0) == rising:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
 
 
 def encode_classes(classes_S: Any) -> str:
@@ -379,7 +407,7 @@ def round_signals(
     correct = sum(a["correct"] for a in audits)
     t = threshold(ESTIMATED_ACCURACY)
     if n:
-        low, high = wilson_interval(correct, n)
+        low, high = exact_interval(correct, n)
         fired = t is not None and low >= t
         detail = (f"accuracy estimated from {n} uniformly drawn answers: {correct / n:.1%} "
                   f"({AUDIT_CONFIDENCE:.0%} interval {low:.1%}-{high:.1%})")

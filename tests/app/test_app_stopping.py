@@ -1,7 +1,7 @@
 """The dashboard's stopping panel: the latest round's signals in plain words, and whether to stop.
 
 The panel's text is checked against numbers recomputed here from what the store holds
-(the kappas, the audited answers through SciPy's Wilson interval), in headless Chromium.
+(the kappas, the audited answers through SciPy's exact Clopper-Pearson interval), in headless Chromium.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def test_the_stopping_panel_reads_the_latest_round_in_plain_words(rounds_live, t
     audits = [r["signals"]["audit"] for r in records[-3:]]
     n, correct = sum(a["n"] for a in audits), sum(a["correct"] for a in audits)
     assert n == 9  # 3 uniformly drawn items in each of the last 3 batches
-    interval = binomtest(correct, n).proportion_ci(confidence_level=0.9, method="wilson")
+    interval = binomtest(correct, n).proportion_ci(confidence_level=0.9, method="exact")
     audit_text = (f"from {n} uniformly drawn answers: {correct / n:.1%} "
                   f"(90% interval {interval.low:.1%}-{interval.high:.1%})")
     first_info = records[1]["signals"][INFORMATION]["value"]
