@@ -17,6 +17,14 @@ def key_for(label: int) -> str:
     return str(label)  # the digits' classes are named 0..9: each is typed by its own key
 
 
+def _poll(condition, page, seconds: float) -> None:
+    """Wait until ``condition()`` holds or ``seconds`` pass (the page's CSP forbids eval, so
+    the test polls instead of ``wait_for_function``)."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+
+
 def test_label_thirty_items_with_the_keyboard_including_undo(live, project):
     targets = load_dataset("digits").targets
     given: dict[int, int] = {}
@@ -42,10 +50,13 @@ def test_label_thirty_items_with_the_keyboard_including_undo(live, project):
                     page.wait_for_selector(f"body:not([data-item='{item}'])")
                     page.keyboard.press(undo_keys.pop(len(given)))
                     page.wait_for_selector(f"body[data-item='{item}']")
+                    _poll(lambda: "took back" in page.inner_text("#toast"), page, 30)
                     assert "took back" in page.inner_text("#toast")
                 page.keyboard.press(key_for(label))
                 page.wait_for_selector(f"body:not([data-item='{item}'])")
                 given[item] = label
+            # the counter follows the stored answer, which may land just after the next item shows
+            _poll(lambda: page.inner_text("#stat-mine") == "30", page, 30)
             assert page.inner_text("#stat-mine") == "30"
             # the image of the item on screen loads (it may still be in flight right after a key)
             # (the page's CSP forbids eval, so poll from here rather than with wait_for_function)
