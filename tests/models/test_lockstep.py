@@ -30,18 +30,18 @@ def _data(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return x, y
 
 
-def _fit_both(monkeypatch, **options):
+def _fit_both(monkeypatch, factory=_head, size: int = 4, **options):
+    """``(lockstep, member by member)`` results and weights of ``size`` members from ``factory``."""
     train, val = _data(70, 0), _data(120, 1)
     validation = val if options.pop("validate", True) else None
     results, weights = [], []
     for lockstep in (True, False):
-        ensemble = Ensemble.from_factory(_head, 4, generator=3)
+        ensemble = Ensemble.from_factory(factory, size, generator=3)
         assert stackable(list(ensemble.members))
         with monkeypatch.context() as patch:
             if not lockstep:
                 patch.setattr(training, "stackable", lambda members: False)
-            results.append(fit(ensemble, train, validation=validation,
-                               generator=5, **options))
+            results.append(fit(ensemble, train, validation=validation, generator=5, **options))
         weights.append([p.detach().clone() for p in ensemble.parameters()])
     return results, weights
 
@@ -111,16 +111,7 @@ def test_mlps_with_dropout_train_in_lockstep_with_their_own_masks(monkeypatch):
     def mlp() -> nn.Module:
         return MLP(in_features=16, num_classes=4, hidden=(32,), p=0.5).double()
 
-    train, val = _data(70, 0), _data(120, 1)
-    weights, results = [], []
-    for lockstep in (True, False):
-        ensemble = Ensemble.from_factory(mlp, 3, generator=3)
-        assert stackable(list(ensemble.members))
-        with monkeypatch.context() as patch:
-            if not lockstep:
-                patch.setattr(training, "stackable", lambda members: False)
-            results.append(fit(ensemble, train, validation=val, generator=5))
-        weights.append([p.detach().clone() for p in ensemble.parameters()])
+    results, weights = _fit_both(monkeypatch, mlp, 3)
     for a, b in zip(*weights, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=TOLERANCE)
     assert [m.epochs_run for m in results[0].members] == [m.epochs_run for m in results[1].members]

@@ -22,6 +22,7 @@ else (batch norm, convolutions, other layers) is trained member by member.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import torch
@@ -35,10 +36,13 @@ __all__ = ["fit_lockstep", "stackable"]
 _PLAIN = (nn.Flatten, nn.ReLU, nn.Identity)
 
 
+@functools.cache
 def _dropout_types() -> tuple[type, ...]:
+    """The elementwise dropout layers (``F.dropout`` in training, the identity in eval); imported
+    on first use, once (``forward`` asks for every layer of every step)."""
     from activebayes.models.dropout import ConsistentMCDropout
 
-    return (nn.Dropout, ConsistentMCDropout)  # elementwise: F.dropout in training, identity in eval
+    return (nn.Dropout, ConsistentMCDropout)
 
 
 def layers_of(member: nn.Module) -> list[nn.Module] | None:

@@ -450,15 +450,16 @@ def _fit_members_lockstep(
                             weight_decay=weight_decay, momentum=momentum, batch_size=batch_size, step_size=step_size,
                             target=target, max_epochs=max_epochs, stopping=[s[2] for s in schedules],
                             epoch_indices=_epoch_indices, progress_bar=bar)
-    results = []
-    for member, mode, (rows, best_epoch) in zip(members, was_training, runs, strict=True):
+    for member, mode in zip(members, was_training, strict=True):
         member.train(mode)
-        history = [EpochRecord(*row) for row in rows]
-        best = history[best_epoch - 1]
-        results.append(FitResult(epochs_run=len(history), best_epoch=best_epoch,
-                                 best_validation_loss=best.validation_loss,
-                                 best_validation_accuracy=best.validation_accuracy, history=history))
-    return tuple(results)
+    return tuple(_result([EpochRecord(*row) for row in rows], best_epoch) for rows, best_epoch in runs)
+
+
+def _result(history: list[EpochRecord], best_epoch: int) -> FitResult:
+    """One network's :class:`FitResult`: its epochs, and the metrics of the epoch it kept."""
+    best = history[best_epoch - 1]
+    return FitResult(epochs_run=len(history), best_epoch=best_epoch, best_validation_loss=best.validation_loss,
+                     best_validation_accuracy=best.validation_accuracy, history=history)
 
 
 def _fit_one(
@@ -523,15 +524,7 @@ def _fit_one(
     if best_state is not None:
         model.load_state_dict(best_state)
     model.train(was_training)
-    best_epoch = stopping.best_epoch
-    best = history[best_epoch - 1]
-    return FitResult(
-        epochs_run=len(history),
-        best_epoch=best_epoch,
-        best_validation_loss=best.validation_loss,
-        best_validation_accuracy=best.validation_accuracy,
-        history=history,
-    )
+    return _result(history, stopping.best_epoch)
 
 
 def reset_parameters(model: nn.Module, *, generator: torch.Generator | int | None = None) -> nn.Module:
