@@ -477,7 +477,7 @@ class ActiveLearningLoop:
                                         num_samples=self.config.eval_samples)
         return round_signals(self.history, log_probs_S_K_C=log_probs_S_K_C, n_labelled=n_labelled,
                              n_unlabelled=int(self.pool.n_unlabelled), num_classes=int(self.dataset.num_classes),
-                             thresholds=self.stop_thresholds)
+                             thresholds=self.stop_thresholds, budget=self.config.budget)
 
     def _with_audit(self, ranking_N: Tensor, scores_N: Tensor, batch_size: int, n_labelled: int,
                     r: int) -> tuple[Tensor, Tensor, Tensor]:

@@ -189,6 +189,7 @@ def stop_kind_of(record: RoundRecord) -> str | None:
 # in ``RoundRecord.signals`` whether or not they stop the run; ``stop_when`` turns some of
 # them into stopping criteria.
 
+REMAINING_CHANGE = "remaining_change"
 STABLE_PREDICTIONS = "stable_predictions"
 EXPECTED_ACCURACY = "expected_accuracy"
 INFORMATION = "information"
@@ -196,6 +197,8 @@ ESTIMATED_ACCURACY = "estimated_accuracy"
 
 #: signal -> (default threshold, what the threshold means)
 SIGNALS: dict[str, tuple[float | None, str]] = {
+    REMAINING_CHANGE: (0.02, "share of the stop set's predictions still expected to change within the horizon, "
+                             "in (0, 1)"),
     STABLE_PREDICTIONS: (0.99, "mean Cohen's kappa of successive models over the window, in (0, 1]"),
     EXPECTED_ACCURACY: (0.005, "largest change of the expected accuracy over the window, in (0, 1)"),
     INFORMATION: (0.1, "fraction of the first model's total information, in (0, 1)"),
@@ -203,6 +206,12 @@ SIGNALS: dict[str, tuple[float | None, str]] = {
 }
 #: rounds a signal looks back over (Bloodgood and Vijay-Shanker 2009 use 3 for kappa)
 SIGNAL_WINDOW = 3
+#: models the remaining-change fit looks back over (the current one included)
+CHANGE_WINDOW = 8
+#: the remaining-change drift is taken this many standard errors above its estimate
+CHANGE_MARGIN = 1.0
+#: the signal recommended when a project has no test set (docs/concepts/stopping.md)
+DEFAULT_CRITERION = REMAINING_CHANGE
 #: two-sided confidence of the estimated-accuracy interval
 AUDIT_CONFIDENCE = 0.9
 
@@ -277,6 +286,74 @@ def total_information(log_probs_S_K_C: Any, n_unlabelled: int) -> float:
     return float(bald(log_probs_S_K_C).double().mean()) * int(n_unlabelled)
 
 
+@dataclass(frozen=True)
+class ChangeFit:
+    """The remaining-change fit of one window of models (:func:`remaining_change`).
+
+    Attributes:
+        value: predictions still expected to change within ``horizon`` labels (a share of the
+            stop set): ``max(drift + margin * drift_se, 0) * horizon``.
+        drift: share of predictions changing per label, beyond retraining noise.
+        drift_se: the least-squares standard error of ``drift``.
+        floor: disagreement of two models trained on (nearly) the same labels: retraining noise.
+        horizon: labels the change is projected over.
+    """
+
+    value: float
+    drift: float
+    drift_se: float
+    floor: float
+    horizon: int
+
+
+def change_horizon(n_labelled: int, budget: int | None) -> int:
+    """Labels the remaining change is projected over: what is left of the label budget, and
+    at most as many labels again as so far (a project labelling its whole pool has no
+    useful budget)."""
+    if budget is None:
+        return int(n_labelled)
+    return max(0, min(int(budget) - int(n_labelled), int(n_labelled)))
+
+
+def remaining_change(classes_W_S: Any, n_labelled_W: Sequence[int], horizon: int,
+                     margin: float = CHANGE_MARGIN) -> ChangeFit | None:
+    r"""How much of the predictions would still change in ``horizon`` more labels, beyond
+    the noise of retraining.
+
+    ``classes_W_S``: the predicted classes of ``W`` successive models on the same stop set,
+    oldest first, trained on ``n_labelled_W`` labels. Every pair :math:`i < j` gives the share
+    of items the two models label differently, :math:`d_{ij}`. Retraining alone makes two
+    models disagree on a share :math:`f` of the items, whatever their label counts; learning
+    adds a drift :math:`\delta` per label. Least squares fits
+
+    .. math:: d_{ij} = f + \delta\,(n_j - n_i)
+
+    over the :math:`W(W-1)/2` pairs, and the value is
+    :math:`\max(\hat\delta + m\,\widehat{\mathrm{se}}(\hat\delta), 0)\cdot h`: the share of
+    predictions still expected to change over the horizon :math:`h` if they kept drifting at
+    the current rate (learning curves slow down, so this overestimates). A changed prediction
+    changes accuracy by at most one item, so the value also bounds the accuracy still to gain.
+    Returns ``None`` when fewer than 3 models or fewer than 2 distinct label counts are given.
+    """
+    import numpy as np
+
+    classes_W_S = np.asarray(classes_W_S)
+    n_W = np.asarray(n_labelled_W, dtype=np.float64)
+    W = len(classes_W_S)
+    if W < 3 or len(np.unique(n_W)) < 2:
+        return None
+    i_P, j_P = np.triu_indices(W, k=1)
+    d_P = (classes_W_S[i_P] != classes_W_S[j_P]).mean(-1).astype(np.float64)
+    X_P_2 = np.stack([np.ones(len(i_P)), n_W[j_P] - n_W[i_P]], axis=1)
+    coef_2, *_ = np.linalg.lstsq(X_P_2, d_P, rcond=None)
+    residual_P = d_P - X_P_2 @ coef_2
+    s2 = float(residual_P @ residual_P) / (len(d_P) - 2)
+    drift_se = math.sqrt(max(s2 * float(np.linalg.inv(X_P_2.T @ X_P_2)[1, 1]), 0.0))
+    floor, drift = float(coef_2[0]), float(coef_2[1])
+    value = max(drift + margin * drift_se, 0.0) * horizon
+    return ChangeFit(value=value, drift=drift, drift_se=drift_se, floor=floor, horizon=int(horizon))
+
+
 def exact_interval(correct: int, n: int, confidence: float = AUDIT_CONFIDENCE) -> tuple[float, float]:
     r"""Clopper and Pearson's (1934) exact interval for a proportion from ``correct`` of ``n``.
 
@@ -344,12 +421,14 @@ def round_signals(
     n_unlabelled: int,
     num_classes: int,
     thresholds: Mapping[str, float | None],
+    budget: int | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Every signal of the current round, from the stop set's predictions and the history.
 
     Each entry: ``value`` (``None`` while it cannot be measured yet), ``fired`` (against
     ``thresholds[name]``, or the default threshold), ``detail`` (plain words), and
-    what the next round needs (the stop set's predicted classes).
+    what the next round needs (the stop set's predicted classes). ``budget``: the run's
+    label budget, which bounds the remaining change's horizon (:func:`change_horizon`).
     """
     window = SIGNAL_WINDOW
     previous = [r.signals or {} for r in history]
@@ -375,6 +454,10 @@ def round_signals(
                   f"over the last {window} rounds (stop at {t:g})")
     out[STABLE_PREDICTIONS] = {"value": kappa, "fired": fired, "detail": detail,
                                "predictions": encode_classes(predicted_S), "trained": n_labelled > 0}
+
+    # 0. predictions still expected to change, beyond retraining noise (the recommended default)
+    out[REMAINING_CHANGE] = _remaining_change_signal(history, predicted_S, n_labelled, budget,
+                                                     threshold(REMAINING_CHANGE))
 
     # 2. expected accuracy under the posterior, and its change
     accuracy = expected_accuracy(log_probs_S_K_C) if n_labelled > 0 else None
@@ -417,6 +500,33 @@ def round_signals(
         out[ESTIMATED_ACCURACY] = {"value": None, "fired": False,
                                    "detail": "no audited answers yet (set audit_fraction / --audit-fraction)"}
     return out
+
+
+def _remaining_change_signal(history: Sequence[RoundRecord], predicted_S: Any, n_labelled: int,
+                             budget: int | None, threshold: float | None) -> dict[str, Any]:
+    """The remaining-change entry of :func:`round_signals`: the last ``CHANGE_WINDOW`` trained
+    models' stop-set predictions (the earlier ones read from their records)."""
+    window: list[tuple[Any, int]] = []
+    for record in history:
+        entry = (record.signals or {}).get(STABLE_PREDICTIONS) or {}
+        if entry.get("trained") and entry.get("predictions"):
+            window.append((decode_classes(entry["predictions"]), int(record.n_labelled)))
+    if n_labelled > 0:
+        window.append((predicted_S, int(n_labelled)))
+    window = window[-CHANGE_WINDOW:]
+    if len(window) < CHANGE_WINDOW:
+        return {"value": None, "fired": False,
+                "detail": f"measured from the {CHANGE_WINDOW}th trained model on ({len(window)} so far)"}
+    horizon = change_horizon(n_labelled, budget)
+    fit = remaining_change([c for c, _ in window], [n for _, n in window], horizon)
+    if fit is None:
+        return {"value": None, "fired": False, "detail": "the last models were trained on the same labels"}
+    fired = threshold is not None and fit.value < threshold
+    detail = (f"predictions {'have settled' if fired else 'are still changing'}: about {fit.value:.1%} of them "
+              f"would change in the next {horizon} labels, beyond the {fit.floor:.1%} that retraining alone "
+              f"changes (stop below {100 * threshold:g}%)")
+    return {"value": fit.value, "fired": fired, "detail": detail, "drift": fit.drift, "drift_se": fit.drift_se,
+            "floor": fit.floor, "horizon": horizon}
 
 
 @dataclass(frozen=True)

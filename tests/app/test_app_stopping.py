@@ -13,7 +13,13 @@ from scipy.stats import binomtest
 from activebayes.app.stopping_panel import stopping_state
 from activebayes.errors import ActiveBayesError
 from activebayes.labelling import ProjectConfig
-from activebayes.stopping import ESTIMATED_ACCURACY, EXPECTED_ACCURACY, INFORMATION, STABLE_PREDICTIONS
+from activebayes.stopping import (
+    ESTIMATED_ACCURACY,
+    EXPECTED_ACCURACY,
+    INFORMATION,
+    REMAINING_CHANGE,
+    STABLE_PREDICTIONS,
+)
 from tests.app.app_helpers import CHROMIUM, CHROMIUM_ARGS, LiveServer, TOKEN, make_project, wait_for
 
 ROUNDS = 4  # the fourth model is the first with kappa over 3 rounds
@@ -26,18 +32,26 @@ def _signal(detail, fired=False, value=0.5, **extra):
     return {"value": value, "fired": fired, "detail": detail, **extra}
 
 
-def test_the_verdict_says_stop_only_when_a_criterion_fired():
+def test_the_verdict_follows_the_recommended_criterion_and_the_projects_own():
     quiet = {STABLE_PREDICTIONS: _signal("predictions have not stopped changing: kappa 0.800 over the last 3 rounds"),
-             INFORMATION: _signal("the pool holds 50%", value=2.0)}
+             INFORMATION: _signal("the pool holds 50%", value=2.0),
+             REMAINING_CHANGE: _signal("predictions are still changing", value=0.05)}
     state = stopping_state(quiet, [{INFORMATION: _signal("", value=4.0)}], round=3, n_labelled=30)
-    assert not state["stop"] and state["verdict"].startswith("Not yet")
+    assert not state["stop"] and state["verdict"].startswith("Not yet: no criterion says to stop")
+    assert [s["name"] for s in state["signals"]][0] == REMAINING_CHANGE  # the recommended one comes first
     info = next(s for s in state["signals"] if s["name"] == INFORMATION)
     assert info["ratio"] == pytest.approx(0.5)  # against the first model's, from the history
-    fired = {**quiet, STABLE_PREDICTIONS: _signal("predictions have stopped changing", fired=True)}
-    state = stopping_state(fired, [], round=3, n_labelled=30, stop_when=("stable_predictions=0.95",))
-    assert state["stop"] and state["fired"] == [STABLE_PREDICTIONS]
-    assert state["verdict"].startswith("Yes, you can stop labelling: 1 of 4 criteria say so (predictions stable)")
+    # another signal firing is shown, not obeyed, unless the project stops on it
+    kappa_fired = {**quiet, STABLE_PREDICTIONS: _signal("predictions have stopped changing", fired=True)}
+    state = stopping_state(kappa_fired, [], round=3, n_labelled=30)
+    assert not state["stop"] and state["fired"] == [STABLE_PREDICTIONS]
+    assert state["verdict"].startswith("Not yet: the predictions have not settled (predictions stable fired")
+    state = stopping_state(kappa_fired, [], round=3, n_labelled=30, stop_when=("stable_predictions=0.95",))
+    assert state["stop"] and state["verdict"].startswith("Yes, you can stop labelling (predictions stable)")
     assert "stop_when criterion fired" in state["verdict"]
+    settled = {**quiet, REMAINING_CHANGE: _signal("predictions have settled", fired=True, value=0.01)}
+    state = stopping_state(settled, [], round=9, n_labelled=90)
+    assert state["stop"] and state["verdict"] == "Yes, you can stop labelling (predictions settled)."
     assert stopping_state(None, [], round=0, n_labelled=0)["verdict"].startswith("No stopping signals yet")
 
 
@@ -139,11 +153,15 @@ def test_the_stopping_panel_reads_the_latest_round_in_plain_words(rounds_live, t
             assert f"{ratio:.0%} of the information it held at the first model" in line(INFORMATION)
             assert f"[ratio {ratio:.3f}]" in line(INFORMATION)
             assert f"expects {latest[EXPECTED_ACCURACY]['value']:.1%} accuracy" in line(EXPECTED_ACCURACY)
+            # 4 models: the remaining change needs 8, so nothing can say stop yet
+            assert latest[REMAINING_CHANGE]["value"] is None
+            assert "from the 8th trained model on (4 so far)" in line(REMAINING_CHANGE)
             fired = [name for name in (STABLE_PREDICTIONS, ESTIMATED_ACCURACY, INFORMATION, EXPECTED_ACCURACY)
                      if latest[name]["fired"]]
             verdict = page.inner_text("#stop-verdict")
-            assert page.get_attribute("#stop-verdict", "data-stop") == ("yes" if fired else "no")
-            assert verdict.startswith("Yes, you can stop labelling" if fired else "Not yet: no criterion says to stop")
+            assert page.get_attribute("#stop-verdict", "data-stop") == "no"
+            assert verdict.startswith("Not yet: the predictions have not settled" if fired
+                                      else "Not yet: no criterion says to stop")
             for name in fired:
                 assert "says stop" in line(name)
             assert f"trained on {10 * ROUNDS} labels (round {ROUNDS})" in page.inner_text("#stop-note")

@@ -174,3 +174,113 @@ def test_round_seeds_shared_starts_every_round_from_the_same_random_stream(monke
 def test_round_seeds_rejects_unknown_values():
     with pytest.raises(InvalidArgumentError, match="round_seeds"):
         LoopConfig(round_seeds="sometimes")
+
+
+# --------------------------------------------------------------------------- remaining change
+
+
+def _noisy_copies(truth_S, n_models, flip, rng, num_classes=10):
+    """``n_models`` labellings of the same items, each flipping its own random ``flip`` share."""
+    out = []
+    for _ in range(n_models):
+        classes = truth_S.copy()
+        flipped = rng.random(len(classes)) < flip
+        classes[flipped] = (classes[flipped] + rng.integers(1, num_classes, flipped.sum())) % num_classes
+        out.append(classes)
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_remaining_change_fit_matches_scipy_linregress(seed):
+    from scipy.stats import linregress
+
+    from activebayes.stopping import remaining_change
+
+    rng = np.random.default_rng(seed)
+    classes_W_S = rng.integers(0, 4, size=(8, 300))
+    n_W = np.sort(rng.choice(np.arange(20, 400, 10), size=8, replace=False))
+    fit = remaining_change(classes_W_S, n_W, horizon=150)
+    # the pairs, written out one by one in float64
+    lags, shares = [], []
+    for i in range(8):
+        for j in range(i + 1, 8):
+            lags.append(float(n_W[j] - n_W[i]))
+            shares.append(float(np.mean(classes_W_S[i] != classes_W_S[j])))
+    reference = linregress(lags, shares)
+    assert fit.drift == pytest.approx(reference.slope, rel=1e-9, abs=1e-15)
+    assert fit.floor == pytest.approx(reference.intercept, rel=1e-9)
+    assert fit.drift_se == pytest.approx(reference.stderr, rel=1e-9)
+    assert fit.value == pytest.approx(max(reference.slope + reference.stderr, 0.0) * 150, rel=1e-9, abs=1e-15)
+
+
+def test_remaining_change_discounts_retraining_noise_that_kappa_does_not():
+    from activebayes.stopping import remaining_change
+
+    rng = np.random.default_rng(0)
+    truth_S = rng.integers(0, 10, 5000)
+    n_W = np.arange(200, 280, 10)
+    # converged: every model is the same function plus its own 2% of retraining noise
+    settled_W_S = _noisy_copies(truth_S, 8, 0.02, rng)
+    fit = remaining_change(settled_W_S, n_W, horizon=200)
+    assert fit.floor == pytest.approx(0.04, abs=0.005)  # two models' noise disagree on ~2 * 2%
+    assert fit.value < 0.02  # fires at the default threshold...
+    kappas = [cohen_kappa(a, b, 10) for a, b in zip(settled_W_S, settled_W_S[1:])]
+    assert np.mean(kappas[-3:]) < 0.99  # ...where stabilising predictions at 0.99 never would
+    # still learning: on top of the same noise, 0.1% of the items switch class per label
+    order_S = rng.permutation(len(truth_S))
+    drifting = []
+    for k, n in enumerate(n_W):
+        classes = settled_W_S[k].copy()
+        moved = order_S[: int(0.001 * (n - n_W[0]) * len(truth_S))]
+        classes[moved] = (truth_S[moved] + 5) % 10
+        drifting.append(classes)
+    fit = remaining_change(np.stack(drifting), n_W, horizon=200)
+    assert fit.drift == pytest.approx(0.001, rel=0.15)
+    assert fit.value > 0.15  # 0.1% per label over 200 labels: about 20% of the predictions
+
+
+def test_remaining_change_needs_three_models_at_two_label_counts():
+    from activebayes.stopping import remaining_change
+
+    classes = np.zeros((8, 10), dtype=np.int64)
+    assert remaining_change(classes[:2], [10, 20], 10) is None
+    assert remaining_change(classes, [10] * 8, 10) is None
+    assert remaining_change(classes, range(10, 90, 10), 10).value == 0.0  # identical models: nothing left
+
+
+def test_change_horizon_is_the_budget_left_and_at_most_as_many_labels_again():
+    from activebayes.stopping import change_horizon
+
+    assert change_horizon(100, 450) == 100
+    assert change_horizon(400, 450) == 50
+    assert change_horizon(100, None) == 100
+    assert change_horizon(500, 450) == 0
+
+
+def test_the_loop_records_the_remaining_change_from_the_eighth_model():
+    from activebayes.stopping import CHANGE_WINDOW, REMAINING_CHANGE, change_horizon, remaining_change
+
+    config = LoopConfig(strategy="random", budget=110, **FAST)
+    rounds = ActiveLearningLoop(config).run(progress=False).rounds
+    assert len(rounds) == 10
+    for k, r in enumerate(rounds):
+        entry = r.signals[REMAINING_CHANGE]
+        if k < CHANGE_WINDOW - 1:
+            assert entry["value"] is None and not entry["fired"]
+            continue
+        window = rounds[k - CHANGE_WINDOW + 1: k + 1]
+        classes = [decode_classes(q.signals[STABLE_PREDICTIONS]["predictions"]) for q in window]
+        horizon = change_horizon(r.n_labelled, 110)
+        fit = remaining_change(classes, [q.n_labelled for q in window], horizon)
+        assert entry["value"] == pytest.approx(fit.value) and entry["horizon"] == horizon
+        assert entry["fired"] == (fit.value < 0.02)
+        assert f"next {horizon} labels" in entry["detail"]
+
+
+def test_remaining_change_is_a_stop_when_criterion_with_its_range_checked():
+    from activebayes.stopping import REMAINING_CHANGE
+
+    assert parse_stop_when(["remaining_change"]) == {REMAINING_CHANGE: 0.02}
+    assert parse_stop_when("remaining-change=0.05") == {REMAINING_CHANGE: 0.05}
+    with pytest.raises(InvalidArgumentError, match=r"--stop-when.*remaining_change.*got 1.5"):
+        parse_stop_when(["remaining_change=1.5"])

@@ -18,10 +18,16 @@ from activebayes.experiment import run_experiment
 from activebayes.records import LoopConfig
 from activebayes.report import _stopping, write_report
 from activebayes.rundir import RunDirectory
-from activebayes.stopping import ESTIMATED_ACCURACY, EXPECTED_ACCURACY, INFORMATION, STABLE_PREDICTIONS
+from activebayes.stopping import (
+    ESTIMATED_ACCURACY,
+    EXPECTED_ACCURACY,
+    INFORMATION,
+    REMAINING_CHANGE,
+    STABLE_PREDICTIONS,
+)
 from tests.conftest import FAST_LOOP
 
-SIGNALS = (STABLE_PREDICTIONS, EXPECTED_ACCURACY, INFORMATION, ESTIMATED_ACCURACY)
+SIGNALS = (REMAINING_CHANGE, STABLE_PREDICTIONS, EXPECTED_ACCURACY, INFORMATION, ESTIMATED_ACCURACY)
 
 
 def _rounds(run_dir: Path) -> list[dict]:
@@ -117,7 +123,7 @@ def test_fired_rounds_are_marked_on_the_panels_and_the_learning_curve(stopped_ru
     _, calls = drawn
     ((args, kwargs),) = calls
     figure = _stopping.stopping_figure(*args, **kwargs)
-    curve_ax, *panels = figure.axes[:5]
+    curve_ax, *panels = figure.axes[:6]
     expected_ax = panels[SIGNALS.index(EXPECTED_ACCURACY)]
 
     def vertical_lines(ax):

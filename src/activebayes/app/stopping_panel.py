@@ -2,8 +2,10 @@
 
 The loop measures every signal of :mod:`activebayes.stopping` each round and stores them
 with the round's proposal (``signals``: ``value``, ``fired``, ``detail``). This turns them
-into sentences with the numbers behind them, and one verdict: whether any criterion says
-to stop. The page only writes these strings as text.
+into sentences with the numbers behind them, and one verdict: whether the recommended
+criterion (:data:`~activebayes.stopping.DEFAULT_CRITERION`) or one the project stops on says to
+stop. The other signals are shown, not obeyed: on the benchmarks they stop too early more
+often (docs/concepts/stopping.md). The page only writes these strings as text.
 """
 
 from __future__ import annotations
@@ -11,10 +13,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from activebayes.stopping import ESTIMATED_ACCURACY, EXPECTED_ACCURACY, INFORMATION, STABLE_PREDICTIONS
+from activebayes.stopping import (
+    DEFAULT_CRITERION,
+    ESTIMATED_ACCURACY,
+    EXPECTED_ACCURACY,
+    INFORMATION,
+    REMAINING_CHANGE,
+    STABLE_PREDICTIONS,
+)
 
 #: signal -> its heading on the panel
 TITLES = {
+    REMAINING_CHANGE: "Predictions settled (recommended)",
     STABLE_PREDICTIONS: "Predictions stable",
     ESTIMATED_ACCURACY: "Accuracy from audited answers",
     INFORMATION: "Information left in the pool",
@@ -28,6 +38,10 @@ def _first_information(history: Sequence[Mapping[str, Any] | None]) -> float | N
         if value is not None:
             return float(value)
     return None
+
+
+def _short(name: str) -> str:
+    return TITLES[name].removesuffix(" (recommended)").lower()
 
 
 def stopping_state(signals: Mapping[str, Any] | None, history: Sequence[Mapping[str, Any] | None], *,
@@ -55,14 +69,20 @@ def stopping_state(signals: Mapping[str, Any] | None, history: Sequence[Mapping[
         rows.append(row)
     fired = [row["name"] for row in rows if row["fired"]]
     chosen = [str(s).partition("=")[0].strip().replace("-", "_") for s in stop_when]
+    deciding = [DEFAULT_CRITERION, *(name for name in chosen if name != DEFAULT_CRITERION)]
+    says_stop = [name for name in deciding if name in fired]
     if not signals:
         verdict = "No stopping signals yet: they are measured once the first model is trained."
-    elif fired:
-        names = ", ".join(TITLES[name].lower() for name in fired)
-        verdict = f"Yes, you can stop labelling: {len(fired)} of {len(rows)} criteria say so ({names})."
-        if any(name in chosen for name in fired):
+    elif says_stop:
+        names = ", ".join(_short(name) for name in says_stop)
+        verdict = f"Yes, you can stop labelling ({names})."
+        if any(name in chosen for name in says_stop):
             verdict += " The project's stop_when criterion fired, so no new batch is picked."
+    elif fired:
+        names = ", ".join(_short(name) for name in fired)
+        verdict = (f"Not yet: the predictions have not settled ({names} fired, but alone that stops too early "
+                   "more often).")
     else:
         verdict = "Not yet: no criterion says to stop; keep labelling."
-    return {"round": round, "n_labelled": n_labelled, "stop": bool(fired), "fired": fired, "verdict": verdict,
+    return {"round": round, "n_labelled": n_labelled, "stop": bool(says_stop), "fired": fired, "verdict": verdict,
             "stop_when": chosen, "signals": rows}

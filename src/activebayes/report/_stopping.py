@@ -23,6 +23,7 @@ from activebayes.stopping import (
     ESTIMATED_ACCURACY,
     EXPECTED_ACCURACY,
     INFORMATION,
+    REMAINING_CHANGE,
     SIGNALS,
     STABLE_PREDICTIONS,
     parse_stop_when,
@@ -31,6 +32,7 @@ from activebayes.stopping import (
 
 #: the signals, in the order they are drawn, and what each panel shows
 SIGNAL_PANELS: dict[str, str] = {
+    REMAINING_CHANGE: "predictions still to change (recommended)",
     STABLE_PREDICTIONS: "kappa of successive models",
     EXPECTED_ACCURACY: "expected accuracy (posterior)",
     INFORMATION: "pool's information / first model's",
@@ -145,7 +147,7 @@ def stopping_figure(strategy: str, runs: Sequence[SignalCurves], thresholds: dic
             if first is not None:
                 for target in (ax, curve_ax):
                     target.axvline(run.n_labelled_R[first], color=FIRED_COLOUR, ls=":", lw=1)
-        if threshold is not None and name in (STABLE_PREDICTIONS, INFORMATION, ESTIMATED_ACCURACY):
+        if threshold is not None and name in (REMAINING_CHANGE, STABLE_PREDICTIONS, INFORMATION, ESTIMATED_ACCURACY):
             ax.axhline(threshold, color="grey", ls="--", lw=1, label=f"threshold {threshold:g}")
         ax.set_title(f"{name}\n{title}", fontsize="medium")
         if any(h for h in ax.get_legend_handles_labels()[1]):
@@ -172,7 +174,8 @@ def stopping(data: Any, figures: Any) -> Section:
     title = "When to stop"
     explain = paragraph(
         "Signals that need no labelled held-out items, measured every round whether or not they stop the run "
-        "(see the docs' 'When to stop labelling'): the kappa between successive models' predictions on a fixed "
+        "(see the docs' 'When to stop labelling'): the share of the stop set's predictions still expected to "
+        "change within the horizon beyond retraining noise (the recommended criterion), the kappa between successive models' predictions on a fixed "
         "stop set, the posterior's expected accuracy, the pool's total information as a share of the first "
         "model's, and the accuracy estimated from uniformly drawn audit answers with its 90% interval. "
         "Red markers: rounds where a signal fired (against the run's stop_when threshold, or the default); a "
