@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", default="digits")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--model", default="mlp")
-    parser.add_argument("--rounds", type=int, default=4, help="rounds to label before the screenshots [4]")
+    parser.add_argument("--rounds", type=int, default=9,
+                        help="rounds to label before the screenshots [9: the 8th trained model measures the remaining change]")
     parser.add_argument("--batch-size", type=int, default=20)
     parser.add_argument("--out-dir", type=Path, default=ROOT / "docs" / "figures")
     args = parser.parse_args(argv)
