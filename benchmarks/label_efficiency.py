@@ -46,7 +46,7 @@ reads the plain files (and a resumed run goes on writing). Each round keeps
 everything but the bulky per-class and per-bin metrics (confusion matrices,
 per-class precision / recall / F1 / support, reliability bins), which only the
 last round of a run keeps, and the stop set's encoded predictions, which only the
-last 3 rounds keep (a resumed run's stopping signal reads no further back): the acquisitions, labels and scores, every scalar
+last 8 rounds keep (a resumed run's stopping signals read no further back): the acquisitions, labels and scores, every scalar
 metric (accuracy, NLL, Brier, ECE, the averaged F1, precision and recall), fit
 details and timings, all that ``--summarise``, the tables and a resumed run read.
 
@@ -375,8 +375,8 @@ def _kept_metrics(metrics: dict, *, last: bool) -> dict:
 
 def _kept_signals(signals: dict | None, *, recent: bool) -> dict | None:
     """A round's stopping signals as committed: every value and message; the stop set's
-    encoded predictions (what the next rounds' agreement is measured against) only in the
-    last ``SIGNAL_WINDOW`` rounds, all a resumed run reads."""
+    encoded predictions (what the next rounds' agreement and remaining change are measured
+    against) only in the last ``CHANGE_WINDOW`` rounds, all a resumed run reads."""
     if recent or not signals:
         return signals
     return {name: ({k: v for k, v in entry.items() if k != "predictions"} if isinstance(entry, dict) else entry)
@@ -393,14 +393,15 @@ def compact(run_dir: Path) -> bool:
 
     from activebayes.rundir import RunDirectory
 
-    from activebayes.stopping import SIGNAL_WINDOW
+    from activebayes.stopping import CHANGE_WINDOW, SIGNAL_WINDOW
 
     directory = RunDirectory(run_dir)
     if not directory.exists():
         return False
     records = directory.read_rounds()
+    keep = max(SIGNAL_WINDOW, CHANGE_WINDOW)
     kept = [dataclasses.replace(r, metrics=_kept_metrics(r.metrics, last=i == len(records) - 1),
-                                signals=_kept_signals(r.signals, recent=i >= len(records) - SIGNAL_WINDOW))
+                                signals=_kept_signals(r.signals, recent=i >= len(records) - keep))
             for i, r in enumerate(records)]
     changed = kept != records
     if changed:

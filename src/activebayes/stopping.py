@@ -506,14 +506,17 @@ def _remaining_change_signal(history: Sequence[RoundRecord], predicted_S: Any, n
                              budget: int | None, threshold: float | None) -> dict[str, Any]:
     """The remaining-change entry of :func:`round_signals`: the last ``CHANGE_WINDOW`` trained
     models' stop-set predictions (the earlier ones read from their records)."""
-    window: list[tuple[Any, int]] = []
-    for record in history:
+    window: list[tuple[Any, int]] = [(predicted_S, int(n_labelled))] if n_labelled > 0 else []
+    for record in reversed(history):  # the latest trained models, as long as their predictions were kept
+        if len(window) == CHANGE_WINDOW:
+            break
         entry = (record.signals or {}).get(STABLE_PREDICTIONS) or {}
-        if entry.get("trained") and entry.get("predictions"):
-            window.append((decode_classes(entry["predictions"]), int(record.n_labelled)))
-    if n_labelled > 0:
-        window.append((predicted_S, int(n_labelled)))
-    window = window[-CHANGE_WINDOW:]
+        if not entry.get("trained"):
+            continue
+        if not entry.get("predictions"):
+            break
+        window.append((decode_classes(entry["predictions"]), int(record.n_labelled)))
+    window.reverse()
     if len(window) < CHANGE_WINDOW:
         return {"value": None, "fired": False,
                 "detail": f"measured from the {CHANGE_WINDOW}th trained model on ({len(window)} so far)"}

@@ -277,6 +277,28 @@ def test_the_loop_records_the_remaining_change_from_the_eighth_model():
         assert f"next {horizon} labels" in entry["detail"]
 
 
+def test_the_remaining_change_is_reproduced_on_resume_and_never_bridges_lost_predictions():
+    import dataclasses
+
+    from activebayes.stopping import REMAINING_CHANGE
+
+    config = LoopConfig(strategy="random", budget=110, **FAST)
+    whole = ActiveLearningLoop(config).run(progress=False).rounds
+    resumed = ActiveLearningLoop(config)
+    resumed.restore(whole[:8])
+    rest = resumed.run(progress=False).rounds[8:]
+    assert rest[-1].signals[REMAINING_CHANGE]["value"] is not None
+    assert [r.signals for r in rest] == [r.signals for r in whole[8:]]
+    # a record whose predictions were dropped (compacted) ends the window: no fit over a gap
+    cut = [dataclasses.replace(r, signals={**r.signals, STABLE_PREDICTIONS: {
+        k: v for k, v in r.signals[STABLE_PREDICTIONS].items() if k != "predictions"}}) if i == 5 else r
+        for i, r in enumerate(whole[:9])]
+    resumed = ActiveLearningLoop(config)
+    resumed.restore(cut)
+    after_gap = resumed.run(progress=False).rounds[9]
+    assert after_gap.signals[REMAINING_CHANGE]["value"] is None  # only 4 models since the gap
+
+
 def test_remaining_change_is_a_stop_when_criterion_with_its_range_checked():
     from activebayes.stopping import REMAINING_CHANGE
 
