@@ -241,21 +241,45 @@ def summarise() -> dict:
     return out
 
 
+#: how the tables name each criterion at its threshold
+LABELS = {
+    "remaining_change=0.02": "`remaining_change` (below 0.02; recommended)",
+    "stable_predictions=0.99": "`stable_predictions` (kappa 0.99 over 3 rounds)",
+    "stable_predictions=0.995": "`stable_predictions=0.995`",
+    "expected_accuracy=0.005": "`expected_accuracy` (change < 0.005 over 3 rounds)",
+    "information=0.1": "`information` (below 10% of the first model's)",
+    "estimated_accuracy=0.9": "`estimated_accuracy` (lower bound ≥ 0.90)",
+}
+
+
+def _number(value, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    if not isinstance(value, float):
+        return str(value)
+    text = f"{value:.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def _print(summary: dict) -> None:
+    """Each protocol's table, as the benchmarks page shows it."""
     for protocol_name, data in summary["protocols"].items():
         flats = sorted(r["flat_from"] for r in data["runs"].values())
-        print(f"\n{protocol_name} ({data['seeds']} seeds, budget {data['budget']}; flat (within 1 point of the "
-              f"final accuracy) from {flats[0]}-{flats[-1]} labels, median {statistics.median(flats)})")
-        print("| criterion | threshold | fired | median labels at the stop | median labels saved (min) "
-              "| median / max points below final | stopped > 1 point below final | max points below best | met the goal |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        print(f"\n**{protocol_name}** ({data['seeds']} seeds, budget {data['budget']}; flat from "
+              f"{flats[0]}–{flats[-1]} labels, median {_number(statistics.median(flats), 0)}):\n")
+        print("| criterion (threshold) | fired | median labels at the stop | median labels saved (fewest) "
+              "| median / max points below final | runs stopped > 1 point below final "
+              "| max points below the best round | met the goal |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
         for name, row in data["criteria"].items():
-            print(f"| {name} | {row['threshold']} | {row['fired']} | {row['median_labels']} | "
-                  f"{row['median_saved']} ({row['min_saved']}) | {row['median_below_final']} / {row['max_below_final']} | "
-                  f"{row['too_early']} | {row['max_below_best']} | {row['met_goal']} |")
+            below = (f"{_number(row['median_below_final'])} / {_number(row['max_below_final'])}"
+                     if row["median_below_final"] is not None else "–")
+            print(f"| {LABELS.get(name, name)} | {row['fired']} | {_number(row['median_labels'], 0)} | "
+                  f"{_number(row['median_saved'], 0)} ({row['min_saved']}) | {below} | {row['too_early']} | "
+                  f"{_number(row['max_below_best'])} | {row['met_goal']} |")
         if data["estimate"]:
             e = data["estimate"]
-            print(f"estimate: mean |error| {e['mean_abs_error']}, coverage {e['coverage']} (nominal {e['nominal']}) "
+            print(f"\nestimate: mean |error| {e['mean_abs_error']}, coverage {e['coverage']} (nominal {e['nominal']}) "
                   f"over {e['rounds']} rounds")
         share = data["signals_share_of_round"]
         print(f"signals: median {share['median']:.1%} of a round's time (max {share['max']:.1%})")
