@@ -367,9 +367,22 @@ class LoopConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def pinned(self) -> LoopConfig:
+        """This config with the defaults it leaves to other parts written out, as a run
+        directory stores it: the representation's recipe (epochs, widths, learning rate, ...),
+        so that a later change of :class:`~activebayes.models.RepresentationConfig`'s defaults
+        cannot change what resuming the run computes."""
+        if self.representation == "none":
+            return self
+        from activebayes.models.representation import RepresentationConfig
+
+        options = RepresentationConfig.from_dict(self.representation_options).to_dict()
+        return dataclasses.replace(self, representation_options=options)
+
     def identity(self) -> dict[str, Any]:
-        """The fields that change results (everything but :data:`RUNTIME_FIELDS`)."""
-        return {k: v for k, v in self.to_dict().items() if k not in RUNTIME_FIELDS}
+        """The fields that change results (everything but :data:`RUNTIME_FIELDS`), with the
+        defaults :meth:`pinned` writes out: an unset option equals the default it takes."""
+        return {k: v for k, v in self.pinned().to_dict().items() if k not in RUNTIME_FIELDS}
 
     def same_run(self, other: LoopConfig) -> bool:
         """Whether ``other`` computes the same run (equal identities)."""

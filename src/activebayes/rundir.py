@@ -175,8 +175,9 @@ class RunDirectory:
             raise RunDirectoryError(f"{self.config_path} is not a valid config: {error}") from None
 
     def write_config(self, config: LoopConfig) -> None:
+        """Store ``config`` with its defaults written out (:meth:`LoopConfig.pinned`)."""
         self.path.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.config_path, _json_text(config.to_dict()))
+        atomic_write_text(self.config_path, _json_text(config.pinned().to_dict()))
 
     def check_config(self, config: LoopConfig) -> None:
         """Raise unless the stored config computes the same run as ``config``."""

@@ -194,3 +194,27 @@ def test_corrupt_run_directory_errors(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(RunDirectoryError, match="not a valid config"):
         RunDirectory(tmp_path).read_config()
+
+
+def test_a_run_directory_pins_the_representation_recipe_it_was_made_with(tmp_path):
+    """The stored config writes out the encoder's recipe: a later change of
+    RepresentationConfig's defaults is refused on resume instead of silently changing the run."""
+    import dataclasses
+
+    from activebayes.models.representation import RepresentationConfig
+
+    config = LoopConfig(dataset="digits", representation="self-supervised", representation_options={"epochs": 3})
+    directory = RunDirectory(tmp_path / "run")
+    directory.write_config(config)
+    stored = json.loads((tmp_path / "run" / "config.json").read_text())["representation_options"]
+    assert stored == RepresentationConfig(epochs=3).to_dict()  # every field, not just the one given
+    directory.check_config(config)  # the same run, written out or not
+    directory.check_config(dataclasses.replace(config, representation_options=stored))
+    # a directory made when the default was another: the unset option no longer means the same
+    old = RunDirectory(tmp_path / "old")
+    old.write_config(dataclasses.replace(config, representation_options={"epochs": 50}))
+    with pytest.raises(RunDirectoryError, match="representation_options.*'epochs': 50.*'epochs': 150"):
+        old.check_config(dataclasses.replace(config, representation_options={}))
+    # no representation: nothing to write out
+    plain = LoopConfig(dataset="digits")
+    assert plain.pinned() is plain and plain.pinned().representation_options == {}
