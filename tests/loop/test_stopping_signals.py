@@ -299,6 +299,16 @@ def test_the_remaining_change_is_reproduced_on_resume_and_never_bridges_lost_pre
     assert after_gap.signals[REMAINING_CHANGE]["value"] is None  # only 4 models since the gap
 
 
+def test_remaining_change_in_stop_when_stops_the_run_at_the_eighth_model():
+    from activebayes.stopping import REMAINING_CHANGE
+
+    config = LoopConfig(strategy="random", budget=200, stop_when=("remaining_change=0.99",), **FAST)
+    rounds = ActiveLearningLoop(config).run(progress=False).rounds
+    last = rounds[-1]
+    assert last.stop_kind == REMAINING_CHANGE and last.n_labelled == 90  # 20, 30, ..., 90: the 8th model
+    assert last.stop_reason.startswith("predictions have settled") and "stop below 99%" in last.stop_reason
+
+
 def test_remaining_change_is_a_stop_when_criterion_with_its_range_checked():
     from activebayes.stopping import REMAINING_CHANGE
 
