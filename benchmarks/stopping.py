@@ -60,7 +60,11 @@ def protocol(dataset: str, data_dir: str | None):
     if dataset in ("mnist", "repeated_mnist"):
         return LoopConfig(dataset=dataset, data_dir=data_dir or str(ROOT.parent / "shared" / "data" / "mnist"),
                           model="batchbald_cnn", validation_size=500, budget=300, **common)
-    raise SystemExit(f"unknown --dataset {dataset!r}: digits, mnist or repeated_mnist")
+    if dataset == "wordnet_nouns":  # real text: label_efficiency.py's WordNet protocol, with the signals
+        return LoopConfig(dataset=dataset, data_dir=data_dir, model="mlp", validation_size=500, budget=512,
+                          **{**common, "initial_size": 52, "batch_size": 20, "mean_samples": 50},
+                          num_samples=50, pool_subsample=5000)
+    raise SystemExit(f"unknown --dataset {dataset!r}: digits, mnist, repeated_mnist or wordnet_nouns")
 
 
 def _seeds(text: str) -> list[int]:

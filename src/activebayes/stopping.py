@@ -455,7 +455,7 @@ def round_signals(
     out[STABLE_PREDICTIONS] = {"value": kappa, "fired": fired, "detail": detail,
                                "predictions": encode_classes(predicted_S), "trained": n_labelled > 0}
 
-    # 0. predictions still expected to change, beyond retraining noise (the recommended default)
+    # 1b. predictions still expected to change, beyond retraining noise (the recommended default)
     out[REMAINING_CHANGE] = _remaining_change_signal(history, predicted_S, n_labelled, budget,
                                                      threshold(REMAINING_CHANGE))
 

@@ -158,3 +158,18 @@ def test_signal_curves_is_none_without_signals_and_reads_missing_values_as_nan(s
     assert _stopping.signal_curves([dataclasses.replace(r, signals=None) for r in records], 0, "test_accuracy") is None
     curves = _stopping.signal_curves(records, 0, "test_accuracy")
     assert np.isnan(curves.values[STABLE_PREDICTIONS][0])  # the first model has nothing to compare with
+
+
+def test_a_signal_a_run_never_recorded_reads_not_recorded_not_never(stopped_run, tmp_path):
+    """Runs made before the remaining change existed: its cell says so instead of 'never'."""
+    old = tmp_path / "older"
+    shutil.copytree(stopped_run, old)
+    directory = RunDirectory(old)
+    records = directory.read_rounds()
+    directory.write_rounds([dataclasses.replace(r, signals={k: v for k, v in r.signals.items()
+                                                             if k != REMAINING_CHANGE}) for r in records])
+    section = _section(write_report(old).read_text())
+    row = re.findall(r"<tr>(.*?)</tr>", section.split("<tbody>")[1])[0]
+    cells = [_plain(c).strip() for c in re.findall(r"<td>(.*?)</td>", row)]
+    assert cells[2 + SIGNALS.index(REMAINING_CHANGE)] == "not recorded"
+    assert cells[2 + SIGNALS.index(EXPECTED_ACCURACY)].startswith("50 labels")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -52,6 +52,8 @@ class SignalCurves:
         values: signal name -> ``[R]`` the recorded ``value``.
         fired: signal name -> ``[R]`` the recorded ``fired``.
         low_R, high_R: the estimated accuracy's interval (``nan`` without audits).
+        recorded: signal name -> whether any round recorded it (runs made before a signal
+            existed did not).
     """
 
     seed: int
@@ -61,6 +63,7 @@ class SignalCurves:
     fired: dict[str, np.ndarray]
     low_R: np.ndarray
     high_R: np.ndarray
+    recorded: dict[str, bool] = field(default_factory=dict)
 
     def first_fired(self, name: str) -> int | None:
         """Index of the first round where ``name`` fired (``None``: it never did)."""
@@ -90,6 +93,7 @@ def signal_curves(rounds: Sequence[RoundRecord], seed: int, accuracy_key: str) -
         fired={name: np.array([bool(s.get(name, {}).get("fired")) for s in signals]) for name in SIGNAL_PANELS},
         low_R=column(ESTIMATED_ACCURACY, "low"),
         high_R=column(ESTIMATED_ACCURACY, "high"),
+        recorded={name: any(name in s for s in signals) for name in SIGNAL_PANELS},
     )
 
 
@@ -161,6 +165,8 @@ def stopping_figure(strategy: str, runs: Sequence[SignalCurves], thresholds: dic
 
 
 def _first_cell(run: SignalCurves, name: str, split: str) -> str:
+    if not run.recorded.get(name, True):
+        return "not recorded"
     first = run.first_fired(name)
     if first is None:
         return "never"
