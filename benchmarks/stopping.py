@@ -113,8 +113,9 @@ def _fires(rounds: list[dict], name: str, threshold: float, budget: int) -> int 
             if len(models) < CHANGE_WINDOW:
                 continue
             classes = [decode_classes(q["signals"]["stable_predictions"]["predictions"]) for q in models]
-            fit = remaining_change(classes, [q["n_labelled"] for q in models], change_horizon(r["n_labelled"], budget))
-            if fit is not None and fit.value < threshold:
+            horizon = change_horizon(r["n_labelled"], budget)
+            fit = remaining_change(classes, [q["n_labelled"] for q in models], horizon)
+            if horizon > 0 and fit is not None and fit.value < threshold:  # at the budget it says nothing
                 return i
         elif name == "stable_predictions":
             kappas = [(q.get("signals") or {}).get(name, {}).get("value") for q in rounds[max(0, i - window + 1): i + 1]]

@@ -538,6 +538,8 @@ def _remaining_change_signal(history: Sequence[RoundRecord], predicted_S: Any, n
         return {"value": None, "fired": False,
                 "detail": f"measured from the {CHANGE_WINDOW}th trained model on ({len(window)} so far)"}
     horizon = change_horizon(n_labelled, budget)
+    if horizon == 0:
+        return {"value": None, "fired": False, "detail": "the label budget is spent: no labels left to change them"}
     fit = remaining_change([c for c, _ in window], [n for _, n in window], horizon)
     if fit is None:
         return {"value": None, "fired": False, "detail": "the last models were trained on the same labels"}
