@@ -319,3 +319,19 @@ def test_remaining_change_is_a_stop_when_criterion_with_its_range_checked():
     assert parse_stop_when("remaining-change=0.05") == {REMAINING_CHANGE: 0.05}
     with pytest.raises(InvalidArgumentError, match=r"--stop-when.*remaining_change.*got 1.5"):
         parse_stop_when(["remaining_change=1.5"])
+
+
+def test_the_stopping_benchmark_rejudges_the_remaining_change_as_the_loop_recorded_it(monkeypatch):
+    """benchmarks/stopping.py recomputes the signal from stored predictions (for runs made
+    before it existed): on a run that recorded it, it must fire exactly where the loop's did."""
+    from activebayes.stopping import REMAINING_CHANGE
+    from tests.conftest import ROOT
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import stopping as benchmark
+
+    config = LoopConfig(strategy="random", budget=200, stop_when=("remaining_change=0.2",), **FAST)
+    rounds = [r.to_dict() for r in ActiveLearningLoop(config).run(progress=False).rounds]
+    recorded = next(i for i, r in enumerate(rounds) if r["signals"][REMAINING_CHANGE]["fired"])
+    assert benchmark._fires(rounds, REMAINING_CHANGE, 0.2, budget=200) == recorded
+    assert benchmark._fires(rounds, REMAINING_CHANGE, 1e-9, budget=200) is None
