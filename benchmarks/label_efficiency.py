@@ -46,9 +46,9 @@ reads the plain files (and a resumed run goes on writing). Each round keeps
 everything but the bulky per-class and per-bin metrics (confusion matrices,
 per-class precision / recall / F1 / support, reliability bins), which only the
 last round of a run keeps, and the stop set's encoded predictions, which only the
-last 8 rounds keep (a resumed run's stopping signals read no further back): the acquisitions, labels and scores, every scalar
-metric (accuracy, NLL, Brier, ECE, the averaged F1, precision and recall), fit
-details and timings, all that ``--summarise``, the tables and a resumed run read.
+last 8 rounds keep (a resumed run's stopping signals read no further back): the
+acquisitions, labels and scores, every scalar metric (accuracy, NLL, Brier, ECE, the
+averaged F1, precision and recall), fit details and timings, all that ``--summarise``, the tables and a resumed run read.
 
 Usage::
 

@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--model", default="mlp")
     parser.add_argument("--rounds", type=int, default=9,
-                        help="rounds to label before the screenshots [9: the 8th trained model measures the remaining change]")
+                        help="rounds to label before the screenshots [9: from the 8th trained model on, "
+                             "the remaining change is measured]")
     parser.add_argument("--batch-size", type=int, default=20)
     parser.add_argument("--out-dir", type=Path, default=ROOT / "docs" / "figures")
     args = parser.parse_args(argv)

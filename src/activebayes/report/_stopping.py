@@ -181,8 +181,8 @@ def stopping(data: Any, figures: Any) -> Section:
     explain = paragraph(
         "Signals that need no labelled held-out items, measured every round whether or not they stop the run "
         "(see the docs' 'When to stop labelling'): the share of the stop set's predictions still expected to "
-        "change within the horizon beyond retraining noise (the recommended criterion), the kappa between successive models' predictions on a fixed "
-        "stop set, the posterior's expected accuracy, the pool's total information as a share of the first "
+        "change within the horizon beyond retraining noise (the recommended criterion), the kappa between "
+        "successive models' predictions on a fixed stop set, the posterior's expected accuracy, the pool's total information as a share of the first "
         "model's, and the accuracy estimated from uniformly drawn audit answers with its 90% interval. "
         "Red markers: rounds where a signal fired (against the run's stop_when threshold, or the default); a "
         "dotted line at the first, drawn on the learning curve too."
