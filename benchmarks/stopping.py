@@ -102,20 +102,21 @@ def run(dataset: str, seeds: list[int], data_dir: str | None, representation: st
 def _fires(rounds: list[dict], name: str, threshold: float, budget: int) -> int | None:
     """Index of the first round where ``name`` fires at ``threshold`` (re-judged from its value,
     or, for the remaining change, from the stored predictions with the library's fit)."""
-    from activebayes.stopping import CHANGE_WINDOW, SIGNAL_WINDOW, change_horizon, decode_classes, remaining_change
+    from activebayes.records import RoundRecord
+    from activebayes.stopping import SIGNAL_WINDOW, decode_classes, remaining_change_signal
 
     window = SIGNAL_WINDOW
+    records = None  # the rounds as RoundRecords, for the remaining change
     for i, r in enumerate(rounds):
         signals = r.get("signals") or {}
-        if name == "remaining_change":
-            models = [q for q in rounds[: i + 1] if (q.get("signals") or {}).get("stable_predictions", {}).get("trained")]
-            models = models[-CHANGE_WINDOW:]
-            if len(models) < CHANGE_WINDOW:
+        if name == "remaining_change":  # the library's signal, from the records before and this round's predictions
+            current = (signals.get("stable_predictions") or {}).get("predictions")
+            if current is None:
                 continue
-            classes = [decode_classes(q["signals"]["stable_predictions"]["predictions"]) for q in models]
-            horizon = change_horizon(r["n_labelled"], budget)
-            fit = remaining_change(classes, [q["n_labelled"] for q in models], horizon)
-            if horizon > 0 and fit is not None and fit.value < threshold:  # at the budget it says nothing
+            if records is None:
+                records = [RoundRecord.from_dict(q) for q in rounds]
+            if remaining_change_signal(records[:i], decode_classes(current), r["n_labelled"], budget,
+                                       threshold)["fired"]:
                 return i
         elif name == "stable_predictions":
             kappas = [(q.get("signals") or {}).get(name, {}).get("value") for q in rounds[max(0, i - window + 1): i + 1]]

@@ -56,6 +56,7 @@ __all__ = [
     "first_stop",
     "parse_stop_when",
     "remaining_change",
+    "remaining_change_signal",
     "round_signals",
     "stop_kind_of",
     "total_information",
@@ -473,8 +474,8 @@ def round_signals(
                                "predictions": encode_classes(predicted_S), "trained": n_labelled > 0}
 
     # 1b. predictions still expected to change, beyond retraining noise (the recommended default)
-    out[REMAINING_CHANGE] = _remaining_change_signal(history, predicted_S, n_labelled, budget,
-                                                     threshold(REMAINING_CHANGE))
+    out[REMAINING_CHANGE] = remaining_change_signal(history, predicted_S, n_labelled, budget,
+                                                    threshold(REMAINING_CHANGE))
 
     # 2. expected accuracy under the posterior, and its change
     accuracy = expected_accuracy(log_probs_S_K_C) if n_labelled > 0 else None
@@ -519,10 +520,11 @@ def round_signals(
     return out
 
 
-def _remaining_change_signal(history: Sequence[RoundRecord], predicted_S: Any, n_labelled: int,
-                             budget: int | None, threshold: float | None) -> dict[str, Any]:
+def remaining_change_signal(history: Sequence[RoundRecord], predicted_S: Any, n_labelled: int,
+                            budget: int | None, threshold: float | None) -> dict[str, Any]:
     """The remaining-change entry of :func:`round_signals`: the last ``CHANGE_WINDOW`` trained
-    models' stop-set predictions (the earlier ones read from their records)."""
+    models' stop-set predictions (the earlier ones read from their records). Also how a stored
+    run is judged again at another threshold (``benchmarks/stopping.py``)."""
     window: list[tuple[Any, int]] = [(predicted_S, int(n_labelled))] if n_labelled > 0 else []
     for record in reversed(history):  # the latest trained models, as long as their predictions were kept
         if len(window) == CHANGE_WINDOW:
