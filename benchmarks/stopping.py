@@ -41,7 +41,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "stopping.json"
 #: the thresholds each criterion is judged at: the defaults (the estimate's is a target), and
 #: kappa 0.995 as well (with shared round seeds successive models agree more closely)
 CRITERIA = [
-    ("remaining_change", 0.02),
+    ("remaining_change", 0.01),
     ("stable_predictions", 0.99),
     ("stable_predictions", 0.995),
     ("expected_accuracy", 0.005),
@@ -76,7 +76,7 @@ def _seeds(text: str) -> list[int]:
 
 
 def run(dataset: str, seeds: list[int], data_dir: str | None, representation: str, threads: int | None = None,
-        round_seeds: str = "per_round", encoder_epochs: int | None = None) -> None:
+        round_seeds: str = "per_round", encoder_epochs: int | None = None, batch_size: int | None = None) -> None:
     from activebayes.experiment import run_experiment
 
     if threads:
@@ -91,9 +91,12 @@ def run(dataset: str, seeds: list[int], data_dir: str | None, representation: st
             if encoder_epochs is not None:
                 config = config.replace(representation_options={"epochs": encoder_epochs})
         config = config.replace(round_seeds=round_seeds)
+        if batch_size is not None:
+            config = config.replace(batch_size=batch_size)
         name = (dataset + ("-ssl" if representation != "none" else "")
                 + (f"-e{encoder_epochs}" if representation != "none" and encoder_epochs is not None else "")
-                + ("-shared" if round_seeds == "shared" else ""))
+                + ("-shared" if round_seeds == "shared" else "")
+                + (f"-b{batch_size}" if batch_size is not None else ""))
         tic = time.perf_counter()
         run_experiment(config, CACHE / name / f"seed_{seed}", progress=False)
         print(f"{name} seed {seed}: {time.perf_counter() - tic:.0f} s", flush=True)
@@ -249,7 +252,7 @@ def summarise() -> dict:
 
 #: how the tables name each criterion at its threshold
 LABELS = {
-    "remaining_change=0.02": "`remaining_change` (below 0.02; recommended)",
+    "remaining_change=0.01": "`remaining_change` (below 0.01; recommended)",
     "stable_predictions=0.99": "`stable_predictions` (kappa 0.99 over 3 rounds)",
     "stable_predictions=0.995": "`stable_predictions=0.995`",
     "expected_accuracy=0.005": "`expected_accuracy` (change < 0.005 over 3 rounds)",
@@ -302,11 +305,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="LoopConfig.round_seeds (shared: the runs go to <dataset>-shared)")
     parser.add_argument("--encoder-epochs", type=int, default=None,
                         help="with --representation: the encoder's epochs (the runs go to <dataset>-ssl-e<N>)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="labels per round instead of the protocol's (the runs go to <dataset>-b<N>)")
     parser.add_argument("--summarise", action="store_true", help="only summarise the cached runs")
     args = parser.parse_args(argv)
     if not args.summarise:
         run(args.dataset, _seeds(args.seeds), args.data_dir, args.representation, args.threads, args.round_seeds,
-            args.encoder_epochs)
+            args.encoder_epochs, args.batch_size)
     _print(summarise())
     return 0
 

@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", default="digits")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--model", default="mlp")
-    parser.add_argument("--rounds", type=int, default=9,
-                        help="rounds to label before the screenshots [9: from the 8th trained model on, "
+    parser.add_argument("--rounds", type=int, default=13,
+                        help="rounds to label before the screenshots [13: from the 12th trained model on, "
                              "the remaining change is measured]")
     parser.add_argument("--batch-size", type=int, default=20)
     parser.add_argument("--out-dir", type=Path, default=ROOT / "docs" / "figures")

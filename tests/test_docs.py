@@ -195,6 +195,17 @@ def test_no_page_carries_an_html_comment_note() -> None:
     assert not notes, "\n".join(notes)
 
 
+def test_no_page_carries_a_control_character() -> None:
+    """A formula written through a non-raw Python string loses its backslashes to escapes
+    (``\\text`` becomes a tab, ``\\big`` a backspace, ``\\frac`` a form feed); KaTeX then shows
+    garbage. No Markdown page or README has a reason to hold a control character."""
+    bad = [f"{page.relative_to(ROOT)}:{n}: {line.strip()[:60]!r}"
+           for page in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+           for n, line in enumerate(page.read_text(encoding="utf-8").split("\n"), 1)  # (splitlines eats \f)
+           if re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\t]", line)]
+    assert not bad, "\n".join(bad)
+
+
 def _public_modules() -> list[str]:
     """``activebayes.X`` for every public module and subpackage of the package."""
     names = []

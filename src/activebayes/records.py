@@ -213,7 +213,7 @@ class LoopConfig:
     target_accuracy: float | None = setting(None, "Stop once test accuracy reaches this.")
     stop_when: tuple[str, ...] = setting(
         (), "Stop without a test set when one of these fires, comma-separated, each NAME or NAME=THRESHOLD: "
-        "remaining_change[=0.02] (recommended), stable_predictions[=0.99], expected_accuracy[=0.005], "
+        "remaining_change[=0.01] (recommended), stable_predictions[=0.99], expected_accuracy[=0.005], "
         "information[=0.1], estimated_accuracy=LOW (needs --audit-fraction); see docs/concepts/stopping.md.",
         kind="text")
     stop_set_size: int = setting(1000, "Unlabelled items the stopping signals are measured on (0: none).", least=0)

@@ -215,7 +215,7 @@ ESTIMATED_ACCURACY = "estimated_accuracy"
 
 #: signal -> (default threshold, what the threshold means)
 SIGNALS: dict[str, tuple[float | None, str]] = {
-    REMAINING_CHANGE: (0.02, "share of the stop set's predictions still expected to change within the horizon, "
+    REMAINING_CHANGE: (0.01, "share of the stop set's predictions still expected to change within the horizon, "
                              "in (0, 1)"),
     STABLE_PREDICTIONS: (0.99, "mean Cohen's kappa of successive models over the window, in (0, 1]"),
     EXPECTED_ACCURACY: (0.005, "largest change of the expected accuracy over the window, in (0, 1)"),
@@ -225,9 +225,9 @@ SIGNALS: dict[str, tuple[float | None, str]] = {
 #: rounds a signal looks back over (Bloodgood and Vijay-Shanker 2009 use 3 for kappa)
 SIGNAL_WINDOW = 3
 #: models the remaining-change fit looks back over (the current one included)
-CHANGE_WINDOW = 8
+CHANGE_WINDOW = 12
 #: the remaining-change drift is taken this many standard errors above its estimate
-CHANGE_MARGIN = 1.0
+CHANGE_MARGIN = 2.0
 #: the signal recommended when a project has no test set (docs/concepts/stopping.md)
 DEFAULT_CRITERION = REMAINING_CHANGE
 #: two-sided confidence of the estimated-accuracy interval

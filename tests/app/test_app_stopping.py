@@ -14,6 +14,7 @@ from activebayes.app.stopping_panel import stopping_state
 from activebayes.errors import ActiveBayesError
 from activebayes.labelling import ProjectConfig
 from activebayes.stopping import (
+    CHANGE_WINDOW,
     ESTIMATED_ACCURACY,
     EXPECTED_ACCURACY,
     INFORMATION,
@@ -153,9 +154,9 @@ def test_the_stopping_panel_reads_the_latest_round_in_plain_words(rounds_live, t
             assert f"{ratio:.0%} of the information it held at the first model" in line(INFORMATION)
             assert f"[ratio {ratio:.3f}]" in line(INFORMATION)
             assert f"expects {latest[EXPECTED_ACCURACY]['value']:.1%} accuracy" in line(EXPECTED_ACCURACY)
-            # 4 models: the remaining change needs 8, so nothing can say stop yet
+            # 4 models: the remaining change needs a full window, so nothing can say stop yet
             assert latest[REMAINING_CHANGE]["value"] is None
-            assert "from the 8th trained model on (4 so far)" in line(REMAINING_CHANGE)
+            assert f"from the {CHANGE_WINDOW}th trained model on (4 so far)" in line(REMAINING_CHANGE)
             fired = [name for name in (STABLE_PREDICTIONS, ESTIMATED_ACCURACY, INFORMATION, EXPECTED_ACCURACY)
                      if latest[name]["fired"]]
             verdict = page.inner_text("#stop-verdict")

@@ -194,7 +194,7 @@ def _noisy_copies(truth_S, n_models, flip, rng, num_classes=10):
 def test_remaining_change_fit_matches_scipy_linregress(seed):
     from scipy.stats import linregress
 
-    from activebayes.stopping import remaining_change
+    from activebayes.stopping import CHANGE_MARGIN, remaining_change
 
     rng = np.random.default_rng(seed)
     classes_W_S = rng.integers(0, 4, size=(8, 300))
@@ -210,20 +210,21 @@ def test_remaining_change_fit_matches_scipy_linregress(seed):
     assert fit.drift == pytest.approx(reference.slope, rel=1e-9, abs=1e-15)
     assert fit.floor == pytest.approx(reference.intercept, rel=1e-9)
     assert fit.drift_se == pytest.approx(reference.stderr, rel=1e-9)
-    assert fit.value == pytest.approx(max(reference.slope + reference.stderr, 0.0) * 150, rel=1e-9, abs=1e-15)
+    assert fit.value == pytest.approx(max(reference.slope + CHANGE_MARGIN * reference.stderr, 0.0) * 150,
+                                      rel=1e-9, abs=1e-15)
 
 
 def test_remaining_change_discounts_retraining_noise_that_kappa_does_not():
-    from activebayes.stopping import remaining_change
+    from activebayes.stopping import CHANGE_WINDOW, REMAINING_CHANGE, SIGNALS, remaining_change
 
     rng = np.random.default_rng(0)
     truth_S = rng.integers(0, 10, 5000)
-    n_W = np.arange(200, 280, 10)
+    n_W = np.arange(200, 200 + 10 * CHANGE_WINDOW, 10)
     # converged: every model is the same function plus its own 2% of retraining noise
-    settled_W_S = _noisy_copies(truth_S, 8, 0.02, rng)
+    settled_W_S = _noisy_copies(truth_S, CHANGE_WINDOW, 0.02, rng)
     fit = remaining_change(settled_W_S, n_W, horizon=200)
     assert fit.floor == pytest.approx(0.04, abs=0.005)  # two models' noise disagree on ~2 * 2%
-    assert fit.value < 0.02  # fires at the default threshold...
+    assert fit.value < SIGNALS[REMAINING_CHANGE][0]  # fires at the default threshold...
     kappas = [cohen_kappa(a, b, 10) for a, b in zip(settled_W_S, settled_W_S[1:])]
     assert np.mean(kappas[-3:]) < 0.99  # ...where stabilising predictions at 0.99 never would
     # still learning: on top of the same noise, 0.1% of the items switch class per label
@@ -257,12 +258,12 @@ def test_change_horizon_is_the_budget_left_and_at_most_as_many_labels_again():
     assert change_horizon(500, 450) == 0
 
 
-def test_the_loop_records_the_remaining_change_from_the_eighth_model():
-    from activebayes.stopping import CHANGE_WINDOW, REMAINING_CHANGE, change_horizon, remaining_change
+def test_the_loop_records_the_remaining_change_from_the_windows_last_model():
+    from activebayes.stopping import CHANGE_WINDOW, REMAINING_CHANGE, SIGNALS, change_horizon, remaining_change
 
-    config = LoopConfig(strategy="random", budget=110, **FAST)
+    config = LoopConfig(strategy="random", budget=150, **FAST)
     rounds = ActiveLearningLoop(config).run(progress=False).rounds
-    assert len(rounds) == 10
+    assert len(rounds) == 14 and CHANGE_WINDOW < 14
     for k, r in enumerate(rounds):
         entry = r.signals[REMAINING_CHANGE]
         if k < CHANGE_WINDOW - 1:
@@ -270,52 +271,54 @@ def test_the_loop_records_the_remaining_change_from_the_eighth_model():
             continue
         window = rounds[k - CHANGE_WINDOW + 1: k + 1]
         classes = [decode_classes(q.signals[STABLE_PREDICTIONS]["predictions"]) for q in window]
-        horizon = change_horizon(r.n_labelled, 110)
+        horizon = change_horizon(r.n_labelled, 150)
         if horizon == 0:  # the last round: nothing left to change
             assert entry["value"] is None and "budget is spent" in entry["detail"]
             continue
         fit = remaining_change(classes, [q.n_labelled for q in window], horizon)
         assert entry["value"] == pytest.approx(fit.value) and entry["horizon"] == horizon
-        assert entry["fired"] == (fit.value < 0.02)
+        assert entry["fired"] == (fit.value < SIGNALS[REMAINING_CHANGE][0])
         assert f"next {horizon} labels" in entry["detail"]
 
 
 def test_the_remaining_change_is_reproduced_on_resume_and_never_bridges_lost_predictions():
     import dataclasses
 
-    from activebayes.stopping import REMAINING_CHANGE
+    from activebayes.stopping import CHANGE_WINDOW, REMAINING_CHANGE
 
-    config = LoopConfig(strategy="random", budget=110, **FAST)
+    config = LoopConfig(strategy="random", budget=170, **FAST)
     whole = ActiveLearningLoop(config).run(progress=False).rounds
     resumed = ActiveLearningLoop(config)
-    resumed.restore(whole[:8])
-    rest = resumed.run(progress=False).rounds[8:]
+    resumed.restore(whole[:CHANGE_WINDOW])
+    rest = resumed.run(progress=False).rounds[CHANGE_WINDOW:]
     assert rest[0].signals[REMAINING_CHANGE]["value"] is not None  # (the last: the budget is spent)
-    assert [r.signals for r in rest] == [r.signals for r in whole[8:]]
+    assert [r.signals for r in rest] == [r.signals for r in whole[CHANGE_WINDOW:]]
     # a record whose predictions were dropped (compacted) ends the window: no fit over a gap
     cut = [dataclasses.replace(r, signals={**r.signals, STABLE_PREDICTIONS: {
         k: v for k, v in r.signals[STABLE_PREDICTIONS].items() if k != "predictions"}}) if i == 5 else r
-        for i, r in enumerate(whole[:9])]
+        for i, r in enumerate(whole[:CHANGE_WINDOW + 1])]
     resumed = ActiveLearningLoop(config)
     resumed.restore(cut)
-    after_gap = resumed.run(progress=False).rounds[9]
-    assert after_gap.signals[REMAINING_CHANGE]["value"] is None  # only 4 models since the gap
+    after_gap = resumed.run(progress=False).rounds[CHANGE_WINDOW + 1]
+    assert whole[CHANGE_WINDOW + 1].signals[REMAINING_CHANGE]["value"] is not None
+    assert after_gap.signals[REMAINING_CHANGE]["value"] is None  # too few models since the gap
 
 
-def test_remaining_change_in_stop_when_stops_the_run_at_the_eighth_model():
-    from activebayes.stopping import REMAINING_CHANGE
+def test_remaining_change_in_stop_when_stops_the_run_at_the_windows_last_model():
+    from activebayes.stopping import CHANGE_WINDOW, REMAINING_CHANGE
 
     config = LoopConfig(strategy="random", budget=200, stop_when=("remaining_change=0.99",), **FAST)
     rounds = ActiveLearningLoop(config).run(progress=False).rounds
     last = rounds[-1]
-    assert last.stop_kind == REMAINING_CHANGE and last.n_labelled == 90  # 20, 30, ..., 90: the 8th model
+    assert last.stop_kind == REMAINING_CHANGE  # 20, 30, ...: the first round with a full window
+    assert len(rounds) == CHANGE_WINDOW and last.n_labelled == 20 + 10 * (CHANGE_WINDOW - 1)
     assert last.stop_reason.startswith("predictions have settled") and "stop below 99%" in last.stop_reason
 
 
 def test_remaining_change_is_a_stop_when_criterion_with_its_range_checked():
     from activebayes.stopping import REMAINING_CHANGE
 
-    assert parse_stop_when(["remaining_change"]) == {REMAINING_CHANGE: 0.02}
+    assert parse_stop_when(["remaining_change"]) == {REMAINING_CHANGE: 0.01}
     assert parse_stop_when("remaining-change=0.05") == {REMAINING_CHANGE: 0.05}
     with pytest.raises(InvalidArgumentError, match=r"--stop-when.*remaining_change.*got 1.5"):
         parse_stop_when(["remaining_change=1.5"])
