@@ -270,28 +270,91 @@ def _number(value, digits: int = 1) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def _print(summary: dict) -> None:
-    """Each protocol's table, as the benchmarks page shows it."""
-    for protocol_name, data in summary["protocols"].items():
+#: how the docs name each protocol (its cache folder), in the order they show them
+PROTOCOLS = {
+    "digits": "digits",
+    "digits-shared": "digits, shared round seeds",
+    "digits-b5": "digits, 5 labels a round",
+    "mnist-ssl-e150": "MNIST-ssl (150-epoch encoder)",
+    "mnist-ssl-e150-shared": "MNIST-ssl (150-epoch), shared seeds",
+    "mnist-ssl": "MNIST-ssl (50-epoch encoder)",
+    "mnist-ssl-shared": "MNIST-ssl (50-epoch), shared seeds",
+    "mnist": "MNIST from scratch",
+    "mnist-shared": "MNIST from scratch, shared seeds",
+    "repeated_mnist": "Repeated MNIST",
+    "wordnet_nouns": "WordNet (text)",
+}
+#: the criterion the overview table is about
+RECOMMENDED = "remaining_change=0.01"
+BEGIN, END = "<!-- stopping:begin -->", "<!-- stopping:end -->"
+DOCS = ROOT / "docs" / "benchmarks.md"
+
+
+def _ordered(summary: dict) -> list[tuple[str, dict]]:
+    known = [(name, summary["protocols"][name]) for name in PROTOCOLS if name in summary["protocols"]]
+    return known + [(name, data) for name, data in sorted(summary["protocols"].items()) if name not in PROTOCOLS]
+
+
+def _span(values: list) -> str:
+    return f"{min(values)}–{max(values)}"
+
+
+def markdown(summary: dict) -> str:
+    """The tables of the benchmarks page's stopping section, from ``stopping.json``'s summary."""
+    lines = ["### The recommended criterion, `remaining_change`", "",
+             "| protocol | seeds | met the goal | stopped > 1 point early | labels saved | flat from |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for name, data in _ordered(summary):
+        row = data["criteria"].get(RECOMMENDED)
+        if row is None:
+            continue
+        early = [r["below_final"] for r in row["runs"] if r["below_final"] is not None and r["below_final"] > 1.0]
+        early_text = f"{len(early)} ({', '.join(_number(float(e)) for e in early)} points)" if early else "0"
+        flats = [r["flat_from"] for r in data["runs"].values()]
+        lines.append(f"| {PROTOCOLS.get(name, name)} | {data['seeds']} | {row['met_goal']} | {early_text} | "
+                     f"{_span([r['saved'] for r in row['runs']])} of {data['budget']} | {_span(flats)} |")
+    lines += ["", "### Per protocol, every criterion"]
+    for name, data in _ordered(summary):
         flats = sorted(r["flat_from"] for r in data["runs"].values())
-        print(f"\n**{protocol_name}** ({data['seeds']} seeds, budget {data['budget']}; flat from "
-              f"{flats[0]}–{flats[-1]} labels, median {_number(statistics.median(flats), 0)}):\n")
-        print("| criterion (threshold) | fired | median labels at the stop | median labels saved (fewest) "
-              "| median / max points below final | runs stopped > 1 point below final "
-              "| max points below the best round | met the goal |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-        for name, row in data["criteria"].items():
+        lines += ["", f"**{PROTOCOLS.get(name, name)}** ({data['seeds']} seeds, budget {data['budget']}; flat from "
+                      f"{flats[0]}–{flats[-1]} labels, median {_number(statistics.median(flats), 0)}):", "",
+                  "| criterion (threshold) | fired | median labels at the stop | median labels saved (fewest) "
+                  "| median / max points below final | runs stopped > 1 point below final "
+                  "| max points below the best round | met the goal |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for criterion, row in data["criteria"].items():
             below = (f"{_number(row['median_below_final'])} / {_number(row['max_below_final'])}"
                      if row["median_below_final"] is not None else "–")
-            print(f"| {LABELS.get(name, name)} | {row['fired']} | {_number(row['median_labels'], 0)} | "
-                  f"{_number(row['median_saved'], 0)} ({row['min_saved']}) | {below} | {row['too_early']} | "
-                  f"{_number(row['max_below_best'])} | {row['met_goal']} |")
-        if data["estimate"]:
-            e = data["estimate"]
-            print(f"\nestimate: mean |error| {e['mean_abs_error']}, coverage {e['coverage']} (nominal {e['nominal']}) "
-                  f"over {e['rounds']} rounds")
+            lines.append(f"| {LABELS.get(criterion, criterion)} | {row['fired']} | "
+                         f"{_number(row['median_labels'], 0)} | {_number(row['median_saved'], 0)} ({row['min_saved']}) "
+                         f"| {below} | {row['too_early']} | {_number(row['max_below_best'])} | {row['met_goal']} |")
+    lines += ["", "**The accuracy estimate from the audited answers** (the audited answers of the last 3 rounds, "
+                  "Clopper–Pearson's exact 90% interval), against the test accuracy of the models that made the "
+                  "audited predictions:", "",
+              "| protocol | rounds | mean absolute error | true accuracy inside the 90% interval |",
+              "| --- | --- | --- | --- |"]
+    for name, data in _ordered(summary):
+        if e := data["estimate"]:
+            lines.append(f"| {PROTOCOLS.get(name, name)} | {e['rounds']} | {e['mean_abs_error']:.3f} | "
+                         f"{e['coverage']:.1%} |")
+    lines += ["", "**Cost**: the signals' share of each round's time (the `signals` entry of each record's "
+                  "`seconds`):", "", "| protocol | median | max |", "| --- | --- | --- |"]
+    for name, data in _ordered(summary):
         share = data["signals_share_of_round"]
-        print(f"signals: median {share['median']:.1%} of a round's time (max {share['max']:.1%})")
+        lines.append(f"| {PROTOCOLS.get(name, name)} | {share['median']:.1%} | {share['max']:.1%} |")
+    return "\n".join(lines)
+
+
+def write_docs(summary: dict) -> None:
+    """Replace the generated block of docs/benchmarks.md's stopping section with the tables."""
+    from activebayes._io import atomic_write_text
+
+    text = DOCS.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"error: {DOCS} lacks the {BEGIN} / {END} markers")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    atomic_write_text(DOCS, f"{head}{BEGIN}\n{markdown(summary)}\n{END}{tail}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -312,7 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.summarise:
         run(args.dataset, _seeds(args.seeds), args.data_dir, args.representation, args.threads, args.round_seeds,
             args.encoder_epochs, args.batch_size)
-    _print(summarise())
+    summary = summarise()
+    write_docs(summary)
+    print(markdown(summary))
     return 0
 
 

@@ -163,3 +163,21 @@ def test_records_of_earlier_versions_in_gzip_read_the_same_and_compress_to_xz(tm
     for name, text in plain.items():
         assert lzma.decompress((run.path / (name + ".xz")).read_bytes()).decode() == text
     assert run.read_rounds() == records
+
+
+def test_the_stopping_tables_in_the_docs_are_the_committed_summary(monkeypatch):
+    """docs/benchmarks.md's stopping tables are generated from ``stopping.json``
+    (``benchmarks/stopping.py --summarise``): a number edited by hand, or a summary committed
+    without its tables, fails here."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import stopping as benchmark
+
+    summary = json.loads((RESULTS / "stopping.json").read_text())
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert text.count(benchmark.BEGIN) == 1 and text.count(benchmark.END) == 1
+    block = text.split(benchmark.BEGIN, 1)[1].split(benchmark.END, 1)[0]
+    assert block.strip() == benchmark.markdown(summary).strip()
+    # the overview row of every protocol, with the recommended criterion's counts
+    for name, data in summary["protocols"].items():
+        row = data["criteria"][benchmark.RECOMMENDED]
+        assert f"| {benchmark.PROTOCOLS.get(name, name)} | {data['seeds']} | {row['met_goal']} |" in block
