@@ -14,10 +14,13 @@ criterion *would* have stopped it:
   within 1 point of the final accuracy;
 - for the accuracy estimate from the audited answers: its error against the test
   accuracy of the models that predicted those answers, and how often that accuracy
-  lies inside the stated 90% interval (coverage).
+  lies inside the stated 90% interval (coverage);
+- for the recommended criterion, the same runs cut short at every 5th round's labels, as
+  if that had been the budget (near a budget its horizon is a few labels).
 
 Runs are cached under ``benchmarks/cache/stopping/`` (resumable); the summary goes to
-``benchmarks/results/stopping.json``.
+``benchmarks/results/stopping.json`` and its tables into ``docs/benchmarks.md``, between
+the ``stopping:begin`` / ``stopping:end`` markers.
 
 Usage::
 
