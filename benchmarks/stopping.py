@@ -11,7 +11,8 @@ criterion *would* have stopped it:
   round's is noisy) and below the best accuracy it reached by its budget;
 - "too early": more than 1 point below the final accuracy;
 - where each run's curve flattens: the labels from which its 3-round running mean stays
-  within 1 point of the final accuracy;
+  within 1 point of the final accuracy (a curve that gets there only within the 3 rounds
+  averaged into the final accuracy is still climbing at the budget);
 - for the accuracy estimate from the audited answers: its error against the test
   accuracy of the models that predicted those answers, and how often that accuracy
   lies inside the stated 90% interval (coverage);
@@ -213,8 +214,11 @@ def summarise() -> dict:
             labels = [r["n_labelled"] for r in rounds]
             accuracy = [r["metrics"]["test_accuracy"] for r in rounds]
             final = statistics.fmean(accuracy[-FINAL_ROUNDS:])
-            protocol_out["runs"][seed] = {"final": round(final, 4), "best": max(accuracy),
-                                          "flat_from": flat_from(labels, accuracy, final)}
+            flat = flat_from(labels, accuracy, final)
+            # within a point only over the rounds averaged into the final accuracy itself: the
+            # curve is still climbing at the budget
+            protocol_out["runs"][seed] = {"final": round(final, 4), "best": max(accuracy), "flat_from": flat,
+                                          "flattened": flat < labels[-FINAL_ROUNDS]}
         for name, threshold in CRITERIA:
             rows = []
             for seed, rounds in runs:
@@ -223,14 +227,15 @@ def summarise() -> dict:
                 i = _fires(rounds, name, threshold, budget)
                 if i is None:
                     rows.append({"seed": seed, "labels": None, "accuracy": None, "below_final": None,
-                                 "below_best": None, "saved": 0, "goal": run["flat_from"] >= budget})
+                                 "below_best": None, "saved": 0, "goal": not run["flattened"]})
                     continue
                 below_final = round(100 * (run["final"] - accuracy[i]), 2)
                 saved = budget - rounds[i]["n_labelled"]
                 rows.append({"seed": seed, "labels": rounds[i]["n_labelled"], "accuracy": accuracy[i],
                              "below_final": below_final, "below_best": round(100 * (run["best"] - accuracy[i]), 2),
                              "saved": saved,
-                             "goal": bool(below_final <= 1.0 and saved >= (budget - run["flat_from"]) / 3)})
+                             "goal": bool(below_final <= 1.0 and (not run["flattened"]
+                                                                  or saved >= (budget - run["flat_from"]) / 3))})
             fired = [r for r in rows if r["labels"] is not None]
             protocol_out["criteria"][f"{name}={threshold:g}"] = {
                 "threshold": threshold,
