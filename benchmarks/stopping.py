@@ -330,7 +330,7 @@ def _ordered(summary: dict) -> list[tuple[str, dict]]:
 
 
 def _span(values: list) -> str:
-    return f"{min(values)}–{max(values)}"
+    return str(min(values)) if min(values) == max(values) else f"{min(values)}–{max(values)}"
 
 
 def markdown(summary: dict) -> str:
