@@ -565,16 +565,22 @@ def _per_round(entry: dict, seeds: set[int]) -> dict[int, list[float]]:
 BEGIN, END = "<!-- label-efficiency:begin -->", "<!-- label-efficiency:end -->"
 
 
-def _write_docs(tables: str) -> None:
-    """Replace the generated block of docs/benchmarks.md with the current tables."""
+def write_between_markers(page: Path, begin: str, end: str, text: str) -> None:
+    """Replace what ``page`` holds between the lines ``begin`` and ``end`` with ``text``
+    (a generated block of a docs page); written to a temporary file, then renamed."""
     from activebayes._io import atomic_write_text
 
-    text = DOCS.read_text()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"error: {DOCS} lacks the {BEGIN} / {END} markers")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    atomic_write_text(DOCS, f"{head}{BEGIN}\n{tables}\n{END}{tail}")
+    content = page.read_text()
+    if content.count(begin) != 1 or content.count(end) != 1:
+        raise SystemExit(f"error: {page} must hold the {begin} / {end} markers once each")
+    head, rest = content.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    atomic_write_text(page, f"{head}{begin}\n{text}\n{end}{tail}")
+
+
+def _write_docs(tables: str) -> None:
+    """Replace the generated block of docs/benchmarks.md with the current tables."""
+    write_between_markers(DOCS, BEGIN, END, tables)
 
 
 def _base_random(name: str, datasets: dict) -> tuple[str, dict] | None:

@@ -280,7 +280,9 @@ def summarise() -> dict:
                                                   "max": round(max(shares), 4)}
         protocol_out["cut_short"] = cut_short(runs, dict(CRITERIA)["remaining_change"])
         out["protocols"][directory.name] = protocol_out
-    RESULTS.write_text(json.dumps(out, indent=1) + "\n")
+    from activebayes._io import atomic_write_text
+
+    atomic_write_text(RESULTS, json.dumps(out, indent=1) + "\n")
     return out
 
 
@@ -322,6 +324,8 @@ PROTOCOLS = {
 RECOMMENDED = "remaining_change=0.01"
 BEGIN, END = "<!-- stopping:begin -->", "<!-- stopping:end -->"
 DOCS = ROOT / "docs" / "benchmarks.md"
+CONCEPTS_BEGIN, CONCEPTS_END = "<!-- stopping-summary:begin -->", "<!-- stopping-summary:end -->"
+CONCEPTS = ROOT / "docs" / "concepts" / "stopping.md"
 
 
 def _ordered(summary: dict) -> list[tuple[str, dict]]:
@@ -350,7 +354,8 @@ def markdown(summary: dict) -> str:
     lines += ["", f"**Budgets cut short**: every run judged again as if its budget had been the labels of "
                   f"every {CUT_EVERY}th round (from the first where the remaining change is measured), with the "
                   "final accuracy that of the cut run:", "",
-              "| protocol | budgets | fired | stopped > 1 point early | most points below final | median labels saved |",
+              "| protocol | budgets | fired | stopped > 1 point early | most points below final "
+              "| median labels saved |",
               "| --- | --- | --- | --- | --- | --- |"]
     for name, data in _ordered(summary):
         if c := data.get("cut_short"):
@@ -369,7 +374,8 @@ def markdown(summary: dict) -> str:
             below = (f"{_number(row['median_below_final'])} / {_number(row['max_below_final'])}"
                      if row["median_below_final"] is not None else "–")
             lines.append(f"| {LABELS.get(criterion, criterion)} | {row['fired']} | "
-                         f"{_number(row['median_labels'], 0)} | {_number(row['median_saved'], 0)} ({row['min_saved']}) "
+                         f"{_number(row['median_labels'], 0)} | "
+                         f"{_number(row['median_saved'], 0)} ({row['min_saved']}) "
                          f"| {below} | {row['too_early']} | {_number(row['max_below_best'])} | {row['met_goal']} |")
     lines += ["", "**The accuracy estimate from the audited answers** (the audited answers of the last 3 rounds, "
                   "Clopper–Pearson's exact 90% interval), against the test accuracy of the models that made the "
@@ -388,16 +394,29 @@ def markdown(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def write_docs(summary: dict) -> None:
-    """Replace the generated block of docs/benchmarks.md's stopping section with the tables."""
-    from activebayes._io import atomic_write_text
+def concepts_table(summary: dict) -> str:
+    """The concepts page's short table: the recommended criterion per protocol, at the full
+    budget and cut short, beside stabilising predictions at its default."""
+    lines = ["| protocol | runs | `remaining_change` met the goal | stopped > 1 point early | labels saved "
+             "| budgets cut short: stopped > 1 point early | `stable_predictions` (0.99) met the goal |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name, data in _ordered(summary):
+        row = data["criteria"][RECOMMENDED]
+        cut = data["cut_short"]
+        lines.append(f"| {PROTOCOLS.get(name, name)} | {data['seeds']} | {row['met_goal']} | {row['too_early']} | "
+                     f"{_span([r['saved'] for r in row['runs']])} of {data['budget']} | "
+                     f"{cut['too_early']} of {cut['budgets']} | "
+                     f"{data['criteria']['stable_predictions=0.99']['met_goal']} |")
+    return "\n".join(lines)
 
-    text = DOCS.read_text()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"error: {DOCS} lacks the {BEGIN} / {END} markers")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    atomic_write_text(DOCS, f"{head}{BEGIN}\n{markdown(summary)}\n{END}{tail}")
+
+def write_docs(summary: dict) -> None:
+    """Replace the generated blocks of the benchmarks page and the concepts page with the tables."""
+    from label_efficiency import write_between_markers
+
+    write_between_markers(DOCS, BEGIN, END, markdown(summary))
+    # blank lines around it: a table run into the comment line would not be read as a table
+    write_between_markers(CONCEPTS, CONCEPTS_BEGIN, CONCEPTS_END, f"\n{concepts_table(summary)}\n")
 
 
 def main(argv: list[str] | None = None) -> int:

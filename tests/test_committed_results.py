@@ -166,7 +166,7 @@ def test_records_of_earlier_versions_in_gzip_read_the_same_and_compress_to_xz(tm
 
 
 def test_the_stopping_tables_in_the_docs_are_the_committed_summary(monkeypatch):
-    """docs/benchmarks.md's stopping tables are generated from ``stopping.json``
+    """docs/benchmarks.md's stopping tables, and the concepts page's short one, are generated from ``stopping.json``
     (``benchmarks/stopping.py --summarise``): a number edited by hand, or a summary committed
     without its tables, fails here."""
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
@@ -177,6 +177,10 @@ def test_the_stopping_tables_in_the_docs_are_the_committed_summary(monkeypatch):
     assert text.count(benchmark.BEGIN) == 1 and text.count(benchmark.END) == 1
     block = text.split(benchmark.BEGIN, 1)[1].split(benchmark.END, 1)[0]
     assert block.strip() == benchmark.markdown(summary).strip()
+    concepts = (ROOT / "docs" / "concepts" / "stopping.md").read_text()
+    assert concepts.count(benchmark.CONCEPTS_BEGIN) == 1 and concepts.count(benchmark.CONCEPTS_END) == 1
+    short = concepts.split(benchmark.CONCEPTS_BEGIN, 1)[1].split(benchmark.CONCEPTS_END, 1)[0]
+    assert short.strip() == benchmark.concepts_table(summary).strip()
     # the overview row of every protocol, with the recommended criterion's counts
     for name, data in summary["protocols"].items():
         row = data["criteria"][benchmark.RECOMMENDED]
