@@ -36,6 +36,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -463,9 +464,17 @@ class ActiveLearningLoop:
                                                   device=config.device))
 
     def _draw_stop_set(self) -> Tensor:
-        """A seeded subset of the unlabelled pool of at most ``stop_set_size`` items (sorted)."""
+        """A seeded subset of the unlabelled pool of at most ``stop_set_size`` items (sorted).
+
+        The default size shrinks to a smaller pool; a size given explicitly that the pool
+        cannot fill is an error naming the flag (raised before anything is written)."""
         candidates_N = self.pool.unlabelled_indices
-        size = min(self.config.stop_set_size, len(candidates_N))
+        asked = self.config.stop_set_size
+        if asked > len(candidates_N) and asked != _field_default(LoopConfig, "stop_set_size"):
+            raise InvalidArgumentError(
+                f"stop_set_size (--stop-set-size): the stop set is drawn from the {len(candidates_N)} items "
+                f"unlabelled at the start, so it can hold at most {len(candidates_N)}, got {asked}")
+        size = min(asked, len(candidates_N))
         order = torch.randperm(len(candidates_N), generator=make_generator(self.config.seed, "stop-set"))
         return candidates_N[order[:size]].sort().values
 
@@ -814,3 +823,8 @@ __all__ = [
     "StoppingCriterion",
     "TargetAccuracy",
 ]
+
+
+def _field_default(cls: type, name: str) -> Any:
+    """The default of dataclass ``cls``'s field ``name``."""
+    return next(f.default for f in dataclasses.fields(cls) if f.name == name)

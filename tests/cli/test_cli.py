@@ -172,6 +172,13 @@ def test_unknown_names_fail_before_the_plan_is_printed_or_a_directory_made(tmp_p
     assert not (tmp_path / "out").exists()
 
 
+def test_a_stop_set_larger_than_the_pool_fails_before_anything_is_written(tmp_path, capsys):
+    code, _, err = _run(capsys, "run", "--dataset", "digits", "--stop-set-size", "5000", "--out", tmp_path / "out")
+    lines = err.strip().splitlines()
+    assert code != 0 and len(lines) == 1 and lines[0].startswith("error: --stop-set-size") and "got 5000" in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
 def test_unreadable_and_invalid_configs(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text("budget = = 3\n")

@@ -338,3 +338,14 @@ def test_the_stopping_benchmark_rejudges_the_remaining_change_as_the_loop_record
     recorded = next(i for i, r in enumerate(rounds) if r["signals"][REMAINING_CHANGE]["fired"])
     assert benchmark._fires(rounds, REMAINING_CHANGE, 0.2, budget=200) == recorded
     assert benchmark._fires(rounds, REMAINING_CHANGE, 1e-9, budget=200) is None
+
+
+def test_a_stop_set_the_pool_cannot_fill_is_refused_naming_the_flag_but_the_default_shrinks():
+    loop_config = LoopConfig(**{**FAST, "stop_set_size": 5000})
+    with pytest.raises(InvalidArgumentError, match=r"stop_set_size \(--stop-set-size\).*at most \d+, got 5000"):
+        ActiveLearningLoop(loop_config)
+    # the default (1,000) is a size to aim for: a smaller pool gives a smaller stop set
+    small = ActiveLearningLoop(LoopConfig(dataset="iris", initial_size=6, validation_size=10, batch_size=5,
+                                          budget=16, cold_start=None, stop_when=("remaining_change",)))
+    assert len(small.stop_set_N) == len(small.pool.unlabelled_indices) < 1000
+
