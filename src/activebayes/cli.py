@@ -40,7 +40,8 @@ from activebayes.labelling.project import LabellingProject, is_project
 from activebayes.labelling.settings import ProjectConfig
 from activebayes.loop import check_config_names, config_strategies
 from activebayes.models import available_models
-from activebayes.records import DEFAULT_STRATEGY, POSTERIOR_CHOICES, LoopConfig, cli_settings, schedule_name
+from activebayes.records import (DEFAULT_STRATEGY, POSTERIOR_CHOICES, LoopConfig, cli_settings, headline_metric,
+                                 headline_name, schedule_name)
 from activebayes.report import write_report
 from activebayes.rundir import RunDirectory, is_comparison, is_run
 
@@ -422,7 +423,8 @@ def _print_finished(result: Any, path: Path, *, finished_before: bool, quiet: bo
         return
     last = result.rounds[-1]
     acc = "-" if last.accuracy is None else f"{last.accuracy:.4f}"
-    click.echo(f"finished: {result.stop_reason}; {last.n_labelled} labels, accuracy {acc}")
+    click.echo(f"finished: {result.stop_reason}; {last.n_labelled} labels, "
+               f"{headline_name(headline_metric(last.metrics or {}))} {acc}")
 
 
 @cli.command()

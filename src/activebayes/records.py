@@ -97,6 +97,16 @@ def headline_metric(metrics: Mapping[str, Any] | Sequence[Mapping[str, Any]]) ->
     return HEADLINE_METRICS[-1]
 
 
+def headline_name(metric: str) -> str:
+    """How a headline metric reads to a person: ``"accuracy"``, or ``"micro-F1"`` for a multi-label run.
+
+    >>> headline_name("test_micro_f1"), headline_name("validation_accuracy")
+    ('micro-F1', 'accuracy')
+    """
+    name = metric.split("_", 1)[1]
+    return "accuracy" if name == "accuracy" else name.replace("_f1", "-F1")
+
+
 def headline_accuracy(metrics: Mapping[str, Any]) -> float | None:
     """The headline metric's value in one round's ``metrics`` (``None`` if it has neither)."""
     value = metrics.get(headline_metric(metrics))

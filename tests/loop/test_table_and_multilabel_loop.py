@@ -140,10 +140,12 @@ def test_cli_table_flags_need_a_table_and_exclude_a_dataset(tmp_path, capsys):
 def test_cli_multilabel_table(tmp_path, capsys):
     table = _texts_csv(tmp_path / "texts.csv", multilabel=True)
     out = tmp_path / "run"
-    code, _, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
-                        "--multilabel", "--test-size", "20", "--strategy", "multilabel_bald", "--out", out, *FAST)
+    code, stdout, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
+                             "--multilabel", "--test-size", "20", "--strategy", "multilabel_bald", "--out", out, *FAST)
     assert code == 0, err
     rounds = RunDirectory(out).read_rounds()
+    # the finished line names the headline it prints: micro-F1, not "accuracy"
+    assert f"labels, micro-F1 {rounds[-1].accuracy:.4f}\n" in stdout
     assert all(len(y) == 3 and set(y) <= {0, 1} and sum(y) >= 1 for r in rounds for y in r.labels)
     assert 0 <= rounds[-1].metrics["test_micro_f1"] <= 1 and rounds[-1].accuracy == rounds[-1].metrics["test_micro_f1"]
     assert (out / "report.html").is_file()

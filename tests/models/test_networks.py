@@ -46,7 +46,7 @@ def test_batchbald_cnn_layout_matches_the_reference_example():
 
 
 @pytest.mark.parametrize("name", ["mlp", "gal_cnn", "batchbald_cnn"])
-@pytest.mark.parametrize("shape", [(1, 28, 28), (1, 8, 8), (3, 12, 12)])
+@pytest.mark.parametrize("shape", [(1, 28, 28), (1, 8, 8), (3, 12, 12), (1, 28, 56), (2, 8, 30), (1, 5, 40)])
 def test_every_registered_model_works_on_mnist_and_digits_shapes(name, shape):
     net = build_model(name, num_classes=7, input_shape=shape, generator=0)
     x = torch.randn(3, *shape)
@@ -60,8 +60,12 @@ def test_registry_names_and_errors():
     assert available_models() == ["auto", "batchbald_cnn", "encoder_head", "gal_cnn", "mlp"]
     with pytest.raises(ValueError, match="unknown model name 'resnet'"):
         build_model("resnet", num_classes=10, input_shape=(1, 28, 28))
-    with pytest.raises(ValueError, match="square images"):
+    with pytest.raises(ValueError, match=r"needs images: input_shape \(C, H, W\)"):
         build_model("gal_cnn", num_classes=10, input_shape=(64,))
+    with pytest.raises(ValueError, match="height"):
+        BatchBALDCNN(image_size=(0, 28))
+    with pytest.raises(ValueError, match="side S or a \\(height, width\\) pair"):
+        GalCNN(image_size=(28, 28, 28))
     with pytest.raises(ValueError, match="too small"):
         GalCNN(image_size=6, padding=0)
 
@@ -142,3 +146,22 @@ def test_batchbald_cnn_reordered_dropout_trains_to_the_same_weights():
     fit(_original_order(reference), (x, y), **options)  # trains reference's own layers
     for name, value in net.state_dict().items():
         assert torch.allclose(value, reference.state_dict()[name], atol=1e-6), name
+
+
+@pytest.mark.parametrize("height, width, flat", [(28, 56, 64 * 4 * 11), (56, 28, 64 * 11 * 4), (28, 28, 1024)])
+def test_batchbald_cnn_takes_non_square_images(height, width, flat):
+    # valid 5x5 convs and 2x2 pools per side: 28 -> 24 -> 12 -> 8 -> 4, 56 -> 52 -> 26 -> 22 -> 11
+    net = build_model("auto", num_classes=10, input_shape=(1, height, width), generator=0)
+    assert isinstance(net, BatchBALDCNN)
+    assert net.net[9].in_features == flat
+    assert net(torch.randn(2, 1, height, width)).shape == (2, 10)
+    # a square image_size given as a pair builds the same network as the side
+    a, b = BatchBALDCNN(image_size=28), BatchBALDCNN(image_size=(28, 28))
+    assert [p.shape for p in a.parameters()] == [p.shape for p in b.parameters()]
+
+
+def test_gal_cnn_pads_only_when_one_side_is_too_small():
+    # 8 x 40: valid 4x4 convs leave 2 x 34, pooled 1 x 17 -- no padding needed
+    assert GalCNN(image_size=(8, 40)).features[0].padding == (0, 0)
+    # 5 x 40: the height would vanish, so "same" padding (2) for both sides
+    assert GalCNN(image_size=(5, 40)).features[0].padding == (2, 2)

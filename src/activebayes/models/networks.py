@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 from collections.abc import Callable, Sequence
 
 import torch
@@ -53,18 +54,26 @@ def _conv_out(size: int, kernel: int, padding: int) -> int:
     return size + 2 * padding - kernel + 1
 
 
-def _resolve_padding(padding: int | str, image_size: int, kernels: Sequence[int], pools: Sequence[bool]) -> int:
+def _image_hw(image_size: int | Sequence[int]) -> tuple[int, int]:
+    """``image_size`` (a side ``S`` or a ``(height, width)`` pair) as ``(H, W)``, checked."""
+    if isinstance(image_size, numbers.Integral) and not isinstance(image_size, bool):
+        check_positive_int(int(image_size), "image_size")
+        return int(image_size), int(image_size)
+    if isinstance(image_size, (str, bytes)) or not isinstance(image_size, Sequence) or len(image_size) != 2:
+        raise ValueError(f"image_size must be a side S or a (height, width) pair, got {image_size!r}")
+    height, width = image_size
+    check_positive_int(height, "image_size[0] (height)")
+    check_positive_int(width, "image_size[1] (width)")
+    return int(height), int(width)
+
+
+def _resolve_padding(padding: int | str, image_size: int | Sequence[int], kernels: Sequence[int],
+                     pools: Sequence[bool]) -> int:
     """``"auto"``: 0 (valid convs, as in the papers) if the image is big enough, else "same"."""
+    height, width = _image_hw(image_size)
 
     def final(pad: int) -> int:
-        size = image_size
-        for kernel, pool in zip(kernels, pools):
-            size = _conv_out(size, kernel, pad)
-            if size < 1:
-                return 0
-            if pool:
-                size //= 2
-        return size
+        return min(_spatial(height, pad, kernels, pools), _spatial(width, pad, kernels, pools))
 
     if padding == "auto":
         if final(0) >= 1:
@@ -80,13 +89,15 @@ def _resolve_padding(padding: int | str, image_size: int, kernels: Sequence[int]
     return padding
 
 
-def _spatial(image_size: int, padding: int, kernels: Sequence[int], pools: Sequence[bool]) -> int:
-    size = image_size
+def _spatial(side: int, padding: int, kernels: Sequence[int], pools: Sequence[bool]) -> int:
+    """One spatial side after the convolutions and 2x2 pools (below 1: too small)."""
     for kernel, pool in zip(kernels, pools):
-        size = _conv_out(size, kernel, padding)
+        side = _conv_out(side, kernel, padding)
+        if side < 1:
+            return 0
         if pool:
-            size //= 2
-    return size
+            side //= 2
+    return side
 
 
 class MaxPool2d(nn.MaxPool2d):
@@ -121,9 +132,9 @@ class MaxPool2d(nn.MaxPool2d):
 class GalCNN(nn.Module):
     """The MNIST CNN of Gal, Islam & Ghahramani 2017 with consistent MC dropout.
 
-    ``[n, in_channels, S, S] -> logits [n, num_classes]``.  Valid convolutions as
-    in the paper; with ``padding="auto"`` images too small for that (S < 8) get
-    "same" padding.  28x28: 32 x 11 x 11 = 3872 features before the dense layer;
+    ``[n, in_channels, H, W] -> logits [n, num_classes]`` (``image_size``: a side ``S`` or
+    ``(H, W)``).  Valid convolutions as in the paper; with ``padding="auto"`` images too
+    small for that (a side below 8) get "same" padding.  28x28: 32 x 11 x 11 = 3872 features before the dense layer;
     8x8 digits: 32 x 1 x 1.  The first MC dropout follows the pooling, so both
     convolutions run once per item in ``predict_log_probs``.
 
@@ -137,7 +148,7 @@ class GalCNN(nn.Module):
         *,
         num_classes: int = 10,
         in_channels: int = 1,
-        image_size: int = 28,
+        image_size: int | tuple[int, int] = 28,
         p_conv: float = 0.25,
         p_fc: float = 0.5,
         padding: int | str = "auto",
@@ -145,10 +156,10 @@ class GalCNN(nn.Module):
         super().__init__()
         check_positive_int(num_classes, "num_classes")
         check_positive_int(in_channels, "in_channels")
-        check_positive_int(image_size, "image_size")
+        height, width = _image_hw(image_size)
         kernels, pools = (4, 4), (False, True)
-        pad = _resolve_padding(padding, image_size, kernels, pools)
-        side = _spatial(image_size, pad, kernels, pools)
+        pad = _resolve_padding(padding, (height, width), kernels, pools)
+        area = _spatial(height, pad, kernels, pools) * _spatial(width, pad, kernels, pools)
         self.features = nn.Sequential(
             nn.Conv2d(in_channels, 32, 4, padding=pad),
             nn.ReLU(),
@@ -159,7 +170,7 @@ class GalCNN(nn.Module):
         self.classifier = nn.Sequential(
             ConsistentMCDropout(p_conv),
             nn.Flatten(),
-            nn.Linear(32 * side * side, 128),
+            nn.Linear(32 * area, 128),
             nn.ReLU(),
             ConsistentMCDropout(p_fc),
             nn.Linear(128, num_classes),
@@ -172,7 +183,8 @@ class GalCNN(nn.Module):
 class BatchBALDCNN(nn.Module):
     """The BatchBALD paper's MNIST CNN (Kirsch et al. 2019) with consistent MC dropout.
 
-    ``[n, in_channels, S, S] -> logits [n, num_classes]``: the function of the
+    ``[n, in_channels, H, W] -> logits [n, num_classes]`` (``image_size``: a side ``S`` or
+    ``(H, W)``): the function of the
     batchbald_redux example (conv 32 5x5 -> MC dropout2d -> max-pool 2 -> relu ->
     conv 64 5x5 -> MC dropout2d -> max-pool 2 -> relu -> flatten (64 x 4 x 4 = 1024
     for 28x28) -> dense 128 -> MC dropout -> relu -> dense C), with each channel
@@ -200,7 +212,7 @@ class BatchBALDCNN(nn.Module):
         *,
         num_classes: int = 10,
         in_channels: int = 1,
-        image_size: int = 28,
+        image_size: int | tuple[int, int] = 28,
         p_conv: float = 0.5,
         p_fc: float = 0.5,
         padding: int | str = "auto",
@@ -208,10 +220,10 @@ class BatchBALDCNN(nn.Module):
         super().__init__()
         check_positive_int(num_classes, "num_classes")
         check_positive_int(in_channels, "in_channels")
-        check_positive_int(image_size, "image_size")
+        height, width = _image_hw(image_size)
         kernels, pools = (5, 5), (True, True)
-        pad = _resolve_padding(padding, image_size, kernels, pools)
-        side = _spatial(image_size, pad, kernels, pools)
+        pad = _resolve_padding(padding, (height, width), kernels, pools)
+        area = _spatial(height, pad, kernels, pools) * _spatial(width, pad, kernels, pools)
         self.net = nn.Sequential(
             # parameter indices 0, 4, 9, 12 as in the original order (same state_dict keys)
             nn.Conv2d(in_channels, 32, 5, padding=pad),
@@ -223,7 +235,7 @@ class BatchBALDCNN(nn.Module):
             nn.ReLU(),
             ConsistentMCDropout2d(p_conv),
             nn.Flatten(),
-            nn.Linear(64 * side * side, 128),
+            nn.Linear(64 * area, 128),
             ConsistentMCDropout(p_fc),
             nn.ReLU(),
             nn.Linear(128, num_classes),
@@ -443,14 +455,14 @@ class EncoderClassifier(nn.Module):
 ModelFactory = Callable[..., nn.Module]
 
 
-def _image_shape(name: str, input_shape: tuple[int, ...]) -> tuple[int, int]:
+def _image_shape(name: str, input_shape: tuple[int, ...]) -> tuple[int, int | tuple[int, int]]:
+    """``(channels, image_size)`` of ``(C, H, W)`` or ``(H, W)``: a side for square images, else ``(H, W)``."""
     if len(input_shape) == 2:
         input_shape = (1, *input_shape)
-    if len(input_shape) != 3 or input_shape[1] != input_shape[2]:
-        raise ValueError(
-            f"{name} needs square images: input_shape (C, S, S) or (S, S), got {input_shape}"
-        )
-    return input_shape[0], input_shape[1]
+    if len(input_shape) != 3:
+        raise ValueError(f"{name} needs images: input_shape (C, H, W) or (H, W), got {input_shape}")
+    channels, height, width = input_shape
+    return channels, (height if height == width else (height, width))
 
 
 def _build_mlp(*, num_classes: int, input_shape: tuple[int, ...], **options: object) -> nn.Module:
@@ -554,7 +566,7 @@ def build_model(
             ``hidden``, ``p_features``, ``p`` (:class:`EncoderClassifier`).
         num_classes: C.
         input_shape: one item's shape without the batch dimension, e.g. ``(1, 28, 28)``
-            or ``(64,)`` (the MLP flattens; CNNs need ``(C, S, S)`` or ``(S, S)``).
+            or ``(64,)`` (the MLP flattens; CNNs need ``(C, H, W)`` or ``(H, W)``).
         ensemble_size: ``None`` for one MC dropout network, else E members (each with
             its own seeded initialisation; their dropout is used in training only).
         generator: seeds the initialisation (generator, int seed, or global RNG).

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from activebayes.data import ArrayDataset, load_dataset
-from activebayes.records import LoopConfig, RoundRecord
+from activebayes.records import LoopConfig, RoundRecord, headline_name
 from activebayes.rundir import headline_metric, is_comparison, load_runs, read_config_text
 
 
@@ -57,7 +57,7 @@ class ReportData:
         all_metrics = [r.metrics or {} for runs in self.runs.values() for run in runs for r in run.rounds]
         self.split, self.headline = headline_metric(all_metrics).split("_", 1)  # "test", "accuracy" / "micro_f1"
         #: how the headline reads in the report ("accuracy", or "micro-F1" for a multi-label run)
-        self.metric_name = "accuracy" if self.headline == "accuracy" else self.headline.replace("_f1", "-F1")
+        self.metric_name = headline_name(f"{self.split}_{self.headline}")
         self._dataset: ArrayDataset | None = None
         self._dataset_error: str | None = None
 
