@@ -89,6 +89,15 @@ def _resolve_padding(padding: int | str, image_size: int | Sequence[int], kernel
     return padding
 
 
+def _conv_geometry(image_size: int | Sequence[int], padding: int | str, *, kernels: Sequence[int],
+                   pools: Sequence[bool]) -> tuple[int, int]:
+    """``(padding, H' * W')``: the resolved padding and the spatial positions left after the
+    convolutions and pools, i.e. the dense layer's inputs per channel."""
+    height, width = _image_hw(image_size)
+    pad = _resolve_padding(padding, (height, width), kernels, pools)
+    return pad, _spatial(height, pad, kernels, pools) * _spatial(width, pad, kernels, pools)
+
+
 def _spatial(side: int, padding: int, kernels: Sequence[int], pools: Sequence[bool]) -> int:
     """One spatial side after the convolutions and 2x2 pools (below 1: too small)."""
     for kernel, pool in zip(kernels, pools):
@@ -134,7 +143,8 @@ class GalCNN(nn.Module):
 
     ``[n, in_channels, H, W] -> logits [n, num_classes]`` (``image_size``: a side ``S`` or
     ``(H, W)``).  Valid convolutions as in the paper; with ``padding="auto"`` images too
-    small for that (a side below 8) get "same" padding.  28x28: 32 x 11 x 11 = 3872 features before the dense layer;
+    small for that (a side below 8) get "same" padding.  28x28: 32 x 11 x 11 = 3872 features before the
+    dense layer;
     8x8 digits: 32 x 1 x 1.  The first MC dropout follows the pooling, so both
     convolutions run once per item in ``predict_log_probs``.
 
@@ -156,10 +166,7 @@ class GalCNN(nn.Module):
         super().__init__()
         check_positive_int(num_classes, "num_classes")
         check_positive_int(in_channels, "in_channels")
-        height, width = _image_hw(image_size)
-        kernels, pools = (4, 4), (False, True)
-        pad = _resolve_padding(padding, (height, width), kernels, pools)
-        area = _spatial(height, pad, kernels, pools) * _spatial(width, pad, kernels, pools)
+        pad, area = _conv_geometry(image_size, padding, kernels=(4, 4), pools=(False, True))
         self.features = nn.Sequential(
             nn.Conv2d(in_channels, 32, 4, padding=pad),
             nn.ReLU(),
@@ -220,10 +227,7 @@ class BatchBALDCNN(nn.Module):
         super().__init__()
         check_positive_int(num_classes, "num_classes")
         check_positive_int(in_channels, "in_channels")
-        height, width = _image_hw(image_size)
-        kernels, pools = (5, 5), (True, True)
-        pad = _resolve_padding(padding, (height, width), kernels, pools)
-        area = _spatial(height, pad, kernels, pools) * _spatial(width, pad, kernels, pools)
+        pad, area = _conv_geometry(image_size, padding, kernels=(5, 5), pools=(True, True))
         self.net = nn.Sequential(
             # parameter indices 0, 4, 9, 12 as in the original order (same state_dict keys)
             nn.Conv2d(in_channels, 32, 5, padding=pad),
