@@ -106,98 +106,42 @@ PAPERS = {
 def protocol(dataset: str, data_dir: str | None):
     from activebayes.loop import LoopConfig
 
+    def config(**fields):
+        # every protocol: a balanced initial set, no checkpoints, no cold start (the papers'
+        # protocol; --cold-start adds one); the published runs scored every strategy with
+        # num_samples, the mean-only ones (BADGE, entropy, margin) included
+        return LoopConfig(initial="balanced", checkpoints=False, cold_start=None,
+                          mean_samples=fields["num_samples"], **fields)
+
+    # the BatchBALD paper's MNIST protocol: 20 balanced labels, batches of 10, K = 100, and its
+    # training (epochs of >= 5,056 draws; --training data for the library's default)
+    paper = dict(initial_size=20, batch_size=10, num_samples=100, eval_samples=20, training="paper")
     if dataset == "mnist":
-        return LoopConfig(
-            dataset="mnist",
-            data_dir=data_dir or "../shared/data/mnist",
-            model="batchbald_cnn",  # what model="auto" builds for 28x28 images
-            initial="balanced",
-            initial_size=20,
-            validation_size=500,
-            batch_size=10,
-            budget=500,
-            num_samples=100,
-            mean_samples=100,  # the published runs scored every strategy with num_samples
-            eval_samples=20,
-            checkpoints=False,
-            cold_start=None,  # the papers' protocol; --cold-start adds one
-            training="paper",  # the BatchBALD paper's epochs; --training data for the library's default
-        )
+        # model: what model="auto" builds for 28x28 images
+        return config(dataset="mnist", data_dir=data_dir or "../shared/data/mnist", model="batchbald_cnn",
+                      validation_size=500, budget=500, **paper)
     if dataset == "repeated_mnist":
         # the BatchBALD paper's Repeated MNIST: the 4,500-digit pool x3 with N(0, 0.1) noise per copy
-        return LoopConfig(
-            dataset="repeated_mnist",
-            data_dir=data_dir or "../shared/data/mnist",
-            model="batchbald_cnn",
-            initial="balanced",
-            initial_size=20,
-            validation_size=500,
-            batch_size=10,
-            budget=300,
-            num_samples=100,
-            mean_samples=100,  # the published runs scored every strategy with num_samples
-            eval_samples=20,
-            checkpoints=False,
-            cold_start=None,  # the papers' protocol; --cold-start adds one
-            training="paper",  # the BatchBALD paper's epochs; --training data for the library's default
-        )
+        return config(dataset="repeated_mnist", data_dir=data_dir or "../shared/data/mnist", model="batchbald_cnn",
+                      validation_size=500, budget=300, **paper)
     if dataset == "digits":
-        return LoopConfig(
-            dataset="digits",
-            model="mlp",
-            initial="balanced",
-            initial_size=20,
-            validation_size=100,
-            batch_size=10,
-            budget=200,
-            num_samples=100,
-            mean_samples=100,  # the published runs scored every strategy with num_samples
-            eval_samples=20,
-            checkpoints=False,
-            cold_start=None,  # the papers' protocol; --cold-start adds one
-            training="paper",  # the BatchBALD paper's epochs; --training data for the library's default
-        )
+        return config(dataset="digits", model="mlp", validation_size=100, budget=200, **paper)
     if dataset == "wordnet_nouns":
         # real text, offline: WordNet 3.0 noun glosses -> 26 lexicographer categories (72,115 train /
         # 10,000 test synsets), TF-IDF + 256-d SVD features, MLP with MC dropout; the pool is
         # scored on a fresh random 5,000-item subsample each round
-        return LoopConfig(
-            dataset="wordnet_nouns",
-            data_dir=data_dir,
-            model="mlp",
-            initial="balanced",
-            initial_size=52,  # 2 per category
-            validation_size=500,
-            batch_size=20,
-            budget=512,
-            num_samples=50,
-            mean_samples=50,  # the published runs scored every strategy with num_samples
-            eval_samples=20,
-            pool_subsample=5000,
-            checkpoints=False,
-            cold_start=None,
-        )
+        return config(dataset="wordnet_nouns", data_dir=data_dir, model="mlp",
+                      initial_size=52,  # 2 per category
+                      validation_size=500, batch_size=20, budget=512, num_samples=50, eval_samples=20,
+                      pool_subsample=5000)
     if dataset == "mnist_pairs":
         # multi-label, real digits: two MNIST digits side by side labelled with the set of digits
         # shown (5,000 training pairs: 500 validation, 20 initial labels; 10,000 test pairs),
         # a per-label Bernoulli MLP with MC dropout (BCE; headline: test micro-F1), the pool
         # scored on a fresh random 2,000-item subsample each round with K = 20
-        return LoopConfig(
-            dataset="mnist_pairs",
-            data_dir=data_dir or "../shared/data/mnist",
-            model="mlp",
-            initial="balanced",
-            initial_size=20,
-            validation_size=500,
-            batch_size=10,
-            budget=200,
-            num_samples=20,
-            mean_samples=20,  # the published runs scored every strategy with num_samples
-            eval_samples=10,
-            pool_subsample=2000,
-            checkpoints=False,
-            cold_start=None,
-        )
+        return config(dataset="mnist_pairs", data_dir=data_dir or "../shared/data/mnist", model="mlp",
+                      initial_size=20, validation_size=500, batch_size=10, budget=200, num_samples=20,
+                      eval_samples=10, pool_subsample=2000)
     raise SystemExit(f"error: unknown --dataset {dataset!r}; expected mnist, repeated_mnist, digits, wordnet_nouns "
                      "or mnist_pairs")
 
@@ -232,9 +176,15 @@ def _grid(args: argparse.Namespace):
     if args.mean_samples is not None and args.mean_samples != base.mean_samples:
         base = base.replace(mean_samples=args.mean_samples)
         name = f"{name}-mk{args.mean_samples}"  # K for the strategies that read only the predictive mean
+    strategies = tuple(args.strategies.split(",")) if args.strategies else STRATEGIES
+    if args.prefilter is not None:
+        # BatchBALD on the top-M BALD items of the scored pool (strategies.DEFAULT_PREFILTER's study)
+        if set(strategies) != {"batchbald"}:
+            raise SystemExit("error: --prefilter is BatchBALD's option; run it with --strategies batchbald")
+        base = base.replace(acquisition_options={**base.acquisition_options, "prefilter": args.prefilter})
+        name = f"{name}-pf{args.prefilter}"
     if args.device is not None:
         base = base.replace(device=args.device)
-    strategies = tuple(args.strategies.split(",")) if args.strategies else STRATEGIES
     seeds = tuple(int(s) for s in args.seeds.split(","))
     out = RUNS / name
     comparison = Comparison(out, base, strategies, seeds)
@@ -793,6 +743,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="training per round (default: the protocol's, the BatchBALD paper's epochs of "
                              ">= 5,056 draws, which the published numbers used); data: the library's default, "
                              "epochs sized by the labelled set, cached under <name>-training-data")
+    parser.add_argument("--prefilter", type=int, default=None,
+                        help="BatchBALD on the M items of highest BALD among those scored (with --strategies "
+                             "batchbald only); cached under <name>-pf<M>")
     parser.add_argument("--strategies", default=None, help=f"comma-separated (default: {','.join(STRATEGIES)})")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--max-minutes", type=float, default=None, help="stop starting new runs after this long (sequential runs, --jobs 1)")

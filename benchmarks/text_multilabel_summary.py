@@ -10,6 +10,9 @@ Runs of the default schedule, a cold start then a strategy, cached by ``--cold-s
 --cold-start-labels N`` under ``<task>-cold-<S><N>/``, are summarised beside them as
 ``<S>-then-<strategy>`` (e.g. ``typicality-then-badge``, typicality until 6 labels per class).
 
+Runs of BatchBALD on a BALD pre-filter of the ``M`` best-scoring items (``--prefilter M``),
+cached under ``<task>-pf<M>/``, are summarised as ``batchbald-prefilter<M>``.
+
 Targets are chosen from random's own curve, because the 90% / 95% accuracies of the
 MNIST tables are out of reach on these tasks: with ``m(n)`` random's mean headline metric
 over its seeds at ``n`` labels and ``B`` the budget,
@@ -25,7 +28,9 @@ by more than the larger of the two standard deviations over seeds (the main summ
 
 Usage::
 
-    python benchmarks/text_multilabel_summary.py [--tasks wordnet_nouns,mnist_pairs]
+    python benchmarks/text_multilabel_summary.py [--tasks wordnet_nouns,mnist_pairs,mnist_pairs-batchbald_cnn]
+
+The tasks not named keep their entries in the JSON file.
 """
 
 from __future__ import annotations
@@ -59,6 +64,12 @@ def summarise_task(task: str) -> dict | None:
             continue
         for (strategy, seed), run in load_runs(variant).items():
             runs[(f"{match.group(1)}-then-{strategy}", seed)] = run
+    for variant in sorted(RUNS.glob(f"{task}-pf*")):  # BatchBALD on a BALD pre-filter of M items
+        match = re.fullmatch(r"pf(\d+)", variant.name[len(task) + 1:])
+        if match is None:
+            continue
+        for (strategy, seed), run in load_runs(variant).items():
+            runs[(f"{strategy}-prefilter{match.group(1)}", seed)] = run
     finished = {k: v for k, v in runs.items() if v[1] and v[1][-1].stop_reason is not None}
     if not finished or not any(s == "random" for s, _ in finished):
         return None
@@ -112,7 +123,7 @@ def markdown(task: str, result: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", default="wordnet_nouns,mnist_pairs")
+    parser.add_argument("--tasks", default="wordnet_nouns,mnist_pairs,mnist_pairs-batchbald_cnn")
     args = parser.parse_args()
     results = {}
     for task in args.tasks.split(","):
@@ -122,7 +133,10 @@ def main() -> None:
             continue
         results[task] = result
         print(markdown(task, result) + "\n")
-    OUT.write_text(json.dumps(results, indent=1) + "\n")
+    stored = json.loads(OUT.read_text()) if OUT.is_file() else {}
+    tmp = OUT.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({**stored, **results}, indent=1) + "\n")
+    tmp.replace(OUT)  # the tasks not summarised this time keep their stored entries
 
 
 if __name__ == "__main__":
