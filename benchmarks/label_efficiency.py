@@ -393,6 +393,8 @@ def summarise() -> dict:
     results: dict = {"generated": time.strftime("%Y-%m-%d"), "datasets": {}}
     for dataset_dir in sorted(p for p in RUNS.iterdir() if (p / "comparison.json").is_file()):
         runs = load_runs(dataset_dir)
+        if any("test_micro_f1" in rounds[0].metrics for _, rounds in runs.values() if rounds):
+            continue  # a multi-label task: benchmarks/text_multilabel_summary.py summarises it
         finished = {key: value for key, value in runs.items()
                     if value[1] and value[1][-1].stop_reason is not None}
         in_progress = {f"{strategy} seed {seed}": (rounds[-1].n_labelled if rounds else 0)
@@ -445,7 +447,7 @@ def summarise() -> dict:
                 "seconds_per_round": [float(np.mean(s)) for s in seconds],
                 "total_seconds": [float(np.sum(s)) for s in seconds],
             }
-        if not entries:  # nothing with a test accuracy to compare (e.g. a multi-label task)
+        if not entries:
             continue
         _rounds_below_random(entries)
         results["datasets"][dataset_dir.name] = entries
