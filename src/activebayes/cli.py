@@ -214,13 +214,18 @@ def _setting_option(f: dataclasses.Field, flag: str) -> Callable[..., Any]:
     return click.option(flag, f.name, type=kind, default=None, help=help_text)
 
 #: flags that are ``load_table`` options (``LoopConfig.table_options``)
-_TABLE_OPTIONS = ("encoder", "test_size", "multilabel")
+_TABLE_OPTIONS = ("encoder", "test_size", "multilabel", "missing")
+#: ``--missing``: what a missing cell of a --table does (``load_table``'s ``missing``)
+_MISSING_HELP = ("A missing cell of the --table: error (a one-line error naming its row and column), or impute "
+                 "(the column's mean for numbers, a '<missing>' category otherwise). [error]")
 
 
 def _loop_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for f, flag in reversed(cli_settings(LoopConfig)):
         command = _setting_option(f, flag)(command)
     # load_table options (LoopConfig.table_options) for a --table pool
+    command = click.option("--missing", "missing", type=click.Choice(["error", "impute"]), default=None,
+                           help=_MISSING_HELP)(command)
     command = click.option("--multilabel", "multilabel", is_flag=True, default=None, help="The table's labels are sets of classes separated by '|'.")(command)
     command = click.option("--encoder", "encoder", type=str, default=None, help="Text encoder of a --table pool: tfidf, hashing or a local model folder. [tfidf]")(command)
     command = click.option("--test-size", "test_size", type=int, default=None, help="Rows of a --table held out as a test set (chosen by their ids). [0]")(command)
@@ -531,10 +536,11 @@ _PROJECT_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "images": ("--images", {"type": click.Path(file_okay=False), "help": "Label a folder of images (stored as an absolute path)."}),
     "table": ("--table", {"type": click.Path(dir_okay=False), "help": "Label the rows of a CSV / TSV / JSONL / Parquet file (texts or table rows; stored as an absolute path)."}),
     "text_column": ("--text-column", {"type": str, "help": "Column of the --table holding each item's text."}),
-    "feature_columns": ("--feature-columns", {"type": str, "help": "Comma-separated columns of the --table shown and learnt from as a row."}),
+    "feature_columns": ("--feature-columns", {"type": str, "help": "Comma-separated columns of the --table shown and learnt from as a row ('*': every column but the text and id columns, fixed when the project is created)."}),
     "id_column": ("--id-column", {"type": str, "help": "Column of unique row ids of the --table. [a hash of the row's content]"}),
     "encoder": ("--encoder", {"type": str, "help": "Text encoder of a --table: tfidf, hashing or a local model folder. [tfidf]"}),
     "multilabel": ("--multilabel", {"is_flag": True, "help": "Each --table item may take several classes (toggle them, Enter stores)."}),
+    "missing": ("--missing", {"type": click.Choice(["error", "impute"]), "help": _MISSING_HELP}),
     "classes": ("--classes", {"type": str, "help": "Comma-separated class names (required with --images and --table)."}),
     "data_dir": ("--data-dir", {"type": click.Path(file_okay=False), "help": "Folder with the dataset's files."}),
     "strategy": ("--strategy", {"type": str, "help": f"Acquisition strategy. [{DEFAULT_STRATEGY}]"}),
@@ -579,7 +585,7 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) 
         raise MissingFileError(f"--images: no such folder {given['images']}")
     if "table" in given and not Path(given["table"]).is_file():
         raise MissingFileError(f"--table: no such file {given['table']}")
-    options = {name: given.pop(name) for name in ("encoder", "multilabel") if given.get(name)}
+    options = {name: given.pop(name) for name in ("encoder", "multilabel", "missing") if given.get(name)}
     if options:
         given["table_options"] = options
     return LabellingProject.create(project, ProjectConfig(**given), progress=progress)

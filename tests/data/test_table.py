@@ -59,6 +59,17 @@ def test_tabular_features_match_numpy_and_sklearn_one_hot():
     assert json.loads(json.dumps(pool.preprocessing)) == pool.preprocessing  # storable in a run
 
 
+def test_star_takes_every_column_but_the_text_label_and_id():
+    rows = [{"id": f"r{i}", "x": float(i), "colour": "red" if i % 2 else "blue", "y": "pos" if i > 2 else "neg"}
+            for i in range(6)]
+    star = load_table(rows, feature_columns="*", label_column="y", id_column="id")
+    named = load_table(rows, feature_columns=["x", "colour"], label_column="y", id_column="id")
+    assert star.preprocessing == named.preprocessing and star.item_ids == named.item_ids
+    torch.testing.assert_close(star.dataset.inputs, named.dataset.inputs, rtol=0, atol=0)
+    with pytest.raises(InvalidArgumentError, match="feature_columns '\\*' found no column besides"):
+        load_table([{"text": "a b", "y": "p"}], feature_columns="*", text_column="text", label_column="y")
+
+
 def test_csv_jsonl_and_parquet_read_the_same(tmp_path, text_csv):
     rows = [{"id": f"t{i}", "text": t, "label": y} for i, (t, y) in enumerate(zip(TEXTS, LABELS))]
     jsonl = tmp_path / "texts.jsonl"

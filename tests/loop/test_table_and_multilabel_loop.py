@@ -104,6 +104,27 @@ def test_cli_runs_a_csv_of_features(tmp_path, capsys):
     assert json.loads((out / "config.json").read_text())["feature_columns"] == ["a", "b", "colour"]
 
 
+def test_cli_imputes_missing_cells_with_every_other_column(tmp_path, capsys):
+    rows = (tmp_path / "rows.csv")
+    _features_csv(rows)
+    lines = rows.read_text().splitlines()
+    header = lines[0].split(",")
+    cells = lines[3].split(",")
+    cells[header.index("a")] = ""  # one missing number
+    rows.write_text("\n".join([*lines[:3], ",".join(cells), *lines[4:]]) + "\n")
+    code, _, err = _run(capsys, "run", "--table", rows, "--feature-columns", "*", "--label-column", "y",
+                        "--out", tmp_path / "bad", *FAST)
+    assert code == 1 and "row 3, column 'a': missing value" in err and "--missing impute" in err
+    assert not (tmp_path / "bad").exists()
+    out = tmp_path / "run"
+    code, _, err = _run(capsys, "run", "--table", rows, "--feature-columns", "*", "--label-column", "y",
+                        "--missing", "impute", "--out", out, *FAST)
+    assert code == 0, err
+    config = json.loads((out / "config.json").read_text())
+    assert config["feature_columns"] == ["*"] and config["table_options"]["missing"] == "impute"
+    assert RunDirectory(out).read_rounds()[-1].n_labelled == 18
+
+
 @pytest.mark.parametrize("content, args, expected", [
     ("id,text,label\nr1,hello,a\n", ["--text-column", "body", "--label-column", "label"],
      "text_column 'body' is not a column of the table (columns: id, text, label)"),

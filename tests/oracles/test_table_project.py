@@ -81,6 +81,31 @@ def test_a_feature_table_shows_rows_as_fields(tmp_path):
         assert '"size": "3"' in project.export_text("csv").replace('""', '"')
 
 
+def test_label_flags_take_every_other_column_and_impute_missing_cells(tmp_path):
+    from activebayes.cli import _open_project
+    from activebayes.data.table import row_content_sha256
+
+    rows = [{"name": f"row{i}", "size": "" if i == 2 else str(i), "colour": "red" if i % 2 else "blue"}
+            for i in range(6)]
+    table = write_csv(tmp_path / "rows.csv", rows, columns=("name", "size", "colour"))
+    settings = {"table": str(table), "feature_columns": "*", "id_column": "name", "classes": "a,b", "batch_size": 2,
+                "num_samples": 4, "cold_start": "none"}
+    with pytest.raises(ActiveBayesError, match="row 3, column 'size': missing value.*--missing impute"):
+        _open_project(str(tmp_path / "strict"), dict(settings), progress=False)
+    assert not (tmp_path / "strict").exists()
+    with _open_project(str(tmp_path / "proj"), {**settings, "missing": "impute"}, progress=False) as project:
+        # '*' is pinned to the columns when the project is created
+        assert project.config.feature_columns == ("size", "colour")
+        assert project.config.table_options == {"missing": "impute"}
+        assert project.dataset.inputs.shape == (6, 3)  # size, and colour one-hot
+        item = next(i for i in project.store.items() if i.key == "row2")
+        assert project.item_content(item.id) == {"kind": "row", "fields": [["size", ""], ["colour", "blue"]]}
+        # identity: each row's content hash is over the columns '*' stands for, not over a column named '*'
+        hashes = {i.key: i.sha256 for i in project.store.items()}
+        assert len(set(hashes.values())) == 6
+        assert hashes["row2"] == row_content_sha256(rows[2], ["size", "colour"])
+
+
 # --------------------------------------------------------------------------- bad input
 
 

@@ -213,7 +213,8 @@ class TablePreprocessor:
                 if missing == "error":
                     n = next(n for n, v in zip(numbers, values, strict=True) if _is_missing(v))
                     raise DataError(f"{_where(source, n, column)}: missing value; fill it in or pass "
-                                    "missing='impute' (mean for numbers, a '<missing>' category otherwise)")
+                                    "missing='impute' (--missing impute: the column's mean for numbers, a "
+                                    "'<missing>' category otherwise)")
                 impute.append(column)
             if not present:
                 raise DataError(f"{source}: column {column!r} has no value in any row")
@@ -352,6 +353,7 @@ class TablePool:
         multilabel: whether the labels are sets of classes.
         preprocessing: JSON-able record of the transform (encoder fingerprint, feature
             statistics, final standardisation): store it with the run.
+        feature_columns: the feature columns read, in order (``"*"`` resolved to the names).
     """
 
     dataset: ArrayDataset
@@ -361,6 +363,7 @@ class TablePool:
     targets_N_C: Tensor | None
     multilabel: bool
     preprocessing: dict[str, Any]
+    feature_columns: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -379,6 +382,10 @@ class TablePool:
             cache = {item: i for i, item in enumerate(self.item_ids)}
             object.__setattr__(self, "_index_cache", cache)
         return cache
+
+
+#: ``feature_columns="*"``: every column but the text, label and id columns
+ALL_OTHER_COLUMNS = "*"
 
 
 def _columns_arg(value: str | Sequence[str] | None, name: str) -> list[str]:
@@ -426,7 +433,8 @@ def load_table(
     Args:
         table: a ``.csv`` / ``.tsv`` / ``.jsonl`` / ``.parquet`` file, or rows as dicts.
         text_column: the column holding each item's text.
-        feature_columns: columns of tabular features (a list, or ``"a,b,c"``).
+        feature_columns: columns of tabular features (a list, or ``"a,b,c"``); ``"*"``: every
+            column but ``text_column``, ``label_column`` and ``id_column``.
         label_column: the known label of each row (simulation); ``None``: unlabelled.
         id_column: a column of unique row ids; default: a hash of the row's content.
         categorical_columns: feature columns to one-hot even when they hold numbers.
@@ -457,6 +465,11 @@ def load_table(
     if not rows:
         raise DataError(f"{source}: the table has no rows")
     features = _columns_arg(feature_columns, "feature_columns")
+    if features == [ALL_OTHER_COLUMNS] and ALL_OTHER_COLUMNS not in columns:
+        features = [c for c in columns if c not in (text_column, label_column, id_column)]
+        if not features:
+            raise InvalidArgumentError(f"{source}: feature_columns '*' found no column besides the text, label "
+                                       f"and id columns (columns: {', '.join(map(str, columns))})")
     categorical = _columns_arg(categorical_columns, "categorical_columns")
     if text_column is None and not features:
         raise InvalidArgumentError("give text_column (--text-column) and/or feature_columns (--feature-columns)")
@@ -574,5 +587,5 @@ def load_table(
     kind = "text+table" if text_column and features else ("text" if text_column else "table")
     dataset = ArrayDataset(inputs=inputs, targets=targets, classes=class_names, name=name or default_name)
     return TablePool(dataset=dataset, item_ids=tuple(ids), kind=kind, texts=texts, targets_N_C=targets_N_C,
-                     multilabel=bool(multilabel), preprocessing=record)
+                     multilabel=bool(multilabel), preprocessing=record, feature_columns=tuple(features))
 

@@ -142,9 +142,10 @@ def scan_table(config: Any, *, cache_dir: str | os.PathLike[str] | None = None) 
     _columns, rows = read_table_rows(config.table, format=config.table_options.get("format"))
     if len(rows) != len(pool.item_ids):
         raise DataError(f"table {config.table} changed while it was read; try again")
-    inputs = ([config.text_column] if config.text_column is not None else []) + list(config.feature_columns)
+    # the columns the pool read (``"*"`` resolved): a row's content hash and what the page shows
+    inputs = ([config.text_column] if config.text_column is not None else []) + list(pool.feature_columns)
     files = [ItemFile(key, row_content_sha256(row, inputs)) for key, row in zip(pool.item_ids, rows, strict=True)]
-    contents = [row_content(row, text_column=config.text_column, feature_columns=config.feature_columns)
+    contents = [row_content(row, text_column=config.text_column, feature_columns=pool.feature_columns)
                 for row in rows]
     dataset = pool.dataset
     if config.multilabel:

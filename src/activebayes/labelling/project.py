@@ -37,6 +37,7 @@ place only when all of that worked. The image folder is stored as an absolute pa
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -49,6 +50,7 @@ from typing import Any
 from activebayes._io import atomic_write_text
 from activebayes._validation import check_choice
 from activebayes.data import ArrayDataset, MissingSplitError, image_folder, load_dataset
+from activebayes.data.table import ALL_OTHER_COLUMNS, read_table_rows
 from activebayes.errors import MissingFileError
 from activebayes.labelling import roundtrip
 from activebayes.labelling.interchange import export_text, label_studio_tasks
@@ -97,8 +99,16 @@ class LabellingProject:
     @classmethod
     def create(cls, directory: str | os.PathLike[str], config: ProjectConfig, *,
                progress: bool = False) -> LabellingProject:
-        """Create a project at ``directory`` (absent or an empty folder), all or nothing."""
+        """Create a project at ``directory`` (absent or an empty folder), all or nothing.
+
+        ``feature_columns=("*",)`` is pinned here to the table's columns but the text and id
+        columns, so a column added to the file later does not change every row's identity."""
         target = Path(directory).expanduser().absolute()
+        if config.table is not None and tuple(config.feature_columns) == (ALL_OTHER_COLUMNS,):
+            columns, _ = read_table_rows(config.table, format=config.table_options.get("format"))
+            if ALL_OTHER_COLUMNS not in columns:
+                config = dataclasses.replace(config, feature_columns=tuple(
+                    c for c in columns if c not in (config.text_column, config.id_column)))
         if is_project(target):
             raise ProjectError(f"{target} already holds a labelling project")
         if target.exists() and (not target.is_dir() or any(target.iterdir())):

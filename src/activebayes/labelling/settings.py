@@ -144,7 +144,7 @@ class ProjectConfig:
                                    "--classes, its labels the answers it is given)")
         if self.table is None:
             flags = (("text_column", "--text-column"), ("feature_columns", "--feature-columns"),
-                     ("id_column", "--id-column"), ("table_options", "--encoder / --multilabel"))
+                     ("id_column", "--id-column"), ("table_options", "--encoder / --multilabel / --missing"))
             given = [flag for name, flag in flags if getattr(self, name)]
             if given:
                 raise ProjectError(f"{', '.join(given)}: only with a table (--table FILE)")
