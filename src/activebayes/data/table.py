@@ -14,8 +14,10 @@ row into one item:
   :attr:`TablePool.preprocessing` (JSON) so a run can store them and
   :meth:`TablePreprocessor.from_dict` applies the same transform to new rows.
 
-Both can be combined (text features first). Features are finally standardised per
-dimension (text features included) so the MLP sees inputs of unit scale.
+Both can be combined (text features first). Features are finally centred and scaled
+so the MLP sees inputs of unit scale: the tabular ones per dimension, the text ones by
+one common scale (:func:`~activebayes.data.text.embedding_scale`), which keeps the
+embedding's relative variances (an SVD's noisy last components stay small).
 
 **Missing values** (an empty CSV cell, a JSON ``null`` or missing key, a Parquet null)
 raise a one-line error naming the row and the column by default (``missing="error"``).
@@ -66,7 +68,7 @@ from activebayes.errors import InvalidArgumentError, InvalidTypeError, MissingFi
 from ._core import DataError
 from .dataset import ArrayDataset
 from .lazy import LazyInputs
-from .text import DEFAULT_MMAP_BYTES, TextEncoder, encode_texts, get_encoder
+from .text import DEFAULT_MMAP_BYTES, TextEncoder, embedding_scale, encode_texts, get_encoder
 
 __all__ = [
     "TablePool",
@@ -574,12 +576,15 @@ def load_table(
                                      source=source, row_numbers=row_numbers)
         blocks.append(prep.transform(rows, source=source, row_numbers=row_numbers))
         record["table"] = prep.to_dict()
+    text_dims = int(np.asarray(memmapped if memmapped is not None else blocks[0]).shape[1]) if text_column else 0
     if memmapped is not None:
         mean_D, std_D = _column_stats(memmapped)
+        std_D = embedding_scale(std_D)
         inputs: Tensor | LazyInputs = FeatureMemmapInputs(memmapped.filename, mean_D, std_D)
     else:
         x = np.concatenate(blocks, axis=1) if len(blocks) > 1 else blocks[0]
         mean_D, std_D = _column_stats(x)
+        std_D[:text_dims] = embedding_scale(std_D[:text_dims])  # the text block keeps its spectrum
         inputs = torch.from_numpy(((x - mean_D) / std_D).astype(np.float32))
     record["standardize"] = {"mean": mean_D.tolist(), "std": std_D.tolist()}
 

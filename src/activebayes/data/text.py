@@ -50,8 +50,24 @@ __all__ = [
     "encode_texts",
     "get_encoder",
     "texts_sha256",
+    "embedding_scale",
     "DEFAULT_MMAP_BYTES",
 ]
+
+def embedding_scale(std_D: np.ndarray) -> np.ndarray:
+    r"""The divisor of each dimension of an embedding: one common scale,
+    :math:`s = \sqrt{\tfrac1D \sum_d \sigma_d^2}`, repeated ``D`` times.
+
+    Centred and divided by ``s``, the dimensions have unit variance on average and keep
+    their relative sizes. Dividing each by its own :math:`\sigma_d` instead would give the
+    last SVD components, mostly noise, as much weight as the first: on a separable toy
+    task of 400 short texts, logistic regression on 60 labels fell from 1.0 (raw TF-IDF)
+    to 0.54, and on WordNet (512 labels) from 0.435 to 0.416.
+    """
+    std_D = np.asarray(std_D, dtype=np.float64)
+    scale = float(np.sqrt(np.mean(std_D**2))) if std_D.size else 1.0
+    return np.full(std_D.shape, scale if scale > 1e-12 else 1.0)
+
 
 #: Cached embeddings larger than this are memory-mapped rather than read into memory.
 DEFAULT_MMAP_BYTES = 512 * 2**20

@@ -19,8 +19,8 @@ WordNet library has the same table compiled in).
 :func:`wordnet_nouns` is the ``"wordnet_nouns"`` entry of
 :func:`~activebayes.data.load_dataset`: a fixed split (seed :data:`WORDNET_SPLIT_SEED`,
 :data:`WORDNET_TEST_SIZE` test synsets), glosses encoded by TF-IDF + a 256-dimensional
-SVD fitted on the training glosses only, features standardised with the training
-split's statistics. Item ids are the synset offsets (``"n02084071"``).
+SVD fitted on the training glosses only, features centred and scaled with the training
+split's statistics (one common scale, :func:`~activebayes.data.text.embedding_scale`). Item ids are the synset offsets (``"n02084071"``).
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ def wordnet_nouns(
     ``default_data_dir()/embeddings``; skipped when not writable).
     """
     from .datasets import default_data_dir
-    from .text import TfidfEncoder, encode_texts
+    from .text import TfidfEncoder, embedding_scale, encode_texts
 
     nouns = read_wordnet_nouns(data_dir)
     train, test = wordnet_split(len(nouns.glosses))
@@ -202,8 +202,7 @@ def wordnet_nouns(
                             cache_dir=cache_dir if cache_dir is not None else default_data_dir() / "embeddings")
     features = np.asarray(features, dtype=np.float32)
     mean = features[train].mean(0, dtype=np.float64)
-    std = features[train].std(0, dtype=np.float64)
-    std = np.where(std > 1e-12, std, 1.0)
+    std = embedding_scale(features[train].std(0, dtype=np.float64))
     rows = train if split == "train" else test
     inputs = ((features[rows] - mean) / std).astype(np.float32)
     targets = np.array([label_of[f] for f in nouns.lexfiles[rows].tolist()], dtype=np.int64)
