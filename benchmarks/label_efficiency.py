@@ -348,26 +348,33 @@ def compact(run_dir: Path) -> bool:
     directory = RunDirectory(run_dir)
     if not directory.exists():
         return False
-    records = directory.read_rounds()
-    keep = max(SIGNAL_WINDOW, CHANGE_WINDOW)
-    kept = [dataclasses.replace(r, metrics=_kept_metrics(r.metrics, last=i == len(records) - 1),
-                                signals=_kept_signals(r.signals, recent=i >= len(records) - keep))
-            for i, r in enumerate(records)]
-    changed = kept != records
-    if changed:
-        directory.write_rounds(kept)
-    return directory.compress() or changed
+    with directory.lock():  # a run another process is still writing raises RunDirectoryError
+        records = directory.read_rounds()
+        keep = max(SIGNAL_WINDOW, CHANGE_WINDOW)
+        kept = [dataclasses.replace(r, metrics=_kept_metrics(r.metrics, last=i == len(records) - 1),
+                                    signals=_kept_signals(r.signals, recent=i >= len(records) - keep))
+                for i, r in enumerate(records)]
+        changed = kept != records
+        if changed:
+            directory.write_rounds(kept)
+        return directory.compress() or changed
 
 
 def compact_all(root: Path | None = None) -> int:
-    """``compact`` every run of every comparison under ``root`` (default: the benchmark's runs)."""
-    from activebayes.rundir import Comparison
+    """``compact`` every run of every comparison under ``root`` (default: the benchmark's runs),
+    except those another process is writing."""
+    from activebayes.rundir import Comparison, RunDirectoryError
 
     root = RUNS if root is None else root
     changed = 0
     for comparison_dir in sorted(p for p in root.iterdir() if (p / "comparison.json").is_file()):
         comparison = Comparison.read(comparison_dir)
-        changed += sum(compact(comparison.run_dir(s, seed)) for s in comparison.strategies for seed in comparison.seeds)
+        for strategy in comparison.strategies:
+            for seed in comparison.seeds:
+                try:
+                    changed += compact(comparison.run_dir(strategy, seed))
+                except RunDirectoryError as error:  # still running elsewhere: left as it is
+                    print(f"skipped: {error}", file=sys.stderr)
     return changed
 
 

@@ -122,7 +122,7 @@ def test_a_compact_run_reads_and_resumes_as_the_plain_one(tmp_path, monkeypatch)
     cut.write_config(config)
     cut.write_rounds(full.read_rounds()[:2])
     assert label_efficiency.compact(cut.path) and not label_efficiency.compact(cut.path)  # idempotent
-    assert sorted(p.name for p in cut.path.iterdir()) == ["config.json", "rounds.jsonl.xz"]
+    assert sorted(p.name for p in cut.path.iterdir()) == ["config.json", "rounds.jsonl.xz", "run.lock"]
     assert [r.n_labelled for r in cut.read_rounds()] == [20, 30] and not cut.is_finished()
     resume_experiment(cut.path, progress=False, report=False)
     assert cut.rounds_path.name == "rounds.jsonl.xz" and cut.summary_path.name == "summary.json.xz"
@@ -185,3 +185,27 @@ def test_the_stopping_tables_in_the_docs_are_the_committed_summary(monkeypatch):
     for name, data in summary["protocols"].items():
         row = data["criteria"][benchmark.RECOMMENDED]
         assert f"| {benchmark.PROTOCOLS.get(name, name)} | {data['seeds']} | {row['met_goal']} |" in block
+
+
+def test_a_run_being_written_is_refused_to_a_second_writer_and_left_alone_by_compact(tmp_path, bench, capsys):
+    """``run.lock``: while one process holds a run, running or resuming it again, or compacting
+    its records, is refused (compact_all skips it) instead of interleaving their writes."""
+    from activebayes.rundir import Comparison, RunDirectoryError
+
+    config = LoopConfig(**{**FAST_LOOP, "budget": FAST_LOOP["initial_size"] + 2 * FAST_LOOP["batch_size"]})
+    comparison = Comparison(tmp_path / "comparison", config, ("random",), (0,))
+    comparison.write()
+    run_dir = comparison.run_dir("random", 0)
+    run_experiment(config.replace(strategy="random", seed=0, budget=config.budget - config.batch_size), run_dir,
+                   progress=False, report=False)
+    before = sorted(p.name for p in run_dir.iterdir())
+    with RunDirectory(run_dir).lock():
+        with pytest.raises(RunDirectoryError, match="is in use by another process"):
+            resume_experiment(run_dir, progress=False, report=False, budget=config.budget)
+        with pytest.raises(RunDirectoryError, match="is in use by another process"):
+            bench.compact(run_dir)
+        assert bench.compact_all(tmp_path) == 0 and "skipped:" in capsys.readouterr().err
+        assert sorted(p.name for p in run_dir.iterdir()) == before  # nothing rewritten
+    assert bench.compact(run_dir)  # released: compacts
+    result = resume_experiment(run_dir, progress=False, report=False, budget=config.budget)
+    assert result.rounds[-1].n_labelled == config.budget

@@ -85,7 +85,8 @@ def run_experiment(
     loop = _factory(loop_factory, executor)(config)  # validates names, loads data; nothing written yet
     if not directory.exists():
         directory.write_config(config)
-    return _continue(directory, loop, progress=progress, on_round=on_round, report=report)
+    with directory.lock():  # one writer at a time: a second run or resume of it is refused
+        return _continue(directory, loop, progress=progress, on_round=on_round, report=report)
 
 
 def resume_experiment(
@@ -107,10 +108,12 @@ def resume_experiment(
     (:meth:`RunDirectory.raise_budget`).
     """
     directory = RunDirectory(Path(run_dir))
-    if budget is not None:
-        directory.raise_budget(budget)
-    loop = _factory(loop_factory, executor)(_runtime_overrides(directory.read_config(), runtime))
-    return _continue(directory, loop, progress=progress, on_round=None, report=report)
+    directory.read_config()  # not a run directory: says so before anything else
+    with directory.lock():
+        if budget is not None:
+            directory.raise_budget(budget)
+        loop = _factory(loop_factory, executor)(_runtime_overrides(directory.read_config(), runtime))
+        return _continue(directory, loop, progress=progress, on_round=None, report=report)
 
 
 def _continue(
@@ -121,7 +124,7 @@ def _continue(
     on_round: Callable[[RoundRecord], None] | None,
     report: bool,
 ) -> LoopResult:
-    config = loop.config
+    config = loop.config  # the caller holds directory.lock()
     records = directory.read_rounds()
     if records:
         model_state = None

@@ -9,6 +9,7 @@ A run directory holds one active learning run::
       checkpoints/         model weights after each round (latest few kept)
       summary.json         written when the run has finished
       report.html          the run's report (see activebayes.report)
+      run.lock             locked (flock) while a process writes the run: a second one is refused
 
 A comparison directory holds one run directory per (strategy, seed), laid out as
 ``COMPARISON/<strategy>/seed_<seed>/`` plus ``comparison.json`` naming them.
@@ -31,12 +32,13 @@ the report and the benchmarks read them through :func:`load_runs`.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import lzma
 import io
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,6 +80,8 @@ __all__ = [
 CONFIG_FILE = "config.json"
 ROUNDS_FILE = "rounds.jsonl"
 SUMMARY_FILE = "summary.json"
+#: held (``flock``) by the process writing the run: :meth:`RunDirectory.lock`
+LOCK_FILE = "run.lock"
 COMPARISON_FILE = "comparison.json"
 REPORT_FILE = "report.html"
 CHECKPOINT_DIR = "checkpoints"
@@ -160,6 +164,28 @@ class RunDirectory:
 
     def exists(self) -> bool:
         return self.config_path.is_file()
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the run for writing: while one process runs, resumes or compacts it, another
+        that tries is refused with :class:`RunDirectoryError` instead of interleaving its
+        records (an advisory ``flock`` on ``run.lock``, released when the process ends, however
+        it ends; a no-op where ``fcntl`` is missing)."""
+        try:
+            import fcntl
+        except ImportError:  # Windows: no advisory locks
+            yield
+            return
+        with open(self.path / LOCK_FILE, "a+b") as handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RunDirectoryError(f"{self.path} is in use by another process (it holds {LOCK_FILE}); "
+                                        "wait for it to finish, or stop it") from None
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def is_finished(self) -> bool:
         return self.summary_path.is_file()
