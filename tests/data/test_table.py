@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from activebayes.data.table import MISSING_CATEGORY, FeatureMemmapInputs, TablePreprocessor, load_table, read_table_rows
+from activebayes.data.table import (
+    MISSING_CATEGORY,
+    FeatureMemmapInputs,
+    TablePreprocessor,
+    load_table,
+    read_table_rows,
+    resolve_feature_columns,
+)
 from activebayes.data.text import TfidfEncoder, encode_texts, texts_sha256
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
 
@@ -68,6 +75,16 @@ def test_star_takes_every_column_but_the_text_label_and_id():
     torch.testing.assert_close(star.dataset.inputs, named.dataset.inputs, rtol=0, atol=0)
     with pytest.raises(InvalidArgumentError, match="feature_columns '\\*' found no column besides"):
         load_table([{"text": "a b", "y": "p"}], feature_columns="*", text_column="text", label_column="y")
+
+
+def test_resolve_feature_columns():
+    columns = ["id", "text", "a", "b", "label"]
+    assert resolve_feature_columns("*", columns, exclude=("text", "label", "id", None)) == ["a", "b"]
+    assert resolve_feature_columns(["*"], columns, exclude=("text",)) == ["id", "a", "b", "label"]
+    assert resolve_feature_columns("b, a", columns, exclude=("a",)) == ["b", "a"]  # a list is taken as given
+    assert resolve_feature_columns(None, columns) == []
+    # a table with a column named "*": the name is that column
+    assert resolve_feature_columns("*", ["*", "x"], exclude=()) == ["*"]
 
 
 def test_csv_jsonl_and_parquet_read_the_same(tmp_path, text_csv):

@@ -77,6 +77,7 @@ __all__ = [
     "load_table",
     "read_table_rows",
     "row_content_sha256",
+    "resolve_feature_columns",
     "MISSING_CATEGORY",
 ]
 
@@ -400,6 +401,17 @@ def _columns_arg(value: str | Sequence[str] | None, name: str) -> list[str]:
     return list(value)
 
 
+def resolve_feature_columns(feature_columns: str | Sequence[str] | None, columns: Sequence[str], *,
+                            exclude: Sequence[str | None] = ()) -> list[str]:
+    """``feature_columns`` as a list of names, ``"*"`` (:data:`ALL_OTHER_COLUMNS`, unless the
+    table has a column of that name) meaning every column of ``columns`` but those in
+    ``exclude`` (the text, label and id columns). Names are not checked against the table here."""
+    features = _columns_arg(feature_columns, "feature_columns")
+    if features == [ALL_OTHER_COLUMNS] and ALL_OTHER_COLUMNS not in columns:
+        return [c for c in columns if c not in exclude]
+    return features
+
+
 def row_content_sha256(row: Mapping[str, Any], columns: Sequence[str]) -> str:
     """Hex SHA-256 of a row's input content: the cells of ``columns`` as canonical JSON
     (``[[column, text or null], ...]``), the content a row's default id is made from."""
@@ -466,12 +478,11 @@ def load_table(
         raise InvalidTypeError(f"table must be a file path or a list of dicts, got {type(table).__name__}")
     if not rows:
         raise DataError(f"{source}: the table has no rows")
-    features = _columns_arg(feature_columns, "feature_columns")
-    if features == [ALL_OTHER_COLUMNS] and ALL_OTHER_COLUMNS not in columns:
-        features = [c for c in columns if c not in (text_column, label_column, id_column)]
-        if not features:
-            raise InvalidArgumentError(f"{source}: feature_columns '*' found no column besides the text, label "
-                                       f"and id columns (columns: {', '.join(map(str, columns))})")
+    wanted = _columns_arg(feature_columns, "feature_columns")
+    features = resolve_feature_columns(wanted, columns, exclude=(text_column, label_column, id_column))
+    if wanted == [ALL_OTHER_COLUMNS] and not features:
+        raise InvalidArgumentError(f"{source}: feature_columns '*' found no column besides the text, label "
+                                   f"and id columns (columns: {', '.join(map(str, columns))})")
     categorical = _columns_arg(categorical_columns, "categorical_columns")
     if text_column is None and not features:
         raise InvalidArgumentError("give text_column (--text-column) and/or feature_columns (--feature-columns)")

@@ -50,7 +50,7 @@ from typing import Any
 from activebayes._io import atomic_write_text
 from activebayes._validation import check_choice
 from activebayes.data import ArrayDataset, MissingSplitError, image_folder, load_dataset
-from activebayes.data.table import ALL_OTHER_COLUMNS, read_table_rows
+from activebayes.data.table import ALL_OTHER_COLUMNS, read_table_rows, resolve_feature_columns
 from activebayes.errors import MissingFileError
 from activebayes.labelling import roundtrip
 from activebayes.labelling.interchange import export_text, label_studio_tasks
@@ -106,9 +106,8 @@ class LabellingProject:
         target = Path(directory).expanduser().absolute()
         if config.table is not None and tuple(config.feature_columns) == (ALL_OTHER_COLUMNS,):
             columns, _ = read_table_rows(config.table, format=config.table_options.get("format"))
-            if ALL_OTHER_COLUMNS not in columns:
-                config = dataclasses.replace(config, feature_columns=tuple(
-                    c for c in columns if c not in (config.text_column, config.id_column)))
+            config = dataclasses.replace(config, feature_columns=tuple(resolve_feature_columns(
+                config.feature_columns, columns, exclude=(config.text_column, config.id_column))))
         if is_project(target):
             raise ProjectError(f"{target} already holds a labelling project")
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
