@@ -565,6 +565,7 @@ def load_table(
     record: dict[str, Any] = {"source": source, "n_items": len(rows)}
     texts: tuple[str, ...] | None = None
     memmapped: np.ndarray | None = None
+    text_dims = 0  # the leading columns that are text embeddings
     if text_column is not None:
         text_list = []
         for n, row in zip(row_numbers, rows, strict=True):
@@ -578,6 +579,7 @@ def load_table(
         enc = get_encoder(encoder)
         encoded = encode_texts(texts, enc, cache_dir=cache_dir, mmap_bytes=mmap_bytes)
         record["encoder"] = json.loads(enc.fingerprint())
+        text_dims = int(encoded.shape[1])
         if isinstance(encoded, np.memmap) and not features:
             memmapped = encoded
         else:
@@ -587,7 +589,6 @@ def load_table(
                                      source=source, row_numbers=row_numbers)
         blocks.append(prep.transform(rows, source=source, row_numbers=row_numbers))
         record["table"] = prep.to_dict()
-    text_dims = int(np.asarray(memmapped if memmapped is not None else blocks[0]).shape[1]) if text_column else 0
     if memmapped is not None:
         mean_D, std_D = _column_stats(memmapped)
         std_D = embedding_scale(std_D)
