@@ -182,6 +182,15 @@ def test_variant_caches_are_named_by_what_they_change(bench, tmp_path, monkeypat
                                              "--representation", "self-supervised", "--encoder-epochs", "150"]))
     assert name == "digits-ssl-e150" and comparison.base.representation_options == {"epochs": 150}
     assert bench._variant_base("digits-ssl-cold-typicality30", ["digits", "digits-ssl"]) == "digits-ssl"
+    # another subsample of the pool to score, named before the cold start's suffix; 0 (the whole
+    # pool) is this protocol's own setting, so no variant
+    name, comparison, _ = bench._grid(parse(["--dataset", "digits", "--strategies", "badge", "--seeds", "0",
+                                             "--pool-subsample", "500", "--cold-start", "typicality",
+                                             "--cold-start-labels", "30"]))
+    assert name == "digits-ps500-cold-typicality30" and comparison.base.pool_subsample == 500
+    name, comparison, _ = bench._grid(parse(["--dataset", "digits", "--strategies", "badge", "--seeds", "0",
+                                             "--pool-subsample", "0"]))
+    assert name == "digits" and comparison.base.pool_subsample is None
 
 
 def test_a_variant_without_random_is_drawn_beside_its_base_random(bench):
