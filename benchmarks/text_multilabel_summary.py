@@ -8,7 +8,8 @@ MNIST summary's).
 
 Runs of the default schedule, a cold start then a strategy, cached by ``--cold-start S
 --cold-start-labels N`` under ``<task>-cold-<S><N>/``, are summarised beside them as
-``<S>-then-<strategy>`` (e.g. ``typicality-then-badge``, typicality until 6 labels per class).
+``<S>-then-<strategy>`` (e.g. ``typicality-then-badge``, typicality until 6 labels per class,
+the loop's default length), another length as ``<S><N>-then-<strategy>``.
 
 Runs of BatchBALD on a BALD pre-filter of the ``M`` best-scoring items (``--prefilter M``),
 cached under ``<task>-pf<M>/``, are summarised as ``batchbald-prefilter<M>``.
@@ -57,13 +58,19 @@ def summarise_task(task: str) -> dict | None:
     from activebayes.records import headline_metric
     from activebayes.rundir import load_runs
 
+    from activebayes.records import COLD_START_LABELS_PER_CLASS
+
     runs = dict(load_runs(RUNS / task))
     for variant in sorted(RUNS.glob(f"{task}-cold-*")):  # the default schedule: a cold start, then the strategy
         match = re.fullmatch(r"cold-([a-z_]+?)(\d+)", variant.name[len(task) + 1:])
         if match is None:
             continue
         for (strategy, seed), run in load_runs(variant).items():
-            runs[(f"{match.group(1)}-then-{strategy}", seed)] = run
+            # the default length (COLD_START_LABELS_PER_CLASS a class) unnamed, any other named
+            num_classes = len(run[1][0].class_counts) if run[1] else None
+            labels = int(match.group(2))
+            length = "" if labels == COLD_START_LABELS_PER_CLASS * (num_classes or 0) else str(labels)
+            runs[(f"{match.group(1)}{length}-then-{strategy}", seed)] = run
     for variant in sorted(RUNS.glob(f"{task}-pf*")):  # BatchBALD on a BALD pre-filter of M items
         match = re.fullmatch(r"pf(\d+)", variant.name[len(task) + 1:])
         if match is None:
