@@ -25,7 +25,7 @@ from activebayes.loop import LoopConfig
 from activebayes.rundir import RunDirectory, load_runs
 from tests.conftest import FAST_LOOP, ROOT
 
-#: the committed benchmark runs are most of it (8.0 of 12.4 MB with 606 runs, compacted and
+#: the committed benchmark runs are most of it (6.4 of 11.9 MB with 452 runs, compacted and
 #: xz-compressed); a model file, a cache or an uncompressed run would blow through this
 MAX_CHECKOUT_BYTES = 14_000_000
 RESULTS = ROOT / "benchmarks" / "results"
