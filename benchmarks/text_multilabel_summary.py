@@ -55,10 +55,8 @@ def _floor2(value: float) -> float:
 
 def summarise_task(task: str) -> dict | None:
     from activebayes.analysis import learning_curves_from_runs, summarise_strategy
-    from activebayes.records import headline_metric
+    from activebayes.records import COLD_START_LABELS_PER_CLASS, headline_metric
     from activebayes.rundir import load_runs
-
-    from activebayes.records import COLD_START_LABELS_PER_CLASS
 
     runs = dict(load_runs(RUNS / task))
     for variant in sorted(RUNS.glob(f"{task}-cold-*")):  # the default schedule: a cold start, then the strategy
