@@ -165,6 +165,10 @@ def _grid(args: argparse.Namespace):
         if args.encoder_epochs is not None:  # another length of the encoder's training, its own cache
             base = base.replace(representation_options={**base.representation_options, "epochs": args.encoder_epochs})
             name = f"{name}-e{args.encoder_epochs}"
+    if args.posterior is not None and args.posterior != base.posterior:
+        # another Bayesian head on the same network (a deep ensemble, a last-layer Laplace), its own cache
+        base = base.replace(posterior=args.posterior)
+        name = f"{name}-{args.posterior}"
     if args.pool_subsample is not None and (args.pool_subsample or None) != base.pool_subsample:
         # score another number of unlabelled items each round (0: all of them), its own cache
         # (before the cold start's suffix: text_multilabel_summary.py finds <task>-cold-* beside <task>)
@@ -439,8 +443,9 @@ def summarise() -> dict:
                 # only where it differs: the published entries scored every strategy with num_samples
                 **({"mean_samples": config.mean_samples} if config.mean_samples != config.num_samples else {}),
                 "eval_samples": config.eval_samples,
-                # only where a subsample of the pool is scored each round
+                # only where a subsample of the pool is scored each round, and another head than MC dropout
                 **({"pool_subsample": config.pool_subsample} if config.pool_subsample is not None else {}),
+                **({"posterior": config.posterior} if config.posterior != "mc_dropout" else {}),
                 "representation": config.representation,
                 "training": config.training,
                 "cold_start": (f"{config.cold_start} until {config.cold_start_labels} labels"
@@ -627,14 +632,16 @@ def _variant_tables(datasets: dict) -> list[str]:
             continue
         default = datasets[base]
         first_b, first_v = next(iter(default.values())), next(iter(variant.values()))
-        keys = ("model", "num_samples", "mean_samples", "eval_samples", "pool_subsample", "representation",
-                "cold_start", "training")
+        keys = ("model", "posterior", "num_samples", "mean_samples", "eval_samples", "pool_subsample",
+                "representation", "cold_start", "training")
 
         def setting(entry: dict, key: str):
             if key == "mean_samples":  # kept only where it differs from num_samples
                 return entry.get(key, entry.get("num_samples"))
             if key == "pool_subsample":  # kept only where a subsample is scored
                 return entry.get(key, "all")
+            if key == "posterior":  # kept only where it is not MC dropout
+                return entry.get(key, "mc_dropout")
             return entry.get(key, {"training": "paper"}.get(key, "none"))  # entries older than the setting
 
         changed = [f"{key} {setting(first_b, key)} -> {setting(first_v, key)}"
@@ -749,6 +756,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="K for the strategies that read only the predictive mean (BADGE, entropy, margin; "
                              "default: the protocol's, equal to --num-samples); another K caches its runs under "
                              "<dataset>-mk<K>")
+    parser.add_argument("--posterior", choices=["mc_dropout", "ensemble", "laplace"], default=None,
+                        help="the Bayesian head (default: the protocol's, MC dropout); another caches its runs "
+                             "under <dataset>-<posterior>")
     parser.add_argument("--pool-subsample", type=int, default=None,
                         help="score a fresh random subsample of this many unlabelled items each round, 0 for "
                              "all of them (default: the protocol's); another value caches its runs under "

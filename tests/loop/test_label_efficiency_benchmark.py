@@ -191,6 +191,9 @@ def test_variant_caches_are_named_by_what_they_change(bench, tmp_path, monkeypat
     name, comparison, _ = bench._grid(parse(["--dataset", "digits", "--strategies", "badge", "--seeds", "0",
                                              "--pool-subsample", "0"]))
     assert name == "digits" and comparison.base.pool_subsample is None
+    name, comparison, _ = bench._grid(parse(["--dataset", "digits", "--strategies", "badge", "--seeds", "0",
+                                             "--posterior", "laplace", "--cold-start", "typicality"]))
+    assert name == "digits-laplace-cold-typicality100" and comparison.base.posterior == "laplace"
 
 
 def test_a_variant_without_random_is_drawn_beside_its_base_random(bench):
