@@ -169,6 +169,8 @@ def _grid(args: argparse.Namespace):
         # another Bayesian head on the same network (a deep ensemble, a last-layer Laplace), its own cache
         base = base.replace(posterior=args.posterior)
         name = f"{name}-{args.posterior}"
+    if args.pool_subsample is not None and args.pool_subsample < 0:
+        raise SystemExit(f"error: --pool-subsample must be >= 0 (0: the whole pool), got {args.pool_subsample}")
     if args.pool_subsample is not None and (args.pool_subsample or None) != base.pool_subsample:
         # score another number of unlabelled items each round (0: all of them), its own cache
         # (before the cold start's suffix: text_multilabel_summary.py finds <task>-cold-* beside <task>)
@@ -803,7 +805,12 @@ def main() -> None:
     elif args.compact:
         print(f"{compact_all()} run directories rewritten")
     else:
-        run(args)
+        from activebayes.errors import ActiveBayesError
+
+        try:
+            run(args)
+        except ActiveBayesError as error:  # a flag's bad value (the configs check them before anything is written)
+            raise SystemExit(f"error: {error}") from None
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ agrees with the run directories it reads; ablation caches find their base."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -194,6 +195,16 @@ def test_variant_caches_are_named_by_what_they_change(bench, tmp_path, monkeypat
     name, comparison, _ = bench._grid(parse(["--dataset", "digits", "--strategies", "badge", "--seeds", "0",
                                              "--posterior", "laplace", "--cold-start", "typicality"]))
     assert name == "digits-laplace-cold-typicality100" and comparison.base.posterior == "laplace"
+
+
+def test_a_bad_flag_value_is_a_one_line_error_before_anything_is_written(bench, tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "RUNS", tmp_path / "runs")
+    for argv, message in [(["--pool-subsample", "-5"], "--pool-subsample must be >= 0 (0: the whole pool), got -5"),
+                          (["--num-samples", "0"], "num_samples (--num-samples) must be >= 1, got 0")]:
+        monkeypatch.setattr(sys, "argv", ["label_efficiency.py", "--strategies", "random", "--seeds", "0", *argv])
+        with pytest.raises(SystemExit, match="^error: " + re.escape(message)):
+            bench.main()
+    assert not (tmp_path / "runs").exists()
 
 
 def test_a_variant_without_random_is_drawn_beside_its_base_random(bench):
