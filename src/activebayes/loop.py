@@ -254,9 +254,6 @@ class ActiveLearningLoop:
                 raise InvalidArgumentError(
                     f"{flag}: {entry.name!r} is for multi-label targets ([N, C] indicators), but dataset "
                     f"{getattr(self.dataset, 'name', '')!r} is single-label")
-        if self.multilabel and (config.stop_when or config.audit_fraction):
-            raise InvalidArgumentError("stop_when (--stop-when) and audit_fraction (--audit-fraction) assume "
-                                       "single-label predictions; a multi-label run supports neither")
 
     @property
     def oracle(self) -> Oracle:
@@ -480,13 +477,14 @@ class ActiveLearningLoop:
 
     def _signals(self, n_labelled: int) -> dict[str, Any] | None:
         """The round's stopping signals (:func:`activebayes.stopping.round_signals`) on the stop set."""
-        if not len(self.stop_set_N) or self.multilabel:  # the signals read softmax predictions
+        if not len(self.stop_set_N):
             return None
         log_probs_S_K_C = self._predict(self.dataset.rows(self.stop_set_N), key="stop-set",
                                         num_samples=self.config.eval_samples)
         return round_signals(self.history, log_probs_S_K_C=log_probs_S_K_C, n_labelled=n_labelled,
                              n_unlabelled=int(self.pool.n_unlabelled), num_classes=int(self.dataset.num_classes),
-                             thresholds=self.stop_thresholds, budget=self.config.budget)
+                             thresholds=self.stop_thresholds, budget=self.config.budget,
+                             multilabel=self.multilabel)
 
     def _with_audit(self, ranking_N: Tensor, scores_N: Tensor, batch_size: int, n_labelled: int,
                     r: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -774,7 +772,8 @@ def _read_costs(path: str) -> Tensor:
 
 
 def _audit_answers(proposal: Proposal, index_B: Tensor, labels_B: Tensor) -> dict[str, int]:
-    """How many of the answered audit items the proposal's model predicted right (argmax of ``probs``)."""
+    """How many of the answered audit items the proposal's model predicted right: the argmax of
+    ``probs``, or for a multi-label answer (a 0/1 vector) every label's decision ``p > 1/2``."""
     position = {item: k for k, item in enumerate(proposal.ranking)}
     audited = set(proposal.audit)
     n = correct = 0
@@ -782,7 +781,10 @@ def _audit_answers(proposal: Proposal, index_B: Tensor, labels_B: Tensor) -> dic
         if item in audited and item in position:
             probs = proposal.probs[position[item]]
             n += 1
-            correct += int(max(range(len(probs)), key=probs.__getitem__) == label)
+            if isinstance(label, list):
+                correct += int(all((p > 0.5) == bool(y) for p, y in zip(probs, label, strict=True)))
+            else:
+                correct += int(max(range(len(probs)), key=probs.__getitem__) == label)
     return {"n": n, "correct": correct}
 
 

@@ -55,6 +55,7 @@ __all__ = [
     "expected_accuracy",
     "first_stop",
     "parse_stop_when",
+    "predicted_decisions",
     "remaining_change",
     "remaining_change_signal",
     "round_signals",
@@ -290,18 +291,42 @@ def cohen_kappa(a_S: Any, b_S: Any, num_classes: int) -> float:
     return (observed - expected) / (1.0 - expected)
 
 
-def expected_accuracy(log_probs_S_K_C: Any) -> float:
+def predicted_decisions(log_probs_S_K_C: Any, *, multilabel: bool = False) -> Any:
+    r"""What the signals compare between models: the posterior predictive's decisions on the stop set.
+
+    Single-label: the predicted class of each item, :math:`\arg\max_c \bar p(c \mid x_s)`, ``[S]``.
+    Multi-label (``log_probs_S_K_C`` holds each label's :math:`\log p(y_c = 1)`): every item's
+    every label decision, :math:`[\bar p(y_c = 1 \mid x_s) > 1/2]`, flattened item by item to
+    ``[S * C]`` zeros and ones. A share of changed decisions then bounds the change of the
+    Hamming accuracy (one minus the Hamming loss), as a share of changed classes bounds the
+    change of the accuracy.
+    """
+    probs_S_C = log_probs_S_K_C.exp().mean(1)
+    if multilabel:
+        return (probs_S_C > 0.5).reshape(-1).numpy().astype("int64")
+    return probs_S_C.argmax(-1).numpy()
+
+
+def expected_accuracy(log_probs_S_K_C: Any, *, multilabel: bool = False) -> float:
     r"""The posterior's own estimate of its accuracy on the items:
     :math:`\frac1S \sum_s \max_c \bar p(c \mid x_s)`, :math:`\bar p = \frac1K \sum_k p(c \mid x_s, w_k)`
-    (exact when the predictive is calibrated)."""
-    return float(log_probs_S_K_C.exp().mean(1).max(-1).values.double().mean())
+    (exact when the predictive is calibrated). Multi-label: the expected Hamming accuracy,
+    :math:`\frac1{SC} \sum_{s,c} \max(\bar p_{sc}, 1 - \bar p_{sc})` with
+    :math:`\bar p_{sc} = \bar p(y_c = 1 \mid x_s)`."""
+    probs_S_C = log_probs_S_K_C.exp().mean(1).double()
+    if multilabel:
+        return float(probs_S_C.maximum(1.0 - probs_S_C).mean())
+    return float(probs_S_C.max(-1).values.mean())
 
 
-def total_information(log_probs_S_K_C: Any, n_unlabelled: int) -> float:
-    r"""The pool's summed BALD, estimated from the stop set: :math:`N_u \cdot \frac1S \sum_s I(y_s; w)`."""
+def total_information(log_probs_S_K_C: Any, n_unlabelled: int, *, multilabel: bool = False) -> float:
+    r"""The pool's summed BALD, estimated from the stop set: :math:`N_u \cdot \frac1S \sum_s I(y_s; w)`
+    (multi-label: BALD summed over the labels, :math:`\sum_c I(y_{s,c}; w)`)."""
     from activebayes.acquisition import bald
+    from activebayes.acquisition.multilabel import multilabel_bald
 
-    return float(bald(log_probs_S_K_C).double().mean()) * int(n_unlabelled)
+    per_item_S = multilabel_bald(log_probs_S_K_C) if multilabel else bald(log_probs_S_K_C)
+    return float(per_item_S.double().mean()) * int(n_unlabelled)
 
 
 @dataclass(frozen=True)
@@ -414,20 +439,29 @@ def _solve(f, *, rising: bool, iterations: int = 80) -> float:
     return (lo + hi) / 2
 
 
-def encode_classes(classes_S: Any) -> str:
-    """Predicted classes as a compact string for a record (base64 of uint16)."""
+def encode_classes(classes_S: Any, *, bits: bool = False) -> str:
+    """Predicted classes as a compact string for a record: base64 of uint16, or with ``bits``
+    (zeros and ones: multi-label decisions) ``"bits:<count>:"`` and base64 of the packed bits."""
     import base64
 
     import numpy as np
 
+    if bits:
+        packed = np.packbits(np.asarray(classes_S, dtype=np.uint8))
+        return f"bits:{len(classes_S)}:" + base64.b64encode(packed.tobytes()).decode("ascii")
     return base64.b64encode(np.asarray(classes_S, dtype="<u2").tobytes()).decode("ascii")
 
 
 def decode_classes(text: str) -> Any:
+    """The classes (or decisions) :func:`encode_classes` wrote, as int64."""
     import base64
 
     import numpy as np
 
+    if text.startswith("bits:"):
+        _, count, data = text.split(":", 2)
+        packed = np.frombuffer(base64.b64decode(data), dtype=np.uint8)
+        return np.unpackbits(packed, count=int(count)).astype(np.int64)
     return np.frombuffer(base64.b64decode(text), dtype="<u2").astype(np.int64)
 
 
@@ -440,6 +474,7 @@ def round_signals(
     num_classes: int,
     thresholds: Mapping[str, float | None],
     budget: int | None = None,
+    multilabel: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Every signal of the current round, from the stop set's predictions and the history.
 
@@ -447,10 +482,15 @@ def round_signals(
     ``thresholds[name]``, or the default threshold), ``detail`` (plain words), and
     what the next round needs (the stop set's predicted classes). ``budget``: the run's
     label budget, which bounds the remaining change's horizon (:func:`change_horizon`).
+    ``multilabel``: ``log_probs_S_K_C`` holds per-label Bernoulli log-probabilities; the
+    signals then compare label decisions (:func:`predicted_decisions`; kappa over them with
+    two classes) and the expected accuracy is the expected Hamming accuracy.
     """
     window = SIGNAL_WINDOW
     previous = [r.signals or {} for r in history]
-    predicted_S = log_probs_S_K_C.exp().mean(1).argmax(-1).numpy()
+    predicted_S = predicted_decisions(log_probs_S_K_C, multilabel=multilabel)
+    if multilabel:
+        num_classes = 2
     out: dict[str, dict[str, Any]] = {}
 
     def threshold(name: str) -> float | None:
@@ -468,22 +508,24 @@ def round_signals(
     if kappa is not None and len(kappas) == window and all(k is not None for k in kappas):
         mean = sum(kappas) / window
         fired = t is not None and mean >= t
-        detail = (f"predictions have {'stopped' if fired else 'not stopped'} changing: kappa {mean:.3f} "
+        detail = (f"{'label decisions' if multilabel else 'predictions'} have {'stopped' if fired else 'not stopped'} "
+                  f"changing: kappa {mean:.3f} "
                   f"over the last {window} rounds (stop at {t:g})")
     out[STABLE_PREDICTIONS] = {"value": kappa, "fired": fired, "detail": detail,
-                               "predictions": encode_classes(predicted_S), "trained": n_labelled > 0}
+                               "predictions": encode_classes(predicted_S, bits=multilabel), "trained": n_labelled > 0}
 
     # 1b. predictions still expected to change, beyond retraining noise (the recommended default)
     out[REMAINING_CHANGE] = remaining_change_signal(history, predicted_S, n_labelled, budget,
-                                                    threshold(REMAINING_CHANGE))
+                                                    threshold(REMAINING_CHANGE), multilabel=multilabel)
 
     # 2. expected accuracy under the posterior, and its change
-    accuracy = expected_accuracy(log_probs_S_K_C) if n_labelled > 0 else None
+    accuracy = expected_accuracy(log_probs_S_K_C, multilabel=multilabel) if n_labelled > 0 else None
     values = [p.get(EXPECTED_ACCURACY, {}).get("value") for p in previous[-window:]] + [accuracy]
     fired, detail = False, "not measured before the first model"
     t = threshold(EXPECTED_ACCURACY)
     if accuracy is not None:
-        detail = f"the model expects {accuracy:.1%} accuracy on the pool"
+        detail = (f"the model expects {accuracy:.1%} of its label decisions on the pool to be right" if multilabel
+                  else f"the model expects {accuracy:.1%} accuracy on the pool")
         if len(values) == window + 1 and all(v is not None for v in values):
             change = max(abs(b - a) for a, b in zip(values, values[1:], strict=False))
             fired = t is not None and change < t
@@ -491,7 +533,7 @@ def round_signals(
     out[EXPECTED_ACCURACY] = {"value": accuracy, "fired": fired, "detail": detail}
 
     # 3. the pool's total information, against the first model's
-    info = total_information(log_probs_S_K_C, n_unlabelled) if n_labelled > 0 else None
+    info = total_information(log_probs_S_K_C, n_unlabelled, multilabel=multilabel) if n_labelled > 0 else None
     first = next((p[INFORMATION]["value"] for p in previous
                   if p.get(INFORMATION, {}).get("value") is not None), info)
     fired, detail = False, "not measured before the first model"
@@ -510,7 +552,8 @@ def round_signals(
     if n:
         low, high = exact_interval(correct, n)
         fired = t is not None and low >= t
-        detail = (f"accuracy estimated from {n} uniformly drawn answers: {correct / n:.1%} "
+        what = "subset accuracy (every label right)" if multilabel else "accuracy"
+        detail = (f"{what} estimated from {n} uniformly drawn answers: {correct / n:.1%} "
                   f"({AUDIT_CONFIDENCE:.0%} interval {low:.1%}-{high:.1%})")
         out[ESTIMATED_ACCURACY] = {"value": correct / n, "low": low, "high": high, "n": n, "fired": fired,
                                    "detail": detail}
@@ -521,10 +564,12 @@ def round_signals(
 
 
 def remaining_change_signal(history: Sequence[RoundRecord], predicted_S: Any, n_labelled: int,
-                            budget: int | None, threshold: float | None) -> dict[str, Any]:
+                            budget: int | None, threshold: float | None, *,
+                            multilabel: bool = False) -> dict[str, Any]:
     """The remaining-change entry of :func:`round_signals`: the last ``CHANGE_WINDOW`` trained
-    models' stop-set predictions (the earlier ones read from their records). Also how a stored
-    run is judged again at another threshold (``benchmarks/stopping.py``)."""
+    models' stop-set predictions (the earlier ones read from their records; multi-label: their
+    label decisions). Also how a stored run is judged again at another threshold
+    (``benchmarks/stopping.py``)."""
     window: list[tuple[Any, int]] = [(predicted_S, int(n_labelled))] if n_labelled > 0 else []
     for record in reversed(history):  # the latest trained models, as long as their predictions were kept
         if len(window) == CHANGE_WINDOW:
@@ -546,7 +591,8 @@ def remaining_change_signal(history: Sequence[RoundRecord], predicted_S: Any, n_
     if fit is None:
         return {"value": None, "fired": False, "detail": "the last models were trained on the same labels"}
     fired = threshold is not None and fit.value < threshold
-    detail = (f"predictions {'have settled' if fired else 'are still changing'}: about {fit.value:.1%} of them "
+    what = "label decisions" if multilabel else "predictions"
+    detail = (f"{what} {'have settled' if fired else 'are still changing'}: about {fit.value:.1%} of them "
               f"would change in the next {horizon} labels, beyond the {fit.floor:.1%} that retraining alone "
               f"changes (stop below {100 * threshold:g}%)")
     return {"value": fit.value, "fired": fired, "detail": detail, "drift": fit.drift, "drift_se": fit.drift_se,

@@ -194,3 +194,32 @@ def test_multilabel_answers_reach_the_loop_as_indicators(multi_project):
     assert multi_project.loop_is_current(loop)
     rebuilt = multi_project.build_loop()  # replayed from the store: the same labels
     assert rebuilt.pool.labels_of(rebuilt.pool.labelled_indices).tolist() == labels.tolist()
+
+
+def test_a_multilabel_project_measures_the_stopping_signals_on_label_decisions(tmp_path, rows):
+    """--stop-when and --audit-fraction on a --multilabel project: the rounds record the signals
+    (kappa and the remaining change on label decisions, the audited answers as whole label
+    sets) and the dashboard's stopping panel reads them."""
+    from activebayes.app.stopping_panel import stopping_state
+    from activebayes.stopping import EXPECTED_ACCURACY, STABLE_PREDICTIONS
+
+    project = make_text_project(tmp_path / "multi", write_csv(tmp_path / "glosses.csv", rows),
+                                table_options={"multilabel": True}, stop_when=("remaining_change",),
+                                audit_fraction=0.4)
+    try:
+        loop, proposal = project.advance(min_pending=10**12)
+        for _ in range(2):
+            for k, position in enumerate(proposal.indices):
+                project.store.answer(project.item_ids[position], 0b001 + (k % 3) * 0b010, "ann")
+            loop, proposal = project.advance(loop)
+        assert loop.round == 2 and len(proposal.audit) == 2  # 40% of 5 answers drawn uniformly
+        assert "label decisions" in proposal.signals[EXPECTED_ACCURACY]["detail"]
+        assert proposal.signals[STABLE_PREDICTIONS]["value"] is not None  # two models compared
+        audit = loop.history[-1].signals["audit"]
+        assert audit["n"] == 2 and 0 <= audit["correct"] <= 2
+        state = stopping_state(proposal.signals, [r.signals for r in loop.history], round=loop.round,
+                               n_labelled=proposal.n_labelled, stop_when=project.config.stop_when)
+        texts = {s["name"]: s["text"] for s in state["signals"]}
+        assert "label decisions" in texts[EXPECTED_ACCURACY] and not state["stop"]
+    finally:
+        project.close()

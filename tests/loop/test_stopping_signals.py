@@ -20,6 +20,8 @@ from activebayes.stopping import (
     encode_classes,
     expected_accuracy,
     parse_stop_when,
+    predicted_decisions,
+    remaining_change,
     total_information,
     exact_interval,
 )
@@ -72,6 +74,55 @@ def test_expected_accuracy_and_total_information_match_numpy_float64():
 def test_class_codes_round_trip():
     classes = np.array([0, 9, 3, 700, 2])
     assert np.array_equal(decode_classes(encode_classes(classes)), classes)
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 1003])
+def test_label_decisions_pack_to_bits_and_round_trip(n):
+    bits = np.random.default_rng(n).integers(0, 2, n)
+    text = encode_classes(bits, bits=True)
+    assert np.array_equal(decode_classes(text), bits)
+    if n > 1000:
+        assert len(text) < len(encode_classes(bits)) / 10  # 1 bit an item, not 16
+
+
+def _multilabel_log_probs(seed: int, S: int = 40, K: int = 6, C: int = 5) -> np.ndarray:
+    """Per-label Bernoulli log p(y_c = 1) of K functions, float64."""
+    logits = np.random.default_rng(seed).normal(scale=2.0, size=(S, K, C))
+    return -np.logaddexp(0.0, -logits)
+
+
+def test_multilabel_signals_match_numpy_float64():
+    """Decisions, expected Hamming accuracy and BALD summed over labels, from the per-label
+    Bernoulli posterior, against float64 formulas written out here."""
+    log_p1 = _multilabel_log_probs(0)
+    p1 = np.exp(log_p1)
+    p0 = 1.0 - p1
+    mean_p1 = p1.mean(1)
+    tensor = torch.tensor(log_p1, dtype=torch.float64)
+    decisions = predicted_decisions(tensor, multilabel=True)
+    assert decisions.shape == (40 * 5,) and np.array_equal(decisions, (mean_p1 > 0.5).reshape(-1).astype(int))
+    assert expected_accuracy(tensor, multilabel=True) == pytest.approx(np.maximum(mean_p1, 1 - mean_p1).mean(),
+                                                                       rel=1e-12)
+
+    def h(q):
+        return -(q * np.log(q) + (1 - q) * np.log(1 - q))
+
+    bald_S = (h(mean_p1) - h(p1).mean(1)).sum(-1)  # I(y_c; w) summed over the labels
+    assert total_information(tensor, 77, multilabel=True) == pytest.approx(77 * bald_S.mean(), rel=1e-9)
+    assert np.all(p0 >= 0)
+
+
+def test_remaining_change_on_label_decisions_counts_changed_decisions():
+    """Three models' label decisions on 100 items x 4 labels: the fit's disagreements are
+    shares of the 400 decisions (here 0, 8 and 8 changed between models 10 labels apart)."""
+    base = np.zeros(400, dtype=int)
+    second, third = base.copy(), base.copy()
+    second[:8] = 1
+    third[:16] = 1
+    fit = remaining_change([base, second, third], [10, 20, 30], horizon=10, margin=0.0)
+    # pairs: d(1,2) = 8/400 over 10 labels, d(2,3) = 8/400 over 10, d(1,3) = 16/400 over 20: floor 0, drift 0.002
+    assert fit.floor == pytest.approx(0.0, abs=1e-12) and fit.drift == pytest.approx(0.002)
+    assert fit.value == pytest.approx(0.02)
 
 
 @pytest.mark.parametrize(
@@ -128,6 +179,56 @@ def test_the_loop_records_every_signal_and_audits_uniform_items():
     assert rounds[-1].signals[ESTIMATED_ACCURACY]["value"] == pytest.approx(correct / n)
     # the stop set is fixed: the same items every round, drawn from the initially unlabelled pool
     assert len(loop.stop_set_N) == 300
+
+
+def _multilabel_toy(n: int = 300, d: int = 6, c: int = 4, seed: int = 0):
+    from activebayes.data import ArrayDataset
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g)
+    y = ((x @ torch.randn(d, c, generator=g)) > 0.3).long()
+    y[y.sum(1) == 0, 0] = 1
+    return ArrayDataset(inputs=x, targets=y, classes=tuple("abcd"[:c]), name="toy")
+
+
+def test_a_multilabel_run_records_the_signals_on_label_decisions_and_audits_label_sets():
+    """The signals of a multi-label run compare label decisions ([S * C] bits a model); the
+    audited answers count an item right when every label's decision is; a criterion stops it."""
+    data = _multilabel_toy()
+    train, test = data.subset(torch.arange(250)), data.subset(torch.arange(250, 300))
+    config = LoopConfig(strategy="multilabel_bald", budget=38, initial_size=8, validation_size=30, batch_size=6,
+                        num_samples=6, eval_samples=4, cold_start=None, fit_options={"max_epochs": 2},
+                        stop_set_size=50, audit_fraction=0.5, stop_when=("stable_predictions=0.05",))
+    loop = ActiveLearningLoop(config, dataset=train, test=test)
+    result = loop.run(progress=False)
+    rounds = result.rounds
+    for r in rounds:
+        assert set(r.signals) >= {STABLE_PREDICTIONS, EXPECTED_ACCURACY, INFORMATION, ESTIMATED_ACCURACY}
+        assert len(decode_classes(r.signals[STABLE_PREDICTIONS]["predictions"])) == 50 * 4
+        assert "label decisions" in r.signals[EXPECTED_ACCURACY]["detail"]
+    # kappa over the decisions of successive models, two classes (as scikit-learn computes it)
+    a, b = (decode_classes(r.signals[STABLE_PREDICTIONS]["predictions"]) for r in rounds[:2])
+    assert rounds[1].signals[STABLE_PREDICTIONS]["value"] == pytest.approx(cohen_kappa_score(a, b), abs=1e-12)
+    # 3 audited items a round, right only when the whole label set is
+    for r in rounds[:-1]:
+        assert r.signals["audit"]["n"] == 3 and 0 <= r.signals["audit"]["correct"] <= 3
+    # stable_predictions at kappa 0.05 over 3 rounds stops the run as soon as it is measured
+    last = rounds[-1]
+    assert last.stop_kind == STABLE_PREDICTIONS and last.n_labelled < config.budget
+    assert "label decisions have stopped changing" in last.stop_reason
+    assert not any(r.signals[STABLE_PREDICTIONS]["fired"] for r in rounds[:-1])
+
+
+def test_a_multilabel_audit_answer_is_right_only_when_every_label_is():
+    from activebayes.loop import _audit_answers
+
+    class Proposal:
+        ranking = [5, 6, 7]
+        audit = [5, 6, 7]
+        probs = [[0.9, 0.2, 0.6], [0.9, 0.2, 0.6], [0.4, 0.7, 0.1]]
+
+    answers = torch.tensor([[1, 0, 1], [1, 1, 1], [0, 1, 0]])
+    assert _audit_answers(Proposal(), torch.tensor([5, 6, 7]), answers) == {"n": 3, "correct": 2}
 
 
 def test_a_signal_in_stop_when_stops_the_run_and_names_its_kind():

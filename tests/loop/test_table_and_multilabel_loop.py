@@ -295,9 +295,6 @@ def test_strategies_must_fit_the_kind_of_targets():
     for name in ("badge", "bald", "entropy", "batchbald"):
         loop = ActiveLearningLoop(LoopConfig(strategy=name, cold_start="bald"), dataset=data)
         assert (loop._strategy.name, loop._cold_start.name) == (f"multilabel_{name}", "multilabel_bald")
-    with pytest.raises(InvalidArgumentError, match="supports neither"):
-        ActiveLearningLoop(LoopConfig(strategy="multilabel_bald", cold_start=None, stop_when=("information",)),
-                           dataset=data)
 
 
 def test_mnist_pairs_is_a_registered_multilabel_dataset(mnist_dir):

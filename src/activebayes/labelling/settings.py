@@ -160,8 +160,6 @@ class ProjectConfig:
                 if name is not None and name not in takes:  # badge, bald, ... run their label-vector versions
                     raise ProjectError(f"{flag} {name!r} reads single-label predictions; a --multilabel project "
                                        f"takes one of {', '.join(takes)}")
-            if self.stop_when or self.audit_fraction:
-                raise ProjectError("--multilabel: --stop-when and --audit-fraction assume single-label predictions")
 
     @property
     def multilabel(self) -> bool:
