@@ -55,6 +55,7 @@ __all__ = [
     "expected_accuracy",
     "first_stop",
     "parse_stop_when",
+    "per_predicted_label",
     "predicted_decisions",
     "remaining_change",
     "remaining_change_signal",
@@ -310,12 +311,19 @@ def predicted_decisions(log_probs_S_K_C: Any, *, multilabel: bool = False) -> An
 def expected_accuracy(log_probs_S_K_C: Any, *, multilabel: bool = False) -> float:
     r"""The posterior's own estimate of its accuracy on the items:
     :math:`\frac1S \sum_s \max_c \bar p(c \mid x_s)`, :math:`\bar p = \frac1K \sum_k p(c \mid x_s, w_k)`
-    (exact when the predictive is calibrated). Multi-label: the expected Hamming accuracy,
-    :math:`\frac1{SC} \sum_{s,c} \max(\bar p_{sc}, 1 - \bar p_{sc})` with
-    :math:`\bar p_{sc} = \bar p(y_c = 1 \mid x_s)`."""
+    (exact when the predictive is calibrated).
+
+    Multi-label, the headline metric instead: the expected micro-F1 of the decisions
+    :math:`\hat y_{sc} = [\bar p_{sc} > 1/2]`, :math:`\bar p_{sc} = \bar p(y_c = 1 \mid x_s)`, as the
+    ratio of the expected counts,
+    :math:`2 \sum_{s,c} \hat y_{sc} \bar p_{sc} \,/\, (\sum_{s,c} \hat y_{sc} + \sum_{s,c} \bar p_{sc})`
+    (:math:`2\,TP / (2\,TP + FP + FN)` with each count replaced by its expectation).
+    """
     probs_S_C = log_probs_S_K_C.exp().mean(1).double()
     if multilabel:
-        return float(probs_S_C.maximum(1.0 - probs_S_C).mean())
+        decisions_S_C = (probs_S_C > 0.5).double()
+        denominator = float(decisions_S_C.sum() + probs_S_C.sum())
+        return 2.0 * float((decisions_S_C * probs_S_C).sum()) / denominator if denominator > 0 else 1.0
     return float(probs_S_C.max(-1).values.mean())
 
 
@@ -524,7 +532,7 @@ def round_signals(
     fired, detail = False, "not measured before the first model"
     t = threshold(EXPECTED_ACCURACY)
     if accuracy is not None:
-        detail = (f"the model expects {accuracy:.1%} of its label decisions on the pool to be right" if multilabel
+        detail = (f"the model expects a micro-F1 of {accuracy:.1%} on the pool" if multilabel
                   else f"the model expects {accuracy:.1%} accuracy on the pool")
         if len(values) == window + 1 and all(v is not None for v in values):
             change = max(abs(b - a) for a, b in zip(values, values[1:], strict=False))
@@ -590,13 +598,35 @@ def remaining_change_signal(history: Sequence[RoundRecord], predicted_S: Any, n_
     fit = remaining_change([c for c, _ in window], [n for _, n in window], horizon)
     if fit is None:
         return {"value": None, "fired": False, "detail": "the last models were trained on the same labels"}
+    if multilabel:  # changed decisions per predicted label, not per decision: see per_predicted_label
+        fit = per_predicted_label(fit, predicted_S)
     fired = threshold is not None and fit.value < threshold
-    what = "label decisions" if multilabel else "predictions"
+    what = "predicted labels" if multilabel else "predictions"
     detail = (f"{what} {'have settled' if fired else 'are still changing'}: about {fit.value:.1%} of them "
               f"would change in the next {horizon} labels, beyond the {fit.floor:.1%} that retraining alone "
               f"changes (stop below {100 * threshold:g}%)")
     return {"value": fit.value, "fired": fired, "detail": detail, "drift": fit.drift, "drift_se": fit.drift_se,
             "floor": fit.floor, "horizon": horizon}
+
+
+def per_predicted_label(fit: ChangeFit, decisions_D: Any) -> ChangeFit:
+    r"""A multi-label fit over label decisions, rescaled from a share of all :math:`S C` decisions
+    to a share of the :math:`P` labels the current model predicts present (its ones in
+    ``decisions_D``): every term times :math:`S C / P`.
+
+    Most decisions of a sparse label vector are easy negatives, so a share of all of them
+    hides how much the headline moves: changing :math:`m` decisions changes the micro-F1,
+    :math:`2\,TP / (|\hat Y| + |Y|)`, by up to about :math:`m / P` when :math:`|\hat Y| \approx |Y|
+    = P`, but the Hamming accuracy only by :math:`m / (S C)`.
+    """
+    import dataclasses
+
+    import numpy as np
+
+    decisions_D = np.asarray(decisions_D)
+    scale = len(decisions_D) / max(int(decisions_D.sum()), 1)
+    return dataclasses.replace(fit, value=fit.value * scale, drift=fit.drift * scale,
+                               drift_se=fit.drift_se * scale, floor=fit.floor * scale)
 
 
 @dataclass(frozen=True)

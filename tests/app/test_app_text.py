@@ -213,13 +213,13 @@ def test_a_multilabel_project_measures_the_stopping_signals_on_label_decisions(t
                 project.store.answer(project.item_ids[position], 0b001 + (k % 3) * 0b010, "ann")
             loop, proposal = project.advance(loop)
         assert loop.round == 2 and len(proposal.audit) == 2  # 40% of 5 answers drawn uniformly
-        assert "label decisions" in proposal.signals[EXPECTED_ACCURACY]["detail"]
+        assert "micro-F1" in proposal.signals[EXPECTED_ACCURACY]["detail"]
         assert proposal.signals[STABLE_PREDICTIONS]["value"] is not None  # two models compared
         audit = loop.history[-1].signals["audit"]
         assert audit["n"] == 2 and 0 <= audit["correct"] <= 2
         state = stopping_state(proposal.signals, [r.signals for r in loop.history], round=loop.round,
                                n_labelled=proposal.n_labelled, stop_when=project.config.stop_when)
         texts = {s["name"]: s["text"] for s in state["signals"]}
-        assert "label decisions" in texts[EXPECTED_ACCURACY] and not state["stop"]
+        assert "micro-F1" in texts[EXPECTED_ACCURACY] and not state["stop"]
     finally:
         project.close()

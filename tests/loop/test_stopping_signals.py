@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 from scipy.stats import binomtest
-from sklearn.metrics import cohen_kappa_score
+from sklearn.metrics import cohen_kappa_score, f1_score
 
 from activebayes.errors import InvalidArgumentError
 from activebayes.loop import ActiveLearningLoop, LoopConfig
@@ -20,6 +20,7 @@ from activebayes.stopping import (
     encode_classes,
     expected_accuracy,
     parse_stop_when,
+    per_predicted_label,
     predicted_decisions,
     remaining_change,
     total_information,
@@ -92,7 +93,7 @@ def _multilabel_log_probs(seed: int, S: int = 40, K: int = 6, C: int = 5) -> np.
 
 
 def test_multilabel_signals_match_numpy_float64():
-    """Decisions, expected Hamming accuracy and BALD summed over labels, from the per-label
+    """Decisions, the expected micro-F1 and BALD summed over labels, from the per-label
     Bernoulli posterior, against float64 formulas written out here."""
     log_p1 = _multilabel_log_probs(0)
     p1 = np.exp(log_p1)
@@ -101,8 +102,13 @@ def test_multilabel_signals_match_numpy_float64():
     tensor = torch.tensor(log_p1, dtype=torch.float64)
     decisions = predicted_decisions(tensor, multilabel=True)
     assert decisions.shape == (40 * 5,) and np.array_equal(decisions, (mean_p1 > 0.5).reshape(-1).astype(int))
-    assert expected_accuracy(tensor, multilabel=True) == pytest.approx(np.maximum(mean_p1, 1 - mean_p1).mean(),
-                                                                       rel=1e-12)
+    yhat = mean_p1 > 0.5
+    tp, fp, fn = (yhat * mean_p1).sum(), (yhat * (1 - mean_p1)).sum(), ((1 - yhat) * mean_p1).sum()
+    assert expected_accuracy(tensor, multilabel=True) == pytest.approx(2 * tp / (2 * tp + fp + fn), rel=1e-12)
+    # a calibrated posterior's expected micro-F1 is close to the micro-F1 of labels drawn from it
+    rng = np.random.default_rng(1)
+    drawn = [f1_score((rng.random(mean_p1.shape) < mean_p1).reshape(-1), yhat.reshape(-1)) for _ in range(400)]
+    assert expected_accuracy(tensor, multilabel=True) == pytest.approx(np.mean(drawn), abs=0.01)
 
     def h(q):
         return -(q * np.log(q) + (1 - q) * np.log(1 - q))
@@ -114,7 +120,8 @@ def test_multilabel_signals_match_numpy_float64():
 
 def test_remaining_change_on_label_decisions_counts_changed_decisions():
     """Three models' label decisions on 100 items x 4 labels: the fit's disagreements are
-    shares of the 400 decisions (here 0, 8 and 8 changed between models 10 labels apart)."""
+    shares of the 400 decisions (here 0, 8 and 8 changed between models 10 labels apart);
+    a multi-label run reports them per predicted label (the last model predicts 16)."""
     base = np.zeros(400, dtype=int)
     second, third = base.copy(), base.copy()
     second[:8] = 1
@@ -123,6 +130,9 @@ def test_remaining_change_on_label_decisions_counts_changed_decisions():
     # pairs: d(1,2) = 8/400 over 10 labels, d(2,3) = 8/400 over 10, d(1,3) = 16/400 over 20: floor 0, drift 0.002
     assert fit.floor == pytest.approx(0.0, abs=1e-12) and fit.drift == pytest.approx(0.002)
     assert fit.value == pytest.approx(0.02)
+    per_label = per_predicted_label(fit, third)
+    assert per_label.value == pytest.approx(0.02 * 400 / 16) and per_label.drift == pytest.approx(0.002 * 25)
+    assert per_label.floor == pytest.approx(0.0, abs=1e-12) and per_label.horizon == 10
 
 
 @pytest.mark.parametrize(
@@ -205,7 +215,7 @@ def test_a_multilabel_run_records_the_signals_on_label_decisions_and_audits_labe
     for r in rounds:
         assert set(r.signals) >= {STABLE_PREDICTIONS, EXPECTED_ACCURACY, INFORMATION, ESTIMATED_ACCURACY}
         assert len(decode_classes(r.signals[STABLE_PREDICTIONS]["predictions"])) == 50 * 4
-        assert "label decisions" in r.signals[EXPECTED_ACCURACY]["detail"]
+        assert "micro-F1" in r.signals[EXPECTED_ACCURACY]["detail"]
     # kappa over the decisions of successive models, two classes (as scikit-learn computes it)
     a, b = (decode_classes(r.signals[STABLE_PREDICTIONS]["predictions"]) for r in rounds[:2])
     assert rounds[1].signals[STABLE_PREDICTIONS]["value"] == pytest.approx(cohen_kappa_score(a, b), abs=1e-12)
