@@ -344,11 +344,13 @@ def _kept_signals(signals: dict | None, *, recent: bool) -> dict | None:
             for name, entry in signals.items()}
 
 
-def compact(run_dir: Path) -> bool:
+def compact(run_dir: Path, *, all_predictions: bool = False) -> bool:
     """Rewrite one run directory in the committed form (see the module docstring).
 
     Idempotent; returns whether anything changed. Nothing a reader of the run uses is
     lost, and an unfinished run resumes from the compact form as from the plain one.
+    ``all_predictions`` keeps every round's stop-set predictions (``benchmarks/stopping.py``
+    judges the remaining change again at every round from them).
     """
     import dataclasses
 
@@ -363,7 +365,7 @@ def compact(run_dir: Path) -> bool:
         records = directory.read_rounds()
         keep = max(SIGNAL_WINDOW, CHANGE_WINDOW)
         kept = [dataclasses.replace(r, metrics=_kept_metrics(r.metrics, last=i == len(records) - 1),
-                                    signals=_kept_signals(r.signals, recent=i >= len(records) - keep))
+                                    signals=_kept_signals(r.signals, recent=all_predictions or i >= len(records) - keep))
                 for i, r in enumerate(records)]
         changed = kept != records
         if changed:

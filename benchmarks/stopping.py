@@ -19,9 +19,12 @@ criterion *would* have stopped it:
 - for the recommended criterion, the same runs cut short at every 5th round's labels, as
   if that had been the budget (near a budget its horizon is a few labels).
 
-Runs are cached under ``benchmarks/cache/stopping/`` (resumable); the summary goes to
-``benchmarks/results/stopping.json`` and its tables into ``docs/benchmarks.md``, between
-the ``stopping:begin`` / ``stopping:end`` markers.
+Runs are kept, and committed, under ``benchmarks/results/stopping_runs/<protocol>/seed_<N>/``
+(resumable): each finished run is compacted at once, in the benchmarks' committed form
+(``label_efficiency.compact``) with every round's stop-set predictions kept, since the
+remaining change is judged again from them. The summary, rebuilt from those runs alone,
+goes to ``benchmarks/results/stopping.json`` and its tables into ``docs/benchmarks.md``,
+between the ``stopping:begin`` / ``stopping:end`` markers.
 
 Usage::
 
@@ -39,7 +42,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHE = ROOT / "benchmarks" / "cache" / "stopping"
+RUNS = ROOT / "benchmarks" / "results" / "stopping_runs"
 RESULTS = ROOT / "benchmarks" / "results" / "stopping.json"
 
 #: the thresholds each criterion is judged at: the defaults (the estimate's is a target), and
@@ -64,11 +67,15 @@ def protocol(dataset: str, data_dir: str | None):
     if dataset in ("mnist", "repeated_mnist"):
         return LoopConfig(dataset=dataset, data_dir=data_dir or str(ROOT.parent / "shared" / "data" / "mnist"),
                           model="batchbald_cnn", validation_size=500, budget=300, **common)
+    if dataset == "mnist_pairs":  # multi-label: label_efficiency.py's digit pairs on the MLP, with the signals
+        return LoopConfig(dataset=dataset, data_dir=data_dir or str(ROOT.parent / "shared" / "data" / "mnist"),
+                          model="mlp", validation_size=500, budget=400,
+                          **{**common, "mean_samples": 20}, num_samples=20, eval_samples=10, pool_subsample=2000)
     if dataset == "wordnet_nouns":  # real text: label_efficiency.py's WordNet protocol, with the signals
         return LoopConfig(dataset=dataset, data_dir=data_dir, model="mlp", validation_size=500, budget=512,
                           **{**common, "initial_size": 52, "batch_size": 20, "mean_samples": 50},
                           num_samples=50, pool_subsample=5000)
-    raise SystemExit(f"unknown --dataset {dataset!r}: digits, mnist, repeated_mnist or wordnet_nouns")
+    raise SystemExit(f"unknown --dataset {dataset!r}: digits, mnist, repeated_mnist, wordnet_nouns or mnist_pairs")
 
 
 def _seeds(text: str) -> list[int]:
@@ -82,6 +89,7 @@ def _seeds(text: str) -> list[int]:
 def run(dataset: str, seeds: list[int], data_dir: str | None, representation: str, threads: int | None = None,
         round_seeds: str = "per_round", encoder_epochs: int | None = None, batch_size: int | None = None) -> None:
     from activebayes.experiment import run_experiment
+    from label_efficiency import compact
 
     if threads:
         import torch
@@ -102,7 +110,8 @@ def run(dataset: str, seeds: list[int], data_dir: str | None, representation: st
                 + ("-shared" if round_seeds == "shared" else "")
                 + (f"-b{batch_size}" if batch_size is not None else ""))
         tic = time.perf_counter()
-        run_experiment(config, CACHE / name / f"seed_{seed}", progress=False)
+        run_experiment(config, RUNS / name / f"seed_{seed}", progress=False, report=False)
+        compact(RUNS / name / f"seed_{seed}", all_predictions=True)
         print(f"{name} seed {seed}: {time.perf_counter() - tic:.0f} s", flush=True)
 
 
@@ -123,7 +132,7 @@ def _fires(rounds: list[dict], name: str, threshold: float, budget: int) -> int 
             if records is None:
                 records = [RoundRecord.from_dict(q) for q in rounds]
             if remaining_change_signal(records[:i], decode_classes(current), r["n_labelled"], budget,
-                                       threshold)["fired"]:
+                                       threshold, multilabel=current.startswith("bits:"))["fired"]:
                 return i
         elif name == "stable_predictions":
             kappas = [(q.get("signals") or {}).get(name, {}).get("value") for q in rounds[max(0, i - window + 1): i + 1]]
@@ -159,6 +168,18 @@ FINAL_ROUNDS = 3
 CUT_EVERY = 5
 
 
+def _headline(runs: list[tuple[str, list[dict]]]) -> str:
+    """What "accuracy" means for these runs: the test accuracy, or a multi-label run's headline,
+    the test micro-F1 (the goal's "within 1 point" is of that)."""
+    return "test_accuracy" if "test_accuracy" in runs[0][1][0]["metrics"] else "test_micro_f1"
+
+
+def _audited_metric(runs: list[tuple[str, list[dict]]]) -> str:
+    """What the audited answers estimate: the accuracy, or a multi-label run's subset accuracy
+    (an audited item counts as right when every label is)."""
+    return "test_accuracy" if "test_accuracy" in runs[0][1][0]["metrics"] else "test_subset_accuracy"
+
+
 def cut_short(runs: list[tuple[str, list[dict]]], threshold: float) -> dict:
     """The remaining change at ``threshold`` on every run cut at shorter budgets: how often it
     stops more than a point below the cut run's final accuracy. Near a budget the horizon is a
@@ -169,7 +190,7 @@ def cut_short(runs: list[tuple[str, list[dict]]], threshold: float) -> dict:
     for seed, rounds in runs:
         for k in range(CHANGE_WINDOW, len(rounds) - 1, CUT_EVERY):
             cut, budget = rounds[: k + 1], rounds[k]["n_labelled"]
-            accuracy = [r["metrics"]["test_accuracy"] for r in cut]
+            accuracy = [r["metrics"][_headline(runs)] for r in cut]
             final = statistics.fmean(accuracy[-FINAL_ROUNDS:])
             i = _fires(cut, "remaining_change", threshold, budget)
             below = None if i is None else round(100 * (final - accuracy[i]), 2)
@@ -193,26 +214,40 @@ def flat_from(labels: list[int], accuracy: list[float], final: float, within: fl
     return labels[start]
 
 
-def summarise() -> dict:
+def finished_runs(directory: Path) -> list[tuple[str, list[dict]]]:
+    """``(seed folder, round records as dicts)`` of every finished run of one protocol's folder."""
+    from activebayes.rundir import RunDirectory
+
+    runs = []
+    for seed_dir in sorted(directory.glob("seed_*"), key=lambda p: int(p.name.removeprefix("seed_"))):
+        run = RunDirectory(seed_dir)
+        if run.is_finished():
+            runs.append((seed_dir.name, [r.to_dict() for r in run.read_rounds()]))
+    return runs
+
+
+def summarise(write: bool = True) -> dict:
+    """The summary of every finished run under ``RUNS`` (written to ``stopping.json`` unless
+    ``write`` is false).
+
+    A protocol ``stopping.json`` holds from before the runs were committed, and that has no
+    committed runs yet, is carried over as it is, marked ``"runs_kept": false`` (the tables
+    mark it too) until its runs are made again.
+    """
     from activebayes.stopping import SIGNAL_WINDOW
 
     out: dict = {"criteria": [f"{name}={threshold:g}" for name, threshold in CRITERIA], "final_rounds": FINAL_ROUNDS,
                  "protocols": {}}
-    for directory in sorted(p for p in CACHE.glob("*") if p.is_dir()):
-        runs = []
-        for seed_dir in sorted(directory.glob("seed_*")):
-            path = seed_dir / "rounds.jsonl"
-            rounds = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
-            if not rounds or not rounds[-1].get("stop_reason"):
-                continue
-            runs.append((seed_dir.name, rounds))
+    earlier = json.loads(RESULTS.read_text())["protocols"] if RESULTS.is_file() else {}
+    for directory in sorted(p for p in RUNS.glob("*") if p.is_dir()):
+        runs = finished_runs(directory)
         if not runs:
             continue
         budget = runs[0][1][-1]["n_labelled"]
         protocol_out: dict = {"seeds": len(runs), "budget": budget, "runs": {}, "criteria": {}, "estimate": {}}
         for seed, rounds in runs:
             labels = [r["n_labelled"] for r in rounds]
-            accuracy = [r["metrics"]["test_accuracy"] for r in rounds]
+            accuracy = [r["metrics"][_headline(runs)] for r in rounds]
             final = statistics.fmean(accuracy[-FINAL_ROUNDS:])
             flat = flat_from(labels, accuracy, final)
             # within a point only over the rounds averaged into the final accuracy itself: the
@@ -222,7 +257,7 @@ def summarise() -> dict:
         for name, threshold in CRITERIA:
             rows = []
             for seed, rounds in runs:
-                accuracy = [r["metrics"]["test_accuracy"] for r in rounds]
+                accuracy = [r["metrics"][_headline(runs)] for r in rounds]
                 run = protocol_out["runs"][seed]
                 i = _fires(rounds, name, threshold, budget)
                 if i is None:
@@ -264,7 +299,7 @@ def summarise() -> dict:
                 source = [q for q in rounds[max(0, i - SIGNAL_WINDOW): i] if (q.get("signals") or {}).get("audit")]
                 n = sum(q["signals"]["audit"]["n"] for q in source)
                 correct = sum(q["signals"]["audit"]["correct"] for q in source)
-                truth = sum(q["signals"]["audit"]["n"] * q["metrics"]["test_accuracy"] for q in source) / n
+                truth = sum(q["signals"]["audit"]["n"] * q["metrics"][_audited_metric(runs)] for q in source) / n
                 errors.append(abs(estimate["value"] - truth))
                 # the library's interval from the counts (runs recorded before it changed held Wilson's)
                 low, high = exact_interval(correct, n)
@@ -279,10 +314,16 @@ def summarise() -> dict:
         protocol_out["signals_share_of_round"] = {"median": round(statistics.median(shares), 4),
                                                   "max": round(max(shares), 4)}
         protocol_out["cut_short"] = cut_short(runs, dict(CRITERIA)["remaining_change"])
+        protocol_out["runs_kept"] = True
         out["protocols"][directory.name] = protocol_out
-    from activebayes._io import atomic_write_text
+    for name, data in earlier.items():
+        if name not in out["protocols"] and not data.get("runs_kept", False):
+            out["protocols"][name] = {**data, "runs_kept": False}
+    out["protocols"] = dict(sorted(out["protocols"].items()))
+    if write:
+        from activebayes._io import atomic_write_text
 
-    atomic_write_text(RESULTS, json.dumps(out, indent=1) + "\n")
+        atomic_write_text(RESULTS, json.dumps(out, indent=1) + "\n")
     return out
 
 
@@ -313,12 +354,13 @@ PROTOCOLS = {
     "digits-b5": "digits, 5 labels a round",
     "mnist-ssl-e150": "MNIST-ssl (150-epoch encoder)",
     "mnist-ssl-e150-shared": "MNIST-ssl (150-epoch), shared seeds",
-    "mnist-ssl": "MNIST-ssl (50-epoch encoder)",
-    "mnist-ssl-shared": "MNIST-ssl (50-epoch), shared seeds",
+    "mnist-ssl-e50": "MNIST-ssl (50-epoch encoder)",
+    "mnist-ssl-e50-shared": "MNIST-ssl (50-epoch), shared seeds",
     "mnist": "MNIST from scratch",
     "mnist-shared": "MNIST from scratch, shared seeds",
     "repeated_mnist": "Repeated MNIST",
     "wordnet_nouns": "WordNet (text)",
+    "mnist_pairs": "digit pairs (multi-label; micro-F1)",
 }
 #: the criterion the overview table is about
 RECOMMENDED = "remaining_change=0.01"
@@ -331,6 +373,16 @@ CONCEPTS = ROOT / "docs" / "concepts" / "stopping.md"
 def _ordered(summary: dict) -> list[tuple[str, dict]]:
     known = [(name, summary["protocols"][name]) for name in PROTOCOLS if name in summary["protocols"]]
     return known + [(name, data) for name, data in sorted(summary["protocols"].items()) if name not in PROTOCOLS]
+
+
+def _name(name: str, data: dict) -> str:
+    """How a table names a protocol: its docs name, marked when its runs were not kept."""
+    return PROTOCOLS.get(name, name) + ("" if data.get("runs_kept", True) else " ¹")
+
+
+#: the note under a table with a protocol whose runs were not kept
+NOT_KEPT = ("¹ Measured on an earlier version of the library, before the runs were committed; "
+            "not rerun yet, so these rows are not rebuilt from `benchmarks/results/stopping_runs`.")
 
 
 def _span(values: list) -> str:
@@ -349,8 +401,10 @@ def markdown(summary: dict) -> str:
         early = [r["below_final"] for r in row["runs"] if r["below_final"] is not None and r["below_final"] > 1.0]
         early_text = f"{len(early)} ({', '.join(_number(float(e)) for e in early)} points)" if early else "0"
         flats = [r["flat_from"] for r in data["runs"].values()]
-        lines.append(f"| {PROTOCOLS.get(name, name)} | {data['seeds']} | {row['met_goal']} | {early_text} | "
+        lines.append(f"| {_name(name, data)} | {data['seeds']} | {row['met_goal']} | {early_text} | "
                      f"{_span([r['saved'] for r in row['runs']])} of {data['budget']} | {_span(flats)} |")
+    if not all(data.get("runs_kept", True) for data in summary["protocols"].values()):
+        lines += ["", NOT_KEPT]
     lines += ["", f"**Budgets cut short**: every run judged again as if its budget had been the labels of "
                   f"every {CUT_EVERY}th round (from the first where the remaining change is measured), with the "
                   "final accuracy that of the cut run:", "",
@@ -359,12 +413,12 @@ def markdown(summary: dict) -> str:
               "| --- | --- | --- | --- | --- | --- |"]
     for name, data in _ordered(summary):
         if c := data.get("cut_short"):
-            lines.append(f"| {PROTOCOLS.get(name, name)} | {c['budgets']} | {c['fired']} | {c['too_early']} | "
+            lines.append(f"| {_name(name, data)} | {c['budgets']} | {c['fired']} | {c['too_early']} | "
                          f"{_number(c['max_below_final'])} | {_number(c['median_saved'], 0)} |")
     lines += ["", "### Per protocol, every criterion"]
     for name, data in _ordered(summary):
         flats = sorted(r["flat_from"] for r in data["runs"].values())
-        lines += ["", f"**{PROTOCOLS.get(name, name)}** ({data['seeds']} seeds, budget {data['budget']}; flat from "
+        lines += ["", f"**{_name(name, data)}** ({data['seeds']} seeds, budget {data['budget']}; flat from "
                       f"{flats[0]}–{flats[-1]} labels, median {_number(statistics.median(flats), 0)}):", "",
                   "| criterion (threshold) | fired | median labels at the stop | median labels saved (fewest) "
                   "| median / max points below final | runs stopped > 1 point below final "
@@ -384,13 +438,13 @@ def markdown(summary: dict) -> str:
               "| --- | --- | --- | --- |"]
     for name, data in _ordered(summary):
         if e := data["estimate"]:
-            lines.append(f"| {PROTOCOLS.get(name, name)} | {e['rounds']} | {e['mean_abs_error']:.3f} | "
+            lines.append(f"| {_name(name, data)} | {e['rounds']} | {e['mean_abs_error']:.3f} | "
                          f"{e['coverage']:.1%} |")
     lines += ["", "**Cost**: the signals' share of each round's time (the `signals` entry of each record's "
                   "`seconds`):", "", "| protocol | median | max |", "| --- | --- | --- |"]
     for name, data in _ordered(summary):
         share = data["signals_share_of_round"]
-        lines.append(f"| {PROTOCOLS.get(name, name)} | {share['median']:.1%} | {share['max']:.1%} |")
+        lines.append(f"| {_name(name, data)} | {share['median']:.1%} | {share['max']:.1%} |")
     return "\n".join(lines)
 
 
@@ -403,10 +457,12 @@ def concepts_table(summary: dict) -> str:
     for name, data in _ordered(summary):
         row = data["criteria"][RECOMMENDED]
         cut = data["cut_short"]
-        lines.append(f"| {PROTOCOLS.get(name, name)} | {data['seeds']} | {row['met_goal']} | {row['too_early']} | "
+        lines.append(f"| {_name(name, data)} | {data['seeds']} | {row['met_goal']} | {row['too_early']} | "
                      f"{_span([r['saved'] for r in row['runs']])} of {data['budget']} | "
                      f"{cut['too_early']} of {cut['budgets']} | "
                      f"{data['criteria']['stable_predictions=0.99']['met_goal']} |")
+    if not all(data.get("runs_kept", True) for data in summary["protocols"].values()):
+        lines += ["", NOT_KEPT]
     return "\n".join(lines)
 
 
