@@ -298,9 +298,7 @@ def predicted_decisions(log_probs_S_K_C: Any, *, multilabel: bool = False) -> An
     Single-label: the predicted class of each item, :math:`\arg\max_c \bar p(c \mid x_s)`, ``[S]``.
     Multi-label (``log_probs_S_K_C`` holds each label's :math:`\log p(y_c = 1)`): every item's
     every label decision, :math:`[\bar p(y_c = 1 \mid x_s) > 1/2]`, flattened item by item to
-    ``[S * C]`` zeros and ones. A share of changed decisions then bounds the change of the
-    Hamming accuracy (one minus the Hamming loss), as a share of changed classes bounds the
-    change of the accuracy.
+    ``[S * C]`` zeros and ones.
     """
     probs_S_C = log_probs_S_K_C.exp().mean(1)
     if multilabel:
@@ -492,7 +490,8 @@ def round_signals(
     label budget, which bounds the remaining change's horizon (:func:`change_horizon`).
     ``multilabel``: ``log_probs_S_K_C`` holds per-label Bernoulli log-probabilities; the
     signals then compare label decisions (:func:`predicted_decisions`; kappa over them with
-    two classes) and the expected accuracy is the expected Hamming accuracy.
+    two classes, the remaining change :func:`per_predicted_label`) and the expected accuracy
+    is the expected micro-F1.
     """
     window = SIGNAL_WINDOW
     previous = [r.signals or {} for r in history]
