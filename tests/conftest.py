@@ -40,3 +40,17 @@ FAST_LOOP = dict(
     fit_options=FAST_FIT,
     cold_start=None,  # tests of one strategy; the default's cold start has its own tests
 )
+
+
+def multilabel_toy(n: int = 300, d: int = 6, c: int = 4, seed: int = 0):
+    """A small multi-label dataset: ``[n, d]`` Gaussian inputs, ``[n, c]`` indicators from a
+    random linear map (every item has at least one label)."""
+    import torch
+
+    from activebayes.data import ArrayDataset
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g)
+    y = ((x @ torch.randn(d, c, generator=g)) > 0.3).long()
+    y[y.sum(1) == 0, 0] = 1
+    return ArrayDataset(inputs=x, targets=y, classes=tuple("abcd"[:c]), name="toy")

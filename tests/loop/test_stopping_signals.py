@@ -26,6 +26,7 @@ from activebayes.stopping import (
     total_information,
     exact_interval,
 )
+from tests.conftest import multilabel_toy
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -191,20 +192,10 @@ def test_the_loop_records_every_signal_and_audits_uniform_items():
     assert len(loop.stop_set_N) == 300
 
 
-def _multilabel_toy(n: int = 300, d: int = 6, c: int = 4, seed: int = 0):
-    from activebayes.data import ArrayDataset
-
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, d, generator=g)
-    y = ((x @ torch.randn(d, c, generator=g)) > 0.3).long()
-    y[y.sum(1) == 0, 0] = 1
-    return ArrayDataset(inputs=x, targets=y, classes=tuple("abcd"[:c]), name="toy")
-
-
 def test_a_multilabel_run_records_the_signals_on_label_decisions_and_audits_label_sets():
     """The signals of a multi-label run compare label decisions ([S * C] bits a model); the
     audited answers count an item right when every label's decision is; a criterion stops it."""
-    data = _multilabel_toy()
+    data = multilabel_toy()
     train, test = data.subset(torch.arange(250)), data.subset(torch.arange(250, 300))
     config = LoopConfig(strategy="multilabel_bald", budget=38, initial_size=8, validation_size=30, batch_size=6,
                         num_samples=6, eval_samples=4, cold_start=None, fit_options={"max_epochs": 2},

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from activebayes.cli import main
-from activebayes.data import ArrayDataset, Pool, load_dataset
+from activebayes.data import Pool, load_dataset
 from activebayes.errors import InvalidArgumentError
 from activebayes.experiment import resume_experiment, run_experiment
 from activebayes.loop import ActiveLearningLoop, LoopConfig
@@ -27,6 +27,7 @@ from activebayes.models import MLP, fit
 from activebayes.models.dropout import mc_sampling, resample_masks
 from activebayes.models.multilabel import MultiLabelPosterior
 from activebayes.rundir import RunDirectory
+from tests.conftest import multilabel_toy
 
 TOPICS = {"sport": ["goal", "match", "team", "score", "league", "coach"],
           "food": ["bread", "cheese", "soup", "bake", "recipe", "salt"],
@@ -187,12 +188,7 @@ def test_cli_multilabel_table(tmp_path, capsys):
 # ----------------------------------------------------------------------------- multi-label pieces
 
 
-def _toy(n: int = 300, d: int = 6, c: int = 4, seed: int = 0) -> ArrayDataset:
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, d, generator=g)
-    y = ((x @ torch.randn(d, c, generator=g)) > 0.3).long()
-    y[y.sum(1) == 0, 0] = 1
-    return ArrayDataset(inputs=x, targets=y, classes=tuple("abcd"[:c]), name="toy")
+_toy = multilabel_toy
 
 
 def test_evaluate_multilabel_matches_scikit_learn():
