@@ -136,7 +136,9 @@ def test_batchbald_cnn_mc_pass_matches_its_layers_one_after_another(image_size):
     ours = predict_log_probs(net, x, K, generator=2)
     reference = predict_log_probs(layers, x, K)
     sequential = predict_log_probs(net, x, K, sampling="sequential")  # one sample at a time: unfactorised
-    assert torch.equal(sequential, reference)
+    # the same masks and weights; the kernels chosen for a batch of 9 and of 9 * K may round
+    # differently on some CPUs (4.8e-7 on an AVX-512 Xeon, bit-equal elsewhere)
+    torch.testing.assert_close(sequential, reference, rtol=0.0, atol=2e-6)
     assert 0 < (ours - reference).abs().max() < 1e-5
     few = predict_log_probs(net, x, FACTORISE_MIN_SAMPLES - 1)  # below the threshold: the plain path
     assert torch.equal(few, reference[:, : FACTORISE_MIN_SAMPLES - 1])
