@@ -103,6 +103,20 @@ PAPERS = {
 }
 
 
+def seeds_arg(text: str) -> list[int]:
+    """``--seeds``: ``"0,1,2"`` or ranges ``"0-5"`` (``"0-2,7"``); a bad value is argparse's one-line error."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.strip().partition("-")
+            seeds += list(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seeds like 0,1,2 or 0-5, got {text!r}") from None
+    if not seeds:
+        raise argparse.ArgumentTypeError(f"expected at least one seed, got {text!r}")
+    return seeds
+
+
 def protocol(dataset: str, data_dir: str | None):
     from activebayes.loop import LoopConfig
 
@@ -196,7 +210,7 @@ def _grid(args: argparse.Namespace):
         name = f"{name}-pf{args.prefilter}"
     if args.device is not None:
         base = base.replace(device=args.device)
-    seeds = tuple(int(s) for s in args.seeds.split(","))
+    seeds = tuple(args.seeds)
     out = RUNS / name
     comparison = Comparison(out, base, strategies, seeds)
     if (out / "comparison.json").is_file():
@@ -784,7 +798,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="BatchBALD on the M items of highest BALD among those scored (with --strategies "
                              "batchbald only); cached under <name>-pf<M>")
     parser.add_argument("--strategies", default=None, help=f"comma-separated (default: {','.join(STRATEGIES)})")
-    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--seeds", type=seeds_arg, default="0,1,2", help="0,1,2 or a range 0-5")
     parser.add_argument("--max-minutes", type=float, default=None, help="stop starting new runs after this long (sequential runs, --jobs 1)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (1 per run with --jobs)")
     parser.add_argument("--jobs", type=int, default=1,

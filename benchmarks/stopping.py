@@ -78,14 +78,6 @@ def protocol(dataset: str, data_dir: str | None):
     raise SystemExit(f"unknown --dataset {dataset!r}: digits, mnist, repeated_mnist, wordnet_nouns or mnist_pairs")
 
 
-def _seeds(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out += list(range(int(lo), int(hi or lo) + 1))
-    return out
-
-
 def run(dataset: str, seeds: list[int], data_dir: str | None, representation: str, threads: int | None = None,
         round_seeds: str = "per_round", encoder_epochs: int | None = None, batch_size: int | None = None) -> None:
     from activebayes.experiment import run_experiment
@@ -476,9 +468,11 @@ def write_docs(summary: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from label_efficiency import seeds_arg
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="digits")
-    parser.add_argument("--seeds", default="0-5")
+    parser.add_argument("--seeds", type=seeds_arg, default="0-5", help="0,1,2 or a range 0-5")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--representation", default="none", choices=["none", "self-supervised"])
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: chosen from the load)")
@@ -491,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summarise", action="store_true", help="only summarise the cached runs")
     args = parser.parse_args(argv)
     if not args.summarise:
-        run(args.dataset, _seeds(args.seeds), args.data_dir, args.representation, args.threads, args.round_seeds,
+        run(args.dataset, args.seeds, args.data_dir, args.representation, args.threads, args.round_seeds,
             args.encoder_epochs, args.batch_size)
     summary = summarise()
     write_docs(summary)

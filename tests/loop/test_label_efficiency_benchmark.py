@@ -207,6 +207,17 @@ def test_a_bad_flag_value_is_a_one_line_error_before_anything_is_written(bench, 
     assert not (tmp_path / "runs").exists()
 
 
+def test_seeds_take_lists_and_ranges_and_a_bad_one_is_argparses_one_line_error(bench, tmp_path, monkeypatch, capsys):
+    assert bench.seeds_arg("0,1,2") == [0, 1, 2] and bench.seeds_arg("0-2,7") == [0, 1, 2, 7]
+    monkeypatch.setattr(bench, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(sys, "argv", ["label_efficiency.py", "--strategies", "random", "--seeds", "0-x"])
+    with pytest.raises(SystemExit):
+        bench.main()
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        "error: argument --seeds: expected seeds like 0,1,2 or 0-5, got '0-x'")
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_variant_without_random_is_drawn_beside_its_base_random(bench):
     def entry(*seeds):
         return {"learning_curves": [{"seed": s, "n_labelled": [20, 30], "test_accuracy": [0.5 + s / 100, 0.6]}
