@@ -161,15 +161,11 @@ CUT_EVERY = 5
 
 
 def _headline(runs: list[tuple[str, list[dict]]]) -> str:
-    """What "accuracy" means for these runs: the test accuracy, or a multi-label run's headline,
-    the test micro-F1 (the goal's "within 1 point" is of that)."""
-    return "test_accuracy" if "test_accuracy" in runs[0][1][0]["metrics"] else "test_micro_f1"
+    """What "accuracy" means for these runs: the records' headline (``records.headline_metric``):
+    the test accuracy, or a multi-label run's test micro-F1 (the goal's "within 1 point" is of that)."""
+    from activebayes.records import headline_metric
 
-
-def _audited_metric(runs: list[tuple[str, list[dict]]]) -> str:
-    """What the audited answers estimate: the accuracy, or a multi-label run's subset accuracy
-    (an audited item counts as right when every label is)."""
-    return "test_accuracy" if "test_accuracy" in runs[0][1][0]["metrics"] else "test_subset_accuracy"
+    return headline_metric(runs[0][1][0]["metrics"])
 
 
 def cut_short(runs: list[tuple[str, list[dict]]], threshold: float) -> dict:
@@ -179,10 +175,11 @@ def cut_short(runs: list[tuple[str, list[dict]]], threshold: float) -> dict:
     from activebayes.stopping import CHANGE_WINDOW
 
     cases = []
+    metric = _headline(runs)
     for seed, rounds in runs:
         for k in range(CHANGE_WINDOW, len(rounds) - 1, CUT_EVERY):
             cut, budget = rounds[: k + 1], rounds[k]["n_labelled"]
-            accuracy = [r["metrics"][_headline(runs)] for r in cut]
+            accuracy = [r["metrics"][metric] for r in cut]
             final = statistics.fmean(accuracy[-FINAL_ROUNDS:])
             i = _fires(cut, "remaining_change", threshold, budget)
             below = None if i is None else round(100 * (final - accuracy[i]), 2)
@@ -236,10 +233,14 @@ def summarise(write: bool = True) -> dict:
         if not runs:
             continue
         budget = runs[0][1][-1]["n_labelled"]
+        metric = _headline(runs)
+        # what the audited answers estimate: the accuracy, or a multi-label run's subset accuracy
+        # (an audited item counts as right when every label is)
+        audited = "test_accuracy" if metric == "test_accuracy" else "test_subset_accuracy"
         protocol_out: dict = {"seeds": len(runs), "budget": budget, "runs": {}, "criteria": {}, "estimate": {}}
         for seed, rounds in runs:
             labels = [r["n_labelled"] for r in rounds]
-            accuracy = [r["metrics"][_headline(runs)] for r in rounds]
+            accuracy = [r["metrics"][metric] for r in rounds]
             final = statistics.fmean(accuracy[-FINAL_ROUNDS:])
             flat = flat_from(labels, accuracy, final)
             # within a point only over the rounds averaged into the final accuracy itself: the
@@ -249,7 +250,7 @@ def summarise(write: bool = True) -> dict:
         for name, threshold in CRITERIA:
             rows = []
             for seed, rounds in runs:
-                accuracy = [r["metrics"][_headline(runs)] for r in rounds]
+                accuracy = [r["metrics"][metric] for r in rounds]
                 run = protocol_out["runs"][seed]
                 i = _fires(rounds, name, threshold, budget)
                 if i is None:
@@ -291,7 +292,7 @@ def summarise(write: bool = True) -> dict:
                 source = [q for q in rounds[max(0, i - SIGNAL_WINDOW): i] if (q.get("signals") or {}).get("audit")]
                 n = sum(q["signals"]["audit"]["n"] for q in source)
                 correct = sum(q["signals"]["audit"]["correct"] for q in source)
-                truth = sum(q["signals"]["audit"]["n"] * q["metrics"][_audited_metric(runs)] for q in source) / n
+                truth = sum(q["signals"]["audit"]["n"] * q["metrics"][audited] for q in source) / n
                 errors.append(abs(estimate["value"] - truth))
                 # the library's interval from the counts (runs recorded before it changed held Wilson's)
                 low, high = exact_interval(correct, n)
