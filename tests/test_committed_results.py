@@ -62,11 +62,18 @@ def test_committed_runs_are_in_the_compact_form():
     runs = sorted(RUNS.glob("*/*/seed_*/config.json"))
     assert len(runs) > 100  # the scan sees the committed runs
     for config in runs:
-        rounds = config.parent / "rounds.jsonl.xz"
-        assert rounds.is_file(), f"{config.parent} has no rounds.jsonl.xz"
-        records = [json.loads(line) for line in lzma.decompress(rounds.read_bytes()).decode().splitlines()]
-        lists = [i for i, r in enumerate(records) if any(isinstance(v, list | dict) for v in r["metrics"].values())]
-        assert lists == [len(records) - 1], f"{rounds}: per-class metrics in rounds {lists}"
+        _compact_records(config.parent)
+
+
+def _compact_records(run_dir: Path) -> list[dict]:
+    """A committed run's rounds, checked to be in the compact form: xz-compressed, and the
+    per-class lists in the last round only."""
+    rounds = run_dir / "rounds.jsonl.xz"
+    assert rounds.is_file() and not (run_dir / "rounds.jsonl").exists(), f"{run_dir} has no rounds.jsonl.xz alone"
+    records = [json.loads(line) for line in lzma.decompress(rounds.read_bytes()).decode().splitlines()]
+    lists = [i for i, r in enumerate(records) if any(isinstance(v, list | dict) for v in r["metrics"].values())]
+    assert lists == [len(records) - 1], f"{rounds}: per-class metrics in rounds {lists}"
+    return records
 
 
 @pytest.fixture()
@@ -181,13 +188,9 @@ def test_the_stopping_summary_is_rebuilt_from_the_committed_stopping_runs(monkey
     assert len(configs) == sum(p["seeds"] for p in kept.values()) >= 40
     assert {c.parent.parent.name for c in configs} == set(kept)
     for config in configs:
-        rounds = config.parent / "rounds.jsonl.xz"
-        assert rounds.is_file() and not (config.parent / "rounds.jsonl").exists(), config.parent
-        records = [json.loads(line) for line in lzma.decompress(rounds.read_bytes()).decode().splitlines()]
-        lists = [i for i, r in enumerate(records) if any(isinstance(v, list | dict) for v in r["metrics"].values())]
-        assert lists == [len(records) - 1], f"{rounds}: per-class metrics in rounds {lists}"
+        records = _compact_records(config.parent)
         stable = [(r.get("signals") or {}).get("stable_predictions") or {} for r in records]
-        assert all(s.get("predictions") for s in stable if s.get("trained")), f"{rounds}: predictions dropped"
+        assert all(s.get("predictions") for s in stable if s.get("trained")), f"{config.parent}: predictions dropped"
     assert benchmark.summarise(write=False) == committed
 
 
