@@ -62,10 +62,12 @@ def test_label_thirty_items_with_the_keyboard_including_undo(live, project):
             # (the page's CSP forbids eval, so poll from here rather than with wait_for_function)
             loaded = "(() => { const img = document.getElementById('item-image');" \
                      " return img.complete && img.naturalWidth > 0; })()"
+            # judged on the one atomic check: reading naturalWidth again afterwards raced the next
+            # item's image, whose new src resets it to 0 until that one loads
             deadline = time.monotonic() + 60
-            while not page.evaluate(loaded) and time.monotonic() < deadline:
+            while not (shown := page.evaluate(loaded)) and time.monotonic() < deadline:
                 page.wait_for_timeout(100)
-            assert page.evaluate("document.getElementById('item-image').naturalWidth") > 0
+            assert shown, "the item's image did not load within 60 s"
             # a reload (no token in the address any more) is the same annotator, and "by you" keeps counting
             page.reload()
             page.wait_for_selector("body[data-ready='1']")
