@@ -201,7 +201,7 @@ def test_a_multilabel_project_measures_the_stopping_signals_on_label_decisions(t
     (kappa and the remaining change on label decisions, the audited answers as whole label
     sets) and the dashboard's stopping panel reads them."""
     from activebayes.app.stopping_panel import stopping_state
-    from activebayes.stopping import EXPECTED_ACCURACY, STABLE_PREDICTIONS
+    from activebayes.stopping import ESTIMATED_ACCURACY, EXPECTED_ACCURACY, REMAINING_CHANGE, STABLE_PREDICTIONS
 
     project = make_text_project(tmp_path / "multi", write_csv(tmp_path / "glosses.csv", rows),
                                 table_options={"multilabel": True}, stop_when=("remaining_change",),
@@ -221,5 +221,18 @@ def test_a_multilabel_project_measures_the_stopping_signals_on_label_decisions(t
                                n_labelled=proposal.n_labelled, stop_when=project.config.stop_when)
         texts = {s["name"]: s["text"] for s in state["signals"]}
         assert "micro-F1" in texts[EXPECTED_ACCURACY] and not state["stop"]
+        titles = {s["name"]: s["title"] for s in state["signals"]}
+        assert "accuracy" in titles[EXPECTED_ACCURACY]  # a single-label heading on a multi-label project
+        state = stopping_state(proposal.signals, [r.signals for r in loop.history], round=loop.round,
+                               n_labelled=proposal.n_labelled, stop_when=project.config.stop_when, multilabel=True)
+        titles = {s["name"]: s["title"] for s in state["signals"]}
+        assert titles[EXPECTED_ACCURACY] == "The model's own micro-F1 estimate"
+        assert titles[REMAINING_CHANGE].startswith("Label decisions settled")
+        assert "label sets" in titles[ESTIMATED_ACCURACY]
+        # and the dashboard's state carries them (the server passes the project's kind)
+        from activebayes.app.server import _stopping_panel
+
+        panel = _stopping_panel(project.store, project.config.stop_when, multilabel=project.store.multilabel)
+        assert {s["name"]: s["title"] for s in panel["signals"]}[EXPECTED_ACCURACY] == titles[EXPECTED_ACCURACY]
     finally:
         project.close()

@@ -391,7 +391,7 @@ class LabelApp:
                           "prequential_accuracy": correct / n if n else None, "prequential_n": n,
                           "seconds": None, "current": True})
         latest_test = next((p["test_accuracy"] for p in reversed(curve) if p.get("test_accuracy") is not None), None)
-        stopping = _stopping_panel(store, getattr(self.project.config, "stop_when", ()))
+        stopping = _stopping_panel(store, getattr(self.project.config, "stop_when", ()), multilabel=self.multilabel)
         return {
             "project": str(self.project.directory),
             "source": self.project.config.source,
@@ -422,13 +422,14 @@ class LabelApp:
         }
 
 
-def _stopping_panel(store: Any, stop_when: Any) -> dict[str, Any]:
+def _stopping_panel(store: Any, stop_when: Any, *, multilabel: bool = False) -> dict[str, Any]:
     """The dashboard's stopping panel: the newest proposal's signals (its model is the latest)."""
     history = [record.get("signals") for _round, record, _committed in store.rounds()]
     latest = store.latest_proposal()
     proposal = latest[1] if latest is not None else {}
     return stopping_state(proposal.get("signals"), history, round=proposal.get("round"),
-                          n_labelled=proposal.get("n_labelled"), stop_when=tuple(stop_when or ()))
+                          n_labelled=proposal.get("n_labelled"), stop_when=tuple(stop_when or ()),
+                          multilabel=multilabel)
 
 
 def _item_file(root: str, key: str) -> Path:

@@ -31,6 +31,16 @@ TITLES = {
     EXPECTED_ACCURACY: "The model's own accuracy estimate",
 }
 
+#: a multi-label project's headings where they differ: the signals compare label decisions,
+#: the model's estimate is of its micro-F1 and an audited answer counts when its whole label set is right
+MULTILABEL_TITLES = {
+    **TITLES,
+    REMAINING_CHANGE: "Label decisions settled (recommended)",
+    STABLE_PREDICTIONS: "Label decisions stable",
+    ESTIMATED_ACCURACY: "Exact label sets, from audited answers",
+    EXPECTED_ACCURACY: "The model's own micro-F1 estimate",
+}
+
 
 def _first_information(history: Sequence[Mapping[str, Any] | None]) -> float | None:
     for signals in history:
@@ -40,13 +50,11 @@ def _first_information(history: Sequence[Mapping[str, Any] | None]) -> float | N
     return None
 
 
-def _short(name: str) -> str:
-    return TITLES[name].removesuffix(" (recommended)").lower()
-
-
 def stopping_state(signals: Mapping[str, Any] | None, history: Sequence[Mapping[str, Any] | None], *,
-                   round: int | None, n_labelled: int | None, stop_when: Sequence[str] = ()) -> dict[str, Any]:
-    """The panel's content for the latest ``signals`` (``history``: the signals of the rounds before).
+                   round: int | None, n_labelled: int | None, stop_when: Sequence[str] = (),
+                   multilabel: bool = False) -> dict[str, Any]:
+    """The panel's content for the latest ``signals`` (``history``: the signals of the rounds before;
+    ``multilabel``: a multi-label project's headings, :data:`MULTILABEL_TITLES`).
 
     Returns ``{"round", "n_labelled", "stop", "fired", "verdict", "signals": [...]}``; each
     signal: ``name``, ``title``, ``text`` (the loop's sentence), ``fired``, ``value`` and, where
@@ -54,8 +62,13 @@ def stopping_state(signals: Mapping[str, Any] | None, history: Sequence[Mapping[
     ``ratio`` (the pool's information over the first model's).
     """
     signals = signals or {}
+    titles = MULTILABEL_TITLES if multilabel else TITLES
+
+    def short(name: str) -> str:
+        return titles[name].removesuffix(" (recommended)").lower()
+
     rows = []
-    for name, title in TITLES.items():
+    for name, title in titles.items():
         signal = signals.get(name) or {}
         row: dict[str, Any] = {"name": name, "title": title, "fired": bool(signal.get("fired")),
                                "value": signal.get("value"),
@@ -74,13 +87,14 @@ def stopping_state(signals: Mapping[str, Any] | None, history: Sequence[Mapping[
     if not signals:
         verdict = "No stopping signals yet: they are measured once the first model is trained."
     elif says_stop:
-        names = ", ".join(_short(name) for name in says_stop)
+        names = ", ".join(short(name) for name in says_stop)
         verdict = f"Yes, you can stop labelling ({names})."
         if any(name in chosen for name in says_stop):
             verdict += " The project's stop_when criterion fired, so no new batch is picked."
     elif fired:
-        names = ", ".join(_short(name) for name in fired)
-        verdict = (f"Not yet: the predictions have not settled ({names} fired, but alone that stops too early "
+        names = ", ".join(short(name) for name in fired)
+        settling = "label decisions" if multilabel else "predictions"
+        verdict = (f"Not yet: the {settling} have not settled ({names} fired, but alone that stops too early "
                    "more often).")
     else:
         verdict = "Not yet: no criterion says to stop; keep labelling."
