@@ -183,6 +183,14 @@ def _grid(args: argparse.Namespace):
         # another Bayesian head on the same network (a deep ensemble, a last-layer Laplace), its own cache
         base = base.replace(posterior=args.posterior)
         name = f"{name}-{args.posterior}"
+    if args.budget is not None and args.budget != base.budget:
+        # the same protocol run on to another label budget, its own cache
+        # (before the cold start's suffix: text_multilabel_summary.py finds <task>-cold-* beside <task>)
+        if args.budget <= base.initial_size:
+            raise SystemExit(f"error: --budget must exceed the protocol's {base.initial_size} initial labels, "
+                             f"got {args.budget}")
+        base = base.replace(budget=args.budget)
+        name = f"{name}-b{args.budget}"
     if args.pool_subsample is not None and args.pool_subsample < 0:
         raise SystemExit(f"error: --pool-subsample must be >= 0 (0: the whole pool), got {args.pool_subsample}")
     if args.pool_subsample is not None and (args.pool_subsample or None) != base.pool_subsample:
@@ -781,6 +789,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="score a fresh random subsample of this many unlabelled items each round, 0 for "
                              "all of them (default: the protocol's); another value caches its runs under "
                              "<dataset>-ps<N> (-psall for 0)")
+    parser.add_argument("--budget", type=int, default=None,
+                        help="label budget (default: the protocol's); another caches its runs under <dataset>-b<N>")
     parser.add_argument("--representation", choices=["none", "self-supervised"], default="none",
                         help="self-supervised: the model is an MC dropout head on an encoder trained on the "
                              "pool's images without labels (cached under <dataset>-ssl)")

@@ -195,12 +195,19 @@ def test_variant_caches_are_named_by_what_they_change(bench, tmp_path, monkeypat
     name, comparison, _ = bench._grid(parse(["--dataset", "digits", "--strategies", "badge", "--seeds", "0",
                                              "--posterior", "laplace", "--cold-start", "typicality"]))
     assert name == "digits-laplace-cold-typicality100" and comparison.base.posterior == "laplace"
+    # a longer (or shorter) budget, named before the cold start's suffix; the protocol's own, no variant
+    name, comparison, _ = bench._grid(parse(["--dataset", "digits", "--strategies", "badge", "--seeds", "0",
+                                             "--budget", "400", "--cold-start", "typicality"]))
+    assert name == "digits-b400-cold-typicality100" and comparison.base.budget == 400
+    name, _, _ = bench._grid(parse(["--dataset", "digits", "--strategies", "badge", "--seeds", "0", "--budget", "40"]))
+    assert name == "digits"
 
 
 def test_a_bad_flag_value_is_a_one_line_error_before_anything_is_written(bench, tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "RUNS", tmp_path / "runs")
     for argv, message in [(["--pool-subsample", "-5"], "--pool-subsample must be >= 0 (0: the whole pool), got -5"),
-                          (["--num-samples", "0"], "num_samples (--num-samples) must be >= 1, got 0")]:
+                          (["--num-samples", "0"], "num_samples (--num-samples) must be >= 1, got 0"),
+                          (["--budget", "10"], "--budget must exceed the protocol's 20 initial labels, got 10")]:
         monkeypatch.setattr(sys, "argv", ["label_efficiency.py", "--strategies", "random", "--seeds", "0", *argv])
         with pytest.raises(SystemExit, match="^error: " + re.escape(message)):
             bench.main()
