@@ -190,7 +190,7 @@ def _grid(args: argparse.Namespace):
             raise SystemExit(f"error: --budget must exceed the protocol's {base.initial_size} initial labels, "
                              f"got {args.budget}")
         base = base.replace(budget=args.budget)
-        name = f"{name}-b{args.budget}"
+        name = f"{name}-budget{args.budget}"
     if args.pool_subsample is not None and args.pool_subsample < 0:
         raise SystemExit(f"error: --pool-subsample must be >= 0 (0: the whole pool), got {args.pool_subsample}")
     if args.pool_subsample is not None and (args.pool_subsample or None) != base.pool_subsample:
@@ -256,10 +256,10 @@ def run(args: argparse.Namespace) -> None:
         _run_all(args, name, comparison, todo)
     finally:
         # however the runs stopped (done, time limit, Ctrl-C, a failure), what they wrote is
-        # left in the committed form
-        for strategy in comparison.strategies:
-            for seed in comparison.seeds:
-                compact(comparison.run_dir(strategy, seed))
+        # left in the committed form; only this invocation's runs: another process may be
+        # writing the comparison's others (its own finally compacts them)
+        for strategy, seed in todo:
+            compact(comparison.run_dir(strategy, seed))
 
 
 def _run_all(args: argparse.Namespace, name: str, comparison, todo) -> None:
@@ -790,7 +790,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "all of them (default: the protocol's); another value caches its runs under "
                              "<dataset>-ps<N> (-psall for 0)")
     parser.add_argument("--budget", type=int, default=None,
-                        help="label budget (default: the protocol's); another caches its runs under <dataset>-b<N>")
+                        help="label budget (default: the protocol's); another caches its runs under <dataset>-budget<N>")
     parser.add_argument("--representation", choices=["none", "self-supervised"], default="none",
                         help="self-supervised: the model is an MC dropout head on an encoder trained on the "
                              "pool's images without labels (cached under <dataset>-ssl)")

@@ -79,7 +79,8 @@ def protocol(dataset: str, data_dir: str | None):
 
 
 def run(dataset: str, seeds: list[int], data_dir: str | None, representation: str, threads: int | None = None,
-        round_seeds: str = "per_round", encoder_epochs: int | None = None, batch_size: int | None = None) -> None:
+        round_seeds: str = "per_round", encoder_epochs: int | None = None, batch_size: int | None = None,
+        budget: int | None = None) -> None:
     from activebayes.experiment import run_experiment
     from label_efficiency import compact
 
@@ -97,14 +98,23 @@ def run(dataset: str, seeds: list[int], data_dir: str | None, representation: st
         config = config.replace(round_seeds=round_seeds)
         if batch_size is not None:
             config = config.replace(batch_size=batch_size)
-        name = (dataset + ("-ssl" if representation != "none" else "")
-                + (f"-e{encoder_epochs}" if representation != "none" and encoder_epochs is not None else "")
-                + ("-shared" if round_seeds == "shared" else "")
-                + (f"-b{batch_size}" if batch_size is not None else ""))
+        if budget is not None:
+            config = config.replace(budget=budget)
+        name = run_name(dataset, representation, round_seeds, encoder_epochs, batch_size, budget)
         tic = time.perf_counter()
         run_experiment(config, RUNS / name / f"seed_{seed}", progress=False, report=False)
         compact(RUNS / name / f"seed_{seed}", all_predictions=True)
         print(f"{name} seed {seed}: {time.perf_counter() - tic:.0f} s", flush=True)
+
+
+def run_name(dataset: str, representation: str = "none", round_seeds: str = "per_round",
+             encoder_epochs: int | None = None, batch_size: int | None = None, budget: int | None = None) -> str:
+    """The runs' folder under ``RUNS``: the protocol's name, with a suffix for each setting changed."""
+    return (dataset + ("-ssl" if representation != "none" else "")
+            + (f"-e{encoder_epochs}" if representation != "none" and encoder_epochs is not None else "")
+            + ("-shared" if round_seeds == "shared" else "")
+            + (f"-b{batch_size}" if batch_size is not None else "")
+            + (f"-budget{budget}" if budget is not None else ""))
 
 
 def _fires(rounds: list[dict], name: str, threshold: float, budget: int) -> int | None:
@@ -353,7 +363,9 @@ PROTOCOLS = {
     "mnist-shared": "MNIST from scratch, shared seeds",
     "repeated_mnist": "Repeated MNIST",
     "wordnet_nouns": "WordNet (text)",
+    "wordnet_nouns-budget2048": "WordNet (text), to 2,048 labels",
     "mnist_pairs": "digit pairs (multi-label; micro-F1)",
+    "mnist_pairs-budget800": "digit pairs, to 800 labels",
 }
 #: the criterion the overview table is about
 RECOMMENDED = "remaining_change=0.01"
@@ -483,11 +495,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --representation: the encoder's epochs (the runs go to <dataset>-ssl-e<N>)")
     parser.add_argument("--batch-size", type=int, default=None,
                         help="labels per round instead of the protocol's (the runs go to <dataset>-b<N>)")
+    parser.add_argument("--budget", type=int, default=None,
+                        help="labels to run to instead of the protocol's (the runs go to <dataset>-budget<N>)")
     parser.add_argument("--summarise", action="store_true", help="only summarise the cached runs")
     args = parser.parse_args(argv)
+    if args.budget is not None and args.budget <= protocol(args.dataset, args.data_dir).initial_size:
+        parser.error(f"--budget must exceed the protocol's {protocol(args.dataset, args.data_dir).initial_size} "
+                     f"initial labels, got {args.budget}")
     if not args.summarise:
         run(args.dataset, args.seeds, args.data_dir, args.representation, args.threads, args.round_seeds,
-            args.encoder_epochs, args.batch_size)
+            args.encoder_epochs, args.batch_size, args.budget)
     summary = summarise()
     write_docs(summary)
     print(markdown(summary))

@@ -88,6 +88,21 @@ def test_parallel_runs_equal_sequential_runs_and_summary_matches(bench, tmp_path
     assert (bench.FIGURES / "label_efficiency_digits.png").stat().st_size > 0
 
 
+def test_a_second_invocation_on_the_same_comparison_leaves_the_others_runs_alone(bench, tmp_path, monkeypatch):
+    """Two processes sharing a comparison (seeds split between them): one finishing does not
+    touch the run the other is writing (it compacted every run of the comparison, and the
+    other's lock made it fail)."""
+    from activebayes.rundir import RunDirectory
+
+    monkeypatch.setattr(bench, "RUNS", tmp_path / "runs")
+    argv = ["--dataset", "digits", "--strategies", "random", "--threads", "1", "--quiet"]
+    bench.run(bench.build_parser().parse_args([*argv, "--seeds", "1"]))
+    other = RunDirectory(tmp_path / "runs" / "digits" / "random" / "seed_1")
+    with other.lock():  # as if another process still wrote it
+        bench.run(bench.build_parser().parse_args([*argv, "--seeds", "0"]))
+    assert RunDirectory(tmp_path / "runs" / "digits" / "random" / "seed_0").is_finished()
+
+
 @pytest.mark.slow
 def test_parallel_runs_with_a_representation_train_each_encoder_once_first(bench, tmp_path, monkeypatch, capsys):
     # a tiny encoder (1 epoch) on digits; the cache of encoders is the test's own folder
@@ -198,7 +213,7 @@ def test_variant_caches_are_named_by_what_they_change(bench, tmp_path, monkeypat
     # a longer (or shorter) budget, named before the cold start's suffix; the protocol's own, no variant
     name, comparison, _ = bench._grid(parse(["--dataset", "digits", "--strategies", "badge", "--seeds", "0",
                                              "--budget", "400", "--cold-start", "typicality"]))
-    assert name == "digits-b400-cold-typicality100" and comparison.base.budget == 400
+    assert name == "digits-budget400-cold-typicality100" and comparison.base.budget == 400
     name, _, _ = bench._grid(parse(["--dataset", "digits", "--strategies", "badge", "--seeds", "0", "--budget", "40"]))
     assert name == "digits"
 

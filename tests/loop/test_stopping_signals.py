@@ -442,6 +442,23 @@ def test_the_stopping_benchmark_rejudges_the_remaining_change_as_the_loop_record
     assert benchmark._fires(rounds, REMAINING_CHANGE, 1e-9, budget=200) is None
 
 
+def test_the_stopping_benchmark_names_each_runs_folder_by_what_it_changes(monkeypatch, capsys):
+    """--batch-size and --budget each get their own folder (runs of another protocol never mix
+    with the committed ones); a budget not above the initial labels is a usage error."""
+    from tests.conftest import ROOT
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import stopping as benchmark
+
+    assert benchmark.run_name("digits") == "digits"
+    assert benchmark.run_name("digits", batch_size=5) == "digits-b5"
+    assert benchmark.run_name("wordnet_nouns", budget=2048) == "wordnet_nouns-budget2048"
+    assert benchmark.run_name("mnist", "self-supervised", "shared", 50, None, 600) == "mnist-ssl-e50-shared-budget600"
+    with pytest.raises(SystemExit):
+        benchmark.main(["--dataset", "digits", "--budget", "20", "--seeds", "0"])
+    assert "--budget must exceed the protocol's 20 initial labels, got 20" in capsys.readouterr().err
+
+
 def test_a_stop_set_the_pool_cannot_fill_is_refused_naming_the_flag_but_the_default_shrinks():
     loop_config = LoopConfig(**{**FAST, "stop_set_size": 5000})
     with pytest.raises(InvalidArgumentError, match=r"stop_set_size \(--stop-set-size\).*at most \d+, got 5000"):
