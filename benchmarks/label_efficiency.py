@@ -647,6 +647,11 @@ def _variant_base(name: str, names) -> str | None:
     return max(bases, key=len) if bases else None
 
 
+def _budget(entry: dict) -> int | None:
+    """The labels a strategy's runs went to (the last point of their learning curves)."""
+    return max((c["n_labelled"][-1] for c in entry["learning_curves"] if c["n_labelled"]), default=None)
+
+
 def _variant_tables(datasets: dict) -> list[str]:
     """Each ablation cache beside the protocol it varies, on the seeds both have finished."""
     from activebayes.analysis import labels_to_reach, summarise_strategy
@@ -658,6 +663,8 @@ def _variant_tables(datasets: dict) -> list[str]:
             continue
         default = datasets[base]
         first_b, first_v = next(iter(default.values())), next(iter(variant.values()))
+        if _budget(first_b) != _budget(first_v):
+            continue  # another budget (--budget) is another protocol: its AULC spans other labels
         keys = ("model", "posterior", "num_samples", "mean_samples", "eval_samples", "pool_subsample",
                 "representation", "cold_start", "training")
 

@@ -255,3 +255,16 @@ def test_a_variant_without_random_is_drawn_beside_its_base_random(bench):
     # a variant with its own random, and a protocol, are drawn as they are
     assert sorted(bench._plotted_curves("mnist-k20", datasets)) == ["bald", "random"]
     assert sorted(bench._plotted_curves("mnist", datasets)) == ["bald", "random"]
+
+
+def test_a_longer_budget_is_not_tabled_as_an_ablation_of_its_protocol(bench):
+    """An ablation table compares AULCs over the same labels; a --budget variant's AULC spans
+    others, so it gets its own section only."""
+    def entry(budget):
+        return {"model": "mlp", "seeds": [0], "learning_curves": [{"seed": 0, "n_labelled": [20, budget],
+                                                     "test_accuracy": [0.5, 0.9]}]}
+
+    datasets = {"digits": {"random": entry(200)}, "digits-k20": {"random": entry(200)},
+                "digits-budget400": {"random": entry(400)}}
+    headers = [line for line in bench._variant_tables(datasets) if line.startswith("### ")]
+    assert headers == ["### digits vs digits-k20 (same settings)\n"]
