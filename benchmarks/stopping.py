@@ -499,9 +499,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="labels to run to instead of the protocol's (the runs go to <dataset>-budget<N>)")
     parser.add_argument("--summarise", action="store_true", help="only summarise the cached runs")
     args = parser.parse_args(argv)
-    if args.budget is not None and args.budget <= protocol(args.dataset, args.data_dir).initial_size:
-        parser.error(f"--budget must exceed the protocol's {protocol(args.dataset, args.data_dir).initial_size} "
-                     f"initial labels, got {args.budget}")
+    initial = protocol(args.dataset, args.data_dir).initial_size
+    if args.budget is not None and args.budget <= initial:
+        parser.error(f"--budget must exceed the protocol's {initial} initial labels, got {args.budget}")
     if not args.summarise:
         run(args.dataset, args.seeds, args.data_dir, args.representation, args.threads, args.round_seeds,
             args.encoder_epochs, args.batch_size, args.budget)
