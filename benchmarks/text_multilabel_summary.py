@@ -120,7 +120,9 @@ def markdown(task: str, result: dict) -> str:
     for name, entry in result["strategies"].items():
         reach = [entry["median_labels"][str(t)] for t in (t1, t2)]
         fmt = ["not reached" if r is None else f"{r:g}" for r in reach]
-        below = ", ".join(map(str, entry["rounds_below_random"])) or "none"
+        counts = entry["rounds_below_random"]
+        below = (f"{len(counts)} rounds ({counts[0]}–{counts[-1]})" if len(counts) > 6
+                 else ", ".join(map(str, counts)) or "none")
         lines.append(f"| {name} | {len(entry['seeds'])} | {fmt[0]} | {fmt[1]} | {entry['aulc_mean']:.4f} ± "
                      f"{entry['aulc_std']:.4f} | {entry['final_mean']:.4f} | {below} |")
     return "\n".join(lines)

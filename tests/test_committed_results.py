@@ -241,6 +241,23 @@ def test_a_run_being_written_is_refused_to_a_second_writer_and_left_alone_by_com
     assert result.rounds[-1].n_labelled == config.budget
 
 
+def test_text_and_multilabel_tables_shorten_a_long_list_of_rounds_below_random(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import text_multilabel_summary as summary
+
+    def entry(below):
+        return {"seeds": [0, 1], "median_labels": {"0.5": 100.0, "0.6": None}, "aulc_mean": 0.5, "aulc_std": 0.01,
+                "final_mean": 0.6, "rounds_below_random": below}
+
+    result = {"metric": "test_accuracy", "targets": [0.5, 0.6],
+              "strategies": {"bald": entry(list(range(72, 2049, 20))), "margin": entry([412, 432]),
+                             "badge": entry([])}}
+    rows = {line.split(" | ")[0].strip("| "): line for line in summary.markdown("t", result).splitlines()[4:]}
+    assert rows["bald"].endswith("| 99 rounds (72–2032) |")
+    assert rows["margin"].endswith("| 412, 432 |") and rows["badge"].endswith("| none |")
+    assert "| 100 | not reached |" in rows["bald"]
+
+
 def test_text_and_multilabel_summary_reproduces_the_committed_numbers_and_the_guide(monkeypatch):
     """``benchmarks/text_multilabel_summary.py`` rebuilds every committed task of
     ``text_multilabel.json`` from the run directories, and every ``mean ± sd`` AULC the text
