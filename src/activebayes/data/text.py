@@ -29,11 +29,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -175,8 +176,12 @@ class LocalModelEncoder:
     ``transformers.AutoTokenizer`` / ``AutoModel`` (``local_files_only=True``) and the
     features are the attention-mask-weighted mean of the last hidden states.
 
-    Not tested against a real model in this project's CI (none is installed); the
-    loading path fails with a one-line error when the directory or the library is missing.
+    The fingerprint (the cache key) hashes the content of every file in the directory, so
+    weights saved again in the same folder (a fine-tuned model) are encoded afresh. While
+    the model loads, ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` are set and
+    ``local_files_only=True`` is passed: a folder that is not a complete model fails
+    instead of downloading. The loading path fails with a one-line error when the
+    directory or the library is missing.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, batch_size: int = 64, device: str = "cpu",
@@ -193,7 +198,7 @@ class LocalModelEncoder:
         self.max_length = int(max_length)
 
     def fingerprint(self) -> str:
-        files = sorted((p.relative_to(self.path).as_posix(), p.stat().st_size)
+        files = sorted((p.relative_to(self.path).as_posix(), _file_sha256(p))
                        for p in self.path.rglob("*") if p.is_file())
         config = ""
         for name in ("config.json", "modules.json"):
@@ -203,24 +208,26 @@ class LocalModelEncoder:
                            "max_length": self.max_length}, sort_keys=True)
 
     def fit_transform(self, texts: Sequence[str]) -> np.ndarray:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         if (self.path / "modules.json").is_file():
             try:
-                from sentence_transformers import SentenceTransformer
+                with _offline():
+                    from sentence_transformers import SentenceTransformer
+
+                    model = SentenceTransformer(str(self.path), device=self.device, local_files_only=True)
             except ImportError:
                 raise InvalidArgumentError(f"{self.path} is a sentence-transformers model: "
                                            "pip install sentence-transformers") from None
-            model = SentenceTransformer(str(self.path), device=self.device)
-            return np.asarray(model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True),
-                              dtype=np.float32)
+            return np.asarray(model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
+                                           show_progress_bar=False), dtype=np.float32)
         try:
-            import torch
-            from transformers import AutoModel, AutoTokenizer
+            with _offline():
+                import torch
+                from transformers import AutoModel, AutoTokenizer
+
+                tokenizer = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
+                model = AutoModel.from_pretrained(str(self.path), local_files_only=True).to(self.device).eval()
         except ImportError:
             raise InvalidArgumentError(f"{self.path} is a Hugging Face model: pip install transformers") from None
-        tokenizer = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
-        model = AutoModel.from_pretrained(str(self.path), local_files_only=True).to(self.device).eval()
         out = []
         with torch.inference_mode():
             for start in range(0, len(texts), self.batch_size):
@@ -230,6 +237,27 @@ class LocalModelEncoder:
                 mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 out.append(((hidden * mask).sum(1) / mask.sum(1).clamp_min(1)).float().cpu().numpy())
         return np.concatenate(out).astype(np.float32)
+
+
+def _file_sha256(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+@contextlib.contextmanager
+def _offline() -> Iterator[None]:
+    """Hugging Face libraries offline while a local model loads; the caller's settings come back after."""
+    names = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    before = {name: os.environ.get(name) for name in names}
+    os.environ.update(dict.fromkeys(names, "1"))
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def get_encoder(encoder: str | os.PathLike[str] | TextEncoder | None) -> TextEncoder:
