@@ -216,7 +216,7 @@ class LocalModelEncoder:
                     model = SentenceTransformer(str(self.path), device=self.device, local_files_only=True)
             except ImportError:
                 raise InvalidArgumentError(f"{self.path} is a sentence-transformers model: "
-                                           "pip install sentence-transformers") from None
+                                           "pip install 'activebayes[encoders]' (sentence-transformers)") from None
             return np.asarray(model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
                                            show_progress_bar=False), dtype=np.float32)
         try:
@@ -227,7 +227,8 @@ class LocalModelEncoder:
                 tokenizer = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
                 model = AutoModel.from_pretrained(str(self.path), local_files_only=True).to(self.device).eval()
         except ImportError:
-            raise InvalidArgumentError(f"{self.path} is a Hugging Face model: pip install transformers") from None
+            raise InvalidArgumentError(f"{self.path} is a Hugging Face model: "
+                                       "pip install 'activebayes[encoders]' (transformers)") from None
         out = []
         with torch.inference_mode():
             for start in range(0, len(texts), self.batch_size):
