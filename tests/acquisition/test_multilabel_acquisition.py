@@ -193,3 +193,27 @@ def test_multilabel_badge_is_badge_seeding_on_the_bce_embeddings():
     assert picked.indices.tolist() == reference.indices.tolist()
     with pytest.raises(InvalidTypeError, match="needs features_N_D"):
         select(log_probs, "multilabel_badge", 6)
+
+
+def test_multilabel_power_bald_samples_in_proportion_to_summed_bald():
+    """First picks follow p ∝ BALD_Σ (NumPy float64), batches are seeded and without replacement,
+    and the reported scores are the plain summed BALD."""
+    from activebayes.acquisition import select
+
+    logits = random_logits(5, 8, 3, seed=4)
+    log_probs = ml.multilabel_log_probs(logits)
+    bald_N = ref.per_label_bald(probs(logits)).sum(1)
+    draws = 3000
+    firsts = [int(select(log_probs, "multilabel_power_bald", 1, generator=torch.Generator().manual_seed(s)).indices[0])
+              for s in range(draws)]
+    np.testing.assert_allclose(np.bincount(firsts, minlength=5) / draws, bald_N / bald_N.sum(), atol=0.03)
+
+    log_probs = ml.multilabel_log_probs(random_logits(60, 8, 4, seed=5))
+    a, b, c = (select(log_probs, "multilabel_power_bald", 12, generator=torch.Generator().manual_seed(s))
+               for s in (1, 1, 2))
+    assert a.indices.tolist() == b.indices.tolist() != c.indices.tolist()
+    assert len(set(a.indices.tolist())) == 12 and a.strategy == "multilabel_power_bald"
+    np.testing.assert_allclose(a.scores.numpy(), ml.multilabel_bald(log_probs)[a.indices].numpy(), atol=0)
+    # beta -> large approaches top-k of summed BALD
+    cold = select(log_probs, "multilabel_power_bald", 5, beta=200.0, generator=torch.Generator().manual_seed(0))
+    assert set(cold.indices.tolist()) == set(torch.topk(ml.multilabel_bald(log_probs), 5).indices.tolist())

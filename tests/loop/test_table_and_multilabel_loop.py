@@ -288,7 +288,7 @@ def test_strategies_must_fit_the_kind_of_targets():
     with pytest.raises(InvalidArgumentError, match="cold_start.*'least_confidence' reads single-label"):
         ActiveLearningLoop(LoopConfig(strategy="random", cold_start="least_confidence"), dataset=data)
     # the familiar names mean their label-vector versions on multi-label targets
-    for name in ("badge", "bald", "entropy", "batchbald"):
+    for name in ("badge", "bald", "power_bald", "entropy", "batchbald"):
         loop = ActiveLearningLoop(LoopConfig(strategy=name, cold_start="bald"), dataset=data)
         assert (loop._strategy.name, loop._cold_start.name) == (f"multilabel_{name}", "multilabel_bald")
 

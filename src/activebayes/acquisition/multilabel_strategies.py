@@ -4,6 +4,9 @@
   (:func:`~activebayes.acquisition.multilabel.multilabel_entropy`);
 - ``multilabel_bald``: top-k of BALD summed over labels
   (:func:`~activebayes.acquisition.multilabel.multilabel_bald`);
+- ``multilabel_power_bald``: the batch drawn without replacement with probability
+  ``∝ BALD_Σ^β`` (stochastic batch acquisition, as ``power_bald``; option ``beta``,
+  default 1), which spreads a batch that top-k would fill with near-duplicates;
 - ``multilabel_badge``: BADGE's k-means++ seeding over the BCE gradient embeddings
   ``(p̄ - ŷ) ⊗ h`` (:func:`~activebayes.acquisition.multilabel.multilabel_gradient_factors`);
   reads the model's features like ``badge``;
@@ -12,7 +15,7 @@
   (:func:`~activebayes.acquisition.multilabel.multilabel_batchbald`); its draws are seeded
   from ``select``'s generator.
 
-All three read ``log_probs_N_K_C`` in the multi-label convention: ``log P(y_c = 1 | x, w_k)``,
+All of them read ``log_probs_N_K_C`` in the multi-label convention: ``log P(y_c = 1 | x, w_k)``,
 the log-sigmoid of the positive label (:class:`~activebayes.models.multilabel.MultiLabelPosterior`),
 not a log-softmax. :data:`MULTILABEL_STRATEGIES` lists them; the loop accepts these, and
 the strategies that read no predictions (``random``, ``typicality``), for a multi-label
@@ -35,17 +38,23 @@ from activebayes.acquisition.multilabel import (
 )
 from activebayes.acquisition.badge import badge_from_factors
 from activebayes.acquisition.selection import BudgetPlan, Selection
-from activebayes.acquisition.strategies import available_strategies, register_strategy, topk_strategy
+from activebayes.acquisition.strategies import (
+    available_strategies,
+    register_strategy,
+    stochastic_strategy,
+    topk_strategy,
+)
 from activebayes.errors import InvalidArgumentError
 
 __all__ = ["MULTILABEL_COUNTERPARTS", "MULTILABEL_STRATEGIES"]
 
 #: The strategies that read multi-label predictions (log-sigmoid ``log_probs_N_K_C``).
-MULTILABEL_STRATEGIES = ("multilabel_entropy", "multilabel_bald", "multilabel_batchbald", "multilabel_badge")
+MULTILABEL_STRATEGIES = ("multilabel_entropy", "multilabel_bald", "multilabel_power_bald", "multilabel_batchbald",
+                         "multilabel_badge")
 
 #: On a multi-label dataset the loop runs these for the single-label names (the default
 #: ``badge`` included); the records and the run header name what ran.
-MULTILABEL_COUNTERPARTS = {"badge": "multilabel_badge", "bald": "multilabel_bald",
+MULTILABEL_COUNTERPARTS = {"badge": "multilabel_badge", "bald": "multilabel_bald", "power_bald": "multilabel_power_bald",
                            "entropy": "multilabel_entropy", "batchbald": "multilabel_batchbald"}
 
 
@@ -94,6 +103,8 @@ def _register() -> None:
         register_strategy("multilabel_entropy", topk_strategy(multilabel_entropy), mean_only=True)
     if "multilabel_bald" not in known:
         register_strategy("multilabel_bald", topk_strategy(multilabel_bald))
+    if "multilabel_power_bald" not in known:
+        register_strategy("multilabel_power_bald", stochastic_strategy(multilabel_bald, "power"))
     if "multilabel_batchbald" not in known:
         register_strategy("multilabel_batchbald", _batchbald_strategy)
     if "multilabel_badge" not in known:
