@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import socket
 
 import numpy as np
@@ -70,8 +71,6 @@ def test_transformers_folder_is_mean_pooled_over_real_tokens_only(tmp_path, no_n
     features_N_D = LocalModelEncoder(folder, batch_size=3).fit_transform(TEXTS)
     assert features_N_D.dtype == np.float32 and features_N_D.shape == (len(TEXTS), 16)
     np.testing.assert_allclose(features_N_D, _reference_N_D(folder, TEXTS), atol=2e-5, rtol=1e-5)
-    import os
-
     assert "HF_HUB_OFFLINE" not in os.environ  # set only while the model loads
 
 
@@ -134,3 +133,12 @@ def test_a_folder_that_is_not_a_model_is_a_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 1 and "holds neither config.json nor modules.json" in err and "Traceback" not in err
     assert not (tmp_path / "run").exists()
+
+
+def test_long_encoding_shows_progress_unless_told_not_to(tmp_path, capsys):
+    folder = _tiny_bert(tmp_path / "bert")
+    capsys.readouterr()
+    LocalModelEncoder(folder, batch_size=2, progress=True).fit_transform(TEXTS)
+    assert "encode texts" in capsys.readouterr().err
+    LocalModelEncoder(folder, batch_size=2, progress=False).fit_transform(TEXTS)
+    assert "encode texts" not in capsys.readouterr().err

@@ -33,12 +33,14 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from activebayes.errors import InvalidArgumentError, InvalidTypeError, MissingFileError
 
@@ -181,11 +183,12 @@ class LocalModelEncoder:
     the model loads, ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` are set and
     ``local_files_only=True`` is passed: a folder that is not a complete model fails
     instead of downloading. The loading path fails with a one-line error when the
-    directory or the library is missing.
+    directory or the library is missing. ``progress``: a progress bar over the texts
+    (default: only when the output is a terminal).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, batch_size: int = 64, device: str = "cpu",
-                 max_length: int = 256) -> None:
+                 max_length: int = 256, progress: bool | None = None) -> None:
         self.path = Path(path).expanduser()
         if not self.path.is_dir():
             raise MissingFileError(f"encoder directory {self.path} not found (a local model folder is needed; "
@@ -196,16 +199,12 @@ class LocalModelEncoder:
         self.batch_size = int(batch_size)
         self.device = device
         self.max_length = int(max_length)
+        self.progress = progress  # a tqdm bar over the batches; None: only on a terminal
 
     def fingerprint(self) -> str:
         files = sorted((p.relative_to(self.path).as_posix(), _file_sha256(p))
                        for p in self.path.rglob("*") if p.is_file())
-        config = ""
-        for name in ("config.json", "modules.json"):
-            if (self.path / name).is_file():
-                config += (self.path / name).read_text(encoding="utf-8", errors="replace")
-        return json.dumps({"encoder": "local", "files": files, "config": hashlib.sha256(config.encode()).hexdigest(),
-                           "max_length": self.max_length}, sort_keys=True)
+        return json.dumps({"encoder": "local", "files": files, "max_length": self.max_length}, sort_keys=True)
 
     def fit_transform(self, texts: Sequence[str]) -> np.ndarray:
         if (self.path / "modules.json").is_file():
@@ -217,8 +216,9 @@ class LocalModelEncoder:
             except ImportError:
                 raise InvalidArgumentError(f"{self.path} is a sentence-transformers model: "
                                            "pip install 'activebayes[encoders]' (sentence-transformers)") from None
+            show = sys.stderr.isatty() if self.progress is None else self.progress
             return np.asarray(model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
-                                           show_progress_bar=False), dtype=np.float32)
+                                           show_progress_bar=show), dtype=np.float32)
         try:
             with _offline():
                 import torch
@@ -230,13 +230,15 @@ class LocalModelEncoder:
             raise InvalidArgumentError(f"{self.path} is a Hugging Face model: "
                                        "pip install 'activebayes[encoders]' (transformers)") from None
         out = []
-        with torch.inference_mode():
+        with torch.inference_mode(), tqdm(total=len(texts), desc="encode texts", unit="text", leave=False,
+                                          disable=None if self.progress is None else not self.progress) as bar:
             for start in range(0, len(texts), self.batch_size):
                 batch = tokenizer(list(texts[start : start + self.batch_size]), padding=True, truncation=True,
                                   max_length=self.max_length, return_tensors="pt").to(self.device)
                 hidden = model(**batch).last_hidden_state
                 mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 out.append(((hidden * mask).sum(1) / mask.sum(1).clamp_min(1)).float().cpu().numpy())
+                bar.update(len(out[-1]))
         return np.concatenate(out).astype(np.float32)
 
 
