@@ -142,3 +142,12 @@ def test_long_encoding_shows_progress_unless_told_not_to(tmp_path, capsys):
     assert "encode texts" in capsys.readouterr().err
     LocalModelEncoder(folder, batch_size=2, progress=False).fit_transform(TEXTS)
     assert "encode texts" not in capsys.readouterr().err
+
+
+def test_the_model_runs_on_the_gpu_when_there_is_one(tmp_path, monkeypatch):
+    folder = _tiny_bert(tmp_path / "bert")
+    assert LocalModelEncoder(folder).device == ("cuda" if torch.cuda.is_available() else "cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert LocalModelEncoder(folder).device == "cuda"
+    assert LocalModelEncoder(folder, device="cpu").device == "cpu"
+    assert LocalModelEncoder(folder).fingerprint() == LocalModelEncoder(folder, device="cpu").fingerprint()

@@ -183,11 +183,13 @@ class LocalModelEncoder:
     the model loads, ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` are set and
     ``local_files_only=True`` is passed: a folder that is not a complete model fails
     instead of downloading. The loading path fails with a one-line error when the
-    directory or the library is missing. ``progress``: a progress bar over the texts
+    directory or the library is missing. ``device``: where the model runs (default: the
+    GPU when there is one, else the CPU; the features do not depend on it beyond float
+    rounding, so the cache is shared). ``progress``: a progress bar over the texts
     (default: only when the output is a terminal).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, batch_size: int = 64, device: str = "cpu",
+    def __init__(self, path: str | os.PathLike[str], *, batch_size: int = 64, device: str | None = None,
                  max_length: int = 256, progress: bool | None = None) -> None:
         self.path = Path(path).expanduser()
         if not self.path.is_dir():
@@ -197,6 +199,10 @@ class LocalModelEncoder:
             raise DataError(f"encoder directory {self.path} holds neither config.json nor modules.json: "
                             "not a Hugging Face / sentence-transformers model folder")
         self.batch_size = int(batch_size)
+        if device is None:
+            import torch
+
+            device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = device
         self.max_length = int(max_length)
         self.progress = progress  # a tqdm bar over the batches; None: only on a terminal
