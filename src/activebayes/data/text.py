@@ -206,11 +206,15 @@ class LocalModelEncoder:
         self.device = device
         self.max_length = int(max_length)
         self.progress = progress  # a tqdm bar over the batches; None: only on a terminal
+        self._fingerprint: str | None = None
 
     def fingerprint(self) -> str:
-        files = sorted((p.relative_to(self.path).as_posix(), _file_sha256(p))
-                       for p in self.path.rglob("*") if p.is_file())
-        return json.dumps({"encoder": "local", "files": files, "max_length": self.max_length}, sort_keys=True)
+        if self._fingerprint is None:  # hashing a large model folder takes seconds: once per encoder
+            files = sorted((p.relative_to(self.path).as_posix(), _file_sha256(p))
+                           for p in self.path.rglob("*") if p.is_file())
+            self._fingerprint = json.dumps({"encoder": "local", "files": files, "max_length": self.max_length},
+                                           sort_keys=True)
+        return self._fingerprint
 
     def fit_transform(self, texts: Sequence[str]) -> np.ndarray:
         if (self.path / "modules.json").is_file():
