@@ -34,10 +34,11 @@ def _tiny_bert(folder, seed: int = 0):
     folder.mkdir(parents=True)
     (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
     tokenizer = transformers.BertTokenizer(vocab_file=str(folder / "vocab.txt"))
-    torch.manual_seed(seed)
     config = transformers.BertConfig(vocab_size=len(words) + 5, hidden_size=16, num_hidden_layers=2,
                                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
-    model = transformers.BertModel(config).eval()
+    with torch.random.fork_rng():  # seeded weights, the global generator left as it was
+        torch.manual_seed(seed)
+        model = transformers.BertModel(config).eval()
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
