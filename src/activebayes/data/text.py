@@ -217,6 +217,9 @@ class LocalModelEncoder:
         return self._fingerprint
 
     def fit_transform(self, texts: Sequence[str]) -> np.ndarray:
+        import torch
+
+        show = sys.stderr.isatty() if self.progress is None else self.progress
         if (self.path / "modules.json").is_file():
             try:
                 with _offline():
@@ -226,12 +229,10 @@ class LocalModelEncoder:
             except ImportError:
                 raise InvalidArgumentError(f"{self.path} is a sentence-transformers model: "
                                            "pip install 'activebayes[encoders]' (sentence-transformers)") from None
-            show = sys.stderr.isatty() if self.progress is None else self.progress
             return np.asarray(model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
                                            show_progress_bar=show), dtype=np.float32)
         try:
             with _offline():
-                import torch
                 from transformers import AutoModel, AutoTokenizer
 
                 tokenizer = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
@@ -241,7 +242,7 @@ class LocalModelEncoder:
                                        "pip install 'activebayes[encoders]' (transformers)") from None
         out = []
         with torch.inference_mode(), tqdm(total=len(texts), desc="encode texts", unit="text", leave=False,
-                                          disable=None if self.progress is None else not self.progress) as bar:
+                                          disable=not show) as bar:
             for start in range(0, len(texts), self.batch_size):
                 batch = tokenizer(list(texts[start : start + self.batch_size]), padding=True, truncation=True,
                                   max_length=self.max_length, return_tensors="pt").to(self.device)
