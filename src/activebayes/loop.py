@@ -175,9 +175,11 @@ class ActiveLearningLoop:
                     "(--label-column COL)")
             test = table_test if test is None else test
         if dataset is None:
-            dataset = load_dataset(config.dataset, data_dir=config.data_dir, download=config.download, split="train")
+            dataset = load_dataset(config.dataset, data_dir=config.data_dir, download=config.download, split="train",
+                                   options=config.dataset_options)
             if test is None and config.evaluate_test:
-                test = load_dataset(config.dataset, data_dir=config.data_dir, download=config.download, split="test")
+                test = load_dataset(config.dataset, data_dir=config.data_dir, download=config.download, split="test",
+                                    options=config.dataset_options)
         self.dataset = dataset
         self.test = test if config.evaluate_test else None
         #: whether the targets are multi-label 0/1 indicators ``[N, C]`` (per-label Bernoulli posterior)

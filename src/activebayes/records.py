@@ -196,10 +196,16 @@ class LoopConfig:
     rows held out as a test set, the first ``test_size`` items in the order of the
     sha256 of their ids (so the split follows the items, not the row order or the seed);
     without it the headline is the validation metric.
+
+    ``dataset_options`` are further arguments of a named dataset's loader
+    (:func:`activebayes.data.load_dataset`): ``{"encoder": FILE_OR_FOLDER}`` encodes
+    ``"wordnet_nouns"``'s glosses with pretrained word vectors or a local model instead of
+    TF-IDF (``--encoder`` without ``--table``).
     """
 
     dataset: str = setting("digits", "Dataset name (see `activebayes list datasets`).")
     data_dir: str | None = setting(None, "Folder with the dataset's files (MNIST IDX files, ...).", kind="dir")
+    dataset_options: Mapping[str, Any] = field(default_factory=dict)
     download: bool = setting(False, "Download missing dataset files from their official sources (md5-checked).",
                              flag="--download/--no-download")
     strategy: str = DEFAULT_STRATEGY
@@ -336,7 +342,8 @@ class LoopConfig:
             raise InvalidArgumentError("costs_file needs cost_budget (the total labelling cost allowed)")
         self._check_table()
         # freeze the nested option mappings into plain dicts (JSON round trip)
-        for name in ("fit_options", "model_options", "acquisition_options", "representation_options", "table_options"):
+        for name in ("fit_options", "model_options", "acquisition_options", "representation_options", "table_options",
+                     "dataset_options"):
             value = getattr(self, name)
             if not isinstance(value, Mapping):
                 raise InvalidTypeError(f"{name} must be a mapping, got {type(value).__name__}")

@@ -129,3 +129,39 @@ def test_mnist_pairs(mnist_dir):
     assert set(pairs.targets_N_C.sum(1).tolist()) <= {1, 2}
     again = mnist_pairs("test", data_dir=mnist_dir, n_items=300)
     assert again.item_ids == pairs.item_ids
+
+
+def test_wordnet_glosses_as_word_vectors_from_the_cli(tmp_path, monkeypatch, capsys):
+    """``--dataset wordnet_nouns --encoder FILE``: the glosses' mean word vectors, standardised
+    with the training split's statistics, stored in the run as a dataset option."""
+    import json
+
+    from activebayes.cli import main
+    from activebayes.data.text import embedding_scale
+
+    entries = [(lex, f"{w}{i}", f"{g} variant {i}") for i in range(6) for lex, w, g in GLOSSES]
+    folder = write_data_noun(tmp_path / "wn", entries)
+    monkeypatch.setattr("activebayes.data.wordnet.WORDNET_TEST_SIZE", 8)
+    monkeypatch.setenv("ACTIVEBAYES_DATA_DIR", str(tmp_path / "cache"))
+    rng = np.random.default_rng(0)
+    words = sorted({w for _, _, g in GLOSSES for w in g.split()} | {"variant"})
+    vectors = {w: rng.normal(size=4) for w in words}
+    path = tmp_path / "glove.txt"
+    path.write_text("".join(f"{w} {' '.join(map(str, v))}\n" for w, v in vectors.items()))
+    raw = np.array([np.mean([vectors[w] for w in g.split() if w in vectors], axis=0) for _, _, g in entries])
+    train_idx, test_idx = wordnet_split(len(entries), test_size=8)
+    mean, scale = raw[train_idx].mean(0), embedding_scale(raw[train_idx].std(0))
+    for split, rows in (("train", train_idx), ("test", test_idx)):
+        got = load_dataset("wordnet_nouns", data_dir=folder, split=split, options={"encoder": str(path)})
+        np.testing.assert_allclose(got.inputs.numpy(), (raw[rows] - mean) / scale, atol=1e-5)
+    out = tmp_path / "run"
+    code = main(["run", "--dataset", "wordnet_nouns", "--data-dir", str(folder), "--encoder", str(path),
+                 "--initial-size", "6", "--validation-size", "6", "--batch-size", "4", "--budget", "14",
+                 "--num-samples", "4", "--eval-samples", "4", "--max-epochs", "2", "--cold-start", "none",
+                 "--out", str(out), "-q"])
+    assert code == 0, capsys.readouterr().err
+    assert json.loads((out / "config.json").read_text())["dataset_options"] == {"encoder": str(path)}
+    code = main(["run", "--dataset", "digits", "--encoder", str(path), "--out", str(tmp_path / "digits"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 1 and "takes no option 'encoder'" in err and "Traceback" not in err
+    assert not (tmp_path / "digits").exists()

@@ -15,8 +15,9 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 from importlib import resources
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from ._core import MissingSplitError
 from .dataset import ArrayDataset, DataError, normalize_pixels
 from .idx import download_file, read_idx
 from .memmap import load_memmap_split
-from ..errors import InvalidTypeError
+from ..errors import InvalidArgumentError, InvalidTypeError
 from .._registry import Registry
 
 __all__ = [
@@ -440,7 +441,7 @@ def _sklearn_loader(name: str) -> Callable[..., ArrayDataset]:
 def _wordnet_nouns(split: str, **options: object) -> ArrayDataset:
     from .wordnet import wordnet_nouns
 
-    return wordnet_nouns(split, data_dir=options.get("data_dir"))  # type: ignore[arg-type]
+    return wordnet_nouns(split, data_dir=options.get("data_dir"), encoder=options.get("encoder"))  # type: ignore[arg-type]
 
 
 def _mnist_pairs(split: str, **options: object) -> ArrayDataset:
@@ -462,6 +463,10 @@ for _name, _loader in (("digits", _load_digits), *((name, _idx_loader(spec)) for
                        # multi-label: targets are 0/1 indicators [N, C] (ArrayDataset.multilabel)
                        ("mnist_pairs", _mnist_pairs)):
     DATASETS.register(_name, _loader)
+#: the ``options`` (``LoopConfig.dataset_options``) each built-in dataset takes
+DATASET_OPTIONS: dict[str, tuple[str, ...]] = {name: () for name in DATASETS.names()}
+DATASET_OPTIONS["wordnet_nouns"] = ("encoder",)
+_BUILTIN_LOADERS = {DATASETS.get(name): name for name in DATASETS.names()}
 
 
 def register_dataset(name: str, loader: Callable[..., ArrayDataset], *, replace: bool = False) -> None:
@@ -488,6 +493,7 @@ def load_dataset(
     split: str = "train",
     mirrors: Sequence[str] | None = None,
     progress: bool = False,
+    options: Mapping[str, Any] | None = None,
 ) -> ArrayDataset:
     """Load a named dataset split as an :class:`ArrayDataset`.
 
@@ -517,6 +523,10 @@ def load_dataset(
             ``train-5k-*-idx{3,1}-ubyte.gz``.
         mirrors: base URLs to download from instead of the official ones.
         progress: show a download progress bar.
+        options: further arguments of the dataset's loader. ``"wordnet_nouns"`` takes
+            ``encoder``: a word-vector file or a local model folder
+            (:func:`activebayes.data.text.get_encoder`) instead of TF-IDF. A dataset you
+            registered gets them all; a built-in one rejects those it does not take.
 
     Every IDX file is verified before it is used: it passes when its md5 is the
     official ``.gz``'s or the sha256 of its uncompressed content is the official
@@ -526,4 +536,10 @@ def load_dataset(
     """
     loader = DATASETS.get(name)
     check_choice(split, "split", SPLITS)
-    return loader(split, data_dir=data_dir, download=download, mirrors=mirrors, progress=progress)
+    options = dict(options or {})
+    builtin = _BUILTIN_LOADERS.get(loader)
+    if builtin is not None and set(options) - set(DATASET_OPTIONS[builtin]):
+        unknown = ", ".join(map(repr, sorted(set(options) - set(DATASET_OPTIONS[builtin]))))
+        takes = ", ".join(DATASET_OPTIONS[builtin]) or "none"
+        raise InvalidArgumentError(f"dataset {name!r} takes no option {unknown} (dataset_options; it takes: {takes})")
+    return loader(split, data_dir=data_dir, download=download, mirrors=mirrors, progress=progress, **options)

