@@ -81,6 +81,7 @@ def test_only_the_texts_words_are_kept_and_later_texts_load_the_rest(tmp_path, v
         features = encoder.transform(TEXTS)
     np.testing.assert_allclose(features, reference_N_D(TEXTS, vectors), atol=1e-6)
     assert "unused" not in encoder._vectors
+    assert WordVectorEncoder(encoder.path).transform([]).shape == (0, D)
 
 
 def test_case_is_kept_when_asked(tmp_path, vectors):

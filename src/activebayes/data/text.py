@@ -243,14 +243,14 @@ class WordVectorEncoder:
                 features_N_D[n] = np.mean(found, axis=0)
             else:
                 empty += 1
-        if empty == len(texts):
+        if texts and empty == len(texts):
             raise DataError(f"none of the texts' words is in {self.path.name} ({len(wanted)} distinct words "
                             "looked up): is it a word-vector file for this language?")
         if empty:
             import warnings
 
             warnings.warn(f"{empty} of {len(texts)} texts have no word in {self.path.name}: "
-                          "their features are zero", stacklevel=2)
+                          "their features are zero", stacklevel=3)
         return features_N_D.astype(np.float32)
 
     def _load(self, wanted: set[str]) -> None:
