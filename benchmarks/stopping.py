@@ -45,10 +45,12 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "benchmarks" / "results" / "stopping_runs"
 RESULTS = ROOT / "benchmarks" / "results" / "stopping.json"
 
-#: the thresholds each criterion is judged at: the defaults (the estimate's is a target), and
-#: kappa 0.995 as well (with shared round seeds successive models agree more closely)
+#: the thresholds each criterion is judged at: the defaults (the estimate's is a target), a
+#: stricter remaining change (for networks trained from scratch), and kappa 0.995 as well (with
+#: shared round seeds successive models agree more closely)
 CRITERIA = [
     ("remaining_change", 0.01),
+    ("remaining_change", 0.005),
     ("stable_predictions", 0.99),
     ("stable_predictions", 0.995),
     ("expected_accuracy", 0.005),
@@ -80,7 +82,7 @@ def protocol(dataset: str, data_dir: str | None):
 
 def run(dataset: str, seeds: list[int], data_dir: str | None, representation: str, threads: int | None = None,
         round_seeds: str = "per_round", encoder_epochs: int | None = None, batch_size: int | None = None,
-        budget: int | None = None) -> None:
+        budget: int | None = None, word_vectors: str | None = None, device: str | None = None) -> None:
     from activebayes.experiment import run_experiment
     from label_efficiency import compact
 
@@ -100,7 +102,11 @@ def run(dataset: str, seeds: list[int], data_dir: str | None, representation: st
             config = config.replace(batch_size=batch_size)
         if budget is not None:
             config = config.replace(budget=budget)
-        name = run_name(dataset, representation, round_seeds, encoder_epochs, batch_size, budget)
+        if device is not None:  # e.g. cuda: the same protocol, stored in each run's config
+            config = config.replace(device=device)
+        if word_vectors is not None:  # the glosses as mean GloVe vectors instead of TF-IDF
+            config = config.replace(dataset_options={"encoder": str(Path(word_vectors).expanduser().resolve())})
+        name = run_name(dataset, representation, round_seeds, encoder_epochs, batch_size, budget, word_vectors)
         tic = time.perf_counter()
         run_experiment(config, RUNS / name / f"seed_{seed}", progress=False, report=False)
         compact(RUNS / name / f"seed_{seed}", all_predictions=True)
@@ -108,9 +114,10 @@ def run(dataset: str, seeds: list[int], data_dir: str | None, representation: st
 
 
 def run_name(dataset: str, representation: str = "none", round_seeds: str = "per_round",
-             encoder_epochs: int | None = None, batch_size: int | None = None, budget: int | None = None) -> str:
+             encoder_epochs: int | None = None, batch_size: int | None = None, budget: int | None = None,
+             word_vectors: str | None = None) -> str:
     """The runs' folder under ``RUNS``: the protocol's name, with a suffix for each setting changed."""
-    return (dataset + ("-ssl" if representation != "none" else "")
+    return (dataset + ("-glove" if word_vectors is not None else "") + ("-ssl" if representation != "none" else "")
             + (f"-e{encoder_epochs}" if representation != "none" and encoder_epochs is not None else "")
             + ("-shared" if round_seeds == "shared" else "")
             + (f"-b{batch_size}" if batch_size is not None else "")
@@ -316,7 +323,7 @@ def summarise(write: bool = True) -> dict:
                   for _seed, rounds in runs for r in rounds if sum(r["seconds"].values()) > 0]
         protocol_out["signals_share_of_round"] = {"median": round(statistics.median(shares), 4),
                                                   "max": round(max(shares), 4)}
-        protocol_out["cut_short"] = cut_short(runs, dict(CRITERIA)["remaining_change"])
+        protocol_out["cut_short"] = cut_short(runs, float(RECOMMENDED.split("=")[1]))
         protocol_out["runs_kept"] = True
         out["protocols"][directory.name] = protocol_out
     for name, data in earlier.items():
@@ -333,6 +340,7 @@ def summarise(write: bool = True) -> dict:
 #: how the tables name each criterion at its threshold
 LABELS = {
     "remaining_change=0.01": "`remaining_change` (below 0.01; recommended)",
+    "remaining_change=0.005": "`remaining_change=0.005`",
     "stable_predictions=0.99": "`stable_predictions` (kappa 0.99 over 3 rounds)",
     "stable_predictions=0.995": "`stable_predictions=0.995`",
     "expected_accuracy=0.005": "`expected_accuracy` (change < 0.005 over 3 rounds)",
@@ -364,6 +372,7 @@ PROTOCOLS = {
     "repeated_mnist": "Repeated MNIST",
     "wordnet_nouns": "WordNet (text)",
     "wordnet_nouns-budget2048": "WordNet (text), to 2,048 labels",
+    "wordnet_nouns-glove-budget2048": "WordNet on GloVe, to 2,048 labels",
     "mnist_pairs": "digit pairs (multi-label; micro-F1)",
     "mnist_pairs-budget800": "digit pairs, to 800 labels",
 }
@@ -497,14 +506,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="labels per round instead of the protocol's (the runs go to <dataset>-b<N>)")
     parser.add_argument("--budget", type=int, default=None,
                         help="labels to run to instead of the protocol's (the runs go to <dataset>-budget<N>)")
+    parser.add_argument("--word-vectors", default=None,
+                        help="wordnet_nouns: the glosses as the mean of these word vectors (GloVe) instead of "
+                             "TF-IDF (the runs go to <dataset>-glove)")
+    parser.add_argument("--device", default=None, help="torch device of the runs, e.g. cuda (default: CPU)")
     parser.add_argument("--summarise", action="store_true", help="only summarise the cached runs")
     args = parser.parse_args(argv)
+    if args.word_vectors is not None and (args.dataset != "wordnet_nouns" or not Path(args.word_vectors).is_file()):
+        parser.error("--word-vectors needs --dataset wordnet_nouns and an existing word-vector file")
     initial = protocol(args.dataset, args.data_dir).initial_size
     if args.budget is not None and args.budget <= initial:
         parser.error(f"--budget must exceed the protocol's {initial} initial labels, got {args.budget}")
     if not args.summarise:
         run(args.dataset, args.seeds, args.data_dir, args.representation, args.threads, args.round_seeds,
-            args.encoder_epochs, args.batch_size, args.budget)
+            args.encoder_epochs, args.batch_size, args.budget, args.word_vectors, args.device)
     summary = summarise()
     write_docs(summary)
     print(markdown(summary))
