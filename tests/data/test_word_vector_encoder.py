@@ -160,3 +160,12 @@ def test_cli_runs_a_csv_of_texts_on_word_vectors(tmp_path, capsys, vectors):
 def test_a_dataset_takes_only_its_own_options():
     with pytest.raises(InvalidArgumentError, match="dataset 'digits' takes no option 'encoder'"):
         load_dataset("digits", options={"encoder": "glove.txt"})
+
+
+@pytest.mark.parametrize("writer", [write_glove, write_json])
+def test_reading_the_file_shows_progress_unless_told_not_to(tmp_path, capsys, vectors, writer):
+    path = writer(tmp_path / "vectors", vectors)
+    WordVectorEncoder(path, progress=True).transform(TEXTS[:2])
+    assert "read vectors" in capsys.readouterr().err
+    WordVectorEncoder(path, progress=False).transform(TEXTS[:2])
+    assert capsys.readouterr().err == ""

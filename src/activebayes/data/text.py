@@ -198,16 +198,18 @@ class WordVectorEncoder:
 
     Only the vectors of the texts' words are kept in memory. Texts with no word in the
     file get the zero vector, and a warning counts them; none of the texts' words in the
-    file is an error. The fingerprint hashes the file's content.
+    file is an error. The fingerprint hashes the file's content. ``progress``: a progress
+    bar while the file is read (default: only when the output is a terminal).
     """
 
     _WORD = re.compile(r"[^\W_]+")
 
-    def __init__(self, path: str | os.PathLike[str], *, lowercase: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, lowercase: bool = True, progress: bool | None = None) -> None:
         self.path = Path(path).expanduser()
         if not self.path.is_file():
             raise MissingFileError(f"word-vector file {self.path} not found (GloVe / word2vec text, or JSON)")
         self.lowercase = bool(lowercase)
+        self.progress = progress  # a tqdm bar over the file as it is read; None: only on a terminal
         self._fingerprint: str | None = None
         self._vectors: dict[str, np.ndarray] = {}
         self._looked_up: set[str] = set()
@@ -259,14 +261,22 @@ class WordVectorEncoder:
                 head = raw.read(2)
             is_gzip = head == b"\x1f\x8b"
             opener = gzip.open if is_gzip else open
-            with opener(self.path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
+            show = sys.stderr.isatty() if self.progress is None else self.progress
+            with opener(self.path, "rt", encoding="utf-8") as handle, tqdm(  # type: ignore[operator]
+                    total=None if is_gzip else self.path.stat().st_size, desc=f"read {self.path.name}", unit="B",
+                    unit_scale=True, leave=False, disable=not show) as bar:
                 first = handle.read(1)
                 while first.isspace():
                     first = handle.read(1)
                 if first == "{":
-                    self._load_json(first + handle.read(), wanted)
+                    chunks = [first]
+                    while chunk := handle.read(2**24):
+                        chunks.append(chunk)
+                        bar.update(len(chunk))
+                    bar.set_postfix_str("parsing JSON")  # the slow part of a large JSON file
+                    self._load_json("".join(chunks), wanted)
                 else:
-                    self._load_text(first, handle, wanted)
+                    self._load_text(first, _counted(handle, bar), wanted)
         except UnicodeDecodeError as exc:
             raise DataError(f"word-vector file {self.path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         except (OSError, EOFError) as exc:
@@ -406,6 +416,18 @@ class LocalModelEncoder:
                 out.append(((hidden * mask).sum(1) / mask.sum(1).clamp_min(1)).float().cpu().numpy())
                 bar.update(len(out[-1]))
         return np.concatenate(out).astype(np.float32)
+
+
+def _counted(lines: Iterator[str], bar: Any, every: int = 10_000) -> Iterator[str]:
+    """``lines``, advancing ``bar`` by their characters every ``every`` lines."""
+    done = 0
+    for number, line in enumerate(lines, start=1):
+        done += len(line)
+        if number % every == 0:
+            bar.update(done)
+            done = 0
+        yield line
+    bar.update(done)
 
 
 def _file_sha256(path: Path) -> str:
