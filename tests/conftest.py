@@ -54,3 +54,30 @@ def multilabel_toy(n: int = 300, d: int = 6, c: int = 4, seed: int = 0):
     y = ((x @ torch.randn(d, c, generator=g)) > 0.3).long()
     y[y.sum(1) == 0, 0] = 1
     return ArrayDataset(inputs=x, targets=y, classes=tuple("abcd"[:c]), name="toy")
+
+
+def write_topic_csv(path: Path, topics: dict[str, str], *, rows: int = 60, words: int = 4, seed: int = 0) -> Path:
+    """A CSV (``text,label``) of ``rows`` short texts, alternating between ``topics``
+    (label -> its words, space-separated), each text ``words`` seeded draws of its topic's
+    words and its row number (so every text is distinct)."""
+    import csv
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    labels = sorted(topics)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["text", "label"])
+        for i in range(rows):
+            label = labels[i % len(labels)]
+            writer.writerow([" ".join(rng.choice(topics[label].split(), size=words)) + f" {i}", label])
+    return path
+
+
+def tiny_table_run(table: Path, encoder: Path, out: Path) -> list[str]:
+    """``activebayes run`` arguments for a few quick rounds on a ``text,label`` CSV with ``encoder``."""
+    return ["run", "--table", str(table), "--text-column", "text", "--label-column", "label",
+            "--encoder", str(encoder), "--test-size", "12", "--initial-size", "4", "--validation-size", "8",
+            "--batch-size", "4", "--budget", "12", "--num-samples", "4", "--eval-samples", "4",
+            "--max-epochs", "2", "--cold-start", "none", "--out", str(out), "-q"]

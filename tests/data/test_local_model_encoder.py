@@ -7,7 +7,6 @@ each text run through the model alone, unpadded, and its token states averaged i
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import socket
@@ -19,6 +18,7 @@ import torch
 from activebayes.cli import main
 from activebayes.data.table import load_table
 from activebayes.data.text import LocalModelEncoder, encode_texts, get_encoder
+from tests.conftest import tiny_table_run, write_topic_csv
 
 transformers = pytest.importorskip("transformers")
 
@@ -103,19 +103,9 @@ def test_weights_saved_again_in_the_same_folder_are_encoded_afresh(tmp_path, no_
 
 def test_cli_runs_a_csv_of_texts_on_a_local_model_folder(tmp_path, capsys, no_network):
     folder = _tiny_bert(tmp_path / "bert")
-    rng = np.random.default_rng(0)
-    table = tmp_path / "texts.csv"
-    with table.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["text", "label"])
-        for i in range(60):
-            topic = sorted(TOPICS)[i % 2]
-            writer.writerow([" ".join(rng.choice(TOPICS[topic].split(), size=4)) + f" {i}", topic])
+    table = write_topic_csv(tmp_path / "texts.csv", TOPICS)
     out = tmp_path / "run"
-    code = main(["run", "--table", str(table), "--text-column", "text", "--label-column", "label",
-                 "--encoder", str(folder), "--test-size", "12", "--initial-size", "4", "--validation-size", "8",
-                 "--batch-size", "4", "--budget", "12", "--num-samples", "4", "--eval-samples", "4",
-                 "--max-epochs", "2", "--cold-start", "none", "--out", str(out), "-q"])
+    code = main(tiny_table_run(table, folder, out))
     assert code == 0, capsys.readouterr().err
     config = json.loads((out / "config.json").read_text())
     assert config["table_options"]["encoder"] == str(folder)

@@ -6,7 +6,6 @@ from the same random vectors, averaged; texts with no known word are zero.
 
 from __future__ import annotations
 
-import csv
 import gzip
 import json
 import warnings
@@ -20,6 +19,7 @@ from activebayes.data._core import DataError
 from activebayes.data.table import load_table
 from activebayes.data.text import LocalModelEncoder, WordVectorEncoder, encode_texts, get_encoder
 from activebayes.errors import InvalidArgumentError, MissingFileError
+from tests.conftest import tiny_table_run, write_topic_csv
 
 VOCAB = ["the", "cat", "sat", "on", "mat", "a", "dog", "barked", "stocks", "fell", "market", "rallied",
          "bond", "yields", "rose", "kitten", "puppy", "shares", "day", "unused"]
@@ -137,20 +137,10 @@ def test_no_known_word_at_all_is_an_error(tmp_path, vectors):
 def test_cli_runs_a_csv_of_texts_on_word_vectors(tmp_path, capsys, vectors):
     pytest.importorskip("sklearn")
     path = write_glove(tmp_path / "glove.txt", vectors)
-    animals, finance = ["cat", "dog", "kitten", "puppy", "mat", "barked"], ["stocks", "market", "bond", "yields", "shares"]
-    rng = np.random.default_rng(0)
-    table = tmp_path / "texts.csv"
-    with table.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["text", "label"])
-        for i in range(60):
-            words, label = (animals, "animal") if i % 2 else (finance, "finance")
-            writer.writerow([" ".join(rng.choice(words, size=3)) + f" {i}", label])
+    table = write_topic_csv(tmp_path / "texts.csv", {"animal": "cat dog kitten puppy mat barked",
+                                                     "finance": "stocks market bond yields shares"}, words=3)
     out = tmp_path / "run"
-    code = main(["run", "--table", str(table), "--text-column", "text", "--label-column", "label",
-                 "--encoder", str(path), "--test-size", "12", "--initial-size", "4", "--validation-size", "8",
-                 "--batch-size", "4", "--budget", "12", "--num-samples", "4", "--eval-samples", "4",
-                 "--max-epochs", "2", "--cold-start", "none", "--out", str(out), "-q"])
+    code = main(tiny_table_run(table, path, out))
     assert code == 0, capsys.readouterr().err
     assert json.loads((out / "config.json").read_text())["table_options"]["encoder"] == str(path)
     pool = load_table(table, text_column="text", label_column="label", encoder=str(path))
