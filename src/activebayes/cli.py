@@ -298,6 +298,13 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **ov
     given = {name: values.pop(name, None) for name in _TABLE_OPTIONS}
     table_options = {name: value for name, value in given.items() if value is not None and value is not False}
     if "encoder" in table_options and values.get("table") is None:  # a named dataset's encoder (wordnet_nouns)
+        from activebayes.data.datasets import DATASET_OPTIONS
+
+        dataset = values.get("dataset", LoopConfig.dataset)
+        if "encoder" not in DATASET_OPTIONS.get(dataset, ("encoder",)):
+            takes = ", ".join(name for name, options in DATASET_OPTIONS.items() if "encoder" in options)
+            raise InvalidArgumentError(f"--encoder: only with --table FILE or --dataset {takes}, "
+                                       f"got --dataset {dataset}")
         encoder = table_options.pop("encoder")
         if encoder not in ("tfidf", "hashing"):  # a file or folder: stored absolute, so the run resumes anywhere
             encoder = str(Path(encoder).expanduser().resolve())

@@ -17,9 +17,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
