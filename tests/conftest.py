@@ -75,7 +75,7 @@ def write_topic_csv(path: Path, topics: dict[str, str], *, rows: int = 60, words
     return path
 
 
-def tiny_table_run(table: Path, encoder: Path, out: Path) -> list[str]:
+def tiny_table_run(table: Path, encoder: Path | str, out: Path) -> list[str]:
     """``activebayes run`` arguments for a few quick rounds on a ``text,label`` CSV with ``encoder``."""
     return ["run", "--table", str(table), "--text-column", "text", "--label-column", "label",
             "--encoder", str(encoder), "--test-size", "12", "--initial-size", "4", "--validation-size", "8",

@@ -290,6 +290,12 @@ def _check_names(values: Mapping[str, Any]) -> None:
                                    f"(`activebayes list {section}`)")
 
 
+def _stored_encoder(encoder: str) -> str:
+    """``--encoder`` as a config stores it: a word-vector file or model folder as an absolute
+    path (so the run or project reopens from anywhere), a built-in name as it is."""
+    return encoder if encoder in ("tfidf", "hashing") else str(Path(encoder).expanduser().resolve())
+
+
 def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **overrides: Any) -> Any:
     values = dict(file_values)
     values.update({k: v for k, v in flags.items() if v is not None})
@@ -297,6 +303,8 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **ov
     check_device(values.get("device"), "--device")
     given = {name: values.pop(name, None) for name in _TABLE_OPTIONS}
     table_options = {name: value for name, value in given.items() if value is not None and value is not False}
+    if "encoder" in table_options:
+        table_options["encoder"] = _stored_encoder(table_options["encoder"])
     if "encoder" in table_options and values.get("table") is None:  # a named dataset's encoder (wordnet_nouns)
         from activebayes.data.datasets import DATASET_OPTIONS
 
@@ -305,10 +313,7 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **ov
             takes = ", ".join(name for name, options in DATASET_OPTIONS.items() if "encoder" in options)
             raise InvalidArgumentError(f"--encoder: only with --table FILE or --dataset {takes}, "
                                        f"got --dataset {dataset}")
-        encoder = table_options.pop("encoder")
-        if encoder not in ("tfidf", "hashing"):  # a file or folder: stored absolute, so the run resumes anywhere
-            encoder = str(Path(encoder).expanduser().resolve())
-        values["dataset_options"] = {**dict(values.get("dataset_options", {})), "encoder": encoder}
+        values["dataset_options"] = {**dict(values.get("dataset_options", {})), "encoder": table_options.pop("encoder")}
     if table_options:
         values["table_options"] = {**dict(values.get("table_options", {})), **table_options}
     if values.get("table") is not None:  # stored absolute, so the run resumes from anywhere
@@ -598,6 +603,8 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) 
     if "table" in given and not Path(given["table"]).is_file():
         raise MissingFileError(f"--table: no such file {given['table']}")
     options = {name: given.pop(name) for name in ("encoder", "multilabel", "missing") if given.get(name)}
+    if "encoder" in options:
+        options["encoder"] = _stored_encoder(options["encoder"])
     if options:
         given["table_options"] = options
     return LabellingProject.create(project, ProjectConfig(**given), progress=progress)

@@ -134,7 +134,7 @@ def test_no_known_word_at_all_is_an_error(tmp_path, vectors):
         WordVectorEncoder(path).transform(["zzz", "qqq www"])
 
 
-def test_cli_runs_a_csv_of_texts_on_word_vectors(tmp_path, capsys, vectors):
+def test_cli_runs_a_csv_of_texts_on_word_vectors(tmp_path, capsys, monkeypatch, vectors):
     pytest.importorskip("sklearn")
     path = write_glove(tmp_path / "glove.txt", vectors)
     table = write_topic_csv(tmp_path / "texts.csv", {"animal": "cat dog kitten puppy mat barked",
@@ -143,6 +143,10 @@ def test_cli_runs_a_csv_of_texts_on_word_vectors(tmp_path, capsys, vectors):
     code = main(tiny_table_run(table, path, out))
     assert code == 0, capsys.readouterr().err
     assert json.loads((out / "config.json").read_text())["table_options"]["encoder"] == str(path)
+    monkeypatch.chdir(tmp_path)  # a relative path is stored absolute, so the run resumes from anywhere
+    code = main(tiny_table_run(table, "glove.txt", tmp_path / "relative"))
+    assert code == 0, capsys.readouterr().err
+    assert json.loads((tmp_path / "relative" / "config.json").read_text())["table_options"]["encoder"] == str(path)
     pool = load_table(table, text_column="text", label_column="label", encoder=str(path))
     assert pool.dataset.inputs.shape[1] == D
 
