@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -222,6 +223,27 @@ def flat_from(labels: list[int], accuracy: list[float], final: float, within: fl
     return labels[start]
 
 
+def hindsight_stop(labels: list[int], budget: int, flat: int) -> int:
+    """Index of the round a rule that knew in hindsight where the curve flattens would stop
+    at: the last round that still saves a third of the labels spent after ``flat`` (the goal's
+    least risky stop: any later one saves too few)."""
+    allowed = [i for i, n in enumerate(labels) if budget - n >= (budget - flat) / 3]
+    return allowed[-1]
+
+
+def round_noise(accuracy: list[float]) -> float | None:
+    r"""The standard deviation of one round's accuracy around the run's trend, over the second
+    half of its rounds: each round's residual from the mean of its two neighbours on each side,
+    :math:`r_i = a_i - \frac14 (a_{i-2} + a_{i-1} + a_{i+1} + a_{i+2})`. With independent noise
+    :math:`\sigma` around a locally straight curve, :math:`\mathrm{Var}(r_i) = \frac54 \sigma^2`, so
+    :math:`\hat\sigma = \mathrm{sd}(r) / \sqrt{5/4}`. ``None`` with fewer than 3 residuals."""
+    residuals = [accuracy[i] - statistics.fmean(accuracy[i - 2: i] + accuracy[i + 1: i + 3])
+                 for i in range(max(2, len(accuracy) // 2), len(accuracy) - 2)]
+    if len(residuals) < 3:
+        return None
+    return statistics.stdev(residuals) / math.sqrt(1.25)
+
+
 def finished_runs(directory: Path) -> list[tuple[str, list[dict]]]:
     """``(seed folder, round records as dicts)`` of every finished run of one protocol's folder."""
     from activebayes.rundir import RunDirectory
@@ -264,8 +286,15 @@ def summarise(write: bool = True) -> dict:
             flat = flat_from(labels, accuracy, final)
             # within a point only over the rounds averaged into the final accuracy itself: the
             # curve is still climbing at the budget
+            flattened = flat < labels[-FINAL_ROUNDS]
+            # the stop a rule knowing the flat point in hindsight would make, and how far below final it is
+            i = hindsight_stop(labels, budget, flat) if flattened else None
+            noise = round_noise(accuracy)
             protocol_out["runs"][seed] = {"final": round(final, 4), "best": max(accuracy), "flat_from": flat,
-                                          "flattened": flat < labels[-FINAL_ROUNDS]}
+                                          "flattened": flattened,
+                                          "hindsight_below_final": None if i is None
+                                          else round(100 * (final - accuracy[i]), 2),
+                                          "round_sd": None if noise is None else round(100 * noise, 2)}
         for name, threshold in CRITERIA:
             rows = []
             for seed, rounds in runs:
@@ -326,6 +355,15 @@ def summarise(write: bool = True) -> dict:
         protocol_out["signals_share_of_round"] = {"median": round(statistics.median(shares), 4),
                                                   "max": round(max(shares), 4)}
         protocol_out["cut_short"] = cut_short(runs, RECOMMENDED_THRESHOLD)
+        # what no causal rule can beat: the hindsight stop, and the noise of one round's accuracy
+        hindsight = [r["hindsight_below_final"] for r in protocol_out["runs"].values()
+                     if r["hindsight_below_final"] is not None]
+        early = [b for b in hindsight if b > 1.0]
+        protocol_out["hindsight"] = {"flattened": len(hindsight), "too_early": len(early),
+                                     "max_below_final": max(early, default=None),
+                                     "met_goal": f"{len(protocol_out['runs']) - len(early)} of {len(runs)}"}
+        sds = [r["round_sd"] for r in protocol_out["runs"].values() if r["round_sd"] is not None]
+        protocol_out["round_sd_median"] = round(statistics.median(sds), 2) if sds else None
         protocol_out["runs_kept"] = True
         out["protocols"][directory.name] = protocol_out
     for name, data in earlier.items():
@@ -408,8 +446,9 @@ def _span(values: list) -> str:
 def markdown(summary: dict) -> str:
     """The tables of the benchmarks page's stopping section, from ``stopping.json``'s summary."""
     lines = ["### The recommended criterion, `remaining_change`", "",
-             "| protocol | seeds | met the goal | stopped > 1 point early | labels saved | flat from |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| protocol | seeds | met the goal | stopped > 1 point early | labels saved | flat from "
+             "| hindsight stop: met the goal | one round's sd (points) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, data in _ordered(summary):
         row = data["criteria"].get(RECOMMENDED)
         if row is None:
@@ -417,8 +456,10 @@ def markdown(summary: dict) -> str:
         early = [r["below_final"] for r in row["runs"] if r["below_final"] is not None and r["below_final"] > 1.0]
         early_text = f"{len(early)} ({', '.join(_number(float(e)) for e in early)} points)" if early else "0"
         flats = [r["flat_from"] for r in data["runs"].values()]
+        hindsight = data.get("hindsight")
         lines.append(f"| {_name(name, data)} | {data['seeds']} | {row['met_goal']} | {early_text} | "
-                     f"{_span([r['saved'] for r in row['runs']])} of {data['budget']} | {_span(flats)} |")
+                     f"{_span([r['saved'] for r in row['runs']])} of {data['budget']} | {_span(flats)} | "
+                     f"{hindsight['met_goal'] if hindsight else '–'} | {_number(data.get('round_sd_median'), 2)} |")
     if not all(data.get("runs_kept", True) for data in summary["protocols"].values()):
         lines += ["", NOT_KEPT]
     lines += ["", f"**Budgets cut short**: every run judged again as if its budget had been the labels of "

@@ -468,3 +468,26 @@ def test_a_stop_set_the_pool_cannot_fill_is_refused_naming_the_flag_but_the_defa
                                           budget=16, cold_start=None, stop_when=("remaining_change",)))
     assert len(small.stop_set_N) == len(small.pool.unlabelled_indices) < 1000
 
+
+
+def test_the_stopping_benchmark_measures_one_rounds_noise_and_the_hindsight_stop(monkeypatch):
+    """The bound beside the criterion: one round's accuracy scatter around a straight trend is
+    recovered from seeded Gaussian noise, and the hindsight stop is the last round that still
+    saves a third of the labels spent after the curve flattened."""
+    from tests.conftest import ROOT
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import stopping as benchmark
+
+    rng = np.random.default_rng(0)
+    sigma = 0.005
+    accuracy = list(0.8 + 1e-4 * np.arange(2000) + rng.normal(0.0, sigma, 2000))
+    assert benchmark.round_noise(accuracy) == pytest.approx(sigma, rel=0.05)
+    assert benchmark.round_noise([0.9] * 12) == 0.0  # no scatter around a flat curve
+    assert benchmark.round_noise([0.5, 0.6, 0.7, 0.8, 0.9]) is None  # too few rounds for 3 residuals
+
+    labels = list(range(20, 301, 10))
+    # budget 300: flat from 240 -> at least 20 labels to save -> 280; from 200 -> 33.3 -> 260
+    assert labels[benchmark.hindsight_stop(labels, 300, 240)] == 280
+    assert labels[benchmark.hindsight_stop(labels, 300, 200)] == 260
+    assert labels[benchmark.hindsight_stop(labels, 300, 20)] == 200  # a third of 280 is 93.3 labels
