@@ -17,7 +17,10 @@ criterion *would* have stopped it:
   accuracy of the models that predicted those answers, and how often that accuracy
   lies inside the stated 90% interval (coverage);
 - for the recommended criterion, the same runs cut short at every 5th round's labels, as
-  if that had been the budget (near a budget its horizon is a few labels).
+  if that had been the budget (near a budget its horizon is a few labels);
+- what to read it against: a stop chosen in hindsight of where each curve flattens (the
+  last round that still saves a third of the flat stretch), judged the same way, and the
+  standard deviation of one round's accuracy around the run's trend.
 
 Runs are kept, and committed, under ``benchmarks/results/stopping_runs/<protocol>/seed_<N>/``
 (resumable): each finished run is compacted at once, in the benchmarks' committed form
@@ -355,7 +358,7 @@ def summarise(write: bool = True) -> dict:
         protocol_out["signals_share_of_round"] = {"median": round(statistics.median(shares), 4),
                                                   "max": round(max(shares), 4)}
         protocol_out["cut_short"] = cut_short(runs, RECOMMENDED_THRESHOLD)
-        # what no causal rule can beat: the hindsight stop, and the noise of one round's accuracy
+        # what to read the criterion against: a stop chosen in hindsight, and the noise of one round's accuracy
         hindsight = [r["hindsight_below_final"] for r in protocol_out["runs"].values()
                      if r["hindsight_below_final"] is not None]
         early = [b for b in hindsight if b > 1.0]
