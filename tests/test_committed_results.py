@@ -272,6 +272,24 @@ def test_text_and_multilabel_summary_reproduces_the_committed_numbers_and_the_gu
         fresh = json.loads(json.dumps(summary.summarise_task(task)))  # JSON's own floats and keys
         assert fresh == entry, task
         quoted_by_json |= {f"{s['aulc_mean']:.4f} ± {s['aulc_std']:.4f}" for s in entry["strategies"].values()}
+    # the text model trained from token ids (benchmarks/text_from_scratch.py) is quoted there too
+    scratch = json.loads((RESULTS / "text_from_scratch.json").read_text())
+    quoted_by_json |= {f"{s['aulc_mean']:.4f} ± {s['aulc_std']:.4f}" for s in scratch["strategies"].values()}
     guide = (ROOT / "docs" / "guides" / "text-and-tables.md").read_text()
     quoted = re.findall(r"\b0\.\d{4} ± 0\.\d{4}\b", guide)
     assert len(quoted) >= 15 and set(quoted) <= quoted_by_json, set(quoted) - quoted_by_json
+
+
+def test_the_text_model_from_token_ids_summary_is_rebuilt_from_its_committed_runs(monkeypatch):
+    """``benchmarks/text_from_scratch.py --summarise`` rebuilds ``text_from_scratch.json`` from
+    the committed runs alone, and the text guide shows its table as generated."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import text_from_scratch as benchmark
+
+    committed = json.loads((RESULTS / "text_from_scratch.json").read_text())
+    assert json.loads(json.dumps(benchmark.summarise(write=False))) == committed
+    assert set(committed["strategies"]) == set(benchmark.STRATEGIES)
+    assert all(len(e["seeds"]) >= 6 for e in committed["strategies"].values())
+    guide = (ROOT / "docs" / "guides" / "text-and-tables.md").read_text()
+    # the table sits in a list item, indented by two spaces
+    assert "\n".join("  " + line for line in benchmark.markdown(committed).splitlines()) in guide
