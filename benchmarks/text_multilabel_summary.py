@@ -53,16 +53,33 @@ def _floor2(value: float) -> float:
     return math.floor(value * 100) / 100
 
 
+#: the suffixes ``label_efficiency.py`` appends after a cold start's ``-cold-<S><N>``
+_AFTER_COLD_START = re.compile(r"(-training-[a-z]+)?(-mk\d+)?$")
+
+
+def cold_start_variants(task: str) -> list[tuple[Path, re.Match]]:
+    """The run folders of ``task`` with a cold start, each with the match of its
+    ``cold-<S><N>`` part (strategy, labels). ``label_efficiency.py`` puts that part before
+    its ``-training-<T>`` and ``-mk<K>`` suffixes, so the variants of
+    ``<base>-training-paper`` are ``<base>-cold-<S><N>-training-paper``."""
+    tail = _AFTER_COLD_START.search(task).group(0)
+    base = task[: len(task) - len(tail)]
+    found = []
+    for variant in sorted(RUNS.glob(f"{base}-cold-*{tail}")):
+        middle = variant.name[len(base) + 1 : len(variant.name) - len(tail)]
+        match = re.fullmatch(r"cold-([a-z_]+?)(\d+)", middle)
+        if match is not None and variant.is_dir():
+            found.append((variant, match))
+    return found
+
+
 def summarise_task(task: str) -> dict | None:
     from activebayes.analysis import learning_curves_from_runs, summarise_strategy
     from activebayes.records import COLD_START_LABELS_PER_CLASS, headline_metric
     from activebayes.rundir import load_runs
 
     runs = dict(load_runs(RUNS / task))
-    for variant in sorted(RUNS.glob(f"{task}-cold-*")):  # the default schedule: a cold start, then the strategy
-        match = re.fullmatch(r"cold-([a-z_]+?)(\d+)", variant.name[len(task) + 1:])
-        if match is None:
-            continue
+    for variant, match in cold_start_variants(task):  # the default schedule: a cold start, then the strategy
         for (strategy, seed), run in load_runs(variant).items():
             # the default length (COLD_START_LABELS_PER_CLASS a class) unnamed, any other named
             num_classes = len(run[1][0].class_counts) if run[1] else None

@@ -280,6 +280,26 @@ def test_text_and_multilabel_summary_reproduces_the_committed_numbers_and_the_gu
     assert len(quoted) >= 15 and set(quoted) <= quoted_by_json, set(quoted) - quoted_by_json
 
 
+def test_text_and_multilabel_summary_pairs_a_training_variant_with_its_own_cold_start_runs(monkeypatch, tmp_path):
+    """``label_efficiency.py`` names a cold start before its ``-training-<T>`` suffix
+    (``<task>-cold-<S><N>-training-paper``): the summary of ``<task>-training-paper`` finds
+    those runs as its ``<S>-then-<strategy>`` rows, and no other task's."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import text_multilabel_summary as summary
+
+    runs = ROOT / "benchmarks" / "results" / "label_efficiency_runs"
+    for source, name in (("mnist_pairs", "mnist_pairs-training-paper"),
+                         ("mnist_pairs-cold-typicality60", "mnist_pairs-cold-typicality60-training-paper"),
+                         ("mnist_pairs", "mnist_pairs")):
+        (tmp_path / name).symlink_to(runs / source, target_is_directory=True)
+    monkeypatch.setattr(summary, "RUNS", tmp_path)
+    reference = json.loads((RESULTS / "text_multilabel.json").read_text())["mnist_pairs"]
+    variant = json.loads(json.dumps(summary.summarise_task("mnist_pairs-training-paper")))
+    assert variant["strategies"]["typicality-then-badge"] == reference["strategies"]["typicality-then-badge"]
+    # the plain task does not take the training variant's cold-start runs as its own
+    assert "typicality-then-badge" not in summary.summarise_task("mnist_pairs")["strategies"]
+
+
 def test_the_text_model_from_token_ids_summary_is_rebuilt_from_its_committed_runs(monkeypatch):
     """``benchmarks/text_from_scratch.py --summarise`` rebuilds ``text_from_scratch.json`` from
     the committed runs alone, and the text guide shows its table as generated."""
