@@ -29,13 +29,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import statistics
 import sys
-import time
 from collections import Counter
 from pathlib import Path
+
+import factory_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "benchmarks" / "results" / "text_from_scratch_runs"
@@ -89,8 +88,7 @@ def text_cnn(vocabulary_size: int, num_classes: int, generator=None, dim: int = 
             h_B_W = h_B_W_L.masked_fill(~words_B_1_L, float("-inf")).max(-1).values
             return self.head(torch.where(words_B_1_L.any(-1), h_B_W, torch.zeros_like(h_B_W)))
 
-    if generator is not None:  # the loop's seeded model stream
-        torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))
+    factory_runs.seed_torch_from(generator)  # the loop's seeded model stream
     return TextCNN()
 
 
@@ -129,64 +127,20 @@ def run(strategy: str, seed: int, data) -> dict:
     """One run (cached as JSON): labels and test accuracy of every round, and its time."""
     from activebayes.loop import ActiveLearningLoop
 
-    path = RUNS / strategy / f"seed_{seed}.json"
-    if path.is_file():
-        return json.loads(path.read_text())
     train, test, vocabulary_size = data
-    start = time.perf_counter()
-    loop = ActiveLearningLoop(config(strategy, seed), dataset=train, test=test,
-                              model_factory=lambda g: text_cnn(vocabulary_size, len(train.classes), g))
-    rounds = loop.run(progress=False).rounds
-    out = {"strategy": strategy, "seed": seed, "labels": [r.n_labelled for r in rounds],
-           "test_accuracy": [r.metrics["test_accuracy"] for r in rounds],
-           "seconds": round(time.perf_counter() - start, 1)}
-    from activebayes._io import atomic_write_text
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(out) + "\n")
-    return out
+    return factory_runs.cached_run(
+        RUNS, strategy, seed, "test_accuracy",
+        lambda: ActiveLearningLoop(config(strategy, seed), dataset=train, test=test,
+                                   model_factory=lambda g: text_cnn(vocabulary_size, len(train.classes), g)))
 
 
 def summarise(write: bool = True) -> dict:
-    """AULC (normalised area under the learning curve) of every cached run, per strategy,
-    and each strategy's lead over random on the seeds both have."""
-    from activebayes.analysis import area_under_learning_curve
-
-    aulc: dict[str, dict[int, float]] = {}
-    final: dict[str, dict[int, float]] = {}
-    for path in sorted(RUNS.glob("*/seed_*.json")):
-        r = json.loads(path.read_text())
-        aulc.setdefault(r["strategy"], {})[r["seed"]] = area_under_learning_curve(r["labels"], r["test_accuracy"])
-        final.setdefault(r["strategy"], {})[r["seed"]] = r["test_accuracy"][-1]
-    out: dict = {"strategies": {}}
-    for strategy in sorted(aulc, key=STRATEGIES.index):
-        values = [aulc[strategy][s] for s in sorted(aulc[strategy])]
-        entry = {"seeds": sorted(aulc[strategy]), "aulc_mean": round(statistics.fmean(values), 4),
-                 "aulc_std": round(statistics.stdev(values), 4) if len(values) > 1 else None,
-                 "final_mean": round(statistics.fmean(final[strategy].values()), 4)}
-        common = sorted(set(aulc[strategy]) & set(aulc.get("random", {})))
-        if strategy != "random" and common:
-            leads = [aulc[strategy][s] - aulc["random"][s] for s in common]
-            entry["lead_over_random"] = round(statistics.fmean(leads), 4)
-            entry["lead_per_seed"] = [round(v, 4) for v in leads]
-        out["strategies"][strategy] = entry
-    if write:
-        from activebayes._io import atomic_write_text
-
-        atomic_write_text(RESULTS, json.dumps(out, indent=1) + "\n")
-    return out
+    """AULC of every cached run, per strategy, and each strategy's lead over random."""
+    return factory_runs.summarise(RUNS, STRATEGIES, "test_accuracy", RESULTS if write else None)
 
 
 def markdown(summary: dict) -> str:
-    lines = ["| strategy | seeds | AULC (mean ± sd) | final accuracy | lead over random (per seed) |",
-             "|---|---|---|---|---|"]
-    for strategy, e in summary["strategies"].items():
-        lead = (f"{e['lead_over_random']:+.4f} ({', '.join(f'{v:+.3f}' for v in e['lead_per_seed'])})"
-                if "lead_over_random" in e else "–")
-        spread = "" if e["aulc_std"] is None else f" ± {e['aulc_std']:.4f}"
-        lines.append(f"| {strategy} | {len(e['seeds'])} | {e['aulc_mean']:.4f}{spread} | "
-                     f"{e['final_mean']:.4f} | {lead} |")
-    return "\n".join(lines)
+    return factory_runs.markdown(summary)
 
 
 def main(argv: list[str] | None = None) -> int:
