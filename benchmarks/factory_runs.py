@@ -86,3 +86,26 @@ def seed_torch_from(generator) -> None:
 
     if generator is not None:
         torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))
+
+
+def argument_parser(description: str, strategies: Sequence[str]):
+    """The flags both benchmarks take: ``--strategies``, ``--seeds``, ``--summarise``."""
+    import argparse
+
+    from label_efficiency import seeds_arg
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--strategies", default=",".join(strategies),
+                        help=f"comma-separated, from {', '.join(strategies)}")
+    parser.add_argument("--seeds", type=seeds_arg, default="0-5", help="0,1,2 or a range 0-5")
+    parser.add_argument("--summarise", action="store_true", help="only summarise the cached runs")
+    return parser
+
+
+def chosen_strategies(parser, text: str, strategies: Sequence[str]) -> list[str]:
+    """The strategies named in ``--strategies``; an unknown name is the parser's one-line error."""
+    chosen = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in chosen if s not in strategies]
+    if unknown:
+        parser.error(f"--strategies: unknown {', '.join(unknown)}; choose from {', '.join(strategies)}")
+    return chosen

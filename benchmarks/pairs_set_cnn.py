@@ -32,7 +32,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -114,20 +113,11 @@ def markdown(summary: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from label_efficiency import seeds_arg
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--strategies", default=",".join(STRATEGIES),
-                        help=f"comma-separated, from {', '.join(STRATEGIES)}")
-    parser.add_argument("--seeds", type=seeds_arg, default="0-5", help="0,1,2 or a range 0-5")
+    parser = factory_runs.argument_parser(__doc__.splitlines()[0], STRATEGIES)
     parser.add_argument("--data-dir", default=None, help="MNIST folder (default ../shared/data/mnist)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads a run (default 1)")
-    parser.add_argument("--summarise", action="store_true", help="only summarise the cached runs")
     args = parser.parse_args(argv)
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    unknown = [s for s in strategies if s not in STRATEGIES]
-    if unknown:
-        parser.error(f"--strategies: unknown {', '.join(unknown)}; choose from {', '.join(STRATEGIES)}")
+    strategies = factory_runs.chosen_strategies(parser, args.strategies, STRATEGIES)
     if args.threads < 1:
         parser.error(f"--threads: expected a positive number, got {args.threads}")
     if not args.summarise:

@@ -28,7 +28,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from collections import Counter
@@ -144,18 +143,9 @@ def markdown(summary: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from label_efficiency import seeds_arg
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--strategies", default="random,badge,default",
-                        help=f"comma-separated, from {', '.join(STRATEGIES)}")
-    parser.add_argument("--seeds", type=seeds_arg, default="0-5", help="0,1,2 or a range 0-5")
-    parser.add_argument("--summarise", action="store_true", help="only summarise the cached runs")
+    parser = factory_runs.argument_parser(__doc__.splitlines()[0], STRATEGIES)
     args = parser.parse_args(argv)
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    unknown = [s for s in strategies if s not in STRATEGIES]
-    if unknown:
-        parser.error(f"--strategies: unknown {', '.join(unknown)}; choose from {', '.join(STRATEGIES)}")
+    strategies = factory_runs.chosen_strategies(parser, args.strategies, STRATEGIES)
     if not args.summarise:
         data = datasets()
         for seed in args.seeds:
