@@ -12,6 +12,7 @@ and that a run resumes from the compact form exactly as from the plain one.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import lzma
 import json
@@ -273,8 +274,10 @@ def test_text_and_multilabel_summary_reproduces_the_committed_numbers_and_the_gu
         assert fresh == entry, task
         quoted_by_json |= {f"{s['aulc_mean']:.4f} ± {s['aulc_std']:.4f}" for s in entry["strategies"].values()}
     # the text model trained from token ids (benchmarks/text_from_scratch.py) is quoted there too
-    scratch = json.loads((RESULTS / "text_from_scratch.json").read_text())
-    quoted_by_json |= {f"{s['aulc_mean']:.4f} ± {s['aulc_std']:.4f}" for s in scratch["strategies"].values()}
+    # and so are the models given as a model_factory (text_from_scratch.py, pairs_set_cnn.py)
+    for name in ("text_from_scratch.json", "pairs_set_cnn.json"):
+        scratch = json.loads((RESULTS / name).read_text())
+        quoted_by_json |= {f"{s['aulc_mean']:.4f} ± {s['aulc_std']:.4f}" for s in scratch["strategies"].values()}
     guide = (ROOT / "docs" / "guides" / "text-and-tables.md").read_text()
     quoted = re.findall(r"\b0\.\d{4} ± 0\.\d{4}\b", guide)
     assert len(quoted) >= 15 and set(quoted) <= quoted_by_json, set(quoted) - quoted_by_json
@@ -300,13 +303,15 @@ def test_text_and_multilabel_summary_pairs_a_training_variant_with_its_own_cold_
     assert "typicality-then-badge" not in summary.summarise_task("mnist_pairs")["strategies"]
 
 
-def test_the_text_model_from_token_ids_summary_is_rebuilt_from_its_committed_runs(monkeypatch):
-    """``benchmarks/text_from_scratch.py --summarise`` rebuilds ``text_from_scratch.json`` from
-    the committed runs alone, and the text guide shows its table as generated."""
+@pytest.mark.parametrize("script", ["text_from_scratch", "pairs_set_cnn"])
+def test_a_model_factory_benchmark_summary_is_rebuilt_from_its_committed_runs(monkeypatch, script):
+    """``benchmarks/<script>.py --summarise`` (the text CNN on word ids, the digit pairs' set
+    CNN) rebuilds ``<script>.json`` from the committed runs alone, and the text guide shows
+    its table as generated."""
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    import text_from_scratch as benchmark
+    benchmark = importlib.import_module(script)
 
-    committed = json.loads((RESULTS / "text_from_scratch.json").read_text())
+    committed = json.loads((RESULTS / f"{script}.json").read_text())
     assert json.loads(json.dumps(benchmark.summarise(write=False))) == committed
     assert set(committed["strategies"]) == set(benchmark.STRATEGIES)
     assert all(len(e["seeds"]) >= 6 for e in committed["strategies"].values())
