@@ -83,14 +83,16 @@ def datasets(data_dir: str | None = None):
             load_dataset("mnist_pairs", data_dir=data_dir, split="test"))
 
 
-def config(strategy: str, seed: int, budget: int = 200):
-    from activebayes.loop import LoopConfig
+def config(strategy: str, seed: int, budget: int | None = None):
+    """``label_efficiency.py``'s pairs protocol (``budget``: another label budget), for the
+    network given as a model factory."""
+    from label_efficiency import protocol
 
     cold = strategy == "default"
-    return LoopConfig(dataset="mnist_pairs_set", strategy="badge" if cold else strategy, seed=seed,
-                      initial="balanced", initial_size=20, validation_size=500, batch_size=10, budget=budget,
-                      num_samples=20, mean_samples=20, eval_samples=10, pool_subsample=2000, checkpoints=False,
-                      cold_start="typicality" if cold else None, cold_start_labels=60 if cold else None)
+    base = protocol("mnist_pairs", None)
+    return base.replace(dataset="mnist_pairs_set", data_dir=None, model="auto", strategy="badge" if cold else strategy,
+                        seed=seed, budget=budget or base.budget, cold_start="typicality" if cold else None,
+                        cold_start_labels=60 if cold else None)
 
 
 def run(strategy: str, seed: int, data) -> dict:

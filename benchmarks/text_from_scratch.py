@@ -113,13 +113,13 @@ def datasets():
 
 
 def config(strategy: str, seed: int):
-    from activebayes.loop import LoopConfig
+    """``label_efficiency.py``'s WordNet protocol, for the network given as a model factory."""
+    from label_efficiency import protocol
 
     cold = strategy == "default"
-    return LoopConfig(dataset="wordnet_token_ids", strategy="badge" if cold else strategy, seed=seed,
-                      initial="balanced", initial_size=52, validation_size=500, batch_size=20, budget=512,
-                      num_samples=50, mean_samples=50, eval_samples=20, pool_subsample=5000, checkpoints=False,
-                      cold_start="typicality" if cold else None, cold_start_labels=156 if cold else None)
+    return protocol("wordnet_nouns", None).replace(
+        dataset="wordnet_token_ids", model="auto", strategy="badge" if cold else strategy, seed=seed,
+        cold_start="typicality" if cold else None, cold_start_labels=156 if cold else None)
 
 
 def run(strategy: str, seed: int, data) -> dict:
