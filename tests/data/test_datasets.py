@@ -30,7 +30,7 @@ def test_docstring_examples_run(module):
 
 def test_available_datasets():
     assert set(available_datasets()) == {"digits", "mnist", "fashion_mnist", "kmnist", "memmap", "repeated_mnist",
-                                        "wordnet_nouns", "breast_cancer", "wine", "iris", "mnist_pairs"}
+                                        "wordnet_nouns", "breast_cancer", "wine", "iris", "mnist_pairs", "rand_hie"}
 
 
 def test_unknown_dataset_and_split():

@@ -8,7 +8,7 @@ import torch
 
 from activebayes.data import load_dataset
 from activebayes.data.wordnet import LEXNAMES, find_wordnet_dir, read_wordnet_nouns, wordnet_nouns, wordnet_split
-from activebayes.errors import ActiveBayesError, MissingFileError
+from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
 
 GLOSSES = [
     (5, "dog", "a domesticated canine animal that barks"),
@@ -166,3 +166,42 @@ def test_wordnet_glosses_as_word_vectors_from_the_cli(tmp_path, monkeypatch, cap
     assert code == 1 and "--encoder: only with --table FILE or --dataset wordnet_nouns, got --dataset digits" in err
     assert "Traceback" not in err
     assert not (tmp_path / "digits").exists()
+
+
+def test_rand_hie_is_statsmodels_table_through_the_table_path():
+    """rand_hie against the CSV read independently: 20,190 rows split 14,133 / 6,057 by id hash,
+    labels from ``mdvis > 0``, features standardised over all rows in float64 (population sd)."""
+    pytest.importorskip("statsmodels")
+    import csv
+
+    from activebayes.data.real_tables import RAND_HIE_COLUMNS, RAND_HIE_TEST_SIZE, rand_hie_csv
+    from activebayes.data.table import load_table
+    from activebayes.data.table_task import split_by_item_id
+
+    train, test = load_dataset("rand_hie"), load_dataset("rand_hie", split="test")
+    assert (len(train), len(test)) == (20_190 - RAND_HIE_TEST_SIZE, RAND_HIE_TEST_SIZE)
+    assert train.classes == ("no_visit", "visit") and train.input_shape == (9,)
+    with open(rand_hie_csv(), newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    x_N_D = np.array([[float(r[c]) for c in RAND_HIE_COLUMNS] for r in rows])
+    y_N = np.array([float(r["mdvis"]) > 0 for r in rows], dtype=np.int64)
+    assert y_N.sum() == 13_882  # person-years with a doctor's visit
+    want_N_D = (x_N_D - x_N_D.mean(0)) / x_N_D.std(0)
+    # the split: the test rows are those whose content ids hash lowest (the order of the file does not matter)
+    ids = load_table([{c: r[c] for c in RAND_HIE_COLUMNS} for r in rows], feature_columns=list(RAND_HIE_COLUMNS)).item_ids
+    train_rows, test_rows = split_by_item_id(ids, RAND_HIE_TEST_SIZE)
+    assert not set(train_rows.tolist()) & set(test_rows.tolist())
+    assert set(split_by_item_id(ids[::-1], RAND_HIE_TEST_SIZE)[1].tolist()) == {len(ids) - 1 - i
+                                                                               for i in test_rows.tolist()}
+    for split, rows_idx in ((train, train_rows), (test, test_rows)):
+        np.testing.assert_allclose(split.inputs.double().numpy(), want_N_D[rows_idx.numpy()], atol=1e-5)
+        assert split.targets.tolist() == y_N[rows_idx.numpy()].tolist()
+
+
+def test_rand_hie_without_statsmodels_is_a_one_line_error(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "statsmodels" else real(name, *a))
+    with pytest.raises(InvalidArgumentError, match=r"pip install 'activebayes\[tables\]'"):
+        load_dataset("rand_hie")

@@ -438,6 +438,12 @@ def _sklearn_loader(name: str) -> Callable[..., ArrayDataset]:
     return load
 
 
+def _rand_hie(split: str, **options: object) -> ArrayDataset:
+    from .real_tables import rand_hie
+
+    return rand_hie(split)
+
+
 def _wordnet_nouns(split: str, **options: object) -> ArrayDataset:
     from .wordnet import wordnet_nouns
 
@@ -460,6 +466,7 @@ for _name, _loader in (("digits", _load_digits), *((name, _idx_loader(spec)) for
                        # text and tables (scikit-learn needed: the `text` extra)
                        ("wordnet_nouns", _wordnet_nouns), *((name, _sklearn_loader(name)) for name in
                                                             ("breast_cancer", "wine", "iris")),
+                       ("rand_hie", _rand_hie),  # statsmodels' table (the `tables` extra)
                        # multi-label: targets are 0/1 indicators [N, C] (ArrayDataset.multilabel)
                        ("mnist_pairs", _mnist_pairs)):
     DATASETS.register(_name, _loader)

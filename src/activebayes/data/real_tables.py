@@ -1,4 +1,5 @@
-"""Real tables bundled with scikit-learn (no download): ``"breast_cancer"``, ``"wine"``, ``"iris"``.
+"""Real tables that install offline: scikit-learn's ``"breast_cancer"``, ``"wine"``, ``"iris"``,
+and statsmodels' ``"rand_hie"`` (20,190 rows).
 
 Each is split once, deterministically and stratified (:func:`~activebayes.data.datasets.digits_split_indices`:
 no random numbers; 30% test), and its numeric columns are standardised with the
@@ -6,23 +7,37 @@ training split's mean and (population) standard deviation, kept in
 ``ArrayDataset.normalization``-free form: the statistics are recomputed identically
 on every load. None has a missing value. scikit-learn is needed (the ``text`` extra).
 
-A larger real table, covertype (581,012 rows), is *not* bundled with scikit-learn
-(``fetch_covtype`` downloads it), so it is not offered here.
+**rand_hie**: the RAND Health Insurance Experiment (public domain), as statsmodels ships
+it (Cameron and Trivedi 2005's subset; ``pip install statsmodels``, the ``tables`` extra):
+20,190 person-years, 9 columns (coinsurance, deductible and participation incentive of
+the person's plan, physical limitation, chronic diseases, self-rated health as good / fair
+/ poor). The task: did the person see a doctor that year (``mdvis > 0``: ``"visit"``, 69%
+of rows, against ``"no_visit"``)? The rows go through the library's own table path
+(:func:`~activebayes.data.table.load_table`: content ids, checks, standardisation over all
+rows, no label used), and the test set is the :data:`RAND_HIE_TEST_SIZE` rows whose ids hash
+lowest (``activebayes.data.table_task.split_by_item_id``, as ``--test-size`` splits a
+``--table``). statsmodels is located, not imported: only its CSV file is read.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
 
-from activebayes.errors import InvalidArgumentError
+from activebayes.errors import InvalidArgumentError, MissingFileError
 
 from .dataset import ArrayDataset
 
-__all__ = ["SKLEARN_TABLES", "sklearn_table"]
+__all__ = ["RAND_HIE_COLUMNS", "RAND_HIE_TEST_SIZE", "SKLEARN_TABLES", "rand_hie", "rand_hie_csv", "sklearn_table"]
 
 SKLEARN_TABLES = {"breast_cancer": "load_breast_cancer", "wine": "load_wine", "iris": "load_iris"}
 TEST_FRACTION = 0.3
+#: rand_hie's feature columns (statsmodels' ``randhie.csv`` less the outcome ``mdvis``)
+RAND_HIE_COLUMNS = ("lncoins", "idp", "lpi", "fmde", "physlm", "disea", "hlthg", "hlthf", "hlthp")
+#: rand_hie's held-out rows (30% of 20,190)
+RAND_HIE_TEST_SIZE = 6_057
 
 
 def sklearn_table(name: str, split: str = "train", **_: object) -> ArrayDataset:
@@ -46,3 +61,43 @@ def sklearn_table(name: str, split: str = "train", **_: object) -> ArrayDataset:
     return ArrayDataset(inputs=torch.from_numpy(((x[rows] - mean) / std).astype(np.float32)),
                         targets=torch.from_numpy(y[rows]), classes=tuple(str(c) for c in bunch.target_names),
                         name=name)
+
+
+def rand_hie_csv() -> Path:
+    """The path of statsmodels' ``datasets/randhie/randhie.csv`` (statsmodels found, not imported)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("statsmodels")
+    if spec is None or not spec.submodule_search_locations:
+        raise InvalidArgumentError("dataset 'rand_hie' reads the table statsmodels ships: "
+                                   "pip install 'activebayes[tables]' (or statsmodels)")
+    path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "randhie" / "randhie.csv"
+    if not path.is_file():
+        raise MissingFileError(f"dataset 'rand_hie': statsmodels is installed but {path} is missing")
+    return path
+
+
+def rand_hie(split: str = "train", **_: object) -> ArrayDataset:
+    """The ``split`` of the RAND Health Insurance Experiment table (see the module docstring)."""
+    from ._core import DataError
+    from .table import load_table, read_table_rows
+    from .table_task import split_by_item_id
+
+    path = rand_hie_csv()
+    columns, rows = read_table_rows(path)
+    missing = [c for c in ("mdvis", *RAND_HIE_COLUMNS) if c not in columns]
+    if missing:
+        raise DataError(f"{path}: expected the columns {', '.join(missing)}; is it statsmodels' randhie.csv?")
+    if len(rows) != 20_190:
+        raise DataError(f"{path}: expected 20,190 rows (statsmodels' randhie.csv), got {len(rows):,}")
+    labelled = []
+    for n, row in enumerate(rows, start=1):
+        try:
+            visits = float(row["mdvis"])
+        except (TypeError, ValueError):
+            raise DataError(f"{path}: row {n}, column 'mdvis': expected a number, got {row['mdvis']!r}") from None
+        labelled.append({**{c: row[c] for c in RAND_HIE_COLUMNS}, "visit": "visit" if visits > 0 else "no_visit"})
+    pool = load_table(labelled, feature_columns=list(RAND_HIE_COLUMNS), label_column="visit",
+                      classes=("no_visit", "visit"), name="rand_hie")
+    train, test = split_by_item_id(pool.item_ids, RAND_HIE_TEST_SIZE)
+    return pool.dataset.subset(train if split == "train" else test)

@@ -12,6 +12,7 @@ the row order, the seed or rows added later.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -21,7 +22,7 @@ from activebayes.errors import InvalidArgumentError
 from .dataset import ArrayDataset
 from .table import TablePool, load_table
 
-__all__ = ["table_pool", "table_splits"]
+__all__ = ["split_by_item_id", "table_pool", "table_splits"]
 
 
 def table_pool(config: Any) -> TablePool:
@@ -53,8 +54,14 @@ def table_splits(config: Any) -> tuple[ArrayDataset, ArrayDataset | None]:
     if test_size >= len(dataset):
         raise InvalidArgumentError(f"test_size (--test-size) must be smaller than the table's {len(dataset)} rows, "
                                    f"got {test_size}")
-    keys = [hashlib.sha256(item.encode("utf-8")).hexdigest() for item in pool.item_ids]
-    order = sorted(range(len(keys)), key=keys.__getitem__)
-    test_rows = torch.tensor(sorted(order[:test_size]), dtype=torch.long)
-    train_rows = torch.tensor(sorted(order[test_size:]), dtype=torch.long)
+    train_rows, test_rows = split_by_item_id(pool.item_ids, test_size)
     return dataset.subset(train_rows), dataset.subset(test_rows)
+
+
+def split_by_item_id(item_ids: Sequence[str], test_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(train_rows, test_rows)``, each ascending: the ``test_size`` items whose ids have the
+    smallest sha256 are the test set, whatever the row order (no random numbers)."""
+    keys = [hashlib.sha256(item.encode("utf-8")).hexdigest() for item in item_ids]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    return (torch.tensor(sorted(order[test_size:]), dtype=torch.long),
+            torch.tensor(sorted(order[:test_size]), dtype=torch.long))
