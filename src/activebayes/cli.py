@@ -31,11 +31,11 @@ from activebayes._threads import automatic_threads
 from activebayes._memory import keep_freed_memory
 from activebayes._validation import check_choice, check_device, check_positive_int
 from activebayes.acquisition import available_strategies
-from activebayes.data import available_datasets, convert_to_memmap
+from activebayes.data import ArrayDataset, available_datasets, convert_to_memmap, load_dataset
 from activebayes.distributed import RayExecutor
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
 from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
-from activebayes.labelling.interchange import AnswerFileError
+from activebayes.labelling.interchange import AnswerFileError, is_picture_shape
 from activebayes.labelling.project import LabellingProject, is_project
 from activebayes.labelling.settings import ProjectConfig
 from activebayes.loop import check_config_names, config_strategies
@@ -610,6 +610,16 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) 
     return LabellingProject.create(project, ProjectConfig(**given), progress=progress)
 
 
+def _check_pictures(dataset: ArrayDataset, name: str) -> None:
+    """The labelling app shows a built-in dataset's items as pictures: a dataset of feature
+    vectors (a table, text features) is a one-line error naming ``--dataset``."""
+    if not is_picture_shape(dataset.input_shape):
+        raise InvalidArgumentError(
+            f"--dataset {name}: the labelling app shows a built-in dataset's items as pictures [1 or 3, H, W], and "
+            f"these are feature vectors of shape {tuple(dataset.input_shape)}; to label rows or texts, write them to a "
+            f"file and use --table FILE with --feature-columns or --text-column")
+
+
 def _describe_project(labelling: LabellingProject) -> None:
     summary = labelling.summary()
     source = labelling.config.source
@@ -719,7 +729,12 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
     check_host(host)  # before a new project is created
     if token is not None:
         check_token(token)
+    if settings.get("dataset") is not None and not is_project(project):  # before a new project is created
+        _check_pictures(load_dataset(settings["dataset"], data_dir=settings.get("data_dir"), split="train"),
+                        settings["dataset"])
     with _open_project(project, settings, progress=not quiet) as labelling:
+        if labelling.config.dataset is not None:
+            _check_pictures(labelling.dataset, labelling.config.dataset)
         _describe_project(labelling)
         serve(labelling, host=host, port=port, token=token, worker=worker, echo=click.echo, synchronous=synchronous)
 

@@ -126,8 +126,13 @@ class AnswerFileError(ActiveBayesError, ValueError):
 # --------------------------------------------------------------------------- query files
 
 
+def is_picture_shape(shape: Sequence[int]) -> bool:
+    """Whether items of this shape can be shown as pictures: ``[1 or 3, H, W]``."""
+    return len(shape) == 3 and int(shape[0]) in (1, 3)
+
+
 def _thumbnail_png(image_chw: Tensor, normalization: tuple[float, float] | None, min_side: int = 64) -> bytes:
-    if image_chw.ndim != 3 or image_chw.shape[0] not in (1, 3):
+    if not is_picture_shape(tuple(image_chw.shape)):
         raise InvalidArgumentError(f"thumbnails need image inputs [1 or 3, H, W], got item shape {tuple(image_chw.shape)}")
     image = image_chw.detach().to(torch.float64)
     if normalization is not None:
