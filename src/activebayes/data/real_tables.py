@@ -1,11 +1,12 @@
 """Real tables that install offline: scikit-learn's ``"breast_cancer"``, ``"wine"``, ``"iris"``,
 and statsmodels' ``"rand_hie"`` (20,190 rows).
 
-Each is split once, deterministically and stratified (:func:`~activebayes.data.datasets.digits_split_indices`:
-no random numbers; 30% test), and its numeric columns are standardised with the
-training split's mean and (population) standard deviation, kept in
-``ArrayDataset.normalization``-free form: the statistics are recomputed identically
-on every load. None has a missing value. scikit-learn is needed (the ``text`` extra).
+scikit-learn's tables are each split once, deterministically and stratified
+(:func:`~activebayes.data.datasets.digits_split_indices`: no random numbers; 30% test), and
+their numeric columns are standardised with the training split's mean and (population)
+standard deviation, kept in ``ArrayDataset.normalization``-free form: the statistics are
+recomputed identically on every load. None has a missing value. scikit-learn is needed
+(the ``text`` extra).
 
 **rand_hie**: the RAND Health Insurance Experiment (public domain), as statsmodels ships
 it (Cameron and Trivedi 2005's subset; ``pip install statsmodels``, the ``tables`` extra):
