@@ -226,7 +226,7 @@ SHOWN: dict[tuple[str, int], list[str]] = {
     ("docs/acquisition.md", 1): ["batch.strategy == 'batchbald' and len(batch.indices) == 10",
                                  "scores_N.shape == (200,) and scores_N.dtype == torch.float64"],
     ("docs/data.md", 1): ["available_datasets() == ('breast_cancer', 'digits', 'fashion_mnist', 'iris', 'kmnist', "
-                          "'memmap', 'mnist', 'mnist_pairs', 'repeated_mnist', 'wine', 'wordnet_nouns')",
+                          "'memmap', 'mnist', 'mnist_pairs', 'rand_hie', 'repeated_mnist', 'wine', 'wordnet_nouns')",
                           "len(train) == 1297 and tuple(train.inputs.shape[1:]) == (1, 8, 8)", "len(test) == 500"],
     ("docs/data.md", 2): ["len(inputs) == 20 and set(picked.tolist()) <= set(pool.labelled_indices.tolist())"],
     ("docs/models.md", 1): ["log_probs_N_K_C.shape == (200, 100, 10)"],
