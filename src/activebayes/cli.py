@@ -29,9 +29,9 @@ import click
 
 from activebayes._threads import automatic_threads
 from activebayes._memory import keep_freed_memory
-from activebayes._validation import check_choice, check_device, check_positive_int
+from activebayes._validation import check_device, check_positive_int
 from activebayes.acquisition import available_strategies
-from activebayes.data import ArrayDataset, available_datasets, convert_to_memmap, load_dataset
+from activebayes.data import ArrayDataset, available_datasets, convert_to_memmap, has_contents, load_dataset
 from activebayes.distributed import RayExecutor
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
 from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
@@ -610,14 +610,19 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) 
     return LabellingProject.create(project, ProjectConfig(**given), progress=progress)
 
 
-def _check_pictures(dataset: ArrayDataset, name: str) -> None:
-    """The labelling app shows a built-in dataset's items as pictures: a dataset of feature
-    vectors (a table, text features) is a one-line error naming ``--dataset``."""
+def _check_showable(name: str, data_dir: str | None, dataset: ArrayDataset | None = None) -> None:
+    """The labelling app shows a built-in dataset's items as pictures, or as texts / rows when
+    the dataset has contents (:func:`~activebayes.data.dataset_contents`); a dataset of feature
+    vectors without them is a one-line error naming ``--dataset``."""
+    if has_contents(name):
+        return
+    dataset = dataset if dataset is not None else load_dataset(name, data_dir=data_dir, split="train")
     if not is_picture_shape(dataset.input_shape):
         raise InvalidArgumentError(
-            f"--dataset {name}: the labelling app shows a built-in dataset's items as pictures [1 or 3, H, W], and "
-            f"these are feature vectors of shape {tuple(dataset.input_shape)}; to label rows or texts, write them to a "
-            f"file and use --table FILE with --feature-columns or --text-column")
+            f"--dataset {name}: the labelling app shows a dataset's items as pictures [1 or 3, H, W] or as the "
+            f"texts / rows it was registered with (register_dataset(..., contents=...)), and these are feature "
+            f"vectors of shape {tuple(dataset.input_shape)} without either; to label rows or texts, write them to "
+            f"a file and use --table FILE with --feature-columns or --text-column")
 
 
 def _describe_project(labelling: LabellingProject) -> None:
@@ -730,11 +735,10 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
     if token is not None:
         check_token(token)
     if settings.get("dataset") is not None and not is_project(project):  # before a new project is created
-        _check_pictures(load_dataset(settings["dataset"], data_dir=settings.get("data_dir"), split="train"),
-                        settings["dataset"])
+        _check_showable(settings["dataset"], settings.get("data_dir"))
     with _open_project(project, settings, progress=not quiet) as labelling:
         if labelling.config.dataset is not None:
-            _check_pictures(labelling.dataset, labelling.config.dataset)
+            _check_showable(labelling.config.dataset, labelling.config.data_dir, labelling.dataset)
         _describe_project(labelling)
         serve(labelling, host=host, port=port, token=token, worker=worker, echo=click.echo, synchronous=synchronous)
 

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from activebayes.app import WorkerThread, create_app, serve
 from activebayes.cli import main
 from activebayes.labelling import LabellingProject, ProjectConfig
-from tests.app.app_helpers import FAST_FIT, TOKEN, fast_config, make_project, wait_for, with_sessions
+from tests.app.app_helpers import FAST_FIT, TOKEN, make_project, wait_for, with_sessions
 
 
 def test_images_are_served_by_item_id_from_the_folder(tmp_path):
@@ -102,11 +102,7 @@ def test_label_command_mistakes_are_one_line(tmp_path, capsys, monkeypatch):
     busy.listen(1)
     project = make_project(tmp_path / "proj")
     project.close()
-    # a project of feature vectors made by `activebayes query` cannot be shown in the app either
-    LabellingProject.create(tmp_path / "vectors", fast_config(dataset="breast_cancer")).close()
-    for args, needle in [
-        (["label", tmp_path / "new", "--dataset", "breast_cancer"], "are feature vectors of shape (30,)"),
-        (["label", tmp_path / "vectors"], "--dataset breast_cancer: the labelling app shows"),
+    for args, needle in [  # a dataset of bare feature vectors: tests/app/test_app_builtin_texts.py
         (["label", tmp_path / "new"], "--dataset"),
         (["label", tmp_path / "new", "--images", tmp_path / "nope", "--classes", "a,b"], "nope"),
         (["label", tmp_path / "proj", "--batch-size", "3"], "settings are fixed"),

@@ -19,8 +19,8 @@ Pages: ``/`` (label one item at a time) and ``/dashboard``, served without the t
 ``POST /api/skip``        ``{item}`` -> the next item (``"next": false`` as above)
 ``POST /api/undo``        ``{}`` -> takes back this annotator's last answer or skip; the item
                           comes back to them
-``GET  /api/items/{id}/image``   the item's image, by item id only (image projects)
-``GET  /api/items/{id}/content`` a table project's item: ``{"kind": "text", "text"}`` or
+``GET  /api/items/{id}/image``   the item's image, by item id only (projects of pictures)
+``GET  /api/items/{id}/content`` a text or a row (a table, a built-in dataset of them): ``{"kind": "text", "text"}`` or
                                  ``{"kind": "row", "fields": [[column, value], ...]}``
 ``GET  /api/export/{fmt}``       ``csv``, ``json`` or ``labelstudio``
 =======================  ====================================================================
@@ -135,6 +135,7 @@ class LabelApp:
         self.multilabel = project.store.multilabel
         if project.config.images is None:
             _ = project.dataset  # decode (or read the table) once, before the first request
+            _ = project.item_kind  # and a built-in dataset's texts or rows
 
     # ----------------------------------------------------------------- ranking
 
@@ -177,7 +178,7 @@ class LabelApp:
         score = None if audited else score
         key = self._keys.get(item) or self.store.item(item).key
         self._keys[item] = key
-        content = self.project.item_content(item) if self.project.config.table is not None else None
+        content = self.project.item_content(item) if self.project.item_kind != "image" else None
         payload: dict[str, Any] = {
             "id": item,
             "key": key,
@@ -318,21 +319,22 @@ class LabelApp:
     # ----------------------------------------------------------------- images and texts
 
     def content(self, item: int) -> dict[str, Any]:
-        """A table project's item as the page shows it (:func:`~activebayes.labelling.items.row_content`)."""
+        """A text or a row as the page shows it (:func:`~activebayes.labelling.items.row_content`)."""
         record = self.store.item(item)
-        if self.project.config.table is None:
+        if self.project.item_kind == "image":
             raise HTTPError(404, f"item {item} is an image: GET /api/items/{item}/image")
         content = self.project.item_content(record.id)
         if content is None:
-            raise HTTPError(404, f"item {item} is not in the table now")
+            raise HTTPError(404, f"item {item} is not in {self.project.config.source} now")
         return {"id": record.id, "key": record.key, **content}
 
     def image(self, item: int) -> tuple[bytes, str, str]:
         """``(bytes, content type, etag)`` of an item's picture."""
         record = self.store.item(item)
         config = self.project.config
-        if config.table is not None:
-            raise HTTPError(404, f"item {item} is a table row, not an image: GET /api/items/{item}/content")
+        if self.project.item_kind != "image":
+            raise HTTPError(404, f"item {item} is a {self.project.item_kind}, not an image: "
+                                 f"GET /api/items/{item}/content")
         if config.images is not None:
             path = _item_file(config.images, record.key)  # checked at every request, cached or not
             return self._png(item, lambda: _item_png(path)), "image/png", record.sha256

@@ -22,7 +22,8 @@ from __future__ import annotations
 from ._core import MissingSplitError, normalize_pixels
 from .convert import convert_to_memmap
 from .dataset import ArrayDataset, DataError, from_arrays
-from .datasets import IDX_DATASETS, available_datasets, default_data_dir, digits_split_indices, load_dataset, register_dataset
+from .datasets import (IDX_DATASETS, available_datasets, dataset_contents, default_data_dir, digits_split_indices,
+                       has_contents, load_dataset, register_dataset)
 from .idx import download_file, file_md5, parse_idx, read_idx
 from .image_folder import ImageFileInputs, image_folder
 from .lazy import LazyInputs, MemmapInputs
@@ -45,12 +46,14 @@ __all__ = [
     "TfidfEncoder",
     "available_datasets",
     "convert_to_memmap",
+    "dataset_contents",
     "default_data_dir",
     "digits_split_indices",
     "encode_texts",
     "download_file",
     "file_md5",
     "from_arrays",
+    "has_contents",
     "image_folder",
     "load_dataset",
     "register_dataset",

@@ -470,21 +470,87 @@ for _name, _loader in (("digits", _load_digits), *((name, _idx_loader(spec)) for
                        # multi-label: targets are 0/1 indicators [N, C] (ArrayDataset.multilabel)
                        ("mnist_pairs", _mnist_pairs)):
     DATASETS.register(_name, _loader)
+
+
+def _sklearn_contents(name: str) -> Callable[..., list[dict[str, Any]]]:
+    def contents(split: str, **options: object) -> list[dict[str, Any]]:
+        from .real_tables import sklearn_table_contents
+
+        return sklearn_table_contents(name, split)
+
+    return contents
+
+
+def _rand_hie_contents(split: str, **options: object) -> list[dict[str, Any]]:
+    from .real_tables import rand_hie_contents
+
+    return rand_hie_contents(split)
+
+
+def _wordnet_contents(split: str, **options: object) -> list[dict[str, Any]]:
+    from .wordnet import wordnet_contents
+
+    return wordnet_contents(split, data_dir=options.get("data_dir"))  # type: ignore[arg-type]
+
+
+#: What a person sees of the items of a dataset of texts or table rows (the labelling app
+#: shows them; a dataset of pictures has none): ``contents(split, *, data_dir) -> [{"kind":
+#: "text", "text": ...} or {"kind": "row", "fields": [[column, value], ...]}, ...]``, one per
+#: item of ``load_dataset(name, split=split)`` in its order (:func:`register_dataset` adds yours).
+DATASET_CONTENTS: Registry[Callable[..., list[dict[str, Any]]]] = Registry("dataset with contents")
+for _name, _contents in (("wordnet_nouns", _wordnet_contents), ("rand_hie", _rand_hie_contents),
+                         *((name, _sklearn_contents(name)) for name in ("breast_cancer", "wine", "iris"))):
+    DATASET_CONTENTS.register(_name, _contents)
 #: the ``options`` (``LoopConfig.dataset_options``) each built-in dataset takes
 DATASET_OPTIONS: dict[str, tuple[str, ...]] = {name: () for name in DATASETS.names()}
 DATASET_OPTIONS["wordnet_nouns"] = ("encoder",)
 _BUILTIN_LOADERS = {DATASETS.get(name): name for name in DATASETS.names()}
 
 
-def register_dataset(name: str, loader: Callable[..., ArrayDataset], *, replace: bool = False) -> None:
+def register_dataset(name: str, loader: Callable[..., ArrayDataset], *, replace: bool = False,
+                     contents: Callable[..., list[dict[str, Any]]] | None = None) -> None:
     """Add ``loader(split, *, data_dir, download, mirrors, progress) -> ArrayDataset`` under ``name``.
 
     :func:`load_dataset` (and ``LoopConfig(dataset=name)``) then finds it. A taken name
     raises :class:`~activebayes.errors.InvalidArgumentError` unless ``replace=True``.
+    ``contents(split, *, data_dir)``: for a dataset of texts or table rows, what a person
+    sees of each item (:data:`DATASET_CONTENTS`), so that ``activebayes label --dataset
+    NAME`` can show them; a dataset of pictures needs none.
     """
     if not callable(loader):
         raise InvalidTypeError(f"loader must be callable, got {type(loader).__name__}")
+    if contents is not None and not callable(contents):
+        raise InvalidTypeError(f"contents must be callable or None, got {type(contents).__name__}")
     DATASETS.register(name, loader, replace=replace)
+    if name in DATASET_CONTENTS:
+        DATASET_CONTENTS.unregister(name)  # replaced: the old dataset's contents go with it
+    if contents is not None:
+        DATASET_CONTENTS.register(name, contents)
+
+
+def has_contents(name: str) -> bool:
+    """Whether dataset ``name`` has contents (:func:`dataset_contents`), without loading them."""
+    return DATASETS.canonical(name) in DATASET_CONTENTS
+
+
+def dataset_contents(name: str, *, data_dir: str | os.PathLike[str] | None = None,
+                     split: str = "train") -> list[dict[str, Any]] | None:
+    """What a person sees of each item of dataset ``name``'s ``split``, in the order of
+    :func:`load_dataset`'s items: ``{"kind": "text", "text": ...}`` (a text; it may carry
+    ``"fields"`` too) or ``{"kind": "row", "fields": [[column, value], ...]}`` (a table row),
+    values as text. ``None`` for a dataset of pictures (or one registered without contents)."""
+    check_choice(split, "split", ("train", "test"))
+    canonical = DATASETS.canonical(name)  # an unknown name: the registry's error, with a suggestion
+    if canonical not in DATASET_CONTENTS:
+        return None
+    contents = DATASET_CONTENTS.get(canonical)(split, data_dir=data_dir)
+    for i, content in enumerate(contents):
+        kind = content.get("kind") if isinstance(content, Mapping) else None
+        if kind not in ("text", "row") or (kind == "text" and not isinstance(content.get("text"), str)) or (
+                kind == "row" and not isinstance(content.get("fields"), list)):
+            raise InvalidTypeError(f"dataset {name!r}: contents[{i}] must be {{'kind': 'text', 'text': str}} or "
+                                   f"{{'kind': 'row', 'fields': [[column, value], ...]}}, got {content!r}")
+    return list(contents)
 
 
 def available_datasets() -> tuple[str, ...]:

@@ -23,6 +23,7 @@ lowest (``activebayes.data.table_task.split_by_item_id``, as ``--test-size`` spl
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -31,7 +32,11 @@ from activebayes.errors import InvalidArgumentError, MissingFileError
 
 from .dataset import ArrayDataset
 
-__all__ = ["RAND_HIE_COLUMNS", "RAND_HIE_TEST_SIZE", "SKLEARN_TABLES", "rand_hie", "rand_hie_csv", "sklearn_table"]
+if TYPE_CHECKING:
+    from .table import TablePool
+
+__all__ = ["RAND_HIE_COLUMNS", "RAND_HIE_TEST_SIZE", "SKLEARN_TABLES", "rand_hie", "rand_hie_contents", "rand_hie_csv",
+           "sklearn_table", "sklearn_table_contents"]
 
 SKLEARN_TABLES = {"breast_cancer": "load_breast_cancer", "wine": "load_wine", "iris": "load_iris"}
 TEST_FRACTION = 0.3
@@ -41,8 +46,9 @@ RAND_HIE_COLUMNS = ("lncoins", "idp", "lpi", "fmde", "physlm", "disea", "hlthg",
 RAND_HIE_TEST_SIZE = 6_057
 
 
-def sklearn_table(name: str, split: str = "train", **_: object) -> ArrayDataset:
-    """The ``split`` of scikit-learn's bundled table ``name`` as standardised float32 features ``[N, D]``."""
+def _sklearn_split(name: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...], tuple[str, ...], np.ndarray, np.ndarray]:
+    """scikit-learn's table ``name``: float64 values ``[N, D]``, labels ``[N]``, column and
+    class names, and the fixed ``(train, test)`` rows."""
     from .datasets import digits_split_indices
 
     if name not in SKLEARN_TABLES:
@@ -56,12 +62,26 @@ def sklearn_table(name: str, split: str = "train", **_: object) -> ArrayDataset:
     if not np.isfinite(x).all():
         raise InvalidArgumentError(f"{name}: the bundled table holds NaN / inf values")
     train, test = digits_split_indices(y, test_size=int(round(TEST_FRACTION * len(y))))
+    return (x, y, tuple(str(c) for c in bunch.feature_names), tuple(str(c) for c in bunch.target_names),
+            train, test)
+
+
+def sklearn_table(name: str, split: str = "train", **_: object) -> ArrayDataset:
+    """The ``split`` of scikit-learn's bundled table ``name`` as standardised float32 features ``[N, D]``."""
+    x, y, _columns, classes, train, test = _sklearn_split(name)
     mean, std = x[train].mean(0), x[train].std(0)
     std = np.where(std > 0, std, 1.0)
     rows = train if split == "train" else test
     return ArrayDataset(inputs=torch.from_numpy(((x[rows] - mean) / std).astype(np.float32)),
-                        targets=torch.from_numpy(y[rows]), classes=tuple(str(c) for c in bunch.target_names),
-                        name=name)
+                        targets=torch.from_numpy(y[rows]), classes=classes, name=name)
+
+
+def sklearn_table_contents(name: str, split: str = "train", **_: object) -> list[dict[str, Any]]:
+    """What a person sees of each row of :func:`sklearn_table` ``split``, in its order: the
+    row's columns with their values as scikit-learn gives them (not standardised)."""
+    x, _y, columns, _classes, train, test = _sklearn_split(name)
+    return [{"kind": "row", "fields": [[c, f"{v:g}"] for c, v in zip(columns, row.tolist(), strict=True)]}
+            for row in x[train if split == "train" else test]]
 
 
 def rand_hie_csv() -> Path:
@@ -78,8 +98,9 @@ def rand_hie_csv() -> Path:
     return path
 
 
-def rand_hie(split: str = "train", **_: object) -> ArrayDataset:
-    """The ``split`` of the RAND Health Insurance Experiment table (see the module docstring)."""
+def _rand_hie_rows() -> tuple[list[dict[str, str]], TablePool, torch.Tensor, torch.Tensor]:
+    """rand_hie's rows (its feature columns as the CSV writes them, and the label), their
+    pool (:func:`~activebayes.data.table.load_table`) and its ``(train, test)`` rows."""
     from ._core import DataError
     from .table import load_table, read_table_rows
     from .table_task import split_by_item_id
@@ -101,4 +122,18 @@ def rand_hie(split: str = "train", **_: object) -> ArrayDataset:
     pool = load_table(labelled, feature_columns=list(RAND_HIE_COLUMNS), label_column="visit",
                       classes=("no_visit", "visit"), name="rand_hie")
     train, test = split_by_item_id(pool.item_ids, RAND_HIE_TEST_SIZE)
+    return labelled, pool, train, test
+
+
+def rand_hie(split: str = "train", **_: object) -> ArrayDataset:
+    """The ``split`` of the RAND Health Insurance Experiment table (see the module docstring)."""
+    _labelled, pool, train, test = _rand_hie_rows()
     return pool.dataset.subset(train if split == "train" else test)
+
+
+def rand_hie_contents(split: str = "train", **_: object) -> list[dict[str, Any]]:
+    """What a person sees of each row of :func:`rand_hie` ``split``, in its order: the nine
+    columns as statsmodels' CSV writes them."""
+    labelled, _pool, train, test = _rand_hie_rows()
+    return [{"kind": "row", "fields": [[c, labelled[i][c]] for c in RAND_HIE_COLUMNS]}
+            for i in (train if split == "train" else test).tolist()]

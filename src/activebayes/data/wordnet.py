@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .text import TextEncoder
 
 __all__ = ["LEXNAMES", "WordNetNouns", "read_wordnet_nouns", "find_wordnet_dir", "wordnet_nouns", "wordnet_split",
+           "wordnet_contents",
            "WORDNET_SPLIT_SEED", "WORDNET_TEST_SIZE", "WORDNET_DIRS"]
 
 #: WordNet 3.0's lexicographer files, by number (lexnames(5WN)).
@@ -218,6 +219,16 @@ def wordnet_nouns(
     targets = np.array([label_of[f] for f in nouns.lexfiles[rows].tolist()], dtype=np.int64)
     return ArrayDataset(inputs=torch.from_numpy(inputs), targets=torch.from_numpy(targets), classes=categories,
                         name="wordnet_nouns")
+
+
+def wordnet_contents(split: str = "train", *, data_dir: str | os.PathLike[str] | None = None,
+                     **_: object) -> list[dict[str, object]]:
+    """What a person sees of each row of :func:`wordnet_nouns` ``split``, in its order: the
+    gloss as the text (the model reads only it) and the synset's words."""
+    nouns = read_wordnet_nouns(data_dir)
+    train, test = wordnet_split(len(nouns.glosses))
+    return [{"kind": "text", "text": nouns.glosses[i], "fields": [["words", ", ".join(nouns.lemmas[i])]]}
+            for i in (train if split == "train" else test).tolist()]
 
 
 def wordnet_item_ids(data_dir: str | os.PathLike[str] | None = None, split: str = "train") -> Sequence[str]:

@@ -49,7 +49,7 @@ from typing import Any
 
 from activebayes._io import atomic_write_text
 from activebayes._validation import check_choice
-from activebayes.data import ArrayDataset, MissingSplitError, image_folder, load_dataset
+from activebayes.data import ArrayDataset, MissingSplitError, dataset_contents, image_folder, load_dataset
 from activebayes.data.table import ALL_OTHER_COLUMNS, read_table_rows, resolve_feature_columns
 from activebayes.errors import MissingFileError
 from activebayes.labelling import roundtrip
@@ -90,6 +90,8 @@ class LabellingProject:
         self.changes = changes
         self._dataset = dataset
         self._table = table
+        self._contents: list[dict[str, Any]] | None = None  # a built-in dataset's, loaded on first use
+        self._contents_loaded = False
         self._test: ArrayDataset | None = None
         self._test_loaded = False
         self._index: ItemIndex | None = None
@@ -304,18 +306,28 @@ class LabellingProject:
 
     @property
     def item_kind(self) -> str:
-        """What an item is: ``"image"`` (image folders, built-in datasets), ``"text"`` or ``"row"``."""
-        if self.config.table is None:
-            return "image"
-        return "text" if self.config.text_column is not None else "row"
+        """What an item is: ``"image"`` (image folders, built-in datasets of pictures), ``"text"``
+        or ``"row"`` (a table's rows, a built-in dataset of texts or rows: :func:`~activebayes.data.dataset_contents`)."""
+        if self.config.table is not None:
+            return "text" if self.config.text_column is not None else "row"
+        contents = self._builtin_contents()
+        return contents[0]["kind"] if contents else "image"
 
     def item_content(self, item: int) -> dict[str, Any] | None:
-        """A table item as the page shows it (:func:`~activebayes.labelling.items.row_content`);
-        ``None`` for an image project or an item not in the table now."""
-        index = self.index_of(item)
-        if self._table is None or index is None:
+        """An item of texts or rows as the page shows it (:func:`~activebayes.labelling.items.row_content`);
+        ``None`` for a picture or an item not in the project's source now."""
+        contents = self._table.contents if self.config.table is not None and self._table is not None \
+            else self._builtin_contents()
+        index = self.index_of(item) if contents is not None else None
+        return None if index is None else contents[index]
+
+    def _builtin_contents(self) -> list[dict[str, Any]] | None:
+        if self.config.dataset is None:
             return None
-        return self._table.contents[index]
+        if not self._contents_loaded:
+            self._contents = dataset_contents(self.config.dataset, data_dir=self.config.data_dir)
+            self._contents_loaded = True
+        return self._contents
 
     # ----------------------------------------------------------------- the loop
 
@@ -472,7 +484,7 @@ class LabellingProject:
         """The export ``fmt`` as text (see :meth:`export`); a table project's rows carry the item's
         ``text`` and / or ``fields`` (column -> value), a multi-label one's its ``labels``."""
         rows = self.store.export_rows(root=self.config.images)
-        if self.config.table is not None:
+        if self.item_kind != "image":
             rows = [{**row, **self._content_columns(row["item"])} for row in rows]
         if fmt == "labelstudio":
             return json.dumps(label_studio_tasks(rows), indent=1, ensure_ascii=False) + "\n"
@@ -481,9 +493,9 @@ class LabellingProject:
     def _content_columns(self, item: int) -> dict[str, Any]:
         content = self.item_content(item) or {}
         columns: dict[str, Any] = {}
-        if self.config.text_column is not None:
+        if self.config.text_column is not None or "text" in content:
             columns["text"] = content.get("text")
-        if self.config.feature_columns:
+        if self.config.feature_columns or "fields" in content:
             columns["fields"] = dict(content["fields"]) if "fields" in content else None
         return columns
 

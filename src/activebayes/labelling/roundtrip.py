@@ -167,7 +167,7 @@ def query(project: LabellingProject) -> QueryResult:
     path = write_query(
         query_path(project, proposal.round), indices=indices, scores=[s for _, s in batch], dataset=dataset,
         round=proposal.round, item_ids=items, sha256=[sha[i] for i in items],
-        texts=[_readable(project.item_content(i)) for i in items] if project.config.table is not None else None,
+        texts=[_readable(project.item_content(i)) for i in items] if project.item_kind != "image" else None,
         thumbnails_dir=project.directory / QUERY_DIR / "thumbnails" if len(dataset.input_shape) == 3 else None)
     queries[proposal.round] = items
     project.store.set_meta(QUERIES_KEY, {str(k): v for k, v in sorted(queries.items())})
