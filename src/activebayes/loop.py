@@ -747,8 +747,9 @@ class ActiveLearningLoop:
             for record in self.rounds():
                 if on_round is not None:
                     on_round(record)
-                acc = record.accuracy
-                bar.set_postfix(labels=record.n_labelled, acc=f"{acc:.3f}" if acc is not None else "-")
+                acc = record.accuracy  # the headline metric: micro-F1 on a multi-label task
+                shown = "f1" if record.metrics and headline_metric(record.metrics).endswith("_f1") else "acc"
+                bar.set_postfix({"labels": record.n_labelled, shown: f"{acc:.3f}" if acc is not None else "-"})
                 bar.update(1)
         return self.result()
 

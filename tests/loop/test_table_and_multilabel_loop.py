@@ -183,6 +183,10 @@ def test_cli_multilabel_table(tmp_path, capsys):
     rounds = RunDirectory(tmp_path / "default").read_rounds()
     assert [r.strategy for r in rounds] == ["typicality", "multilabel_badge", None]  # the last round: budget reached
     assert all(len(y) == 3 and set(y) <= {0, 1} for r in rounds for y in r.labels)
+    # the progress bar names the headline too
+    code, _, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
+                        "--multilabel", "--test-size", "20", "--out", tmp_path / "shown", *FAST[:-1])
+    assert code == 0 and "f1=" in err and "acc=" not in err, err
 
 
 # ----------------------------------------------------------------------------- multi-label pieces
