@@ -34,6 +34,10 @@ def class_keys(names: list[str]) -> list[str]:
     (["3", "2", "1"], ["3", "2", "1"]),
     (["cat", "dog"], ["1", "2"]),                                  # numbered, as before
     (["a", "1", "other"], ["a", "1", "2"]),                        # numbers skip the keys names took
+    # beyond ten classes (WordNet's 26 categories): letters after the digits, never the skip key s
+    ([f"noun.{i}" for i in range(26)], [*"1234567890", *"abcdefghijklmnop"]),
+    ([f"c{i}" for i in range(40)], [*"1234567890", *"abcdefghijklmnopqrtuvwxyz", *[""] * 5]),
+    (["A", "x", *(f"c{i}" for i in range(11))], ["A", "x", *"1234567890", "b"]),  # a name takes both cases
 ])
 def test_a_class_named_by_one_key_is_typed_by_that_key(names, keys):
     assert class_keys(names) == keys

@@ -130,3 +130,29 @@ def test_markup_in_a_text_is_shown_as_text_and_multilabel_keys_toggle(tmp_path):
     finally:
         live.stop()
         project.close()
+
+
+def test_more_than_ten_classes_are_typed_by_letters_after_the_digits(tmp_path):
+    classes = tuple(f"category {i:02d}" for i in range(12))
+    project, live, _rows = _live(tmp_path, classes=classes)
+    try:
+        with playwright_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = _open(browser, live)
+                shown = page.eval_on_selector_all("#classes button kbd", "nodes => nodes.map(n => n.textContent)")
+                assert shown == [*"1234567890", "a", "b"]
+                assert page.inner_text("#key-help") == "the key on each button"
+                item = int(page.get_attribute("body", "data-item"))
+                page.keyboard.press("b")  # the twelfth class
+                page.wait_for_selector(f"body:not([data-item='{item}'])")
+                page.wait_for_selector("#last[data-label='category 11']")
+                second = int(page.get_attribute("body", "data-item"))
+                page.keyboard.press("s")  # still the skip key
+                page.wait_for_selector(f"body:not([data-item='{second}'])")
+            finally:
+                browser.close()
+        assert project.classes[project.store.label_of(item)] == "category 11" and project.store.counts()["skips"] == 1
+    finally:
+        live.stop()
+        project.close()

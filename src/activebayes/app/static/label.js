@@ -4,12 +4,14 @@
 "use strict";
 
 // The key of each class: a class whose name is a single character is typed by that
-// character (with classes 0,...,9 the key 3 stores "3"); the other classes are numbered
-// with the digits 1..9, 0 that no class name took. Every button shows its key.
+// character (with classes 0,...,9 the key 3 stores "3"); the other classes take the digits
+// 1..9, 0, then the letters a..z (never "s", the skip key), that no class name took in
+// either case. Every button shows its key; beyond 35 classes the rest are clicked.
+const SPARE_KEYS = [..."1234567890", ..."abcdefghijklmnopqrtuvwxyz"];
 function classKeys(names) {
   const own = names.map((name) => (name.length === 1 && name.trim() !== "" ? name : null));
-  const taken = new Set(own.filter((key) => key !== null));
-  const spare = ["1", "2", "3", "4", "5", "6", "7", "8", "9", "0"].filter((key) => !taken.has(key));
+  const taken = new Set(own.filter((key) => key !== null).map((key) => key.toLowerCase()));
+  const spare = SPARE_KEYS.filter((key) => !taken.has(key));
   return own.map((key) => (key !== null ? key : spare.shift() || ""));
 }
 
@@ -287,7 +289,8 @@ function classOfKey(keys, key) {
     document.getElementById("skip-key").textContent = skipKeys.length > 1 ? "S" : "Space";
     const own = keys.filter((key, i) => key === classes[i]).length;
     document.getElementById("key-help").textContent = own === classes.length
-      ? "each class's own name" : own ? "the key on each button" : "the number on each button";
+      ? "each class's own name" : own || keys.some((key) => /[a-z]/.test(key)) ? "the key on each button"
+        : "the number on each button";
     const data = await AB.call("POST", "/api/next", {});
     show(data.item, data.message);
     document.body.dataset.ready = "1";
