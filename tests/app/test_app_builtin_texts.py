@@ -140,7 +140,7 @@ def test_query_files_of_a_builtin_table_carry_each_rows_text(tmp_path):
         raw = dataset_contents("wine")
         for row, position in zip(rows, result.indices, strict=True):
             shown = dict(line.split(": ", 1) for line in row["text"].splitlines())
-            assert shown == _fields(raw[position])
+            assert shown == _fields(raw[position]) and row["key"] == f"wine[{position}]"
     finally:
         project.close()
 

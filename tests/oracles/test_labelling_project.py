@@ -62,6 +62,7 @@ def test_folder_change_keeps_every_label_on_its_image(tmp_path, capsys, monkeypa
     first = query_file(out)
     rows = read_rows(first)
     assert [r["item"].isdigit() for r in rows] == [True] * 4 and all(len(r["sha256"]) == 64 for r in rows)
+    assert all(Path(r["path"]) == tmp_path / "images" / r["key"] for r in rows)  # the key: its path in the folder
     for row in rows:
         row["label"] = truth(row["path"])
     write_rows(first, rows)

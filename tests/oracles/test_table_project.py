@@ -245,6 +245,9 @@ def test_query_files_of_a_text_project_carry_the_text_and_multilabel_sets_import
         with open(query.path, newline="", encoding="utf-8") as handle:
             written = list(csv.DictReader(handle))
         assert all(r["text"] == by_id[project.store.item(int(r["item"])).key]["text"] for r in written)
+        # each row names the item as the person knows it: the table's own row id
+        assert [r["key"] for r in written] == [project.store.item(int(r["item"])).key for r in written]
+        assert all(r["key"] in by_id for r in written)
         sets = ["food|plant", "food", "animal|plant", "plant"]  # "food" alone is class 1: the set {food}
         for row, value in zip(written, sets + [""] * len(written), strict=False):
             row["label"] = value

@@ -81,7 +81,7 @@ __all__ = [
 ]
 
 QUERY_COLUMNS = ("round", "rank", "index", "path", "thumbnail", "score", "label")
-PROJECT_QUERY_COLUMNS = ("round", "rank", "item", "path", "sha256", "thumbnail", "score", "label")
+PROJECT_QUERY_COLUMNS = ("round", "rank", "item", "key", "path", "sha256", "thumbnail", "score", "label")
 _MAX_REPORTED = 20
 
 
@@ -163,6 +163,7 @@ def write_query(
     item_ids: Sequence[int] | None = None,
     sha256: Sequence[str] | None = None,
     texts: Sequence[str] | None = None,
+    keys: Sequence[str] | None = None,
 ) -> Path:
     """Write the items to label, atomically, as CSV (or JSON for a ``.json`` path).
 
@@ -180,11 +181,14 @@ def write_query(
             an ``item`` column in place of ``index``, and ``sha256`` (the content hash
             of each item, same length) if given.
         sha256: see ``item_ids``.
+        keys: with ``item_ids``, each item's key as the person knows it (an image's path
+            in its folder, a table row's id, ``NAME[i]`` of a built-in dataset): the
+            ``key`` column.
         texts: what a person reads of each item (a table project's text or ``column: value``
             cells), one per index: a ``text`` column before ``label``.
 
     Rows: ``round, rank, index, path, thumbnail, score, label`` with ``label`` empty
-    (``round, rank, item, path, sha256, thumbnail, score, label`` with ``item_ids``).
+    (``round, rank, item, key, path, sha256, thumbnail, score, label`` with ``item_ids``).
     The JSON form is ``{"round", "dataset", "classes", "items": [{...,"label": null}]}``.
     Returns ``path``.
     """
@@ -203,8 +207,8 @@ def write_query(
         score_B = [float(s) for s in score_t]
     key = "index" if item_ids is None else "item"
     ids = index_B.tolist() if item_ids is None else [int(i) for i in item_ids]
-    if len(ids) != len(index_B) or (sha256 is not None and len(sha256) != len(index_B)):
-        raise InvalidArgumentError(f"item_ids and sha256 must have one entry per index ({len(index_B)})")
+    if len(ids) != len(index_B) or any(v is not None and len(v) != len(index_B) for v in (sha256, keys)):
+        raise InvalidArgumentError(f"item_ids, sha256 and keys must have one entry per index ({len(index_B)})")
     columns = list(QUERY_COLUMNS if item_ids is None else PROJECT_QUERY_COLUMNS)
     if texts is not None:
         if len(texts) != len(index_B):
@@ -219,8 +223,10 @@ def write_query(
             thumbs[rank] = str(target)
     items = []
     for rank, i in enumerate(index_B.tolist()):
-        item: dict[str, object] = {"round": round, "rank": rank, key: ids[rank],
-                                   "path": dataset.paths[i] if dataset.paths is not None else ""}
+        item: dict[str, object] = {"round": round, "rank": rank, key: ids[rank]}
+        if item_ids is not None:
+            item["key"] = keys[rank] if keys is not None else ""
+        item["path"] = dataset.paths[i] if dataset.paths is not None else ""
         if item_ids is not None:
             item["sha256"] = sha256[rank] if sha256 is not None else ""
         item.update({"thumbnail": thumbs[rank], "score": score_B[rank]})

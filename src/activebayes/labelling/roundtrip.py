@@ -162,11 +162,12 @@ def query(project: LabellingProject) -> QueryResult:
              if project.item_ids[i] not in labelled]
     indices = [i for i, _ in batch]
     items = [project.item_ids[i] for i in indices]
-    sha = {item.id: item.sha256 for item in project.store.items()}
+    stored = {item.id: item for item in project.store.items()}
     dataset = project.dataset
     path = write_query(
         query_path(project, proposal.round), indices=indices, scores=[s for _, s in batch], dataset=dataset,
-        round=proposal.round, item_ids=items, sha256=[sha[i] for i in items],
+        round=proposal.round, item_ids=items, sha256=[stored[i].sha256 for i in items],
+        keys=[stored[i].key for i in items],
         texts=[_readable(project.item_content(i)) for i in items] if project.item_kind != "image" else None,
         thumbnails_dir=project.directory / QUERY_DIR / "thumbnails" if len(dataset.input_shape) == 3 else None)
     queries[proposal.round] = items
