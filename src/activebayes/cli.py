@@ -540,6 +540,10 @@ def report(directory: str, output: str | None, targets: str) -> None:
     path = Path(directory)
     if not path.is_dir():
         raise MissingFileError(f"DIRECTORY: no such run directory {directory}")
+    if is_project(path):
+        raise InvalidArgumentError(f"DIRECTORY: {directory} is a labelling project, not a run; its learning curve, "
+                                   f"rounds and stopping signals are on the dashboard of `activebayes label "
+                                   f"{directory}`, which also exports its labels")
     try:
         target_list = [float(t) for t in targets.split(",") if t.strip()]
     except ValueError:

@@ -280,3 +280,13 @@ def test_download_flag_reaches_the_loader(tmp_path, capsys, monkeypatch):
     code, _, err = _run(capsys, "run", "--dataset", "kmnist", "--data-dir", tmp_path, "--download", "--out", tmp_path / "o")
     assert code != 0 and "stop here (kmnist, --download)" in err  # the flag, not download=True
     assert seen == [("kmnist", str(tmp_path), True, "train")]
+
+
+def test_report_on_a_labelling_project_points_to_its_dashboard(tmp_path, capsys):
+    from activebayes.labelling import LabellingProject, ProjectConfig
+
+    LabellingProject.create(tmp_path / "project", ProjectConfig(dataset="digits")).close()
+    code, stdout, err = _run(capsys, "report", tmp_path / "project")
+    lines = [line for line in err.strip().splitlines() if line]
+    assert code == 1 and len(lines) == 1 and "Traceback" not in err + stdout, err
+    assert "is a labelling project, not a run" in lines[0] and f"activebayes label {tmp_path / 'project'}" in lines[0]
