@@ -79,6 +79,46 @@ def test_typical_picks_match_numpy_given_the_clustering(seed: int) -> None:
     assert set(everything[0][-len(small):]) == small
 
 
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # the reference's 1 / 0 for equal items
+@pytest.mark.parametrize("spare", [16, 2])
+@pytest.mark.parametrize("case", ["plain", "duplicates", "all_equal", "labelled"])
+def test_clusters_visited_again_pick_as_computed_afresh(monkeypatch, case: str, spare: int) -> None:
+    """A batch longer than the number of clusters visits each cluster again; its kept
+    neighbour lists (less the items picked since) give the picks and typicality of the
+    NumPy reference, which computes every visit afresh: with the default spare neighbours
+    and with 2 (items run out of kept neighbours, and the cluster is computed again)."""
+    import importlib
+
+    # the module (the package exports a function of the same name)
+    monkeypatch.setattr(importlib.import_module("activebayes.acquisition.typicality"), "SPARE_NEIGHBORS", spare)
+    g = gen(7)
+    T, D = 300, 24
+    points = torch.randn(T, D, generator=g, dtype=torch.float64) + 1e3  # far from the origin
+    labels = torch.randint(0, 3, (T,), generator=g)
+    labels[:30] = 3  # a small cluster
+    is_labelled = torch.zeros(T, dtype=torch.bool)
+    if case == "duplicates":
+        points[40:70] = points[40]  # a dense spot of equal items: the most typical (distance 0)
+        points[100:103] = points[101]
+    elif case == "all_equal":
+        points[labels == 1] = points[labels == 1][0]  # every mean distance 0 in one cluster
+    elif case == "labelled":
+        is_labelled[torch.randperm(T, generator=g)[:60]] = True
+    batch = 150  # 4 clusters: each is visited about 37 times
+    ours = typical_picks(points, labels, is_labelled, batch, num_neighbors=7)
+    expected = ref.typiclust_picks(points.numpy(), labels.numpy(), is_labelled.numpy(), batch, num_neighbors=7)
+    assert ours[0] == expected[0]
+    # equal items: the reference's distance is 0 (typicality inf); the expansion |x|^2 - 2x.y + |y|^2
+    # leaves at most a rounding error (typicality > 1e6, or the largest float64 when it is 0 too)
+    tied = np.isinf(expected[1])
+    assert (case in ("duplicates", "all_equal")) == bool(tied.any())
+    assert all(score > 1e6 for score in np.asarray(ours[1])[tied])
+    # (far from the origin the expansion's rounding is ~1e-13 of a distance; an item with equal
+    # items among its nearest carries their rounding error, ~1e-5 each at this offset)
+    rtol = 1e-4 if case in ("duplicates", "all_equal") else 1e-9
+    np.testing.assert_allclose(np.asarray(ours[1])[~tied], np.asarray(expected[1])[~tied], rtol=rtol)
+
+
 def test_cluster_order_prefers_uncovered_then_large_clusters() -> None:
     labels = torch.tensor([0] * 10 + [1] * 20 + [2] * 15 + [3] * 3 + [4] * 8)
     labelled = torch.zeros(len(labels), dtype=torch.bool)

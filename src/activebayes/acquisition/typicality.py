@@ -30,7 +30,10 @@ plain k-means++ then Lloyd) rather than scikit-learn's.
 Cost: k-means ``O(iterations · (N + L) · k · D)``; typicality of a cluster of ``n_c``
 items ``O(n_c^2 D)``, computed in ``[r, n_c]`` blocks (``r · n_c <=``
 :data:`~activebayes.acquisition.clustering.BLOCK_ELEMENTS`), so memory stays
-``O((N + L) D)`` plus one block.
+``O((N + L) D)`` plus one block. Only the ``k`` smallest squared distances of a row are
+rooted, and a cluster's neighbour lists are kept for its later visits (a ranking longer
+than the number of clusters visits each cluster again; :data:`SPARE_NEIGHBORS`):
+``benchmarks/typicality_speed.py`` times this against the plain float64 computation.
 """
 
 from __future__ import annotations
@@ -72,19 +75,39 @@ def mean_neighbor_distances(points_n_D: Tensor, num_neighbors: int) -> Tensor:
     Distances ``sqrt(max(|x|^2 - 2 x·y + |y|^2, 0))`` in float64, in ``[r, n]`` blocks; a
     row is never its own neighbour (duplicates of it are). Needs ``1 <= num_neighbors < n``.
     """
-    points = points_n_D.to(torch.float64)
+    return _neighbor_means(points_n_D.to(torch.float64), num_neighbors)
+
+
+def _neighbor_means(points_n_D: Tensor, num_neighbors: int) -> Tensor:
+    """:func:`mean_neighbor_distances` in ``points_n_D``'s own dtype: ``[n]``."""
+    return _nearest(points_n_D, num_neighbors, num_neighbors)[0].clamp_min_(0.0).sqrt_().mean(dim=1)
+
+
+def _nearest(points_n_D: Tensor, num_neighbors: int, keep: int) -> tuple[Tensor, Tensor]:
+    """``(d2_n_m, rows_n_m)``: each row's ``keep`` smallest squared distances to the other rows,
+    ascending, and which rows they are (``num_neighbors <= keep < n``)."""
+    points = points_n_D
     n = points.shape[0]
-    assert 1 <= num_neighbors < n
+    assert 1 <= num_neighbors <= keep < n
     norms_n = (points * points).sum(-1)
-    means_n = torch.empty(n, dtype=torch.float64, device=points.device)
-    rows = max(1, BLOCK_ELEMENTS // n)
-    for start, end in iter_chunks(n, rows):
+    d2_n_m = torch.empty(n, keep, dtype=points.dtype, device=points.device)
+    rows_n_m = torch.empty(n, keep, dtype=torch.long, device=points.device)
+    block = max(1, BLOCK_ELEMENTS // n)
+    for start, end in iter_chunks(n, block):
         d2_r_n = torch.addmm(norms_n[start:end, None] + norms_n[None, :], points[start:end], points.t(), alpha=-2.0)
-        distances_r_n = d2_r_n.clamp_min_(0.0).sqrt_()
-        distances_r_n[torch.arange(end - start, device=points.device), torch.arange(start, end, device=points.device)] = torch.inf
-        nearest_r_k = torch.topk(distances_r_n, num_neighbors, dim=1, largest=False).values
-        means_n[start:end] = nearest_r_k.mean(dim=1)
-    return means_n
+        d2_r_n[torch.arange(end - start, device=points.device), torch.arange(start, end, device=points.device)] = torch.inf
+        # the k smallest squared distances are the k smallest distances (the clamp at 0 and the
+        # square root keep the order), so only they are clamped and rooted, by the caller
+        nearest = torch.topk(d2_r_n, keep, dim=1, largest=False)
+        d2_n_m[start:end], rows_n_m[start:end] = nearest.values, nearest.indices
+    return d2_n_m, rows_n_m
+
+
+#: Neighbours kept per item beyond the ``k`` the typicality needs, so that a cluster visited
+#: again (a batch longer than the number of clusters) is not computed again: the items picked
+#: since drop out of the kept lists, and the cluster is computed afresh only when an allowed
+#: item has fewer than ``k`` left (:class:`_NeighborCache`).
+SPARE_NEIGHBORS = 16
 
 
 def cluster_order(labels_T: Tensor, is_labelled_T: Tensor, num_clusters: int, min_cluster_size: int) -> tuple[list[int], list[int]]:
@@ -107,16 +130,64 @@ class _Pick:
     typicality: float
 
 
-def _most_typical(points_T_D: Tensor, members: Tensor, allowed: Tensor, num_neighbors: int) -> _Pick | None:
-    """The most typical of ``members`` (row indices) among those ``allowed``; ``None`` if none is allowed."""
+class _NeighborCache:
+    """Each cluster's nearest-neighbour lists, computed once and reused on later visits.
+
+    Between two visits of a cluster its members only lose the items picked meanwhile, so an
+    item's ``k`` nearest remaining members are the first ``k`` of its kept list (the
+    ``k + SPARE_NEIGHBORS`` nearest at the time, ascending) that are still members: the same
+    distances as computing the cluster again, without the ``O(n_c^2 D)`` work."""
+
+    def __init__(self, points_T_D: Tensor) -> None:
+        self.points_T_D = points_T_D
+        self.lists: dict[int, tuple[Tensor, Tensor, Tensor, int]] = {}  # cluster -> (members, d2, rows, k)
+
+    def means(self, cluster: int, members: Tensor, allowed: Tensor, k: int) -> Tensor:
+        """Mean distance of each of ``members`` to its ``k`` nearest other members, float64; ``inf``
+        where not ``allowed``."""
+        n = int(members.shape[0])
+        kept = self.lists.get(cluster)
+        means = self._from_lists(kept, members, allowed, k, self.points_T_D.shape[0]) if kept is not None else None
+        if means is None:
+            keep = min(k + SPARE_NEIGHBORS, n - 1)
+            d2, rows = _nearest(self.points_T_D[members].to(torch.float64), k, keep)
+            self.lists[cluster] = (members, d2, rows, k)
+            means = d2[:, :k].clamp_min(0.0).sqrt_().mean(dim=1)
+        return torch.where(allowed, means, torch.full_like(means, torch.inf))
+
+    @staticmethod
+    def _from_lists(kept: tuple[Tensor, Tensor, Tensor, int], members: Tensor, allowed: Tensor, k: int,
+                    T: int) -> Tensor | None:
+        then, d2_n_m, rows_n_m, k_then = kept
+        if k != k_then:
+            return None
+        still_T = torch.zeros(T, dtype=torch.bool, device=then.device)
+        still_T[members] = True
+        still_n = still_T[then]  # which of the members then are members now (both ascending)
+        if int(still_n.sum()) != int(members.shape[0]):
+            return None  # not a subset of the members then
+        valid_n_m = still_n[rows_n_m]
+        d2_n_m, valid_n_m = d2_n_m[still_n], valid_n_m[still_n]
+        if bool((valid_n_m.sum(dim=1)[allowed] < k).any()):
+            return None  # an allowed item ran out of kept neighbours: computed afresh
+        # the first k valid of each ascending list (stable: keeps the ascending order)
+        order_n_m = torch.argsort((~valid_n_m).to(torch.int8), dim=1, stable=True)[:, :k]
+        first_n_k = torch.gather(d2_n_m, 1, order_n_m)
+        first_n_k = torch.where(torch.gather(valid_n_m, 1, order_n_m), first_n_k, torch.zeros_like(first_n_k))
+        return first_n_k.clamp_min(0.0).sqrt_().mean(dim=1)
+
+
+def _most_typical(cache: _NeighborCache, cluster: int, members: Tensor, allowed: Tensor,
+                  num_neighbors: int) -> _Pick | None:
+    """The most typical of ``members`` (row indices of cluster ``cluster``) among those
+    ``allowed``; ``None`` if none is allowed."""
     if not bool(allowed.any()):
         return None
     n = int(members.shape[0])
     k = min(num_neighbors, n // 2)
     if k < 1:
         return _Pick(int(members[allowed][0]), 0.0)
-    means = mean_neighbor_distances(points_T_D[members], k)
-    means = torch.where(allowed, means, torch.full_like(means, torch.inf))
+    means = cache.means(cluster, members, allowed, k)
     best = int(torch.argmin(means))  # the first of equals
     mean = float(means[best])
     return _Pick(int(members[best]), 1.0 / mean if mean > 0 else float(torch.finfo(torch.float64).max))
@@ -145,6 +216,7 @@ def typical_picks(
     num_clusters = int(labels_T.max()) + 1
     preferred, small = cluster_order(labels_T, is_labelled_T, num_clusters, min_cluster_size)
     available_T = ~is_labelled_T  # a new tensor: the caller's mask is not changed
+    cache = _NeighborCache(points_T_D)
     picks: list[int] = []
     scores: list[float] = []
     spent = 0.0
@@ -160,7 +232,7 @@ def typical_picks(
                 break
             position = order.index(cluster) + 1
             members = torch.nonzero(available_T & (labels_T == cluster)).flatten()
-            pick = _most_typical(points_T_D, members, fits_T[members], num_neighbors)
+            pick = _most_typical(cache, cluster, members, fits_T[members], num_neighbors)
             assert pick is not None
             picks.append(pick.index)
             scores.append(pick.typicality)
