@@ -281,3 +281,16 @@ def test_text_features_are_encoded_once_and_cached_in_the_project(tmp_path, monk
     with LabellingProject.open(tmp_path / "proj") as project:
         assert project.dataset.inputs[:].equal(features)
     assert calls == [len(rows)]  # read from the cache, not encoded again
+
+
+def test_an_item_reads_as_its_row_in_a_project_opened_without_a_rescan(tmp_path):
+    """The server and the trainer open a project without a rescan: the rows are read on the
+    first item asked for, not left unread (the item would have read as no content)."""
+    rows = gloss_rows(3)
+    table = write_csv(tmp_path / "t.csv", rows)
+    LabellingProject.create(tmp_path / "proj", text_config(table)).close()
+    with LabellingProject.open(tmp_path / "proj", rescan=False) as project:
+        assert project.item_kind == "text"
+        item = project.store.items()[0]
+        by_id = {row["id"]: row["text"] for row in rows}
+        assert project.item_content(item.id) == {"kind": "text", "text": by_id[item.key]}

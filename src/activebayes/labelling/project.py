@@ -316,10 +316,11 @@ class LabellingProject:
     def item_content(self, item: int) -> dict[str, Any] | None:
         """An item of texts or rows as the page shows it (:func:`~activebayes.labelling.items.row_content`);
         ``None`` for a picture or an item not in the project's source now."""
-        contents = self._table.contents if self.config.table is not None and self._table is not None \
-            else self._builtin_contents()
-        index = self.index_of(item) if contents is not None else None
-        return None if index is None else contents[index]
+        index = self.index_of(item)  # loads the source (a table's rows too) on first use
+        if index is None:
+            return None
+        contents = self._table.contents if self._table is not None else self._builtin_contents()
+        return None if contents is None else contents[index]
 
     def _builtin_contents(self) -> list[dict[str, Any]] | None:
         if self.config.dataset is None:
