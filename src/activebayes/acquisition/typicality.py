@@ -75,12 +75,8 @@ def mean_neighbor_distances(points_n_D: Tensor, num_neighbors: int) -> Tensor:
     Distances ``sqrt(max(|x|^2 - 2 x·y + |y|^2, 0))`` in float64, in ``[r, n]`` blocks; a
     row is never its own neighbour (duplicates of it are). Needs ``1 <= num_neighbors < n``.
     """
-    return _neighbor_means(points_n_D.to(torch.float64), num_neighbors)
-
-
-def _neighbor_means(points_n_D: Tensor, num_neighbors: int) -> Tensor:
-    """:func:`mean_neighbor_distances` in ``points_n_D``'s own dtype: ``[n]``."""
-    return _nearest(points_n_D, num_neighbors, num_neighbors)[0].clamp_min_(0.0).sqrt_().mean(dim=1)
+    d2_n_k, _ = _nearest(points_n_D.to(torch.float64), num_neighbors, num_neighbors)
+    return d2_n_k.clamp_min_(0.0).sqrt_().mean(dim=1)
 
 
 def _nearest(points_n_D: Tensor, num_neighbors: int, keep: int) -> tuple[Tensor, Tensor]:
