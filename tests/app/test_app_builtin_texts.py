@@ -39,9 +39,9 @@ def test_sklearn_table_contents_are_the_raw_rows_of_the_standardised_items(name)
     # each shown row standardises (float64, population sd, over the training rows shown) to its item's features
     expected = (raw_N_D - raw_N_D.mean(0)) / raw_N_D.std(0)
     np.testing.assert_allclose(dataset.inputs.numpy(), expected, atol=2e-4)
-    # and is a row of scikit-learn's table (4 significant digits shown, at least)
-    rows = {tuple(np.round(r, 3)) for r in np.asarray(bunch.data, dtype=np.float64)}
-    assert all(tuple(np.round(r, 3)) in rows for r in raw_N_D)
+    # and is a row of scikit-learn's table, as scikit-learn gives it
+    rows = {tuple(np.round(r, 9)) for r in np.asarray(bunch.data, dtype=np.float64)}
+    assert all(tuple(np.round(r, 9)) in rows for r in raw_N_D)
     test = dataset_contents(name, split="test")
     assert len(test) == len(load_dataset(name, split="test")) == len(bunch.data) - len(contents)
 

@@ -78,9 +78,10 @@ def sklearn_table(name: str, split: str = "train", **_: object) -> ArrayDataset:
 
 def sklearn_table_contents(name: str, split: str = "train", **_: object) -> list[dict[str, Any]]:
     """What a person sees of each row of :func:`sklearn_table` ``split``, in its order: the
-    row's columns with their values as scikit-learn gives them (not standardised)."""
+    row's columns with their values as scikit-learn gives them (not standardised; up to 12
+    significant digits)."""
     x, _y, columns, _classes, train, test = _sklearn_split(name)
-    return [{"kind": "row", "fields": [[c, f"{v:g}"] for c, v in zip(columns, row.tolist(), strict=True)]}
+    return [{"kind": "row", "fields": [[c, f"{v:.12g}"] for c, v in zip(columns, row.tolist(), strict=True)]}
             for row in x[train if split == "train" else test]]
 
 
