@@ -121,6 +121,41 @@ def test_batchbald_avoids_duplicates_where_summed_bald_does_not():
     assert ref.mutual_information(p[[top, 6]]) - first < first - 1e-3
 
 
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_batchbald_on_a_device_picks_what_the_cpu_picks(device):
+    # exact for the first pick, sampled after: both paths run on the device
+    logits = random_logits(40, 7, 5, seed=3)
+    lp = ml.multilabel_log_probs(logits)
+    here = ml.multilabel_batchbald(lp, 4, max_configurations=2**6, num_samples=700, seed=2)
+    there = ml.multilabel_batchbald(lp.to(device), 4, max_configurations=2**6, num_samples=700, seed=2,
+                                    device=device)
+    assert there.indices.device.type == "cpu" and there.scores.device.type == "cpu"
+    assert there.indices.tolist() == here.indices.tolist()
+    np.testing.assert_allclose(there.scores.numpy(), here.scores.numpy(), rtol=1e-10)
+    # a CPU input computed on the device comes back the same
+    moved = ml.multilabel_batchbald(lp, 4, max_configurations=2**6, num_samples=700, seed=2, device=device)
+    assert moved.indices.tolist() == here.indices.tolist()
+
+
+def test_the_batchbald_strategy_computes_on_the_loops_device(monkeypatch):
+    from activebayes.acquisition import multilabel_strategies, select
+
+    seen = []
+    real = multilabel_strategies.multilabel_batchbald
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("device"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(multilabel_strategies, "multilabel_batchbald", spy)
+    lp = ml.multilabel_log_probs(random_logits(12, 4, 2, seed=1))
+    picked = select(lp, "multilabel_batchbald", 3, generator=torch.Generator().manual_seed(0), device="cpu")
+    assert seen == ["cpu"] and len(picked.indices) == 3
+
+
 def test_larger_labels_fall_back_to_sampling():
     logits = random_logits(50, 6, 12, seed=2)
     picks = ml.multilabel_batchbald(ml.multilabel_log_probs(logits), 4, num_samples=300, seed=1)

@@ -79,6 +79,7 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from activebayes._validation import check_positive_int, check_tensor
+from activebayes.acquisition._chunks import resolve_device
 from activebayes.acquisition.selection import Selection
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
@@ -228,16 +229,18 @@ def _conditional_entropy_N(log_pos: Tensor, log_neg: Tensor) -> Tensor:
 # ----------------------------------------------------------------------------- joint entropy
 
 
-def _bit_table(C: int) -> Tensor:
+def _bit_table(C: int, device: torch.device | None = None) -> Tensor:
     """All ``2^C`` label vectors as float64 ``[2^C, C]`` (row ``j`` = the binary digits of ``j``)."""
-    return torch.tensor(list(itertools.product((0.0, 1.0), repeat=C)), dtype=torch.float64).reshape(-1, C)
+    return torch.tensor(list(itertools.product((0.0, 1.0), repeat=C)), dtype=torch.float64,
+                        device=device).reshape(-1, C)
 
 
 def _log_configurations(log_pos_K_C: Tensor, log_neg_K_C: Tensor, bits_Y_C: Tensor) -> Tensor:
     """``log P_k(y)`` for every row ``y`` of ``bits_Y_C``: ``[Y, K]``."""
     # 0 * (-inf) must be 0: a bit that is 0 never reads log p (and vice versa)
-    pos = torch.where(bits_Y_C[:, None, :] > 0, log_pos_K_C[None], torch.zeros((), dtype=torch.float64))
-    neg = torch.where(bits_Y_C[:, None, :] > 0, torch.zeros((), dtype=torch.float64), log_neg_K_C[None])
+    zero = log_pos_K_C.new_zeros(())
+    pos = torch.where(bits_Y_C[:, None, :] > 0, log_pos_K_C[None], zero)
+    neg = torch.where(bits_Y_C[:, None, :] > 0, zero, log_neg_K_C[None])
     return (pos + neg).sum(-1)
 
 
@@ -265,14 +268,14 @@ def multilabel_joint_entropy(
     max_configurations, num_samples = _check_budget_args(max_configurations, num_samples)
     B, K, C = log_pos.shape
     if B * C <= math.log2(max_configurations):
-        log_joint_M_K = torch.zeros(1, K, dtype=torch.float64)
-        bits = _bit_table(C)
+        log_joint_M_K = log_pos.new_zeros(1, K)
+        bits = _bit_table(C, log_pos.device)
         for i in range(B):
             log_y_Y_K = _log_configurations(log_pos[i], log_neg[i], bits)
             log_joint_M_K = (log_joint_M_K[:, None, :] + log_y_Y_K[None]).reshape(-1, K)
         log_q_M = torch.logsumexp(log_joint_M_K, dim=1) - math.log(K)
         return float(_entropy_of_log_q(log_q_M, (0,)))
-    draws = _Draws(K, num_samples, torch.Generator().manual_seed(int(seed)))
+    draws = _Draws(K, num_samples, torch.Generator().manual_seed(int(seed)), log_pos.device)
     for i in range(B):
         draws.extend(log_pos[i], log_neg[i], draws.uniforms(C))
     return float(-(torch.logsumexp(draws.log_joint_S_K, dim=1) - math.log(K)).mean())
@@ -281,15 +284,17 @@ def multilabel_joint_entropy(
 class _Draws:
     """S joint draws of the batch's bits: ``k_s = s mod K`` and ``log P_k(y^s)`` for every k."""
 
-    def __init__(self, K: int, num_samples: int, generator: torch.Generator) -> None:
+    def __init__(self, K: int, num_samples: int, generator: torch.Generator, device: torch.device) -> None:
         self.S = -(-num_samples // K) * K  # a multiple of K: every k_s equally often
         self.K = K
-        self.k_S = torch.arange(self.S) % K
-        self.log_joint_S_K = torch.zeros(self.S, K, dtype=torch.float64)
+        self.k_S = torch.arange(self.S, device=device) % K
+        self.log_joint_S_K = torch.zeros(self.S, K, dtype=torch.float64, device=device)
         self.generator = generator
+        self.device = device
 
     def uniforms(self, C: int) -> Tensor:
-        return torch.rand(self.S, C, generator=self.generator, dtype=torch.float64)
+        # drawn on the CPU from the CPU generator, so every device sees the same draws
+        return torch.rand(self.S, C, generator=self.generator, dtype=torch.float64).to(self.device)
 
     def bits(self, log_pos_K_C: Tensor, u_S_C: Tensor) -> Tensor:
         """``y^s_c = [u_{s,c} < p_{k_s}(c)]``: ``[S, C]`` bool."""
@@ -319,6 +324,7 @@ def multilabel_batchbald(
     num_samples: int = DEFAULT_NUM_SAMPLES,
     seed: int = 0,
     chunk_elements: int = 2**22,
+    device: torch.device | str | None = None,
 ) -> Selection:
     """Greedy BatchBALD on label vectors: ``batch_size`` items of ``log_probs_N_K_C`` (see the module docstring).
 
@@ -331,6 +337,9 @@ def multilabel_batchbald(
         seed: seeds the draws.
         chunk_elements: candidates are scored in chunks of about this many float64
             work elements (memory bound).
+        device: where the joint entropies are computed (e.g. ``"cuda"``); by default the
+            device of ``log_probs_N_K_C``. The draws come from a CPU generator, so a seed
+            picks the same batch on every device (up to float64 rounding in near ties).
 
     Returns:
         a :class:`~activebayes.acquisition.selection.Selection` named ``"multilabel_batchbald"``;
@@ -342,6 +351,8 @@ def multilabel_batchbald(
     (3, True)
     """
     log_pos, log_neg = _split(log_probs_N_K_C)
+    compute_device = resolve_device(log_pos, device)
+    log_pos, log_neg = log_pos.to(compute_device), log_neg.to(compute_device)
     N, K, C = log_pos.shape
     batch_size = check_positive_int(batch_size, "batch_size")
     if batch_size > N:
@@ -350,12 +361,12 @@ def multilabel_batchbald(
     chunk_elements = check_positive_int(chunk_elements, "chunk_elements")
     generator = torch.Generator().manual_seed(int(seed))
     conditional_N = _conditional_entropy_N(log_pos, log_neg)
-    bits_Y_C = _bit_table(C) if C <= math.log2(max_configurations) else None
-    available_N = torch.ones(N, dtype=torch.bool)
+    bits_Y_C = _bit_table(C, compute_device) if C <= math.log2(max_configurations) else None
+    available_N = torch.ones(N, dtype=torch.bool, device=compute_device)
     picked: list[int] = []
     scores: list[float] = []
     batch_conditional = 0.0
-    log_joint_M_K = torch.zeros(1, K, dtype=torch.float64)  # exact configurations of the batch so far
+    log_joint_M_K = torch.zeros(1, K, dtype=torch.float64, device=compute_device)  # exact configurations of the batch so far
     draws: _Draws | None = None
     for step in range(batch_size):
         exact = draws is None and bits_Y_C is not None and C * (step + 1) <= math.log2(max_configurations)
@@ -365,7 +376,7 @@ def multilabel_batchbald(
             u_S_C = None
         else:
             if draws is None:  # switch to sampling: draw the batch so far afresh
-                draws = _Draws(K, num_samples, generator)
+                draws = _Draws(K, num_samples, generator, compute_device)
                 for index in picked:
                     draws.extend(log_pos[index], log_neg[index], draws.uniforms(C))
             u_S_C = draws.uniforms(C)
@@ -393,7 +404,7 @@ def _exact_joint_N(log_pos: Tensor, log_neg: Tensor, log_joint_M_K: Tensor, bits
     """``H[y_A, y_n]`` for every candidate n, enumerating all configurations: ``[N]``."""
     N, K, C = log_pos.shape
     M, Y = log_joint_M_K.shape[0], bits_Y_C.shape[0]
-    joint_N = torch.empty(N, dtype=torch.float64)
+    joint_N = log_pos.new_empty(N)
     # log q(m, y) = logsumexp_k (log P_k(m) + log P_k(y)) - log K, as a stable product of exps
     shift_M = log_joint_M_K.max(dim=1, keepdim=True).values.clamp_min(-1e300)
     weights_M_K = (log_joint_M_K - shift_M).exp() / K
@@ -412,7 +423,7 @@ def _sampled_joint_N(log_pos: Tensor, log_neg: Tensor, draws: _Draws, u_S_C: Ten
     """Unbiased estimate of ``H[y_A, y_n]`` for every candidate n on shared draws: ``[N]``."""
     N, K, C = log_pos.shape
     S = draws.S
-    joint_N = torch.empty(N, dtype=torch.float64)
+    joint_N = log_pos.new_empty(N)
     rows = max(1, chunk_elements // (S * (K + C)))
     for start in range(0, N, rows):
         end = min(N, start + rows)

@@ -93,7 +93,7 @@ def _batchbald_strategy(
                                    "use multilabel_bald with cost_aware=True instead")
     seed = 0 if generator is None else int(torch.randint(0, 2**62, (1,), generator=generator))
     picked = multilabel_batchbald(predictions, batch_size, max_configurations=max_configurations,
-                                  num_samples=num_samples, seed=seed, chunk_elements=chunk_elements)
+                                  num_samples=num_samples, seed=seed, chunk_elements=chunk_elements, device=device)
     return Selection(picked.indices, picked.scores, name)
 
 
