@@ -143,6 +143,7 @@ def test_bad_tables_are_one_line_errors_naming_the_row_or_column(tmp_path, capsy
 
 
 def test_label_refuses_a_missing_table_file_and_table_flags_without_a_table(tmp_path, capsys):
+    pytest.importorskip("starlette")  # without the app extra, label says so before anything else
     assert main(["label", str(tmp_path / "p"), "--table", str(tmp_path / "nope.csv"), "--text-column", "text",
                  "--classes", "a,b", "-q"]) == 1
     assert capsys.readouterr().err == f"error: --table: no such file {tmp_path / 'nope.csv'}\n"
