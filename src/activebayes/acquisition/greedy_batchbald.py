@@ -207,7 +207,7 @@ def batchbald(
             gain_N = (scores_N - batch_information).clamp_min(0.0)
             priority_N = torch.where(plan.costs_N > 0, gain_N / plan.costs_N, torch.full_like(gain_N, math.inf))
         priority_N[~candidates_N] = -math.inf
-        index = int(torch.topk(priority_N, 1).indices)
+        index = int(torch.argmax(priority_N))  # the first of equal maxima, on every device
         picked.append(index)
         picked_scores.append(float(scores_N[index]))
         available_N[index] = False

@@ -135,10 +135,19 @@ def take_in_order(
 
 
 def top_order(priority_N: Tensor, batch_size: int, plan: BudgetPlan | None) -> Tensor:
-    """Indices by descending priority: just the top ``batch_size`` without a budget."""
-    if plan is None:
-        return torch.topk(priority_N, batch_size).indices
-    return torch.argsort(priority_N, descending=True, stable=True)
+    """Indices by descending priority, equal priorities by ascending index: just the top
+    ``batch_size`` without a budget.
+
+    The tie order is fixed (``torch.topk`` leaves it to the device), so tied scores, common
+    with variation ratios or saturated predictions, pick the same items on every device and
+    in the streaming path (:func:`~activebayes.acquisition.streaming.lexicographic_top`)."""
+    priority_N = priority_N.detach().cpu()
+    candidates = torch.arange(priority_N.shape[0])
+    if plan is None and batch_size < len(candidates):  # only the items tied with or above the k-th
+        threshold = torch.topk(priority_N, batch_size).values[-1]
+        candidates = torch.nonzero(priority_N >= threshold).squeeze(1)
+    order = candidates[torch.argsort(priority_N[candidates], descending=True, stable=True)]
+    return order if plan is not None else order[:batch_size]
 
 
 STOCHASTIC_MODES = ("power", "softmax", "softrank")
