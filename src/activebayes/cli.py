@@ -642,9 +642,10 @@ def _describe_project(labelling: LabellingProject) -> None:
 @cli.command()
 @click.argument("project", type=click.Path(file_okay=False))
 @_project_options
+@click.option("--device", default=None, help="Train and score on this torch device (e.g. cuda); not a project setting, so each start may pick its own. [cpu]")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @_friendly
-def query(project: str, quiet: bool, **settings: Any) -> None:
+def query(project: str, device: str | None, quiet: bool, **settings: Any) -> None:
     """Write the next batch of items for a person to label (the file round trip).
 
     The first call creates the labelling project PROJECT (`--images FOLDER --classes
@@ -653,7 +654,9 @@ def query(project: str, quiet: bool, **settings: Any) -> None:
     column of the written file, then run `activebayes import FILE --project PROJECT`.
     The labels of the app (`activebayes label PROJECT`) and of the files share one store.
     """
+    device = check_device(device, "--device")  # before a new project is created
     with _open_project(project, settings, progress=not quiet) as labelling:
+        labelling.device = device
         _describe_project(labelling)
         result = labelling.query(progress=not quiet)
         if result.committed:
@@ -710,11 +713,12 @@ def import_(answers: str, project: str, allow_partial: bool, overwrite: bool) ->
 @click.option("--token", default=None, envvar="ACTIVEBAYES_TOKEN", show_envvar=True, help="Access token, 16 characters or more (default: a new random one each start). The environment variable or --token-file keep it out of `ps`.")
 @click.option("--token-file", type=click.Path(dir_okay=False), default=None, help="Read the access token from this file's first line.")
 @click.option("--worker", type=click.Choice(["process", "thread"]), default="process", show_default=True, help="Where the model retrains: a separate process (the page stays fast) or a thread.")
+@click.option("--device", default=None, help="Train and score on this torch device (e.g. cuda); not a project setting, so each start may pick its own. [cpu]")
 @click.option("--sync", "synchronous", type=click.Choice(["full", "normal"]), default="full", show_default=True, help="Answer durability: full fsyncs each answer (survives a power cut); normal survives the server being killed, not a power cut, and answers faster on slow disks.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @_friendly
 def label(project: str, port: int, host: str, token: str | None, token_file: str | None, worker: str,
-          synchronous: str, quiet: bool, **settings: Any) -> None:
+          device: str | None, synchronous: str, quiet: bool, **settings: Any) -> None:
     """Label in the browser while the model learns (the labelling app).
 
     Creates PROJECT (`--images FOLDER --classes a,b,...`, `--table FILE --text-column
@@ -736,6 +740,7 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
             raise InvalidArgumentError(f"--token-file: cannot read a token from {token_file} "
                                        f"({getattr(error, 'strerror', None) or 'empty or not text'})") from None
     check_host(host)  # before a new project is created
+    device = check_device(device, "--device")
     if token is not None:
         check_token(token)
     if settings.get("dataset") is not None and not is_project(project):  # before a new project is created
@@ -743,6 +748,7 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
     with _open_project(project, settings, progress=not quiet) as labelling:
         if labelling.config.dataset is not None:
             _check_showable(labelling.config.dataset, labelling.config.data_dir, labelling.dataset)
+        labelling.device = device
         _describe_project(labelling)
         serve(labelling, host=host, port=port, token=token, worker=worker, echo=click.echo, synchronous=synchronous)
 

@@ -110,6 +110,7 @@ def test_label_command_mistakes_are_one_line(tmp_path, capsys, monkeypatch):
         (["label", tmp_path / "new", "--dataset", "digits", "--host", ""], "--host: expected an address"),
         (["label", tmp_path / "new", "--dataset", "digits", "--token", "x"], "--token: expected at least 16"),
         (["label", tmp_path / "new", "--dataset", "digits", "--token-file", tmp_path / "no-token"], "--token-file"),
+        (["label", tmp_path / "new", "--dataset", "digits", "--device", "tpu9"], "--device must be a device"),
     ]:
         code = main([str(a) for a in args])
         err = capsys.readouterr().err
@@ -149,3 +150,66 @@ def test_the_training_worker_yields_the_cpu_to_the_server(monkeypatch):
     thread.join(10)
     assert seen["worker"] == min(19, base + worker.WORKER_NICENESS)
     assert os.getpriority(os.PRIO_PROCESS, 0) == base
+
+
+def test_the_device_reaches_the_first_ranking_and_the_trainer(tmp_path, monkeypatch):
+    """``label --device`` is not stored with the project: the first ranking and every round the
+    trainer (thread or process) runs build their loop on it."""
+    import importlib
+
+    serve_module = importlib.import_module("activebayes.app.serve")  # the module: the package's `serve` is the function
+    worker_module = importlib.import_module("activebayes.app.worker")
+
+    project = make_project(tmp_path / "proj")
+    seen: list[tuple[str, str | None]] = []
+    real_build = LabellingProject.build_loop
+
+    def build(self):
+        loop = real_build(self)
+        seen.append(("loop", loop.config.device))
+        return loop
+
+    monkeypatch.setattr(LabellingProject, "build_loop", build)
+    project.device = "cpu"
+    assert project.build_loop().config.device == "cpu" and seen == [("loop", "cpu")]
+    assert "device" not in project.config.to_dict()  # a property of the machine, not of the project
+
+    spawned = []
+
+    class Recorder:
+        def __init__(self, directory, *, device=None, **kwargs):
+            spawned.append(device)
+
+        def start(self):
+            raise _Stop("worker")
+
+    monkeypatch.setattr(serve_module, "WorkerThread", Recorder)
+    monkeypatch.setattr(serve_module, "WorkerProcess", Recorder)
+    for kind in ("thread", "process"):
+        with pytest.raises(_Stop):
+            serve(project, port=0, worker=kind, echo=lambda line: None)
+    assert spawned == ["cpu", "cpu"]
+    project.close()
+
+    # the trainer itself: run_worker opens the project and sets the device before any round
+    stop, wake = worker_module.threading.Event(), worker_module.threading.Event()
+    seen.clear()
+
+    def first_round_then_stop(self, *args, **kwargs):
+        seen.append(("advance", self.device))
+        stop.set()
+        raise RuntimeError("one round is enough")
+
+    monkeypatch.setattr(LabellingProject, "advance", first_round_then_stop)
+    worker_module.run_worker(tmp_path / "proj", stop, wake, poll=0.01, device="cpu")
+    assert seen == [("advance", "cpu")]
+
+
+def test_the_cli_sets_the_device_on_the_project_it_serves(tmp_path, monkeypatch):
+    import activebayes.app as app
+
+    served = []
+    monkeypatch.setattr(app, "serve", lambda project, **kwargs: served.append(project.device))
+    assert main(["label", str(tmp_path / "p"), "--dataset", "digits", "--device", "cpu", "-q"]) == 0
+    assert main(["label", str(tmp_path / "p"), "-q"]) == 0  # another start, the default device
+    assert served == ["cpu", None]

@@ -252,3 +252,23 @@ def test_numeric_class_names_are_read_as_names_and_an_id_is_refused(tmp_path, fo
     with LabellingProject.open(tmp_path / "proj") as project:
         stored = {row["item"]: row["label"] for row in project.store.export_rows()}
         assert [stored[int(r["item"])] for r in rows[:3]] == ["1", "2", "3"]  # names, not positions
+
+
+def test_query_trains_on_the_device_given_and_refuses_one_the_machine_lacks(tmp_path, folder, capsys, monkeypatch):
+    code, out, err = run(capsys, "query", tmp_path / "new", "--images", folder, "--classes", "a,b", "--device",
+                         "tpu9", *FAST)
+    assert code == 1 and err.count("\n") == 1 and "--device must be a device this machine has" in err, err
+    assert not (tmp_path / "new").exists()  # refused before anything was written
+    devices = []
+    real_build = LabellingProject.build_loop
+
+    def build(self):
+        loop = real_build(self)
+        devices.append(loop.config.device)
+        return loop
+
+    monkeypatch.setattr(LabellingProject, "build_loop", build)
+    code, out, err = run(capsys, "query", tmp_path / "proj", "--images", folder, "--classes", "a,b", "--device",
+                         "cpu", *FAST)
+    assert code == 0, err
+    assert devices and set(devices) == {"cpu"}

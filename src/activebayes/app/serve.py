@@ -68,7 +68,9 @@ def serve(project: LabellingProject | str | Path, *, host: str = "127.0.0.1", po
     ``worker``: ``"process"`` (supervised, restarted when it dies) or ``"thread"``
     (:mod:`activebayes.app.worker`). ``synchronous``: the durability of the answers,
     ``"full"`` or ``"normal"`` (:meth:`~activebayes.labelling.store.LabelStore.set_synchronous`).
-    Stops cleanly on SIGINT and, when run in the main thread, on SIGTERM.
+    The models train and score on the project's
+    :attr:`~activebayes.labelling.project.LabellingProject.device` (the CPU unless set), in
+    the first ranking and in the trainer alike. Stops cleanly on SIGINT and, when run in the main thread, on SIGTERM.
     """
     host = check_host(host)
     token = check_token(token) if token is not None else secrets.token_urlsafe(24)
@@ -97,7 +99,8 @@ def _serve_claimed(project: LabellingProject, *, host: str, port: int, token: st
         project.advance(min_pending=10**12)
     sock = _bind(host, port)
     background: WorkerProcess | WorkerThread = (
-        WorkerProcess(project.directory) if worker == "process" else WorkerThread(project.directory))
+        WorkerProcess(project.directory, device=project.device) if worker == "process"
+        else WorkerThread(project.directory, device=project.device))
     background.start()
     try:
         app = create_app(project, token=token, notify=background.wake, max_body=max_body,

@@ -94,16 +94,19 @@ def _lower_priority() -> None:
 
 
 def run_worker(directory: str | os.PathLike[str], stop: _Event, wake: _Event, *, poll: float = 0.5,
-               parent_pid: int | None = None, on_error: Callable[[BaseException], None] | None = None) -> None:
+               parent_pid: int | None = None, on_error: Callable[[BaseException], None] | None = None,
+               device: str | None = None) -> None:
     """Train in the background until ``stop`` is set (see the module docstring).
 
     ``wake`` is set by the server after each answer so the worker looks at once
     (otherwise it looks every ``poll`` seconds). With ``parent_pid`` the worker
-    exits when that process is gone.
+    exits when that process is gone. ``device``: where the models train and score
+    (:attr:`~activebayes.labelling.project.LabellingProject.device`).
     """
     keep_freed_memory()  # a process of its own: the heap reused pass after pass (activebayes._memory)
     _lower_priority()
     project = LabellingProject.open(directory, rescan=False)
+    project.device = device
     report = _Reporter(project.store)
     loop = None
     try:
@@ -157,13 +160,14 @@ def run_worker(directory: str | os.PathLike[str], stop: _Event, wake: _Event, *,
 class WorkerThread:
     """:func:`run_worker` in a daemon thread of this process."""
 
-    def __init__(self, directory: str | os.PathLike[str], *, poll: float = 0.5) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, poll: float = 0.5, device: str | None = None) -> None:
         self.stop_event = threading.Event()
         self.wake_event = threading.Event()
         self.errors: list[BaseException] = []
         self._thread = threading.Thread(
             target=run_worker, args=(str(directory), self.stop_event, self.wake_event),
-            kwargs={"poll": poll, "on_error": self.errors.append}, name="activebayes-worker", daemon=True)
+            kwargs={"poll": poll, "on_error": self.errors.append, "device": device}, name="activebayes-worker",
+            daemon=True)
 
     def start(self) -> WorkerThread:
         self._thread.start()
@@ -219,7 +223,8 @@ def _listen(inbox: Connection, stop: threading.Event, wake: threading.Event) -> 
         wake.set()
 
 
-def _process_main(directory: str, inbox: Connection, poll: float, parent_pid: int, threads: int | None) -> None:
+def _process_main(directory: str, inbox: Connection, poll: float, parent_pid: int, threads: int | None,
+                  device: str | None) -> None:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the server, which stops us
     # tqdm's default lock is a multiprocessing semaphore: a worker killed with SIGKILL could never
@@ -232,7 +237,7 @@ def _process_main(directory: str, inbox: Connection, poll: float, parent_pid: in
     threading.Thread(target=_listen, args=(inbox, stop, wake), name="activebayes-inbox", daemon=True).start()
     if threads is not None:
         torch.set_num_threads(threads)
-    run_worker(directory, stop, wake, poll=poll, parent_pid=parent_pid)
+    run_worker(directory, stop, wake, poll=poll, parent_pid=parent_pid, device=device)
 
 
 def describe_exit(code: int | None) -> str:
@@ -265,10 +270,11 @@ class WorkerProcess:
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, poll: float = 0.5, threads: int | None = None,
-                 backoff: float = 0.5, max_deaths: int = 5, check: float = 0.2) -> None:
+                 backoff: float = 0.5, max_deaths: int = 5, check: float = 0.2, device: str | None = None) -> None:
         self.directory = str(Path(directory).absolute())
         self.poll = poll
         self.threads = threads
+        self.device = device
         self.backoff = backoff
         self.max_deaths = max_deaths
         self.check = check
@@ -286,7 +292,7 @@ class WorkerProcess:
     def _spawn(self) -> None:
         inbox, outbox = self._context.Pipe(duplex=False)
         process = self._context.Process(
-            target=_process_main, args=(self.directory, inbox, self.poll, os.getpid(), self.threads),
+            target=_process_main, args=(self.directory, inbox, self.poll, os.getpid(), self.threads, self.device),
             name="activebayes-worker", daemon=True)
         process.start()
         inbox.close()  # the child holds its own copy: when it dies, writes fail at once (EPIPE)

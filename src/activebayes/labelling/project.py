@@ -95,6 +95,9 @@ class LabellingProject:
         self._test: ArrayDataset | None = None
         self._test_loaded = False
         self._index: ItemIndex | None = None
+        #: where its models train and score (e.g. ``"cuda"``; ``None``: the CPU): a property of the
+        #: machine serving the project, not one of its settings, so it is never stored
+        self.device: str | None = None
 
     # ----------------------------------------------------------------- opening
 
@@ -337,6 +340,8 @@ class LabellingProject:
         dataset = self.dataset
         test = self.test_dataset
         config = self.config.loop_config(len(dataset), name=dataset.name, evaluate_test=test is not None)
+        if self.device is not None:
+            config = config.replace(device=self.device)
         loop = ActiveLearningLoop(config, dataset=dataset, test=test)
         loop.restore(self._records())
         return loop
