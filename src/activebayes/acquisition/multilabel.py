@@ -366,7 +366,8 @@ def multilabel_batchbald(
     picked: list[int] = []
     scores: list[float] = []
     batch_conditional = 0.0
-    log_joint_M_K = torch.zeros(1, K, dtype=torch.float64, device=compute_device)  # exact configurations of the batch so far
+    # the exact configurations of the batch so far
+    log_joint_M_K = torch.zeros(1, K, dtype=torch.float64, device=compute_device)
     draws: _Draws | None = None
     for step in range(batch_size):
         exact = draws is None and bits_Y_C is not None and C * (step + 1) <= math.log2(max_configurations)
