@@ -121,6 +121,16 @@ def test_tfidf_features_match_sklearn_pipeline():
     assert hashed.shape == (8, 3) and np.isfinite(hashed).all()
 
 
+def test_tfidf_fitting_shows_progress_when_asked_and_not_in_the_fingerprint(capsys):
+    quiet = encode_texts(TEXTS, TfidfEncoder(dim=3, seed=1, progress=False))
+    assert capsys.readouterr().err == ""
+    shown = encode_texts(TEXTS, TfidfEncoder(dim=3, seed=1, progress=True))
+    err = capsys.readouterr().err
+    assert "TF-IDF + SVD of 8 texts" in err
+    np.testing.assert_array_equal(quiet, shown)  # it changes nothing computed, nor the cache key
+    assert TfidfEncoder(progress=True).fingerprint() == TfidfEncoder(progress=False).fingerprint()
+
+
 def _topic_texts(n: int = 400, seed: int = 0) -> list[dict]:
     """Short texts of 3 topics: 6 words of the topic's 8 and 3 of all 24 (separable by a linear model)."""
     import random
