@@ -369,6 +369,25 @@ def _print_results(path: Path) -> None:
     click.echo(f"results: {path}" + (f"\nreport:  {report}" if report.is_file() else ""))
 
 
+def _print_comparison_table(path: Path) -> None:
+    """A line per strategy of a finished comparison, in the order given: its seeds, the area under its
+    learning curve (:func:`~activebayes.analysis.area_under_learning_curve`, mean ± sd over the seeds)
+    and its final headline metric (mean over the seeds)."""
+    from activebayes.analysis import summarise_runs
+    from activebayes.rundir import load_runs
+
+    runs = load_runs(path)
+    metric = headline_metric([r.metrics or {} for _, rounds in runs.values() for r in rounds])
+    summaries = summarise_runs(runs, metric=metric, targets=())
+    if not summaries:
+        return
+    width = max(len("strategy"), *(len(name) for name in summaries))
+    click.echo(f"{'strategy':<{width}}  seeds  AULC (mean ± sd)  final {headline_name(metric)}")
+    for name, summary in summaries.items():
+        click.echo(f"{name:<{width}}  {summary.n_seeds:>5}  {summary.aulc_mean:.4f} ± {summary.aulc_std:.4f}   "
+                   f"{summary.final_accuracy_mean:.4f}")
+
+
 # --------------------------------------------------------------------------- commands
 
 
@@ -491,6 +510,7 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
         if not quiet:
             click.echo(f"compare: {', '.join(strategies)} x seeds {seed_list} on {base.dataset} -> {path}")
         run_comparison(base, strategies, seed_list, path, progress=not quiet, executor=executor)
+        _print_comparison_table(path)
         _print_results(path)
 
 
@@ -514,6 +534,7 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
     _current["directory"] = str(path)
     if is_comparison(path):
         resume_comparison(path, progress=not quiet, runtime=runtime, executor=executor, budget=budget)
+        _print_comparison_table(path)
     elif is_run(path):
         finished_before = budget is None and RunDirectory(path).is_finished()
         result = resume_experiment(path, progress=not quiet and not finished_before, runtime=runtime,
@@ -525,6 +546,7 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
             raise InvalidArgumentError(f"DIRECTORY: {directory} holds no run (config.json) or comparison (comparison.json)")
         for part in parts:
             resume_comparison(part, progress=not quiet, runtime=runtime, executor=executor, budget=budget)
+            _print_comparison_table(part)
             _print_results(part)
         return
     _print_results(path)

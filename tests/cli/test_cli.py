@@ -101,6 +101,39 @@ def test_compare_and_resume(tmp_path, fast_config, capsys):
     assert code != 0 and err.startswith("error: --budget must be >= 1")
 
 
+def _aulc_and_final(run: Path) -> tuple[float, float]:
+    """The normalised trapezoid area of a run's test-accuracy curve, and its last value, from rounds.jsonl."""
+    import numpy as np
+
+    rounds = [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
+    n = np.array([r["n_labelled"] for r in rounds], dtype=np.float64)
+    acc = np.array([r["metrics"]["test_accuracy"] for r in rounds], dtype=np.float64)
+    area = float(np.sum(np.diff(n) * (acc[1:] + acc[:-1]) / 2))  # the trapezoid rule (numpy < 2 has no trapezoid)
+    return area / float(n[-1] - n[0]), float(acc[-1])
+
+
+def test_compare_prints_each_strategys_area_and_final_accuracy(tmp_path, fast_config, capsys):
+    import statistics
+
+    out = tmp_path / "cmp"
+    code, stdout, err = _run(capsys, "compare", "--config", fast_config, "--strategy", "margin,random",
+                             "--seeds", "0-2", "--budget", 40, "--out", out, "--quiet")
+    assert code == 0, err
+    lines = stdout.splitlines()
+    head = lines.index(next(line for line in lines if line.startswith("strategy")))
+    assert lines[head].split() == ["strategy", "seeds", "AULC", "(mean", "±", "sd)", "final", "accuracy"]
+    rows = [line.split() for line in lines[head + 1: head + 3]]
+    assert [row[0] for row in rows] == ["margin", "random"]  # in the order given
+    for name, seeds, mean, _, sd, final in rows:
+        areas, finals = zip(*(_aulc_and_final(out / name / f"seed_{s}") for s in range(3)), strict=True)
+        assert seeds == "3"
+        assert float(mean) == pytest.approx(statistics.fmean(areas), abs=5e-5)
+        assert float(sd) == pytest.approx(statistics.stdev(areas), abs=5e-5)
+        assert float(final) == pytest.approx(statistics.fmean(finals), abs=5e-5)
+    code, stdout, err = _run(capsys, "resume", out, "--budget", 50, "--quiet")  # resume prints it again
+    assert code == 0 and "AULC (mean ± sd)" in stdout, err
+
+
 def test_list(capsys):
     code, stdout, _ = _run(capsys, "list")
     assert code == 0
