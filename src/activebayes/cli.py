@@ -571,6 +571,8 @@ def report(directory: str, output: str | None, targets: str) -> None:
     except ValueError:
         raise InvalidArgumentError(f"--targets must be comma-separated accuracies like 0.9,0.95, got {targets!r}") from None
     written = write_report(path, output=output, targets=target_list)
+    if is_comparison(path):
+        _print_comparison_table(path)
     click.echo(f"report: {written}")
 
 

@@ -132,6 +132,8 @@ def test_compare_prints_each_strategys_area_and_final_accuracy(tmp_path, fast_co
         assert float(final) == pytest.approx(statistics.fmean(finals), abs=5e-5)
     code, stdout, err = _run(capsys, "resume", out, "--budget", 50, "--quiet")  # resume prints it again
     assert code == 0 and "AULC (mean ± sd)" in stdout, err
+    code, again, err = _run(capsys, "report", out)  # and so does report
+    assert code == 0 and again.splitlines()[:3] == stdout.splitlines()[:3], err
 
 
 def test_list(capsys):
