@@ -364,6 +364,12 @@ def _parse_strategies(text: str | list[str]) -> list[str]:
     return _parse_names(text, "--strategy")
 
 
+def _measured_on(metric: str) -> str:
+    """A headline metric as a person reads it, with where it was measured: ``"test accuracy"``,
+    ``"validation micro-F1"`` (a run without a test set reports its validation split)."""
+    return f"{metric.split('_', 1)[0]} {headline_name(metric)}"
+
+
 def _print_results(path: Path) -> None:
     report = path / "report.html"
     click.echo(f"results: {path}" + (f"\nreport:  {report}" if report.is_file() else ""))
@@ -382,7 +388,7 @@ def _print_comparison_table(path: Path) -> None:
     if not summaries:
         return
     width = max(len("strategy"), *(len(name) for name in summaries))
-    click.echo(f"{'strategy':<{width}}  seeds  AULC (mean ± sd)  final {headline_name(metric)}")
+    click.echo(f"{'strategy':<{width}}  seeds  AULC (mean ± sd)  final {_measured_on(metric)}")
     for name, summary in summaries.items():
         click.echo(f"{name:<{width}}  {summary.n_seeds:>5}  {summary.aulc_mean:.4f} ± {summary.aulc_std:.4f}   "
                    f"{summary.final_accuracy_mean:.4f}")
@@ -465,7 +471,7 @@ def _print_finished(result: Any, path: Path, *, finished_before: bool, quiet: bo
     last = result.rounds[-1]
     acc = "-" if last.accuracy is None else f"{last.accuracy:.4f}"
     click.echo(f"finished: {result.stop_reason}; {last.n_labelled} labels, "
-               f"{headline_name(headline_metric(last.metrics or {}))} {acc}")
+               f"{_measured_on(headline_metric(last.metrics or {}))} {acc}")
 
 
 @cli.command()

@@ -47,6 +47,13 @@ def test_run_writes_results_and_says_where(tmp_path, fast_config, capsys):
     assert [json.loads(r)["n_labelled"] for r in rows] == [20, 30, 40]
     config = json.loads((out / "config.json").read_text())
     assert config["budget"] == 40 and config["strategy"] == "badge" and config["num_samples"] == 4
+    last = json.loads(rows[-1])["metrics"]
+    assert f"40 labels, test accuracy {last['test_accuracy']:.4f}" in stdout
+    # without a test set the headline is the validation split's, and the line says so
+    code, stdout, _ = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--no-test", "--out",
+                           tmp_path / "no-test", "--quiet")
+    last = json.loads((tmp_path / "no-test" / "rounds.jsonl").read_text().splitlines()[-1])["metrics"]
+    assert code == 0 and f"30 labels, validation accuracy {last['validation_accuracy']:.4f}" in stdout
 
 
 def test_run_with_a_cold_start_strategy(tmp_path, fast_config, capsys):
@@ -121,7 +128,7 @@ def test_compare_prints_each_strategys_area_and_final_accuracy(tmp_path, fast_co
     assert code == 0, err
     lines = stdout.splitlines()
     head = lines.index(next(line for line in lines if line.startswith("strategy")))
-    assert lines[head].split() == ["strategy", "seeds", "AULC", "(mean", "±", "sd)", "final", "accuracy"]
+    assert lines[head].split() == ["strategy", "seeds", "AULC", "(mean", "±", "sd)", "final", "test", "accuracy"]
     rows = [line.split() for line in lines[head + 1: head + 3]]
     assert [row[0] for row in rows] == ["margin", "random"]  # in the order given
     for name, seeds, mean, _, sd, final in rows:

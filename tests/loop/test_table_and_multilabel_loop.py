@@ -167,7 +167,7 @@ def test_cli_multilabel_table(tmp_path, capsys):
     assert code == 0, err
     rounds = RunDirectory(out).read_rounds()
     # the finished line names the headline it prints: micro-F1, not "accuracy"
-    assert f"labels, micro-F1 {rounds[-1].accuracy:.4f}\n" in stdout
+    assert f"labels, test micro-F1 {rounds[-1].accuracy:.4f}\n" in stdout
     assert all(len(y) == 3 and set(y) <= {0, 1} and sum(y) >= 1 for r in rounds for y in r.labels)
     assert 0 <= rounds[-1].metrics["test_micro_f1"] <= 1 and rounds[-1].accuracy == rounds[-1].metrics["test_micro_f1"]
     assert (out / "report.html").is_file()
@@ -184,9 +184,10 @@ def test_cli_multilabel_table(tmp_path, capsys):
     assert [r.strategy for r in rounds] == ["typicality", "multilabel_badge", None]  # the last round: budget reached
     assert all(len(y) == 3 and set(y) <= {0, 1} for r in rounds for y in r.labels)
     # the progress bar names the headline too
-    code, _, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
-                        "--multilabel", "--test-size", "20", "--out", tmp_path / "shown", *FAST[:-1])
+    code, out, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
+                          "--multilabel", "--test-size", "20", "--out", tmp_path / "shown", *FAST[:-1])
     assert code == 0 and "f1=" in err and "acc=" not in err, err
+    assert "labels, test micro-F1 0." in out, out
 
 
 # ----------------------------------------------------------------------------- multi-label pieces
