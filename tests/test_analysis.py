@@ -355,3 +355,36 @@ def test_check_targets():
         check_targets("0.9")
     with pytest.raises(ValueError, match="at least one"):
         check_targets([])
+
+
+# --------------------------------------------------------------------------- default targets
+
+
+def _floor2_targets(n_R, mean_R):
+    """The reference rule in NumPy: the mean at the count closest to half the last, and at the last, floored."""
+    n_R, mean_R = np.asarray(n_R, dtype=np.float64), np.asarray(mean_R, dtype=np.float64)
+    mid = int(np.argmin(np.abs(n_R - n_R[-1] / 2)))
+    return tuple(dict.fromkeys(float(np.floor(v * 100) / 100) for v in (mean_R[mid], mean_R[-1])))
+
+
+def test_default_targets_read_from_random_or_the_weakest_strategy():
+    from activebayes.analysis import CLASSIC_TARGETS, baseline_targets, default_targets
+
+    rng = np.random.default_rng(4)
+    n_R = np.arange(20, 520, 20)
+    random_S_R = 0.2 + 0.25 * np.log(n_R / 20)[None] / np.log(25) + rng.normal(0, 0.01, (3, len(n_R)))
+    bald_S_R = random_S_R + 0.03
+    curves = {"bald": [(n_R, c) for c in bald_S_R], "random": [(n_R, c) for c in random_S_R]}
+    assert default_targets(curves) == _floor2_targets(n_R, random_S_R.mean(0)) == baseline_targets(curves["random"])
+    # without random: the strategy whose mean AULC is lowest
+    weak = {"bald": curves["bald"], "margin": [(n_R, c - 0.05) for c in random_S_R]}
+    assert default_targets(weak) == _floor2_targets(n_R, (random_S_R - 0.05).mean(0))
+    # some seed at 0.9 anywhere: the classic pair
+    curves["bald"][1] = (n_R, np.where(n_R == 300, 0.9, bald_S_R[1]))
+    assert default_targets(curves) == CLASSIC_TARGETS
+    # a flat curve gives one target, a curve at 0 none (the classic pair then)
+    assert baseline_targets([(n_R, np.full(len(n_R), 0.4567))]) == (0.45,)
+    assert default_targets({"random": [(n_R, np.zeros(len(n_R)))]}) == CLASSIC_TARGETS
+    # seeds on different grids: their common label counts
+    assert baseline_targets([([10, 20, 30, 40], [0.1, 0.2, 0.3, 0.4]), ([10, 20, 40], [0.3, 0.4, 0.5])]) == \
+        _floor2_targets([10, 20, 40], [0.2, 0.3, 0.45])

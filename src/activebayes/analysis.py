@@ -55,8 +55,11 @@ __all__ = [
     "PhaseSeconds",
     "ReachSummary",
     "StrategySummary",
+    "CLASSIC_TARGETS",
     "area_under_learning_curve",
+    "baseline_targets",
     "check_targets",
+    "default_targets",
     "final_metric",
     "final_reliability",
     "labels_to_reach",
@@ -483,6 +486,66 @@ def mean_learning_curve(curves: Sequence[CurveLike]) -> MeanCurve:
         max_P=values_S_P.max(axis=0) if common else np.zeros(0),
         n_seeds=len(lookups),
     )
+
+
+#: The labels-needed table's targets where some run reaches the first (MNIST-like tasks).
+CLASSIC_TARGETS = (0.9, 0.95)
+
+
+def baseline_targets(curves: Sequence[CurveLike]) -> tuple[float, ...]:
+    r"""Two targets read from a baseline's curves (one per seed), for tasks where 90% is out of reach.
+
+    With :math:`m(n)` the baseline's mean over seeds (:func:`mean_learning_curve`) and
+    :math:`B` its last label count,
+
+    .. math:: T_\mathrm{mid} = \lfloor m(n_\mathrm{mid}) \rfloor_2, \qquad
+              T_\mathrm{end} = \lfloor m(B) \rfloor_2,
+
+    :math:`n_\mathrm{mid}` the label count closest to :math:`B / 2` and
+    :math:`\lfloor\cdot\rfloor_2` rounding down to two decimals. The baseline reaches
+    :math:`T_\mathrm{end}` at about its budget by construction, so a strategy that gets there
+    earlier saved labels. A target given twice is given once; one that is not above 0 is dropped.
+
+    Example:
+        >>> baseline_targets([([20, 60, 100], [0.31, 0.418, 0.473]), ([20, 60, 100], [0.29, 0.40, 0.47])])
+        (0.4, 0.47)
+    """
+    mean = mean_learning_curve(curves)
+    n_P, m_P = mean.n_labelled_P, mean.mean_P
+    if len(n_P) == 0:
+        return ()
+    mid = int(np.argmin(np.abs(n_P - n_P[-1] / 2)))
+    targets: list[float] = []
+    for value in (m_P[mid], m_P[-1]):
+        target = math.floor(float(value) * 100) / 100
+        if target > 0 and target not in targets:
+            targets.append(target)
+    return tuple(targets)
+
+
+def default_targets(curves: Mapping[str, Sequence[CurveLike]], *, baseline: str = "random") -> tuple[float, ...]:
+    """The labels-needed table's targets for these curves (``strategy -> [curve per seed]``).
+
+    :data:`CLASSIC_TARGETS` when some seed's curve reaches 0.9; otherwise
+    :func:`baseline_targets` of the ``baseline`` strategy's curves, or, without it, of the
+    strategy whose mean area under the curve is lowest (text and table tasks, multi-label
+    F1: 90% is out of reach and every cell would read "not reached").
+
+    Example:
+        >>> default_targets({"bald": [([20, 40], [0.8, 0.93])]})
+        (0.9, 0.95)
+        >>> default_targets({"random": [([20, 60, 100], [0.3, 0.41, 0.47])], "bald": [([20, 60, 100], [0.3, 0.45, 0.5])]})
+        (0.41, 0.47)
+    """
+    pairs = {strategy: [_as_pair(curve, i) for i, curve in enumerate(seeds)]
+             for strategy, seeds in curves.items() if len(seeds)}
+    if not pairs:
+        return CLASSIC_TARGETS
+    if any(float(np.max(acc_R)) >= CLASSIC_TARGETS[0] for seeds in pairs.values() for _, acc_R in seeds if len(acc_R)):
+        return CLASSIC_TARGETS
+    if baseline not in pairs:
+        baseline = min(pairs, key=lambda s: float(np.mean([area_under_learning_curve(n, a) for n, a in pairs[s]])))
+    return baseline_targets(pairs[baseline]) or CLASSIC_TARGETS
 
 
 # --------------------------------------------------------------------------- other records over seeds

@@ -561,9 +561,9 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
 @cli.command()
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--output", type=click.Path(dir_okay=False), default=None, help="HTML file to write. [DIRECTORY/report.html]")
-@click.option("--targets", default="0.9,0.95", help="Accuracies for the labels-needed table. [0.9,0.95]")
+@click.option("--targets", default=None, help="Accuracies for the labels-needed table. [0.9,0.95; where no run reaches 0.9, two read from random's mean curve]")
 @_friendly
-def report(directory: str, output: str | None, targets: str) -> None:
+def report(directory: str, output: str | None, targets: str | None) -> None:
     """Write the HTML report of a run or comparison directory."""
     path = Path(directory)
     if not path.is_dir():
@@ -573,7 +573,7 @@ def report(directory: str, output: str | None, targets: str) -> None:
                                    f"rounds and stopping signals are on the dashboard of `activebayes label "
                                    f"{directory}`, which also exports its labels")
     try:
-        target_list = [float(t) for t in targets.split(",") if t.strip()]
+        target_list = None if targets is None else [float(t) for t in targets.split(",") if t.strip()]
     except ValueError:
         raise InvalidArgumentError(f"--targets must be comma-separated accuracies like 0.9,0.95, got {targets!r}") from None
     written = write_report(path, output=output, targets=target_list)

@@ -194,6 +194,32 @@ def test_aulc_table_matches_numpy(comparison_dir, report):
         assert row["seeds"] == str(len(SEEDS))
 
 
+@pytest.mark.parametrize("scale", [0.5, 1.3])
+def test_default_targets_are_090_095_or_read_from_randoms_curve(comparison_dir, tmp_path, fast_figures, scale):
+    """Without --targets: 0.9 and 0.95 where some run reaches 0.9, else random's mean curve at about half
+    the budget and at the budget, rounded down to two decimals (runs' accuracies rescaled to make each case)."""
+    scaled = tmp_path / "scaled"
+    shutil.copytree(comparison_dir, scaled)
+    for path in scaled.glob("*/seed_*/rounds.jsonl"):
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        for row in rows:
+            row["metrics"]["test_accuracy"] = min(1.0, row["metrics"]["test_accuracy"] * scale)
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    runs = {s: _runs(scaled, s) for s in STRATEGIES}
+    if any(r["metrics"]["test_accuracy"] >= 0.9 for seeds in runs.values() for rounds in seeds for r in rounds):
+        expected = [0.9, 0.95]
+    else:
+        n = np.array([r["n_labelled"] for r in runs["random"][0]], dtype=np.float64)
+        mean = np.array([[r["metrics"]["test_accuracy"] for r in rounds] for rounds in runs["random"]]).mean(0)
+        mid = int(np.argmin(np.abs(n - n[-1] / 2)))
+        expected = list(dict.fromkeys(math.floor(v * 100) / 100 for v in (mean[mid], mean[-1])))
+    assert (scale < 1) == (expected != [0.9, 0.95])  # both cases are made
+    section = _section(write_report(scaled, output=tmp_path / "r.html").read_text(encoding="utf-8"), "labels-to-reach")
+    header = [h for h in _table(section)[0] if h != "strategy"]
+    assert header == [f"test accuracy ≥ {t:g}" for t in expected]
+    assert ("No run reached 0.9 here" in section) == (scale < 1)
+
+
 def test_labels_to_reach_matches_numpy(comparison_dir, targets, report_with_targets):
     section = _section(report_with_targets, "labels-to-reach")
     reached_counts = set()

@@ -23,7 +23,7 @@ from activebayes.rundir import REPORT_FILE
 DEFAULT_FILE = REPORT_FILE
 
 
-def render_report(path: Path, targets: Sequence[float]) -> str:
+def render_report(path: Path, targets: Sequence[float] | None) -> str:
     """The report page of the directory ``path`` as one HTML string."""
     data = ReportData(path)
     kind = "comparison" if data.is_comparison else "run"
@@ -37,7 +37,7 @@ def write_report(
     path: str | os.PathLike[str],
     *,
     output: str | os.PathLike[str] | None = None,
-    targets: Iterable[float] = (0.9, 0.95),
+    targets: Iterable[float] | None = None,
 ) -> Path:
     """Write one self-contained HTML report of a run or comparison directory.
 
@@ -60,7 +60,9 @@ def write_report(
     Args:
         path: a run directory (``config.json``) or comparison directory (``comparison.json``).
         output: HTML file to write; default ``<path>/report.html``.
-        targets: accuracies in ``(0, 1]`` for the labels-needed table.
+        targets: accuracies in ``(0, 1]`` for the labels-needed table; by default 0.9 and
+            0.95, or, where no run reaches 0.9, two read from random's mean curve
+            (:func:`~activebayes.analysis.default_targets`).
 
     Returns:
         The path written (atomically: temp file + ``os.replace``).
@@ -74,6 +76,6 @@ def write_report(
     directory = Path(path)
     if not directory.is_dir():
         raise MissingFileError(f"path must be a run or comparison directory, got {str(path)!r} (no such directory)")
-    target_list = check_targets(targets)
+    target_list = None if targets is None else check_targets(targets)
     destination = Path(output) if output is not None else directory / DEFAULT_FILE
     return atomic_write_text(destination, render_report(directory, target_list))

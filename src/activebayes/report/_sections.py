@@ -18,9 +18,11 @@ import numpy as np
 
 from activebayes import plots
 from activebayes.analysis import (
+    CLASSIC_TARGETS,
     LearningCurve,
     OverSeeds,
     StrategySummary,
+    default_targets,
     final_metric,
     final_reliability,
     learning_curves_from_runs,
@@ -99,10 +101,12 @@ def _or_note(figures: Sequence[Figure]) -> str:
 class Curves:
     """The headline learning curves and their summaries, per strategy."""
 
-    def __init__(self, data: ReportData, targets: Sequence[float]) -> None:
-        self.targets = tuple(targets)
+    def __init__(self, data: ReportData, targets: Sequence[float] | None) -> None:
         runs = {(run.strategy, run.seed): (run.config, run.rounds) for rs in data.runs.values() for run in rs}
         self.curves: dict[str, list[LearningCurve]] = learning_curves_from_runs(runs, metric=data.key("accuracy"))
+        #: whether the targets were read from the curves (none given and 90% out of reach)
+        self.targets_from_curves = targets is None and default_targets(self.curves) != CLASSIC_TARGETS
+        self.targets = tuple(default_targets(self.curves) if targets is None else targets)
         self.summaries: dict[str, StrategySummary] = {
             s: summarise_strategy(c, targets=self.targets, strategy=s) for s, c in self.curves.items()
         }
@@ -174,6 +178,10 @@ def labels_to_reach(data: ReportData, curves: Curves) -> Section:
         "Median over seeds, with the interquartile range and the min–max range; a seed that never "
         "reached the target counts as needing more labels than the budget, so a median or quartile that "
         "falls on such a seed is shown as 'not reached'."
+        + (" No run reached 0.9 here, so the targets are read from the mean curve of random (without "
+           "random, of the strategy with the lowest area under its curve): its value at about half the "
+           "budget and at the budget, rounded down to two decimals. `activebayes report --targets` sets others."
+           if curves.targets_from_curves else "")
     )
     title = "Labels to reach target accuracy"
     if not curves.summaries:
@@ -478,7 +486,7 @@ def configuration(data: ReportData) -> Section:
     return Section("config", "Configuration", paragraph(f"From {what}:") + preformatted(data.config_text))
 
 
-def sections(data: ReportData, targets: Sequence[float]) -> list[Section]:
+def sections(data: ReportData, targets: Sequence[float] | None) -> list[Section]:
     """Every section of the page, in order."""
     figures = Figures()
     curves = Curves(data, targets)
