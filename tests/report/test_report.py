@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from activebayes import plots
 from activebayes._seeding import make_generator
