@@ -91,7 +91,7 @@ class LiveServer:
     def __init__(self, project: LabellingProject, *, poll: float = 0.05) -> None:
         self.project = project
         self.worker = WorkerThread(project.directory, poll=poll).start()
-        app = create_app(project, token=TOKEN, notify=self.worker.wake)
+        app = create_app(project, token=TOKEN, notify=self.worker.wake, worker_info=self.worker.info)
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         sock.listen(256)

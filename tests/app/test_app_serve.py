@@ -205,6 +205,15 @@ def test_the_device_reaches_the_first_ranking_and_the_trainer(tmp_path, monkeypa
     assert seen == [("advance", "cpu")]
 
 
+def test_the_dashboard_names_the_trainers_device(tmp_path):
+    from activebayes.app import WorkerProcess
+
+    assert WorkerThread(tmp_path, device="cuda:1").info()["device"] == "cuda:1"
+    assert WorkerProcess(tmp_path, device="cuda").info()["device"] == "cuda"
+    assert WorkerProcess(tmp_path).info()["device"] == WorkerThread(tmp_path).info()["device"] == "cpu"
+    # the dashboard shows it ("trainer: thread on cpu"): tests/app/test_app_stopping.py, in Chromium
+
+
 def test_the_cli_sets_the_device_on_the_project_it_serves(tmp_path, monkeypatch):
     import activebayes.app as app
 

@@ -148,6 +148,7 @@ def test_the_stopping_panel_reads_the_latest_round_in_plain_words(rounds_live, t
             def line(name):
                 return page.inner_text(f"#stop-signals li[data-signal='{name}']")
 
+            assert page.inner_text("#worker-note").startswith("trainer: thread on cpu")
             assert kappa_text in line(STABLE_PREDICTIONS)
             assert ("have stopped changing" in line(STABLE_PREDICTIONS)) == latest[STABLE_PREDICTIONS]["fired"]
             assert audit_text in line(ESTIMATED_ACCURACY)

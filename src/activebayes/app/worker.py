@@ -168,6 +168,7 @@ class WorkerThread:
             target=run_worker, args=(str(directory), self.stop_event, self.wake_event),
             kwargs={"poll": poll, "on_error": self.errors.append, "device": device}, name="activebayes-worker",
             daemon=True)
+        self.device = device
 
     def start(self) -> WorkerThread:
         self._thread.start()
@@ -191,7 +192,7 @@ class WorkerThread:
     def info(self) -> dict[str, Any]:
         """What the dashboard shows about the trainer (a thread is never restarted)."""
         return {"kind": "thread", "alive": self.is_alive(), "pid": None, "restarts": 0, "last_death": None,
-                "gave_up": False}
+                "gave_up": False, "device": self.device or "cpu"}
 
 
 def _die_with_parent() -> None:
@@ -379,7 +380,7 @@ class WorkerProcess:
     def info(self) -> dict[str, Any]:
         """The supervisor's record for the dashboard: restarts, the last death, whether it gave up."""
         return {"kind": "process", "alive": self.is_alive(), "pid": self.pid, "restarts": self.restarts,
-                "last_death": self.last_death, "gave_up": self.gave_up}
+                "last_death": self.last_death, "gave_up": self.gave_up, "device": self.device or "cpu"}
 
     def stop(self, timeout: float = 2.0) -> None:
         """Stop supervising and ask the worker to stop; kill it after ``timeout`` seconds (a round

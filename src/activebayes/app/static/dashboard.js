@@ -187,7 +187,7 @@ function signalLine(signal) {
       leases.held.map((l) => [l.annotator, l.key || l.item, AB.seconds(l.seconds_left) + " more"]));
     const worker = state.worker || {};
     document.getElementById("worker-note").textContent = !worker.kind ? "" :
-      "trainer: " + worker.kind + (worker.restarts ? ", restarted " + worker.restarts + " time(s)" : "") +
+      "trainer: " + worker.kind + (worker.device ? " on " + worker.device : "") + (worker.restarts ? ", restarted " + worker.restarts + " time(s)" : "") +
       (worker.last_death ? "; last stopped unexpectedly: " + worker.last_death.exit + " " + worker.last_death.during : "") +
       (worker.gave_up ? "; not restarted any more (restart activebayes label)" : "");
     document.body.dataset.ready = "1";
