@@ -105,8 +105,8 @@ class Curves:
         runs = {(run.strategy, run.seed): (run.config, run.rounds) for rs in data.runs.values() for run in rs}
         self.curves: dict[str, list[LearningCurve]] = learning_curves_from_runs(runs, metric=data.key("accuracy"))
         #: whether the targets were read from the curves (none given and 90% out of reach)
-        self.targets_from_curves = targets is None and default_targets(self.curves) != CLASSIC_TARGETS
         self.targets = tuple(default_targets(self.curves) if targets is None else targets)
+        self.targets_from_curves = targets is None and self.targets != CLASSIC_TARGETS
         self.summaries: dict[str, StrategySummary] = {
             s: summarise_strategy(c, targets=self.targets, strategy=s) for s, c in self.curves.items()
         }
