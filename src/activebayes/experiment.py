@@ -110,9 +110,13 @@ def resume_experiment(
     directory = RunDirectory(Path(run_dir))
     directory.read_config()  # not a run directory: says so before anything else
     with directory.lock():
+        config = directory.read_config()
+        if budget is not None:
+            config = config.replace(budget=budget)  # written by raise_budget once the data is checked
+        loop = _factory(loop_factory, executor)(_runtime_overrides(config, runtime))
+        _check_items(directory, loop)
         if budget is not None:
             directory.raise_budget(budget)
-        loop = _factory(loop_factory, executor)(_runtime_overrides(directory.read_config(), runtime))
         return _continue(directory, loop, progress=progress, on_round=None, report=report)
 
 
@@ -125,6 +129,7 @@ def _continue(
     report: bool,
 ) -> LoopResult:
     config = loop.config  # the caller holds directory.lock()
+    _check_items(directory, loop)
     records = directory.read_rounds()
     if records:
         model_state = None
@@ -149,6 +154,19 @@ def _continue(
     if report:
         write_report(directory.path)
     return result
+
+
+def _check_items(directory: RunDirectory, loop: ActiveLearningLoop) -> None:
+    """A pool whose items have ids (a table's rows): store them with a new run, and check them
+    on a resume, since the records name pool positions (:meth:`RunDirectory.check_items`)."""
+    pool_ids = loop.dataset.item_ids
+    if pool_ids is None:
+        return
+    test_ids = None if loop.test is None else loop.test.item_ids
+    source = f"table {loop.config.table}" if loop.config.table is not None else f"dataset {loop.dataset.name!r}"
+    directory.check_items(source, pool_ids, test_ids)
+    if directory.read_items() is None:
+        directory.write_items(pool_ids, test_ids)
 
 
 # --------------------------------------------------------------------------- comparisons

@@ -59,6 +59,7 @@ from activebayes.models.multilabel import MultiLabelPosterior
 from activebayes.data import Pool, available_datasets, load_dataset
 from activebayes.metrics import evaluate_classification
 from activebayes.models import Posterior, available_models, as_posterior, build_model
+from activebayes.models.networks import check_model_input
 from activebayes.models.posterior import fit_summary
 from activebayes.models.training import PAPER_FIT_OPTIONS
 from activebayes.models.representation import (
@@ -186,6 +187,8 @@ class ActiveLearningLoop:
         self.multilabel = bool(getattr(dataset, "multilabel", False))
         self._check_task()
         self._oracle = oracle
+        if model_factory is None and config.representation == "none":
+            check_model_input(config.model, dataset.input_shape)  # a CNN given table rows: before anything is written
         self.model_factory = model_factory or self._default_model_factory
         needed = config.initial_size + config.validation_size + config.batch_size
         if needed > len(dataset):
@@ -239,7 +242,6 @@ class ActiveLearningLoop:
         label-vector versions (:data:`~activebayes.acquisition.multilabel_strategies.MULTILABEL_COUNTERPARTS`);
         other strategies and options that assume softmax predictions are refused, and the
         multi-label strategies for single-label targets."""
-        config = self.config
         if self.multilabel:  # badge, bald, entropy, batchbald mean their label-vector versions
             self._strategy, self._cold_start = (
                 None if entry is None else get_strategy(MULTILABEL_COUNTERPARTS.get(entry.name, entry.name))

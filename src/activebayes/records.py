@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from activebayes._validation import check_choice, check_positive_int
@@ -364,6 +365,8 @@ class LoopConfig:
             return
         if not isinstance(self.table, str) or not self.table:
             raise InvalidTypeError(f"table must be a file path (str), got {self.table!r}")
+        # stored as an absolute path, so that the run resumes from any working directory
+        object.__setattr__(self, "table", str(Path(self.table).expanduser().absolute()))
         if self.dataset not in ("digits", "table"):  # "digits" is the default: not chosen
             raise InvalidArgumentError(f"give a dataset (--dataset) or a table (--table), not both: got dataset="
                                        f"{self.dataset!r} and table={self.table!r}")

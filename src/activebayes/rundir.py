@@ -4,6 +4,7 @@ A run directory holds one active learning run::
 
     RUN/
       config.json          the LoopConfig (written once, atomically)
+      items.json           a table run's item ids: the id of each pool position and test item
       rounds.jsonl         one JSON object per finished round (rewritten atomically)
       proposal.json        a proposed batch waiting for its labels (file round trip)
       checkpoints/         model weights after each round (latest few kept)
@@ -79,6 +80,7 @@ __all__ = [
 
 CONFIG_FILE = "config.json"
 ROUNDS_FILE = "rounds.jsonl"
+ITEMS_FILE = "items.json"
 SUMMARY_FILE = "summary.json"
 #: held (``flock``) by the process writing the run: :meth:`RunDirectory.lock`
 LOCK_FILE = "run.lock"
@@ -220,6 +222,58 @@ class RunDirectory:
             raise RunDirectoryError(
                 f"{self.path} already holds a run with a different config ({values}); {advice}"
             )
+
+    # ----------------------------------------------------------------- items
+
+    @property
+    def items_path(self) -> Path:
+        return self.path / ITEMS_FILE
+
+    def write_items(self, pool_ids: Sequence[str], test_ids: Sequence[str] | None) -> None:
+        """Store the id of each pool position (``rounds.jsonl``'s ``acquired`` index it) and of
+        each test item, so that the records name their items and a resume can check them."""
+        atomic_write_text(self.items_path, json.dumps({"pool": list(pool_ids),
+                                                       "test": None if test_ids is None else list(test_ids)}) + "\n")
+
+    def read_items(self) -> dict[str, list[str] | None] | None:
+        """The stored ids (``{"pool": [...], "test": [...] or None}``), or ``None`` without ``items.json``."""
+        if not self.items_path.is_file():
+            return None
+        try:
+            data = json.loads(self.items_path.read_text())
+            if not isinstance(data, dict) or not isinstance(data.get("pool"), list):
+                raise ValueError("expected an object with a 'pool' list")
+        except (json.JSONDecodeError, ValueError) as error:
+            raise RunDirectoryError(f"{self.items_path} is not a valid items file: {error}") from None
+        return data
+
+    def check_items(self, source: str, pool_ids: Sequence[str], test_ids: Sequence[str] | None) -> None:
+        """Raise :class:`RunDirectoryError` unless the run's stored items are ``pool_ids`` /
+        ``test_ids``: a run's pool is fixed when it starts, and its records name pool positions."""
+        stored = self.read_items()
+        if stored is None:
+            if self.rounds_path.is_file():
+                raise RunDirectoryError(
+                    f"{self.path} was started by an earlier activebayes that recorded the rows of {source} by "
+                    f"their position in the file, without {ITEMS_FILE}; it cannot be resumed safely: start a new run")
+            return
+        before = [*stored["pool"], *(stored.get("test") or [])]
+        now = [*pool_ids, *(test_ids or [])]
+        if before == now:
+            return
+        before_set, now_set = set(before), set(now)
+        added = [i for i in now if i not in before_set]
+        gone = [i for i in before if i not in now_set]
+
+        def shown(ids: list[str]) -> str:
+            return ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
+
+        change = "; ".join(part for part in (
+            f"{len(added)} new row(s): {shown(added)}" if added else "",
+            f"{len(gone)} row(s) gone: {shown(gone)}" if gone else "") if part) or "the same rows, split differently"
+        raise RunDirectoryError(
+            f"{source} changed since the run in {self.path} started ({change}); a run's pool is fixed when it "
+            "starts (reordered rows are fine): restore the file, or start a new run with another --out")
 
     def raise_budget(self, budget: int) -> None:
         """Let the run go on to a larger label ``budget`` (``activebayes resume DIR --budget N``).

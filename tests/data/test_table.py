@@ -220,8 +220,27 @@ def test_missing_values_error_or_documented_imputation():
 def test_multilabel_targets():
     rows = [{"t": "red cat", "y": "cat|red"}, {"t": "blue dog", "y": "dog| blue"}, {"t": "red dog", "y": ["dog", "red"]}]
     pool = load_table(rows, text_column="t", label_column="y", multilabel=True, encoder=TfidfEncoder(dim=2))
-    assert pool.dataset.classes == ("blue", "cat", "dog", "red") and pool.dataset.targets is None
+    assert pool.dataset.classes == ("blue", "cat", "dog", "red")
     assert pool.targets_N_C.tolist() == [[0, 1, 0, 1], [1, 0, 1, 0], [0, 0, 1, 1]]
+    # the dataset carries them too, with the rows' ids, so it goes into the loop as it is
+    assert pool.dataset.multilabel and torch.equal(pool.dataset.targets, pool.targets_N_C)
+    assert pool.dataset.item_ids == pool.item_ids
+    subset = pool.dataset.subset([2, 0])
+    assert subset.item_ids == (pool.item_ids[2], pool.item_ids[0]) and subset.targets.tolist()[0] == [0, 0, 1, 1]
+
+
+def test_a_multilabel_table_dataset_goes_into_the_loop():
+    from activebayes.loop import ActiveLearningLoop, LoopConfig
+
+    rows = [{"t": f"{a} {b} item {i}", "y": f"{a}|{b}"} for i, (a, b) in
+            enumerate([("red", "cat"), ("blue", "dog"), ("red", "dog"), ("blue", "cat")] * 10)]
+    pool = load_table(rows, text_column="t", label_column="y", multilabel=True, encoder=TfidfEncoder(dim=4))
+    loop = ActiveLearningLoop(LoopConfig(strategy="multilabel_bald", cold_start=None, initial_size=4,
+                                         validation_size=8, batch_size=4, budget=8, num_samples=4, eval_samples=2,
+                                         fit_options={"max_epochs": 1}), dataset=pool.dataset)
+    assert loop.multilabel
+    result = loop.run(progress=False)
+    assert result.rounds[-1].n_labelled == 8 and "validation_micro_f1" in result.rounds[-1].metrics
 
 
 @pytest.mark.parametrize("rows,kwargs,message", [

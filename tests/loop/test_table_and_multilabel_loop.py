@@ -92,6 +92,79 @@ def test_cli_runs_a_csv_of_texts_and_resumes_to_a_larger_budget(tmp_path, capsys
     assert [r.metrics["test_accuracy"] for r in resumed] == [r.metrics["test_accuracy"] for r in straight.rounds]
 
 
+def _rows_of(table: Path) -> dict[str, dict[str, str]]:
+    with table.open(newline="") as handle:
+        return {row["id"]: row for row in csv.DictReader(handle)}
+
+
+def test_a_table_run_names_its_items_and_resumes_whatever_the_row_order(tmp_path, capsys, monkeypatch):
+    """A run's records name pool positions: ``items.json`` ties each to its row's id, the pool
+    is ordered by the items (not the file), and a changed table is refused on resume."""
+    table = _texts_csv(tmp_path / "texts.csv")
+    rows = _rows_of(table)
+    out = tmp_path / "run"
+    args = ["--table", table, "--text-column", "text", "--label-column", "label", "--id-column", "id",
+            "--test-size", "20", "--strategy", "bald", *FAST]
+    code, _, err = _run(capsys, "run", *args, "--budget", "12", "--out", out)
+    assert code == 0, err
+    items = json.loads((out / "items.json").read_text())
+    assert len(items["pool"]) == 70 and len(items["test"]) == 20
+    assert sorted(items["pool"] + items["test"]) == sorted(rows)
+    config = json.loads((out / "config.json").read_text())
+    classes = config["classes"] if "classes" in config else sorted({r["label"] for r in rows.values()})
+    for record in RunDirectory(out).read_rounds():  # each acquired position's label is its row's label
+        assert [rows[items["pool"][i]]["label"] for i in record.acquired] == [classes[y] for y in record.labels]
+    # the rows reversed: the same items, so the run resumes exactly, from any working directory
+    lines = table.read_text().splitlines()
+    table.write_text("\n".join([lines[0], *reversed(lines[1:])]) + "\n")
+    monkeypatch.chdir(tmp_path.parent)
+    code, _, err = _run(capsys, "resume", out, "--budget", "24", "-q")
+    assert code == 0, err
+    table.write_text("\n".join(lines) + "\n")
+    straight = run_experiment(LoopConfig.from_stored({**config, "budget": 24}), tmp_path / "straight",
+                              progress=False, report=False)
+    resumed = RunDirectory(out).read_rounds()
+    assert [r.acquired for r in resumed] == [r.acquired for r in straight.rounds]
+    assert [r.metrics["test_accuracy"] for r in resumed] == [r.metrics["test_accuracy"] for r in straight.rounds]
+    # a row added (or removed) changes the pool: a one-line error, and the run is left as it was
+    before = (out / "rounds.jsonl").read_bytes()
+    with table.open("a") as handle:
+        handle.write("r999,goal match team,sport\n")
+    code, _, err = _run(capsys, "resume", out, "--budget", "30", "-q")
+    assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
+    assert f"table {table} changed since the run" in err and "1 new row(s): r999" in err
+    assert (out / "rounds.jsonl").read_bytes() == before
+    table.write_text("\n".join(lines[:-1]) + "\n")
+    code, _, err = _run(capsys, "resume", out, "--budget", "30", "-q")
+    assert code == 1 and "1 row(s) gone: r89" in err
+
+
+def test_a_table_run_without_its_items_file_is_not_resumed(tmp_path, capsys):
+    """A run started before ``items.json`` recorded rows by file position: resuming it could
+    misread every record, so it is refused."""
+    table = _texts_csv(tmp_path / "texts.csv")
+    out = tmp_path / "run"
+    code, _, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
+                        "--budget", "12", "--out", out, *[a for a in FAST if a not in ("--budget", "18")])
+    assert code == 0, err
+    (out / "items.json").unlink()
+    code, _, err = _run(capsys, "resume", out, "--budget", "18", "-q")
+    assert code == 1 and "without items.json" in err and "start a new run" in err
+
+
+def test_a_python_config_stores_the_table_as_an_absolute_path(tmp_path, monkeypatch):
+    table = _texts_csv(tmp_path / "texts.csv")
+    monkeypatch.chdir(tmp_path)
+    config = LoopConfig(table="texts.csv", text_column="text", label_column="label", budget=12, initial_size=6,
+                        validation_size=24, batch_size=6, num_samples=4, eval_samples=4, cold_start=None,
+                        fit_options={"max_epochs": 2})
+    assert config.table == str(table)
+    run_experiment(config, tmp_path / "run", progress=False, report=False)
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["table"] == str(table)
+    monkeypatch.chdir(tmp_path.parent)
+    assert len(resume_experiment(tmp_path / "run", progress=False, report=False, budget=18).rounds) == 3
+
+
 def test_cli_runs_a_csv_of_features(tmp_path, capsys):
     table = _features_csv(tmp_path / "rows.csv")
     out = tmp_path / "run"
@@ -137,6 +210,8 @@ def test_cli_imputes_missing_cells_with_every_other_column(tmp_path, capsys):
     ("a,y\n1,p\nx,q\n", ["--feature-columns", "a,missing", "--label-column", "y"],
      "feature_columns 'missing' is not a column of the table"),
     ("a,y\n1,p\n,q\n", ["--feature-columns", "a", "--label-column", "y"], "row 2, column 'a': missing value"),
+    ("text,label\nhello,a\nhi,b\n", ["--text-column", "text", "--label-column", "label", "--model", "batchbald_cnn"],
+     "--model 'batchbald_cnn' needs images, input_shape (C, H, W) or (H, W); got items of shape (1,)"),
 ])
 def test_cli_table_errors_are_one_line_and_write_nothing(tmp_path, capsys, content, args, expected):
     table = tmp_path / "t.csv"

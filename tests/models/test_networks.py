@@ -17,6 +17,8 @@ from activebayes.models import (
     build_model,
     predict_log_probs,
 )
+from activebayes.errors import InvalidArgumentError
+from activebayes.models.networks import check_model_input
 
 
 def _n_params(module: nn.Module) -> int:
@@ -60,8 +62,13 @@ def test_registry_names_and_errors():
     assert available_models() == ["auto", "batchbald_cnn", "encoder_head", "gal_cnn", "mlp"]
     with pytest.raises(ValueError, match="unknown model name 'resnet'"):
         build_model("resnet", num_classes=10, input_shape=(1, 28, 28))
-    with pytest.raises(ValueError, match=r"needs images: input_shape \(C, H, W\)"):
+    with pytest.raises(InvalidArgumentError, match=r"model \(--model\) 'gal_cnn' needs images, input_shape \(C, H, W\)"
+                       r" or \(H, W\); got items of shape \(64,\): use 'mlp'"):
         build_model("gal_cnn", num_classes=10, input_shape=(64,))
+    check_model_input("batchbald_cnn", (1, 28, 56))  # images, and any shape for the MLP, pass
+    check_model_input("mlp", (89,))
+    with pytest.raises(InvalidArgumentError, match="'batchbald_cnn' needs images"):
+        check_model_input("batchbald_cnn", (89,))
     with pytest.raises(ValueError, match="height"):
         BatchBALDCNN(image_size=(0, 28))
     with pytest.raises(ValueError, match="side S or a \\(height, width\\) pair"):

@@ -166,6 +166,12 @@ def test_project_config_checks_its_table_settings(tmp_path):
     with pytest.raises(ProjectError, match="--cold-start 'least_confidence' reads single-label predictions"):
         ProjectConfig(table=str(table), text_column="text", classes=CLASSES, cold_start="least_confidence",
                       table_options={"multilabel": True})
+    # the converse, on a project that takes one answer per item, text, images or a dataset alike
+    for source in ({"table": str(table), "text_column": "text", "classes": CLASSES}, {"dataset": "digits"}):
+        with pytest.raises(ProjectError, match="--strategy 'multilabel_bald' is for multi-label projects"):
+            ProjectConfig(**source, strategy="multilabel_bald")
+        with pytest.raises(ProjectError, match="--cold-start 'multilabel_badge' is for multi-label projects"):
+            ProjectConfig(**source, cold_start="multilabel_badge")
     # bald means multilabel_bald on a multi-label project (the loop's counterpart)
     assert ProjectConfig(table=str(table), text_column="text", classes=CLASSES, strategy="bald",
                          table_options={"multilabel": True}).strategy == "bald"
@@ -173,6 +179,20 @@ def test_project_config_checks_its_table_settings(tmp_path):
         ProjectConfig(table=str(table), text_column="text", classes=CLASSES, table_options={"label_column": "y"})
     config = ProjectConfig(table=str(table), text_column="text", classes=CLASSES, feature_columns="a, b")
     assert config.feature_columns == ("a", "b") and ProjectConfig.from_dict(config.to_dict()) == config
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--strategy", "multilabel_bald"], "--strategy 'multilabel_bald' is for multi-label projects"),
+    (["--model", "batchbald_cnn"], "--model 'batchbald_cnn' needs images"),
+])
+def test_settings_that_do_not_fit_the_items_leave_no_project(tmp_path, capsys, args, expected):
+    """Refused before the project exists: a folder left behind could never be opened with other settings."""
+    table = write_csv(tmp_path / "t.csv", gloss_rows(2))
+    code = main(["query", str(tmp_path / "proj"), "--table", str(table), "--text-column", "text",
+                 "--classes", ",".join(CLASSES), *args, "-q"])
+    err = capsys.readouterr().err
+    assert code == 1 and expected in err and err.count("\n") == 1 and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
 
 
 def test_a_label_column_in_the_file_is_ignored(tmp_path):

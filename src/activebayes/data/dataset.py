@@ -48,6 +48,8 @@ class ArrayDataset:
         classes: the C class names; ``targets == c`` means class ``classes[c]``.
         name: a short name ("digits", "mnist", a folder name, ...).
         paths: for image folders, the file of every item (``len(paths) == N``); else ``None``.
+        item_ids: for tables, the stable id of every row (its id column, or a hash of its
+            content; ``len(item_ids) == N``, unique), which the row's position is not; else ``None``.
         normalization: ``(mean, std)`` such that ``inputs = (pixels - mean) / std`` with
             pixels scaled to ``[0, 1]``; ``None`` when the inputs are not images scaled that way.
             Used to turn inputs back into pictures (thumbnails).
@@ -62,6 +64,7 @@ class ArrayDataset:
     name: str
     paths: tuple[str, ...] | None = None
     normalization: tuple[float, float] | None = None
+    item_ids: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         inputs = self.inputs
@@ -106,6 +109,13 @@ class ArrayDataset:
                 raise InvalidTypeError("paths must be a tuple of str or None")
             if len(self.paths) != n_items:
                 raise InvalidArgumentError(f"paths must have one entry per item ({n_items}), got {len(self.paths)}")
+        if self.item_ids is not None:
+            if not isinstance(self.item_ids, tuple) or not all(isinstance(i, str) for i in self.item_ids):
+                raise InvalidTypeError("item_ids must be a tuple of str or None")
+            if len(self.item_ids) != n_items:
+                raise InvalidArgumentError(f"item_ids must have one entry per item ({n_items}), got {len(self.item_ids)}")
+            if len(set(self.item_ids)) != n_items:
+                raise InvalidArgumentError("item_ids must be unique")
         if self.normalization is not None:
             mean, std = self.normalization
             if not std > 0:
@@ -177,6 +187,7 @@ class ArrayDataset:
             inputs=self.rows(index),
             targets=None if self.targets is None else self.targets[index],
             paths=None if self.paths is None else tuple(self.paths[i] for i in index.tolist()),
+            item_ids=None if self.item_ids is None else tuple(self.item_ids[i] for i in index.tolist()),
         )
 
 

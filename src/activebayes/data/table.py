@@ -347,8 +347,9 @@ class TablePool:
 
     Attributes:
         dataset: the :class:`ArrayDataset`: float32 feature vectors ``[N, D]`` (in memory,
-            or :class:`FeatureMemmapInputs` for big text pools), ``targets`` for
-            single-label known labels, else ``None``.
+            or :class:`FeatureMemmapInputs` for big text pools), the known labels as
+            ``targets`` (``[N]``, or 0/1 indicators ``[N, C]`` for ``multilabel=True``) or
+            ``None``, and the rows' :attr:`item_ids`.
         item_ids: the stable id of every row (see the module docstring), ``len == N``.
         kind: ``"text"``, ``"table"`` or ``"text+table"``.
         texts: the texts (text pools), else ``None``.
@@ -602,7 +603,8 @@ def load_table(
 
     record["classes"] = list(class_names)
     kind = "text+table" if text_column and features else ("text" if text_column else "table")
-    dataset = ArrayDataset(inputs=inputs, targets=targets, classes=class_names, name=name or default_name)
+    dataset = ArrayDataset(inputs=inputs, targets=targets_N_C if multilabel else targets, classes=class_names,
+                           name=name or default_name, item_ids=tuple(ids))
     return TablePool(dataset=dataset, item_ids=tuple(ids), kind=kind, texts=texts, targets_N_C=targets_N_C,
                      multilabel=bool(multilabel), preprocessing=record, feature_columns=tuple(features))
 

@@ -6,7 +6,9 @@ standardised, over all rows: unsupervised, no label is used). Multi-label tables
 (``table_options["multilabel"]``) give a dataset with 0/1 indicator targets ``[N, C]``.
 ``table_options["test_size"]`` rows are held out as the test set: the items whose ids have
 the smallest sha256, so the split is a property of the items (their ids), unchanged by
-the row order, the seed or rows added later.
+the row order, the seed or rows added later. The training pool is ordered by the same key,
+not by the file's rows: a run's positions (``rounds.jsonl``'s ``acquired``) name the same
+items whatever order the rows are in, and its ``items.json`` names each position's id.
 """
 
 from __future__ import annotations
@@ -42,26 +44,28 @@ def table_splits(config: Any) -> tuple[ArrayDataset, ArrayDataset | None]:
     and the column.
     """
     test_size = int(config.table_options.get("test_size", 0) or 0)
-    pool = table_pool(config)
-    base = pool.dataset
-    targets = pool.targets_N_C if pool.multilabel else base.targets
-    dataset = ArrayDataset(inputs=base.inputs, targets=targets, classes=base.classes, name=base.name)
-    if not test_size:
-        return dataset, None
-    if targets is None:
+    dataset = table_pool(config).dataset
+    if test_size and dataset.targets is None:
         raise InvalidArgumentError("table_options test_size (--test-size) needs known labels: give label_column "
                                    "(--label-column)")
     if test_size >= len(dataset):
         raise InvalidArgumentError(f"test_size (--test-size) must be smaller than the table's {len(dataset)} rows, "
                                    f"got {test_size}")
-    train_rows, test_rows = split_by_item_id(pool.item_ids, test_size)
-    return dataset.subset(train_rows), dataset.subset(test_rows)
+    assert dataset.item_ids is not None
+    order = _id_order(dataset.item_ids)  # the items' own order: the file's row order does not matter
+    if not test_size:
+        return dataset.subset(order), None
+    return dataset.subset(order[test_size:]), dataset.subset(order[:test_size])
+
+
+def _id_order(item_ids: Sequence[str]) -> torch.Tensor:
+    """The rows in ascending sha256 of their ids (the key :func:`split_by_item_id` splits by)."""
+    keys = [hashlib.sha256(item.encode("utf-8")).hexdigest() for item in item_ids]
+    return torch.tensor(sorted(range(len(keys)), key=keys.__getitem__), dtype=torch.long)
 
 
 def split_by_item_id(item_ids: Sequence[str], test_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(train_rows, test_rows)``, each ascending: the ``test_size`` items whose ids have the
     smallest sha256 are the test set, whatever the row order (no random numbers)."""
-    keys = [hashlib.sha256(item.encode("utf-8")).hexdigest() for item in item_ids]
-    order = sorted(range(len(keys)), key=keys.__getitem__)
-    return (torch.tensor(sorted(order[test_size:]), dtype=torch.long),
-            torch.tensor(sorted(order[:test_size]), dtype=torch.long))
+    order = _id_order(item_ids)
+    return order[test_size:].sort().values, order[:test_size].sort().values

@@ -59,6 +59,7 @@ from activebayes.labelling.roundtrip import ImportResult, QueryResult
 from activebayes.labelling.settings import ProjectConfig, ProjectError, setting_differences
 from activebayes.labelling.store import ItemChanges, ItemFile, LabelStore, mask_classes
 from activebayes.loop import ActiveLearningLoop
+from activebayes.models.networks import check_model_input
 from activebayes.records import Proposal, RoundRecord
 
 __all__ = ["EXPORT_DIR", "STORE_FILE", "LabellingProject", "is_project"]
@@ -123,6 +124,7 @@ class LabellingProject:
             staging.mkdir(parents=True)
             skipped: list[tuple[str, str]] = []
             dataset, files, table = cls._load_source(config, staging, progress=progress, skipped=skipped)
+            check_model_input(config.model, dataset.input_shape)  # a CNN given table rows: nothing is created
             n = len(dataset)
             if n < 2:
                 unread = f" ({len(skipped)} file(s) could not be read: {skipped[0][1]})" if skipped else ""

@@ -125,6 +125,11 @@ class ProjectConfig:
         object.__setattr__(self, "fit_options", dict(self.fit_options))
         object.__setattr__(self, "stop_when", tuple(self.stop_when))
         LoopConfig(audit_fraction=self.audit_fraction, stop_when=self.stop_when)  # the loop's own checks
+        if not self.multilabel:  # checked before anything is created, as the loop would refuse it later
+            for flag, name in (("--strategy", self.strategy), ("--cold-start", self.cold_start)):
+                if name in MULTILABEL_STRATEGIES:
+                    raise ProjectError(f"{flag} {name!r} is for multi-label projects (--table FILE --multilabel); "
+                                       "this one takes one answer per item: use badge, bald, batchbald, ...")
 
     def _check_table(self) -> None:
         """The table fields, checked as :class:`~activebayes.records.LoopConfig` checks them."""

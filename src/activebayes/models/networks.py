@@ -464,7 +464,8 @@ def _image_shape(name: str, input_shape: tuple[int, ...]) -> tuple[int, int | tu
     if len(input_shape) == 2:
         input_shape = (1, *input_shape)
     if len(input_shape) != 3:
-        raise ValueError(f"{name} needs images: input_shape (C, H, W) or (H, W), got {input_shape}")
+        raise InvalidArgumentError(f"model (--model) {name!r} needs images, input_shape (C, H, W) or (H, W); "
+                                   f"got items of shape {input_shape}: use 'mlp' (or 'auto')")
     channels, height, width = input_shape
     return channels, (height if height == width else (height, width))
 
@@ -543,6 +544,17 @@ def _build_auto(*, num_classes: int, input_shape: Sequence[int], **options: obje
 
 
 MODELS.register(AUTO, _build_auto)
+
+
+#: The reference networks that read images (``(C, H, W)`` or ``(H, W)`` items).
+IMAGE_MODELS = ("gal_cnn", "batchbald_cnn")
+
+
+def check_model_input(name: str, input_shape: Sequence[int]) -> None:
+    """Raise :class:`~activebayes.errors.InvalidArgumentError` if reference network ``name``
+    cannot read items of ``input_shape`` (a CNN given table rows), before anything is built."""
+    if name in IMAGE_MODELS:
+        _image_shape(name, tuple(int(s) for s in input_shape))
 
 
 def available_models() -> list[str]:
