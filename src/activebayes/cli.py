@@ -301,8 +301,15 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **ov
     values.update({k: v for k, v in flags.items() if v is not None})
     values.update({k: v for k, v in overrides.items() if v is not None})
     check_device(values.get("device"), "--device")
+    if values.get("table") is not None and (flags.get("dataset") is not None or file_values.get("dataset") is not None):
+        raise InvalidArgumentError(f"give --dataset or --table, not both: got --dataset "
+                                   f"{flags.get('dataset') or file_values.get('dataset')} and --table {values['table']}")
     given = {name: values.pop(name, None) for name in _TABLE_OPTIONS}
     table_options = {name: value for name, value in given.items() if value is not None and value is not False}
+    if values.get("table") is None:
+        only_tables = [f"--{name.replace('_', '-')}" for name in table_options if name != "encoder"]
+        if only_tables:
+            raise InvalidArgumentError(f"{', '.join(only_tables)}: only with a table (--table FILE)")
     if "encoder" in table_options:
         table_options["encoder"] = _stored_encoder(table_options["encoder"])
     if "encoder" in table_options and values.get("table") is None:  # a named dataset's encoder (wordnet_nouns)
@@ -442,8 +449,13 @@ def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int |
     executor = _executor(flags)
     file_values = _read_toml(config_file)
     out = out or file_values.pop("out", None)
-    file_values.pop("strategies", None)
-    file_values.pop("seeds", None)
+    for key, single in (("strategies", "strategy"), ("seeds", "seed")):
+        if key in file_values:  # a compare set-up: run would take one of them, silently
+            raise InvalidArgumentError(f"{config_file}: {key} is a setting of `activebayes compare --config`; "
+                                       f"`activebayes run` takes one {single} = ...")
+    if strategy is not None and "," in strategy:
+        raise InvalidArgumentError(f"--strategy: `activebayes run` runs one strategy, got {strategy!r}; "
+                                   f"`activebayes compare --strategies {strategy}` runs several")
     if seed is not None and seed < 0:
         raise InvalidArgumentError(f"--seed must be >= 0, got {seed}")
     config = _build_config(file_values, flags, strategy=strategy, seed=seed, max_epochs=max_epochs,
@@ -543,6 +555,12 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
         _print_comparison_table(path)
     elif is_run(path):
         finished_before = budget is None and RunDirectory(path).is_finished()
+        if not quiet and not finished_before:
+            stored = RunDirectory(path).read_config()
+            rounds = RunDirectory(path).read_rounds()
+            name = Path(stored.table).stem if stored.table is not None else stored.dataset
+            click.echo(f"resume: {schedule_name(stored)} on {name}, seed {stored.seed}, at "
+                       f"{rounds[-1].n_labelled if rounds else 0} of {budget or stored.budget} labels -> {path}")
         result = resume_experiment(path, progress=not quiet and not finished_before, runtime=runtime,
                                    executor=executor, budget=budget)
         _print_finished(result, path, finished_before=finished_before, quiet=quiet)

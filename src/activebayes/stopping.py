@@ -256,6 +256,11 @@ def parse_stop_when(specs: Iterable[str] | str | None) -> dict[str, float | None
             raise InvalidArgumentError(
                 f"stop_when (--stop-when): unknown criterion {name!r}; choose from {', '.join(SIGNALS)}")
         default, meaning = SIGNALS[name]
+        if name in out:
+            raise InvalidArgumentError(f"stop_when (--stop-when): {name} is given twice; give each criterion once")
+        if _ and not value.strip():
+            raise InvalidArgumentError(
+                f"stop_when (--stop-when): {name}= needs a number after '=' ({meaning}), or no '=' for its default")
         if value.strip():
             try:
                 threshold = float(value)
@@ -566,7 +571,8 @@ def round_signals(
                                    "detail": detail}
     else:
         out[ESTIMATED_ACCURACY] = {"value": None, "fired": False,
-                                   "detail": "no audited answers yet (set audit_fraction / --audit-fraction)"}
+                                   "detail": "no audited answers yet: they come with the acquired batches "
+                                             "when audit_fraction (--audit-fraction) is above 0"}
     return out
 
 

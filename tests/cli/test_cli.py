@@ -185,6 +185,11 @@ def test_threads_option_sets_torch_threads(capsys):
         (["query", "PROJECT_DIR"], "--dataset"),
         (["import", "/nonexistent.csv", "--project", "PROJECT_DIR"], "project"),
         (["--threads", "0", "list"], "--threads"),
+        (["run", "--strategy", "bald,random"], "`activebayes compare --strategies bald,random` runs several"),
+        (["run", "--dataset", "digits", "--test-size", "10"], "--test-size: only with a table (--table FILE)"),
+        (["run", "--multilabel"], "--multilabel: only with a table (--table FILE)"),
+        (["run", "--dataset", "digits", "--table", "t.csv", "--text-column", "t"],
+         "give --dataset or --table, not both: got --dataset digits and --table t.csv"),
     ],
 )
 def test_user_mistakes_give_one_line_and_no_traceback(tmp_path, capsys, args, needle):
@@ -230,6 +235,13 @@ def test_unreadable_and_invalid_configs(tmp_path, capsys):
     unknown.write_text("bugdet = 3\n")
     code, _, err = _run(capsys, "run", "--config", unknown)
     assert code != 0 and "bugdet" in err and len(err.strip().splitlines()) == 1
+    # a compare set-up given to run: refused, rather than running the default strategy
+    for text, key in (('strategies = ["bald", "random"]\n', "strategies"), ("seeds = [0, 1]\n", "seeds")):
+        setup = tmp_path / "compare.toml"
+        setup.write_text(text)
+        code, stdout, err = _run(capsys, "run", "--config", setup, "--out", tmp_path / "never")
+        assert code == 1 and f"{key} is a setting of `activebayes compare --config`" in err and stdout == ""
+        assert not (tmp_path / "never").exists()
 
 
 def test_entry_point_subprocess_has_no_traceback(tmp_path):

@@ -217,6 +217,11 @@ def test_resume_says_finished_and_a_finished_run_says_nothing_was_trained(tmp_pa
     assert "finished: label budget reached" in stdout and f"results: {out}" in stdout
     code, stdout, err = _run(capsys, "resume", out)
     assert code == 0 and "nothing to train" in stdout and "100%" not in err
+    # taken further, resume says what it continues, as run does
+    code, stdout, err = _run(capsys, "resume", out, "--budget", 40)
+    assert code == 0, err
+    header = stdout.splitlines()[0]
+    assert header.startswith("resume: ") and header.endswith(f", at 30 of 40 labels -> {out}")
 
 
 # --------------------------------------------------------------------------- item 9: errors worded one way

@@ -144,6 +144,9 @@ def test_remaining_change_on_label_decisions_counts_changed_decisions():
         (["stable_predictions=0"], "stable_predictions's threshold"),
         (["estimated_accuracy"], "needs a threshold"),
         (["information=abc"], "must be a number"),
+        (["remaining_change="], r"remaining_change= needs a number after '='"),
+        ("remaining_change,remaining_change=0.02", "remaining_change is given twice"),
+        (["information", "information=0.2"], "information is given twice"),
     ],
 )
 def test_bad_stop_when_names_the_flag(specs, match):
