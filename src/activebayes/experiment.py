@@ -109,6 +109,13 @@ def resume_experiment(
     """
     directory = RunDirectory(Path(run_dir))
     directory.read_config()  # not a run directory: says so before anything else
+    given = directory.read_given()
+    if given and loop_factory is None:
+        names = ", ".join(f"{name} ({value})" for name, value in given.items())
+        raise RunDirectoryError(
+            f"{directory.path} was run from Python with its own {names}, which config.json cannot name; "
+            "resumed without them it would go on with other ones: resume it from Python, "
+            "resume_experiment(DIR, loop_factory=...), with the same ones")
     with directory.lock():
         config = directory.read_config()
         if budget is not None:
@@ -130,6 +137,8 @@ def _continue(
 ) -> LoopResult:
     config = loop.config  # the caller holds directory.lock()
     _check_items(directory, loop)
+    if loop.given and not directory.read_given():
+        directory.write_given(loop.given)
     records = directory.read_rounds()
     if records:
         model_state = None
@@ -199,7 +208,15 @@ def run_comparison(
     if (comparison.path / COMPARISON_FILE).is_file():
         stored = Comparison.read(comparison.path)
         if not stored.base.same_run(base):
-            raise RunDirectoryError(f"{comparison.path} holds a comparison with a different base config")
+            mine, theirs = stored.base.identity(), base.identity()
+            values = "; ".join(f"{name}: {mine[name]!r} there, {theirs.get(name)!r} now"
+                               for name in stored.base.differences(base))
+            if stored.base.differences(base) == ["budget"] and base.budget > stored.base.budget:
+                advice = (f"`activebayes resume {comparison.path} --budget {base.budget}` continues it to the larger "
+                          "budget; or choose another --out")
+            else:
+                advice = "choose another --out for these settings, or delete the directory to start again"
+            raise RunDirectoryError(f"{comparison.path} holds a comparison with other settings ({values}); {advice}")
         comparison = Comparison(
             comparison.path,
             base,

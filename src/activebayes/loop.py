@@ -61,7 +61,7 @@ from activebayes.metrics import evaluate_classification
 from activebayes.models import Posterior, available_models, as_posterior, build_model
 from activebayes.models.networks import check_model_input
 from activebayes.models.posterior import fit_summary
-from activebayes.models.training import PAPER_FIT_OPTIONS
+from activebayes.models.training import PAPER_FIT_OPTIONS, check_fit_options
 from activebayes.models.representation import (
     Representation,
     RepresentationConfig,
@@ -131,6 +131,17 @@ def config_strategies(config: LoopConfig) -> tuple[Strategy, Strategy | None]:
         raise InvalidArgumentError(f"cold_start (--cold-start): {error}") from None
 
 
+def _describe(value: Any) -> str:
+    """A short name for something a loop was given: a callable's qualified name, else its type (and size)."""
+    if isinstance(value, tuple):
+        return ", ".join(_describe(v) for v in value)
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"{getattr(value, '__module__', '?')}.{value.__qualname__}"
+    size = f", {len(value)} items" if hasattr(value, "__len__") and not isinstance(value, str) else ""
+    name = getattr(value, "name", None)
+    return f"{type(value).__name__}{f' {name!r}' if isinstance(name, str) else ''}{size}"
+
+
 class ActiveLearningLoop:
     """The fit / evaluate / acquire / label loop over a :class:`~activebayes.data.Pool`.
 
@@ -164,9 +175,17 @@ class ActiveLearningLoop:
         executor: PoolExecutor | None = None,
     ) -> None:
         self.config = config = config or LoopConfig()
+        #: what this loop was given that its config cannot name (a run resumed without them would differ)
+        self.given: dict[str, str] = {name: _describe(value) for name, value in (
+            ("dataset", dataset), ("test", test), ("oracle", oracle), ("model_factory", model_factory),
+            ("costs_N", costs_N), ("stopping", tuple(stopping) or None)) if value is not None}
         self._strategy, self._cold_start = config_strategies(config)  # fails early on unknown names
         if model_factory is None:
             check_choice(config.model, "model (--model)", available_models())
+            # the loop's posterior takes them as fit()'s options: a misspelt key fails here, not in round 0's
+            # training (a user's factory may return its own Posterior, which ignores them; its network's are
+            # checked when the round builds it)
+            check_fit_options(config.fit_options, "fit_options (--config [fit_options])", set_by="the loop")
         check_device(config.device)  # before any data is loaded or anything written
         if dataset is None and config.table is not None:
             dataset, table_test = table_splits(config)  # one-line errors naming the row and column
@@ -676,9 +695,11 @@ class ActiveLearningLoop:
                     f"could not get them: {error}; switch it off with cold_start=None (--cold-start none) or use "
                     "cold_start='random'"
                 ) from None
+            advice = "" if "pick a strategy" in str(error) else (
+                "; or pick a strategy that needs only predictions, e.g. strategy='power_bald'")
             raise InvalidArgumentError(
                 f"the strategy ({strategy!r}, strategy / --strategy) reads the model's features and could not "
-                f"get them: {error}; or pick a strategy that needs only predictions, e.g. strategy='power_bald'"
+                f"get them: {error}{advice}"
             ) from None
         posterior = self.posterior
         if self.multilabel and get_strategy(strategy).needs_predictions:

@@ -5,6 +5,7 @@ A run directory holds one active learning run::
     RUN/
       config.json          the LoopConfig (written once, atomically)
       items.json           a table run's item ids: the id of each pool position and test item
+      given.json           what a run from Python was given beyond its config (its own model, data, ...)
       rounds.jsonl         one JSON object per finished round (rewritten atomically)
       proposal.json        a proposed batch waiting for its labels (file round trip)
       checkpoints/         model weights after each round (latest few kept)
@@ -81,6 +82,7 @@ __all__ = [
 CONFIG_FILE = "config.json"
 ROUNDS_FILE = "rounds.jsonl"
 ITEMS_FILE = "items.json"
+GIVEN_FILE = "given.json"
 SUMMARY_FILE = "summary.json"
 #: held (``flock``) by the process writing the run: :meth:`RunDirectory.lock`
 LOCK_FILE = "run.lock"
@@ -215,8 +217,12 @@ class RunDirectory:
             mine, theirs = stored.identity(), config.identity()
             values = "; ".join(f"{name}: {mine[name]!r} there, {theirs.get(name)!r} now" for name in differences)
             if differences == ["budget"] and config.budget > stored.budget:
-                advice = (f"`activebayes resume {self.path} --budget {config.budget}` continues it to the larger "
-                          "budget; or choose another --out")
+                why_not = self._rounds_to_go_on(stored)[1]
+                if why_not is None:
+                    advice = (f"`activebayes resume {self.path} --budget {config.budget}` continues it to the "
+                              "larger budget; or choose another --out")
+                else:
+                    advice = f"it cannot go on to a larger budget ({why_not}): choose another --out"
             else:  # `resume` would continue the stored config, not this one
                 advice = "choose another --out for this config, or delete the directory to start again"
             raise RunDirectoryError(
@@ -275,6 +281,25 @@ class RunDirectory:
             f"{source} changed since the run in {self.path} started ({change}); a run's pool is fixed when it "
             "starts (reordered rows are fine): restore the file, or start a new run with another --out")
 
+    # ----------------------------------------------------------------- what Python gave
+
+    def write_given(self, given: Mapping[str, str]) -> None:
+        """Store what the loop was given beyond its config (``{"model_factory": "mynet.MyNet", ...}``)."""
+        atomic_write_text(self.path / GIVEN_FILE, _json_text(dict(given)))
+
+    def read_given(self) -> dict[str, str]:
+        """What the run was given beyond its config (``{}`` when nothing, or for earlier runs)."""
+        path = self.path / GIVEN_FILE
+        if not path.is_file():
+            return {}
+        try:
+            data = json.loads(path.read_text())
+            if not isinstance(data, dict):
+                raise ValueError("expected an object")
+        except (json.JSONDecodeError, ValueError) as error:
+            raise RunDirectoryError(f"{path} is not valid: {error}") from None
+        return {str(k): str(v) for k, v in data.items()}
+
     def raise_budget(self, budget: int) -> None:
         """Let the run go on to a larger label ``budget`` (``activebayes resume DIR --budget N``).
 
@@ -293,25 +318,28 @@ class RunDirectory:
                 f"budget must be larger than the run's budget ({config.budget}) to continue it, got {budget}"
             )
         raised = config.replace(budget=budget)  # validates against the other settings
+        records, why_not = self._rounds_to_go_on(config)
+        if why_not is not None:
+            raise RunDirectoryError(f"{self.path} cannot continue to budget {budget}: {why_not}; start a new run")
+        self.summary_path.unlink(missing_ok=True)
+        self.write_rounds(records)
+        self.write_config(raised)
+
+    def _rounds_to_go_on(self, config: LoopConfig) -> tuple[list[RoundRecord], str | None]:
+        """The rounds a run to a larger budget keeps (the last one, which stopped the run at
+        its budget, dropped), or why the run cannot go on (its batch cut short, another stop)."""
         records = self.read_rounds()
         last = records[-1] if records else None
         if last is not None and last.stop_reason is not None:
             if stop_kind_of(last) != LABEL_BUDGET:
-                raise RunDirectoryError(
-                    f"{self.path} stopped for another reason than its label budget ({last.stop_reason}); "
-                    "it cannot continue"
-                )
+                return records, f"it stopped for another reason than its label budget ({last.stop_reason})"
             records = records[:-1]
         cut = [r for r in records if r.acquired and r.n_labelled + config.batch_size > config.budget]
         if cut:
-            raise RunDirectoryError(
-                f"{self.path}: round {cut[-1].round} acquired {len(cut[-1].acquired)} instead of batch_size "
-                f"({config.batch_size}) to meet the old budget ({config.budget}); a run to budget {budget} "
-                "would have acquired a full batch there, so this run cannot continue to it: start a new run"
-            )
-        self.summary_path.unlink(missing_ok=True)
-        self.write_rounds(records)
-        self.write_config(raised)
+            return records, (f"round {cut[-1].round} acquired {len(cut[-1].acquired)} instead of batch_size "
+                             f"({config.batch_size}) to meet its budget ({config.budget}), where a run to a larger "
+                             "budget acquires a full batch")
+        return records, None
 
     # ----------------------------------------------------------------- rounds
 

@@ -123,3 +123,31 @@ def test_fit_with_no_labels_fits_nothing():
 
     posterior = SklearnPosterior(LogisticRegression(), num_classes=3, num_functions=2)
     assert posterior.fit((torch.zeros(0, 4), torch.zeros(0, dtype=torch.long))) == NO_LABELS
+
+
+def test_posterior_classifier_takes_reversed_and_read_only_arrays():
+    """Any array scikit-learn takes: a view with negative strides (``X[::-1]``) and a read-only one
+    (as a DataFrame's ``.values`` can be) give what a plain copy gives, without warnings."""
+    import warnings
+
+    data = toy_dataset(80)
+    X, y = data.inputs.numpy().astype(np.float32), data.targets.numpy()
+    plain = PosteriorClassifier(max_epochs=3, num_samples=5, random_state=0).fit(X[::-1].copy(), y[::-1].copy())
+    reversed_view = PosteriorClassifier(max_epochs=3, num_samples=5, random_state=0).fit(X[::-1], y[::-1])
+    np.testing.assert_allclose(reversed_view.predict_proba(X[::-1]), plain.predict_proba(X[::-1].copy()))
+    frozen = X.copy()
+    frozen.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns about a read-only array it cannot share
+        np.testing.assert_allclose(plain.predict_proba(frozen), plain.predict_proba(X))
+
+
+def test_a_feature_strategy_on_a_forest_gives_the_advice_once():
+    data = toy_dataset(60)
+    loop = ActiveLearningLoop(LoopConfig(strategy="badge", initial_size=12, validation_size=10, batch_size=5,
+                                         budget=22, evaluate_test=False, cold_start=None),
+                              dataset=data, model_factory=lambda g: SklearnPosterior(
+                                  RandomForestClassifier(n_estimators=5, max_depth=3), num_classes=3))
+    with pytest.raises(InvalidArgumentError) as raised:
+        loop.run(progress=False)
+    assert str(raised.value).count("pick a strategy") == 1 and "'power_bald'" in str(raised.value)

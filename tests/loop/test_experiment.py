@@ -9,11 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from activebayes.errors import InvalidArgumentError
 from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
 from activebayes.rundir import Comparison, RunDirectory, RunDirectoryError, load_runs
 from activebayes.loop import ActiveLearningLoop, LoopConfig
+from activebayes.models import ConsistentMCDropout
 from tests.conftest import FAST_LOOP, ROOT
 
 
@@ -104,6 +106,77 @@ def test_a_batch_cut_short_by_the_budget_cannot_be_continued(tmp_path):
     with pytest.raises(RunDirectoryError, match=r"round 1 acquired 5 instead of batch_size \(10\)"):
         resume_experiment(run, progress=False, report=False, budget=60)
     assert sorted((p.name, p.read_bytes()) for p in run.rglob("*") if p.is_file()) == before  # untouched
+
+
+def test_a_larger_budget_on_a_cut_run_does_not_advise_a_resume_that_fails(tmp_path):
+    run = tmp_path / "run"
+    config = LoopConfig(strategy="random", **{**FAST_LOOP, "budget": 35})
+    run_experiment(config, run, progress=False, report=False)
+    with pytest.raises(RunDirectoryError) as raised:
+        run_experiment(config.replace(budget=60), run, progress=False, report=False)
+    message = str(raised.value)
+    assert "resume" not in message and "cannot go on to a larger budget (round 1 acquired 5 instead of" in message
+    assert message.endswith("choose another --out")
+    # a run that ended on a full batch is told how to go on
+    full = tmp_path / "full"
+    run_experiment(config.replace(budget=40), full, progress=False, report=False)
+    with pytest.raises(RunDirectoryError, match=rf"`activebayes resume {full} --budget 60` continues it"):
+        run_experiment(config.replace(budget=60), full, progress=False, report=False)
+
+
+class _SmallNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden, self.out = torch.nn.Linear(64, 32), torch.nn.Linear(32, 10)
+        self.dropout = ConsistentMCDropout(0.3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.dropout(torch.relu(self.hidden(x.flatten(1)))))
+
+
+def _small_net(generator: torch.Generator) -> torch.nn.Module:
+    return _SmallNet()
+
+
+def test_a_run_with_its_own_model_is_not_resumed_without_it(tmp_path, capsys):
+    """config.json cannot name a model_factory: the CLI's resume would go on with the default
+    model, mixing two networks in one learning curve, so it refuses and says how to resume."""
+    run = tmp_path / "run"
+    config = LoopConfig(strategy="random", **{**FAST_LOOP, "budget": 30})
+
+    def factory(c: LoopConfig) -> ActiveLearningLoop:
+        return ActiveLearningLoop(c, model_factory=_small_net)
+
+    run_experiment(config, run, progress=False, report=False, loop_factory=factory)
+    given = json.loads((run / "given.json").read_text())
+    assert given == {"model_factory": f"{__name__}._small_net"}
+    before = sorted((p.name, p.read_bytes()) for p in run.rglob("*") if p.is_file())
+    with pytest.raises(RunDirectoryError, match=r"run from Python with its own model_factory \(.*_small_net\)"):
+        resume_experiment(run, progress=False, report=False, budget=40)
+    from activebayes.cli import main
+
+    assert main(["resume", str(run), "--budget", "40", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "resume_experiment(DIR, loop_factory=...)" in err
+    assert sorted((p.name, p.read_bytes()) for p in run.rglob("*") if p.is_file()) == before
+    # with the same factory it goes on, and equals a run started with the larger budget
+    resumed = resume_experiment(run, progress=False, report=False, budget=40, loop_factory=factory)
+    straight = run_experiment(config.replace(budget=40), tmp_path / "straight", progress=False, report=False,
+                              loop_factory=factory)
+    assert [r.acquired for r in resumed.rounds] == [r.acquired for r in straight.rounds]
+    # a run of the config alone records nothing of the kind
+    run_experiment(config, tmp_path / "plain", progress=False, report=False)
+    assert not (tmp_path / "plain" / "given.json").exists()
+
+
+def test_a_comparison_with_other_settings_names_them(tmp_path):
+    base = LoopConfig(**{**FAST_LOOP, "budget": 30})
+    run_comparison(base, ["random"], [0], tmp_path / "c", progress=False, report=False)
+    with pytest.raises(RunDirectoryError, match=r"other settings \(batch_size: 10 there, 5 now\); choose another --out"):
+        run_comparison(base.replace(batch_size=5), ["random"], [0], tmp_path / "c", progress=False, report=False)
+    with pytest.raises(RunDirectoryError, match=rf"\(budget: 30 there, 50 now\); `activebayes resume {tmp_path / 'c'} "
+                                                r"--budget 50` continues it"):
+        run_comparison(base.replace(budget=50), ["random"], [0], tmp_path / "c", progress=False, report=False)
 
 
 def test_raising_the_budget_of_a_comparison(tmp_path):

@@ -265,6 +265,8 @@ def test_query_files_of_a_text_project_carry_the_text_and_multilabel_sets_import
         query = project.query()
         with open(query.path, newline="", encoding="utf-8") as handle:
             written = list(csv.DictReader(handle))
+        # a text has no file or picture: no empty path and thumbnail columns
+        assert list(written[0]) == ["round", "rank", "item", "key", "sha256", "score", "text", "label"]
         assert all(r["text"] == by_id[project.store.item(int(r["item"])).key]["text"] for r in written)
         # each row names the item as the person knows it: the table's own row id
         assert [r["key"] for r in written] == [project.store.item(int(r["item"])).key for r in written]

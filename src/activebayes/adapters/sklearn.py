@@ -227,6 +227,12 @@ class SklearnPosterior:
 ModelBuilder = Callable[[int, int, torch.Generator], "nn.Module | Posterior"]
 
 
+def _tensor(X: np.ndarray) -> torch.Tensor:
+    """``X`` as a tensor sharing memory where it can: a C-contiguous, writable array (a view with
+    negative strides, ``X[::-1]``, or a read-only one from a DataFrame is copied first)."""
+    return torch.from_numpy(np.require(X, requirements=["C", "W"]))
+
+
 class PosteriorClassifier(ClassifierMixin, BaseEstimator):
     """An activebayes posterior as a scikit-learn classifier.
 
@@ -299,7 +305,7 @@ class PosteriorClassifier(ClassifierMixin, BaseEstimator):
         options = dict(lr=self.lr, max_epochs=self.max_epochs, batch_size=self.batch_size,
                        min_samples_per_epoch=self.min_samples_per_epoch, weight_decay=self.weight_decay)
         posterior = as_posterior(built, **options) if isinstance(built, nn.Module) else as_posterior(built)
-        posterior.fit((torch.from_numpy(X), torch.from_numpy(y_encoded).long()), generator=generator,
+        posterior.fit((_tensor(X), torch.from_numpy(y_encoded).long()), generator=generator,
                       device=self.device)
         self.posterior_ = posterior
         return self
@@ -310,7 +316,7 @@ class PosteriorClassifier(ClassifierMixin, BaseEstimator):
         X = validate_data(self, X, dtype=np.float32, reset=False)
         posterior = self.posterior_
         k = None if posterior.num_functions is not None else self.num_samples
-        log_probs_N_K_C = posterior.log_probs(torch.from_numpy(X), num_samples=k,
+        log_probs_N_K_C = posterior.log_probs(_tensor(X), num_samples=k,
                                               generator=torch.Generator().manual_seed(self.seed_),
                                               device=self.device)
         return log_probs_N_K_C.double().numpy()

@@ -214,6 +214,7 @@ def write_query(
         if len(texts) != len(index_B):
             raise InvalidArgumentError(f"texts must have one entry per index ({len(index_B)}), got {len(texts)}")
         columns.insert(columns.index("label"), "text")
+        columns = [c for c in columns if c not in ("path", "thumbnail")]  # a text or a row has neither
     thumbs: list[str] = [""] * len(index_B)
     if thumbnails_dir is not None:
         folder = Path(thumbnails_dir)
@@ -226,10 +227,13 @@ def write_query(
         item: dict[str, object] = {"round": round, "rank": rank, key: ids[rank]}
         if item_ids is not None:
             item["key"] = keys[rank] if keys is not None else ""
-        item["path"] = dataset.paths[i] if dataset.paths is not None else ""
+        if texts is None:
+            item["path"] = dataset.paths[i] if dataset.paths is not None else ""
         if item_ids is not None:
             item["sha256"] = sha256[rank] if sha256 is not None else ""
-        item.update({"thumbnail": thumbs[rank], "score": score_B[rank]})
+        if texts is None:
+            item["thumbnail"] = thumbs[rank]
+        item["score"] = score_B[rank]
         if texts is not None:
             item["text"] = texts[rank]
         item["label"] = None

@@ -153,12 +153,16 @@ class NetworkPosterior:
             MC dropout layers (:func:`~activebayes.models.mc_dropout`) or an
             :class:`~activebayes.models.Ensemble`.
         fit_options: keyword arguments of :func:`~activebayes.models.fit` (``lr``,
-            ``max_epochs``, ...).
+            ``max_epochs``, ...; not those :meth:`fit` passes itself: ``validation``,
+            ``generator``, ``device``, ``multilabel``).
     """
 
     def __init__(self, module: nn.Module, **fit_options: Any) -> None:
+        from activebayes.models.training import check_fit_options
+
         if not isinstance(module, nn.Module):
             raise InvalidTypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        check_fit_options(fit_options, set_by="the posterior's fit")  # a misspelt key fails here, not in training
         self._module = module
         self.fit_options = dict(fit_options)
 

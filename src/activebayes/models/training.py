@@ -17,9 +17,13 @@ published numbers. Weight decay 1e-4 as in the MLSS tutorial (seed 000). The los
 from __future__ import annotations
 
 import copy
+import difflib
+import inspect
 import math
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -196,6 +200,43 @@ def _schedule(n: int, batch_size: int, min_samples_per_epoch: int | None, min_st
                              min_steps=min_steps, train_loss_min_drop=TRAIN_LOSS_MIN_DROP,
                              train_loss_done=TRAIN_LOSS_DONE)
     return step_size, target, stopping
+
+
+#: Where a forward pass fails on its inputs' shape (torch's messages: "mat1 and mat2 shapes cannot be
+#: multiplied", "expected input[...] to have 1 channels", "invalid for input of size", ...).
+_SHAPE_ERROR = re.compile(r"shape|size|dimension|channel", re.IGNORECASE)
+
+
+def _first_logits(model: nn.Module, x: Tensor, targets: Tensor, val: tuple[Tensor, Tensor] | None) -> Tensor:
+    """``model(x)`` for the first batch, checked once: the model reads ``x`` and returns
+    floating logits ``[n, C]`` with a column for every class (every label) of the targets."""
+    try:
+        logits = model(x)
+    except RuntimeError as error:
+        if isinstance(error, torch.cuda.OutOfMemoryError) or not _SHAPE_ERROR.search(str(error)):
+            raise
+        message = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise InvalidArgumentError(f"the model cannot read inputs of shape {list(x.shape)} (one item: "
+                                   f"{tuple(x.shape[1:])}): {message}") from error
+    if not isinstance(logits, Tensor):
+        raise InvalidTypeError(f"model must return logits [n, C] (a tensor), got {type(logits).__name__}")
+    if not logits.is_floating_point():
+        raise InvalidTypeError(f"model must return floating-point logits [n, C], got dtype {logits.dtype}")
+    if logits.ndim != 2 or logits.shape[0] != x.shape[0]:
+        raise InvalidArgumentError(f"model must return logits [n, C] (one row per item, one column per class), "
+                                   f"got shape {list(logits.shape)} for a batch of {x.shape[0]} items")
+    if targets.ndim == 2:  # multi-label: one logit per label
+        if logits.shape[1] != targets.shape[1]:
+            raise InvalidArgumentError(
+                f"model returned logits of shape {list(logits.shape)} for {targets.shape[1]} labels: its last layer "
+                f"must have {targets.shape[1]} outputs (C = {targets.shape[1]}), one per label")
+        return logits
+    classes = 1 + max(int(targets.max()), int(val[1].max()) if val is not None and len(val[1]) else 0)
+    if logits.shape[1] < classes:
+        raise InvalidArgumentError(
+            f"model returned logits of shape {list(logits.shape)} for {classes} classes: its last layer must have "
+            f"at least {classes} outputs (C = {classes})")
+    return logits
 
 
 def _model_device(model: nn.Module) -> torch.device:
@@ -391,6 +432,32 @@ def fit(
     return _fit_one(model, inputs, targets, val, generator=gen, **options)
 
 
+#: ``fit``'s keyword arguments a posterior's ``fit`` passes itself, never ``fit_options``.
+FIT_ARGUMENTS = ("validation", "generator", "device", "multilabel")
+
+
+def check_fit_options(options: Mapping[str, Any], name: str = "fit_options", *,
+                      reserved: Collection[str] = FIT_ARGUMENTS, set_by: str = "Posterior.fit") -> None:
+    """Refuse keys of ``options`` that :func:`fit` does not take as options (a misspelt
+    ``max_epoch``), naming ``name``, the close match and the accepted keys; ``reserved``
+    keys are arguments that ``set_by`` passes itself."""
+    accepted = sorted(p.name for p in inspect.signature(fit).parameters.values()
+                      if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in reserved)
+    taken = [key for key in options if key in reserved]
+    if taken:
+        *first, last = sorted(reserved)
+        raise InvalidArgumentError(f"{name} cannot set {', '.join(map(repr, taken))}: {set_by} passes "
+                                   f"{', '.join(first)} and {last} itself; options are {', '.join(accepted)}")
+    unknown = [key for key in options if key not in accepted]
+    if unknown:
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(str(key).lower(), accepted, n=1, cutoff=0.6)
+            hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise InvalidArgumentError(f"{name} has unknown key{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
+                                   f"expected keys of activebayes.models.fit: {', '.join(accepted)}")
+
+
 def _encoded(encode: Callable[[Tensor], Tensor], inputs: Tensor, device: torch.device, chunk: int = 1024) -> Tensor:
     """``encode(inputs)`` chunk by chunk, without gradients, on ``inputs``' device."""
     with torch.no_grad():
@@ -443,6 +510,12 @@ def _fit_members_lockstep(
                            patience, min_epochs, min_steps) for _ in members]
     step_size, target, _ = schedules[0]
     was_training = [m.training for m in members]
+    with torch.no_grad():  # one member's first batch, checked (eval mode: its layers draw nothing random)
+        members[0].eval()
+        try:
+            _first_logits(members[0], inputs[:step_size].to(_model_device(members[0])), targets, val)
+        finally:
+            members[0].train(was_training[0])
     with threads_for(members[0], inputs.shape[1:], batch_size), tqdm(
         total=max_epochs, desc="fit", unit="epoch", disable=not progress, leave=False
     ) as bar:
@@ -504,7 +577,8 @@ def _fit_one(
             for start in range(0, order.shape[0], step_size):
                 index = order[start : start + step_size]
                 x, y = inputs[index].to(device), targets[index].to(device)
-                loss = F.binary_cross_entropy_with_logits(model(x), y) if y.ndim == 2 else F.cross_entropy(model(x), y)
+                logits = model(x) if steps else _first_logits(model, x, targets, val)  # checked once
+                loss = F.binary_cross_entropy_with_logits(logits, y) if y.ndim == 2 else F.cross_entropy(logits, y)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

@@ -1,0 +1,81 @@
+"""A misspelt fit option or a model of the wrong shape fails with one line naming it, before a run starts."""
+
+from __future__ import annotations
+
+import pytest
+from sklearn.datasets import make_moons
+from torch import nn
+
+from activebayes.cli import main
+from activebayes.data import from_arrays
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes.loop import ActiveLearningLoop
+from activebayes.models import ConsistentMCDropout
+from activebayes.records import LoopConfig
+
+
+def test_a_misspelt_fit_option_in_a_toml_config_fails_before_the_run_directory_is_written(tmp_path, capsys):
+    config = tmp_path / "bad.toml"
+    config.write_text("budget = 40\n[fit_options]\nmax_epoch = 3\n")
+    out = tmp_path / "runs"
+    assert main(["run", "--config", str(config), "--out", str(out), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
+    assert "fit_options (--config [fit_options]) has unknown key 'max_epoch' (did you mean 'max_epochs'?)" in err
+    assert not out.exists()
+
+
+def test_a_misspelt_fit_option_fails_when_the_loop_is_built():
+    with pytest.raises(InvalidArgumentError, match=r"^fit_options \(--config \[fit_options\]\) has unknown key "
+                                                   r"'max_epoch' \(did you mean 'max_epochs'\?\); expected keys "
+                                                   r"of activebayes.models.fit: .*max_epochs"):
+        ActiveLearningLoop(LoopConfig(fit_options={"max_epoch": 3}))
+
+
+def test_fit_options_cannot_set_what_the_loop_passes():
+    with pytest.raises(InvalidArgumentError, match=r"^fit_options \(--config \[fit_options\]\) cannot set "
+                                                   r"'generator': the loop passes device, generator, multilabel "
+                                                   r"and validation itself"):
+        ActiveLearningLoop(LoopConfig(fit_options={"generator": 3}))
+
+
+class TwoD(nn.Module):
+    def __init__(self, mistake: str | None = None) -> None:
+        super().__init__()
+        self.mistake = mistake
+        self.body = nn.Sequential(nn.Linear(5 if mistake == "width" else 2, 16), nn.ReLU(),
+                                  ConsistentMCDropout(0.1))
+        self.head = nn.Linear(16, 1 if mistake == "one_output" else 2)
+
+    def forward(self, x):
+        logits = self.head(self.body(x))
+        return (logits, logits) if self.mistake == "tuple" else logits
+
+
+def _moons_loop(mistake: str | None, **config) -> ActiveLearningLoop:
+    x, y = make_moons(200, noise=0.1, random_state=0)
+    settings = dict(budget=30, initial_size=10, validation_size=20, batch_size=10, cold_start=None,
+                    stop_set_size=0, evaluate_test=False)
+    return ActiveLearningLoop(LoopConfig(**{**settings, **config}), dataset=from_arrays(x, y),
+                              model_factory=lambda g: TwoD(mistake))
+
+
+@pytest.mark.parametrize(("mistake", "error", "message"), [
+    ("one_output", InvalidArgumentError, r"^model returned logits of shape \[10, 1\] for 2 classes: its last layer "
+                                         r"must have at least 2 outputs \(C = 2\)$"),
+    ("tuple", InvalidTypeError, r"^model must return logits \[n, C\] \(a tensor\), got tuple$"),
+    ("width", InvalidArgumentError, r"^the model cannot read inputs of shape \[10, 2\] \(one item: \(2,\)\): "
+                                    r"mat1 and mat2 shapes cannot be multiplied \(10x2 and 5x16\)$"),
+])
+def test_a_user_model_of_the_wrong_shape_is_named_in_the_first_round(mistake, error, message):
+    loop = _moons_loop(mistake)
+    with pytest.raises(error, match=message):
+        loop.step()
+
+
+def test_a_user_network_gets_the_fit_options_checked_when_built():
+    loop = _moons_loop(None, fit_options={"max_epoch": 3})  # the factory might return its own Posterior
+    with pytest.raises(InvalidArgumentError, match=r"^fit_options has unknown key 'max_epoch' \(did you mean "
+                                                   r"'max_epochs'\?\)"):
+        loop.step()
+    assert _moons_loop(None, fit_options={"max_epochs": 2}).step().fit["epochs_run"] <= 2

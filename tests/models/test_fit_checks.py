@@ -1,0 +1,123 @@
+"""fit checks the model's first forward pass: it reads the inputs and returns logits [n, C] for the targets;
+fit_options are checked against fit's keyword arguments."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes.models import Ensemble, NetworkPosterior, fit
+from activebayes.models.multilabel import MultiLabelPosterior
+from activebayes.models.training import check_fit_options
+
+
+class TwoD(nn.Module):
+    """A small network on 2-D points that gets one thing wrong (``mistake``) or nothing (``None``)."""
+
+    def __init__(self, mistake: str | None = None, *, classes: int = 2) -> None:
+        super().__init__()
+        self.mistake = mistake
+        self.body = nn.Sequential(nn.Linear(5 if mistake == "width" else 2, 16), nn.ReLU())
+        self.head = nn.Linear(16, 1 if mistake == "one_output" else classes)
+
+    def forward(self, x):
+        logits = self.head(self.body(x))
+        if self.mistake == "flat":
+            return logits[:, 0]
+        if self.mistake == "tuple":
+            return logits, logits.detach()
+        if self.mistake == "long":
+            return logits.long()
+        return logits
+
+
+@pytest.fixture
+def points():
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(10, 2, generator=g), torch.arange(10) % 2
+
+
+def test_a_last_layer_with_too_few_outputs_is_named(points):
+    with pytest.raises(InvalidArgumentError, match=r"^model returned logits of shape \[10, 1\] for 2 classes: its "
+                                                   r"last layer must have at least 2 outputs \(C = 2\)$"):
+        fit(TwoD("one_output"), points, max_epochs=1, generator=0)
+
+
+def test_logits_of_shape_n_are_refused(points):
+    with pytest.raises(InvalidArgumentError, match=r"^model must return logits \[n, C\] .*got shape \[10\] "
+                                                   r"for a batch of 10 items$"):
+        fit(TwoD("flat"), points, max_epochs=1, generator=0)
+
+
+def test_a_tuple_instead_of_logits_is_refused(points):
+    with pytest.raises(InvalidTypeError, match=r"^model must return logits \[n, C\] \(a tensor\), got tuple$"):
+        fit(TwoD("tuple"), points, max_epochs=1, generator=0)
+
+
+def test_integer_logits_are_refused(points):
+    with pytest.raises(InvalidTypeError, match=r"floating-point logits \[n, C\], got dtype torch.int64"):
+        fit(TwoD("long"), points, max_epochs=1, generator=0)
+
+
+def test_inputs_the_model_cannot_read_name_their_shape(points):
+    with pytest.raises(InvalidArgumentError) as caught:
+        fit(TwoD("width"), points, max_epochs=1, generator=0)
+    assert str(caught.value) == ("the model cannot read inputs of shape [10, 2] (one item: (2,)): "
+                                 "mat1 and mat2 shapes cannot be multiplied (10x2 and 5x16)")
+    assert isinstance(caught.value.__cause__, RuntimeError)
+
+
+def test_a_validation_label_the_logits_cannot_hold_is_refused(points):
+    x, y = points
+    with pytest.raises(InvalidArgumentError, match=r"for 3 classes: its last layer must have at least 3 outputs"):
+        fit(TwoD(), points, validation=(x, torch.full_like(y, 2)), max_epochs=1, generator=0)
+
+
+def test_more_outputs_than_classes_still_train(points):
+    # fit cannot know the task's classes; the loop's evaluation refuses "num_classes=2 but predictions have 3"
+    assert fit(TwoD(classes=3), points, max_epochs=1, generator=0).epochs_run == 1
+
+
+def test_an_ensemble_of_stackable_members_is_checked_before_training_in_lockstep(points):
+    members = [nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1)) for _ in range(3)]
+    ensemble = Ensemble(members)
+    with pytest.raises(InvalidArgumentError, match=r"shape \[10, 1\] for 2 classes"):
+        fit(ensemble, points, max_epochs=1, generator=0)
+    assert all(m.training for m in members)
+    wide = Ensemble([nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 2)) for _ in range(3)])
+    with pytest.raises(InvalidArgumentError, match=r"^the model cannot read inputs of shape \[10, 2\]"):
+        fit(wide, points, max_epochs=1, generator=0)
+
+
+def test_a_multilabel_fit_needs_one_logit_per_label():
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(12, 2, generator=g), (torch.rand(12, 3, generator=g) > 0.5).float()
+    with pytest.raises(InvalidArgumentError, match=r"^model returned logits of shape \[12, 2\] for 3 labels: its "
+                                                   r"last layer must have 3 outputs"):
+        fit(TwoD(), (x, y), multilabel=True, max_epochs=1, generator=0)
+    assert fit(TwoD(classes=3), (x, y), multilabel=True, max_epochs=1, generator=0).epochs_run == 1
+
+
+def test_an_unknown_fit_option_names_the_close_match():
+    with pytest.raises(InvalidArgumentError) as caught:
+        check_fit_options({"max_epoch": 3, "lr": 0.01, "speed": 2})
+    message = str(caught.value)
+    assert message.startswith("fit_options has unknown keys 'max_epoch' (did you mean 'max_epochs'?), 'speed'; ")
+    assert "expected keys of activebayes.models.fit: batch_size, lr, max_epochs," in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("key", ["generator", "device", "validation", "multilabel"])
+def test_fit_options_cannot_set_what_the_posterior_passes(key):
+    with pytest.raises(InvalidArgumentError, match=rf"^fit_options cannot set '{key}': the posterior's fit passes"):
+        NetworkPosterior(TwoD(), **{key: None})
+
+
+def test_posteriors_check_their_fit_options_when_built():
+    with pytest.raises(InvalidArgumentError, match=r"unknown key 'max_epoch' \(did you mean 'max_epochs'\?\)"):
+        NetworkPosterior(TwoD(), max_epoch=3)
+    with pytest.raises(InvalidArgumentError, match=r"unknown key 'patiense' \(did you mean 'patience'\?\)"):
+        MultiLabelPosterior(TwoD(), patiense=3)
+    assert NetworkPosterior(TwoD(), max_epochs=3, lr=0.01).fit_options == {"max_epochs": 3, "lr": 0.01}
