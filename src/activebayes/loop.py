@@ -60,7 +60,7 @@ from activebayes.data import Pool, available_datasets, load_dataset
 from activebayes.metrics import evaluate_classification
 from activebayes.models import Posterior, available_models, as_posterior, build_model
 from activebayes.models.networks import check_model_input
-from activebayes.models.posterior import fit_summary
+from activebayes.models.posterior import NetworkPosterior, fit_summary
 from activebayes.models.training import PAPER_FIT_OPTIONS, check_fit_options
 from activebayes.models.representation import (
     Representation,
@@ -349,6 +349,9 @@ class ActiveLearningLoop:
         with seeded_global_rng(self.config.seed, "model-init", stream):
             built = self.model_factory(make_generator(self.config.seed, "model", stream))
         fit_options = {**(PAPER_FIT_OPTIONS if self.config.training == "paper" else {}), **dict(self.config.fit_options)}
+        if type(built) is NetworkPosterior and not built.fit_options:
+            # as_posterior(net, sampling="sequential"): the factory chose how to sample, the config how to train
+            built = NetworkPosterior(built.module, sampling=built.sampling, **fit_options)
         if self.multilabel and isinstance(built, torch.nn.Module):
             return MultiLabelPosterior(built, **fit_options)  # C sigmoids, BCE
         return as_posterior(built, **fit_options)
@@ -717,6 +720,7 @@ class ActiveLearningLoop:
             selection_seed=derive_seed(config.seed, "acquire", r),
             predict_batch_size=config.predict_batch_size,
             device=config.device,
+            sampling=getattr(posterior, "sampling", "batched"),  # as_posterior(net, sampling="sequential")
             costs_N=costs_N,
             cost_budget=cost_budget,
             options=options,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from sklearn.datasets import make_moons
 from torch import nn
 
@@ -79,3 +80,40 @@ def test_a_user_network_gets_the_fit_options_checked_when_built():
                                                    r"'max_epochs'\?\)"):
         loop.step()
     assert _moons_loop(None, fit_options={"max_epochs": 2}).step().fit["epochs_run"] <= 2
+
+
+class _SkipNet(nn.Module):
+    """A skip connection around the dropout: the batched MC path cannot run it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(2, 16), nn.Linear(16, 2)
+        self.d = ConsistentMCDropout(0.2)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        return self.b(self.d(h) + h)
+
+
+def test_a_network_the_batched_path_cannot_run_samples_sequentially_in_the_loop():
+    from activebayes.models import as_posterior, predict_log_probs
+    from activebayes.models.predict import BatchedSamplingError
+
+    x, y = make_moons(n_samples=120, noise=0.2, random_state=0)
+    data = from_arrays(x.astype("float32"), y)
+    config = LoopConfig(strategy="bald", cold_start=None, initial_size=10, validation_size=20, batch_size=5,
+                        budget=20, num_samples=6, eval_samples=4, evaluate_test=False, fit_options={"max_epochs": 3})
+    with pytest.raises(BatchedSamplingError, match=r"as_posterior\(model, sampling='sequential'\)"):
+        ActiveLearningLoop(config, dataset=data, model_factory=lambda g: _SkipNet()).run(progress=False)
+    loop = ActiveLearningLoop(config, dataset=data,
+                              model_factory=lambda g: as_posterior(_SkipNet(), sampling="sequential"))
+    result = loop.run(progress=False)
+    assert result.rounds[-1].n_labelled == 20
+    # the config's training reached the network, and its samples are the sequential path's
+    assert loop.posterior.fit_options == {"max_epochs": 3} and loop.posterior.sampling == "sequential"
+    expected = predict_log_probs(loop.posterior.module, data.inputs[:7], 6, sampling="sequential",
+                                 generator=torch.Generator().manual_seed(3))
+    got = loop.posterior.log_probs(data.inputs[:7], num_samples=6, generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(got, expected)
+    with pytest.raises(InvalidArgumentError, match="sampling"):
+        as_posterior(_SkipNet(), sampling="parallel")

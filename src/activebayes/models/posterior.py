@@ -47,7 +47,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor, nn
 
-from activebayes._validation import Device
+from activebayes._validation import Device, check_choice
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
@@ -152,18 +152,25 @@ class NetworkPosterior:
         module: the network (``nn.Module`` returning logits ``[n, C]``), with consistent
             MC dropout layers (:func:`~activebayes.models.mc_dropout`) or an
             :class:`~activebayes.models.Ensemble`.
+        sampling: how :meth:`log_probs` draws the K functions
+            (:func:`~activebayes.models.predict_log_probs`' ``sampling``): ``"batched"`` (the
+            layers before the first dropout run once per item) or ``"sequential"`` (K full
+            passes, for a network that mixes activations from before and after its first dropout).
         fit_options: keyword arguments of :func:`~activebayes.models.fit` (``lr``,
             ``max_epochs``, ...; not those :meth:`fit` passes itself: ``validation``,
             ``generator``, ``device``, ``multilabel``).
     """
 
-    def __init__(self, module: nn.Module, **fit_options: Any) -> None:
+    def __init__(self, module: nn.Module, *, sampling: str = "batched", **fit_options: Any) -> None:
+        from activebayes.models.predict import SAMPLING_MODES
         from activebayes.models.training import check_fit_options
 
         if not isinstance(module, nn.Module):
             raise InvalidTypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        check_choice(sampling, "sampling", SAMPLING_MODES)
         check_fit_options(fit_options, set_by="the posterior's fit")  # a misspelt key fails here, not in training
         self._module = module
+        self.sampling = sampling
         self.fit_options = dict(fit_options)
 
     @property
@@ -195,7 +202,8 @@ class NetworkPosterior:
         from activebayes.models.predict import predict_log_probs
 
         k = None if self.num_functions is not None else num_samples
-        return predict_log_probs(self._module, inputs, k, batch_size=batch_size, generator=generator, device=device)
+        return predict_log_probs(self._module, inputs, k, batch_size=batch_size, generator=generator, device=device,
+                                 sampling=self.sampling)
 
     def features(self, inputs, *, batch_size=512, device=None) -> Tensor:
         from activebayes.models.embeddings import penultimate_features
@@ -212,10 +220,11 @@ class NetworkPosterior:
         return f"NetworkPosterior({type(self._module).__name__})"
 
 
-def as_posterior(model: Posterior | nn.Module, **fit_options: Any) -> Posterior:
-    """``model`` itself if it is a :class:`Posterior`, else a :class:`NetworkPosterior` around it."""
+def as_posterior(model: Posterior | nn.Module, **options: Any) -> Posterior:
+    """``model`` itself if it is a :class:`Posterior`, else a :class:`NetworkPosterior` around it
+    (``options``: its ``sampling`` and ``fit`` options)."""
     if isinstance(model, nn.Module):
-        return NetworkPosterior(model, **fit_options)
+        return NetworkPosterior(model, **options)
     if isinstance(model, Posterior):
         return model
     raise InvalidTypeError(

@@ -197,7 +197,8 @@ def _plan_chunks(
             raise
         raise BatchedSamplingError(
             f"the batched MC forward failed ({error}); if the model mixes activations "
-            "from before and after its first MC dropout layer, use sampling='sequential'"
+            "from before and after its first MC dropout layer, use sampling='sequential' (in the loop: a model_factory "
+                "returning as_posterior(model, sampling='sequential'))"
         ) from error
     finally:
         for handle in handles:
@@ -219,7 +220,8 @@ def _logits_rows(logits: object, rows: int, what: str) -> Tensor:
     if logits.shape[0] != rows:
         raise InvalidArgumentError(
             f"the model returned {logits.shape[0]} rows for {what}, expected {rows}; "
-            "if the batched MC path is not valid for this model use sampling='sequential'"
+            "if the batched MC path is not valid for this model use sampling='sequential' (in the loop: a model_factory "
+                "returning as_posterior(model, sampling='sequential'))"
         )
     return logits
 
@@ -461,7 +463,8 @@ def _forward_chunk(
         except RuntimeError as error:
             raise BatchedSamplingError(
                 f"the batched MC forward failed ({error}); if the model mixes activations "
-                "from before and after its first MC dropout layer, use sampling='sequential'"
+                "from before and after its first MC dropout layer, use sampling='sequential' (in the loop: a model_factory "
+                "returning as_posterior(model, sampling='sequential'))"
             ) from error
         if not expanded:
             logits = _logits_rows(logits, n, "a chunk of items")
