@@ -1,4 +1,4 @@
-from activebayes.cli import _console_main
+from activebayes._entry import main
 
 if __name__ == "__main__":
-    _console_main()
+    main()

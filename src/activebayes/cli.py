@@ -336,6 +336,14 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **ov
     return config
 
 
+def _class_names(text: str) -> tuple[str, ...]:
+    """``--classes a,b,c`` as names; an empty name (``a,,b``) is a mistake, not a name to drop."""
+    names = tuple(c.strip() for c in text.split(","))
+    if not all(names):
+        raise InvalidArgumentError(f"--classes: an empty class name in {text!r}; separate the names by single commas")
+    return names
+
+
 def _parse_seeds(text: str | list[int] | int) -> list[int]:
     """``"0,1,2"``, ``"0-4"`` (inclusive), or a TOML list."""
     if isinstance(text, int):
@@ -646,7 +654,7 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) 
         raise InvalidArgumentError(f"{project} is not a labelling project yet: a new project needs --images FOLDER "
                          "--classes a,b,..., --table FILE --text-column COL --classes a,b,... or --dataset NAME")
     if "classes" in given:
-        given["classes"] = tuple(c.strip() for c in given["classes"].split(",") if c.strip())
+        given["classes"] = _class_names(given["classes"])
     max_epochs = given.pop("max_epochs", None)
     if max_epochs is not None:
         given["fit_options"] = {"max_epochs": max_epochs}
@@ -825,7 +833,7 @@ def convert(source: str, destination: str, dataset: str | None, split: str, labe
 
     The result is read on demand: `activebayes run --dataset memmap --data-dir DESTINATION`.
     """
-    class_list = [c.strip() for c in classes.split(",") if c.strip()] if classes else None
+    class_list = list(_class_names(classes)) if classes else None
     written = convert_to_memmap(
         source, destination, dataset=dataset, split=split, labels=labels, size=tuple(size),
         grayscale=not rgb, classes=class_list, standardize=not no_standardize,
@@ -847,7 +855,3 @@ def list_(what: str | None) -> None:
     for name, items in sections.items():
         if what in (None, name):
             click.echo(f"{name}: {', '.join(items)}")
-
-
-def _console_main() -> None:
-    sys.exit(main())

@@ -338,9 +338,10 @@ class LoopConfig:
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
             raise InvalidArgumentError(f"target_accuracy must be in (0, 1], got {self.target_accuracy}")
         if self.cost_budget is not None and not self.cost_budget > 0:
-            raise InvalidArgumentError(f"cost_budget must be > 0, got {self.cost_budget}")
+            raise InvalidArgumentError(f"cost_budget (--cost-budget) must be > 0, got {self.cost_budget}")
         if self.costs_file is not None and self.cost_budget is None:
-            raise InvalidArgumentError("costs_file needs cost_budget (the total labelling cost allowed)")
+            raise InvalidArgumentError("costs_file (--costs) needs cost_budget (--cost-budget): the total labelling "
+                                       "cost allowed")
         self._check_table()
         # freeze the nested option mappings into plain dicts (JSON round trip)
         for name in ("fit_options", "model_options", "acquisition_options", "representation_options", "table_options",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 import activebayes.cli as cli_module
@@ -36,3 +38,21 @@ def test_library_errors_are_user_errors_and_builtin_types():
 
     for error_type in (DataError, AnswerFileError, RunDirectoryError, InvalidArgumentError):
         assert issubclass(error_type, ActiveBayesError) and issubclass(error_type, ValueError)
+
+
+def test_ctrl_c_while_the_cli_loads_is_one_line(monkeypatch, capsys):
+    """The entry point catches an interrupt during the imports (torch's first second), too."""
+    import types
+
+    from activebayes import _entry
+
+    loading = types.ModuleType("activebayes.cli")
+
+    def interrupted(name):
+        raise KeyboardInterrupt
+
+    loading.__getattr__ = interrupted
+    monkeypatch.setitem(sys.modules, "activebayes.cli", loading)
+    with pytest.raises(SystemExit) as stopped:
+        _entry.main()
+    assert stopped.value.code == 130 and capsys.readouterr().err == "interrupted\n"

@@ -222,6 +222,13 @@ def test_cli_table_errors_are_one_line_and_write_nothing(tmp_path, capsys, conte
     assert not (tmp_path / "run").exists()
 
 
+def test_a_table_of_unknown_format_says_what_to_do_from_the_command_line(tmp_path, capsys):
+    table = tmp_path / "t.txt"
+    table.write_text("text,label\nhello,a\n")
+    code, _, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--out", tmp_path / "run", *FAST)
+    assert code == 1 and "unknown format '.txt'" in err and "rename the file (from Python: format=)" in err
+
+
 def test_cli_table_flags_need_a_table_and_exclude_a_dataset(tmp_path, capsys):
     code, _, err = _run(capsys, "run", "--text-column", "text", "--out", tmp_path / "a", "-q")
     assert code == 1 and "--text-column: only with a table" in err

@@ -103,7 +103,7 @@ def read_table_rows(path: str | os.PathLike[str], *, format: str | None = None) 
     kind = format or _FORMATS.get(path.suffix.lower())
     if kind not in ("csv", "tsv", "jsonl", "parquet"):
         raise InvalidArgumentError(f"table {path}: unknown format {path.suffix!r}; expected one of "
-                                   f"{', '.join(sorted(_FORMATS))} (or pass format=)")
+                                   f"{', '.join(sorted(_FORMATS))}: rename the file (from Python: format=)")
     if kind == "parquet":
         try:
             import pyarrow.parquet as pq
