@@ -184,10 +184,13 @@ def test_project_config_checks_its_table_settings(tmp_path):
 @pytest.mark.parametrize("args, expected", [
     (["--strategy", "multilabel_bald"], "--strategy 'multilabel_bald' is for multi-label projects"),
     (["--model", "batchbald_cnn"], "--model 'batchbald_cnn' needs images"),
+    (["--id-column", "id", "--feature-columns", "*"], "--feature-columns '*' found no column besides the text and id"),
 ])
 def test_settings_that_do_not_fit_the_items_leave_no_project(tmp_path, capsys, args, expected):
     """Refused before the project exists: a folder left behind could never be opened with other settings."""
-    table = write_csv(tmp_path / "t.csv", gloss_rows(2))
+    rows = gloss_rows(2)
+    columns = ("id", "text") if "*" in args else ("id", "text", "y")  # '*' with nothing else to take
+    table = write_csv(tmp_path / "t.csv", [{c: r[c] for c in columns} for r in rows], columns=columns)
     code = main(["query", str(tmp_path / "proj"), "--table", str(table), "--text-column", "text",
                  "--classes", ",".join(CLASSES), *args, "-q"])
     err = capsys.readouterr().err

@@ -112,8 +112,12 @@ class LabellingProject:
         target = Path(directory).expanduser().absolute()
         if config.table is not None and tuple(config.feature_columns) == (ALL_OTHER_COLUMNS,):
             columns, _ = read_table_rows(config.table, format=config.table_options.get("format"))
-            config = dataclasses.replace(config, feature_columns=tuple(resolve_feature_columns(
-                config.feature_columns, columns, exclude=(config.text_column, config.id_column))))
+            resolved = tuple(resolve_feature_columns(config.feature_columns, columns,
+                                                     exclude=(config.text_column, config.id_column)))
+            if not resolved:  # as the loop refuses it: '*' meant columns the file does not have
+                raise ProjectError(f"{config.table}: --feature-columns '*' found no column besides the text and id "
+                                   f"columns (columns: {', '.join(columns)})")
+            config = dataclasses.replace(config, feature_columns=resolved)
         if is_project(target):
             raise ProjectError(f"{target} already holds a labelling project")
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
