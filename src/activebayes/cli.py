@@ -473,10 +473,14 @@ def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int |
     path = Path(out or Path(DEFAULT_RUNS_DIR) / f"{name}-{schedule}-seed{config.seed}")
     _current["directory"] = str(path)
     finished_before = is_run(path) and RunDirectory(path).is_finished()
-    if not quiet:
-        click.echo(f"run: {schedule} on {name}, seed {config.seed}, "
-                   f"{config.initial_size} -> {config.budget} labels, {config.batch_size} per round -> {path}")
-    result = run_experiment(config, path, progress=not quiet and not finished_before, executor=executor)
+
+    def announce(loop: Any) -> None:  # once the data is loaded and checked: no plan printed for a run that fails
+        if not quiet:
+            click.echo(f"run: {schedule} on {name}, seed {config.seed}, "
+                       f"{config.initial_size} -> {config.budget} labels, {config.batch_size} per round -> {path}")
+
+    result = run_experiment(config, path, progress=not quiet and not finished_before, executor=executor,
+                            on_start=announce)
     _print_finished(result, path, finished_before=finished_before, quiet=quiet)
     _print_results(path)
 

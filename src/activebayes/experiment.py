@@ -69,6 +69,7 @@ def run_experiment(
     on_round: Callable[[RoundRecord], None] | None = None,
     report: bool = True,
     executor: PoolExecutor | None = None,
+    on_start: Callable[[ActiveLearningLoop], None] | None = None,
 ) -> LoopResult:
     """Run (or continue) one active learning run in ``run_dir``.
 
@@ -76,13 +77,16 @@ def run_experiment(
     with the same identity (:meth:`LoopConfig.identity`; the device and other
     runtime settings may differ) and is resumed from its ``rounds.jsonl`` (a
     finished run returns at once). Each finished round is written atomically
-    before the next starts.
+    before the next starts. ``on_start(loop)`` is called once the loop is built (its
+    data loaded and checked), before anything is written.
     """
     directory = RunDirectory(Path(run_dir))
     check_config_names(config)  # a misspelt name is reported as such, not as a config mismatch
     if directory.exists():
         directory.check_config(config)  # runtime settings (device, ...) may differ
     loop = _factory(loop_factory, executor)(config)  # validates names, loads data; nothing written yet
+    if on_start is not None:
+        on_start(loop)
     if not directory.exists():
         directory.write_config(config)
     with directory.lock():  # one writer at a time: a second run or resume of it is refused
