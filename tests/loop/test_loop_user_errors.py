@@ -117,3 +117,13 @@ def test_a_network_the_batched_path_cannot_run_samples_sequentially_in_the_loop(
     torch.testing.assert_close(got, expected)
     with pytest.raises(InvalidArgumentError, match="sampling"):
         as_posterior(_SkipNet(), sampling="parallel")
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"max_epochs": 0}, r"^fit_options \(--config \[fit_options\]\): max_epochs must be"),
+    ({"lr": -1.0}, r"^fit_options \(--config \[fit_options\]\): lr must be a number >= 0, got -1.0"),
+    ({"optimizer": "adamw"}, r"^fit_options \(--config \[fit_options\]\): .*optimizer"),
+])
+def test_a_bad_fit_option_value_fails_when_the_loop_is_built(options, message):
+    with pytest.raises(InvalidArgumentError, match=message):
+        ActiveLearningLoop(LoopConfig(fit_options=options))

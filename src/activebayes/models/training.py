@@ -37,7 +37,7 @@ from activebayes._threads import threads_for
 from activebayes.models._lockstep import fit_lockstep, stackable
 from activebayes.models.encoders import split_frozen
 from activebayes.models.ensemble import Ensemble
-from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes.errors import ActiveBayesError, InvalidArgumentError, InvalidTypeError
 
 __all__ = ["OPTIMIZERS", "PAPER_FIT_OPTIONS", "EpochRecord", "FitResult", "fit", "reset_parameters"]
 
@@ -381,18 +381,10 @@ def fit(
     """
     if not isinstance(model, nn.Module):
         raise InvalidTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    check_choice(optimizer, "optimizer", OPTIMIZERS)
-    for value, name in ((lr, "lr"), (weight_decay, "weight_decay"), (momentum, "momentum")):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise InvalidArgumentError(f"{name} must be a number >= 0, got {value!r}")
-    check_positive_int(batch_size, "batch_size")
-    check_positive_int(max_epochs, "max_epochs")
-    check_positive_int(min_epochs, "min_epochs")
-    check_positive_int(patience, "patience")
-    if min_samples_per_epoch is not None:
-        check_positive_int(min_samples_per_epoch, "min_samples_per_epoch")
-    check_positive_int(min_steps_per_epoch, "min_steps_per_epoch")
-    check_positive_int(min_steps, "min_steps", allow_zero=True)
+    _check_fit_values(optimizer=optimizer, lr=lr, weight_decay=weight_decay, momentum=momentum,
+                      batch_size=batch_size, max_epochs=max_epochs, min_epochs=min_epochs, patience=patience,
+                      min_samples_per_epoch=min_samples_per_epoch, min_steps_per_epoch=min_steps_per_epoch,
+                      min_steps=min_steps)
     inputs, targets = _as_tensors(train, "train", multilabel)
     val = _as_tensors(validation, "validation", multilabel) if validation is not None else None
     gen = as_generator(generator)
@@ -432,6 +424,24 @@ def fit(
     return _fit_one(model, inputs, targets, val, generator=gen, **options)
 
 
+def _check_fit_values(*, optimizer: str, lr: float, weight_decay: float, momentum: float, batch_size: int,
+                      max_epochs: int, min_epochs: int, patience: int, min_samples_per_epoch: int | None,
+                      min_steps_per_epoch: int, min_steps: int) -> None:
+    """The values of :func:`fit`'s training options (also checked by :func:`check_fit_options`)."""
+    check_choice(optimizer, "optimizer", OPTIMIZERS)
+    for value, name in ((lr, "lr"), (weight_decay, "weight_decay"), (momentum, "momentum")):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise InvalidArgumentError(f"{name} must be a number >= 0, got {value!r}")
+    check_positive_int(batch_size, "batch_size")
+    check_positive_int(max_epochs, "max_epochs")
+    check_positive_int(min_epochs, "min_epochs")
+    check_positive_int(patience, "patience")
+    if min_samples_per_epoch is not None:
+        check_positive_int(min_samples_per_epoch, "min_samples_per_epoch")
+    check_positive_int(min_steps_per_epoch, "min_steps_per_epoch")
+    check_positive_int(min_steps, "min_steps", allow_zero=True)
+
+
 #: ``fit``'s keyword arguments a posterior's ``fit`` passes itself, never ``fit_options``.
 FIT_ARGUMENTS = ("validation", "generator", "device", "multilabel")
 
@@ -456,6 +466,13 @@ def check_fit_options(options: Mapping[str, Any], name: str = "fit_options", *,
             hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         raise InvalidArgumentError(f"{name} has unknown key{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
                                    f"expected keys of activebayes.models.fit: {', '.join(accepted)}")
+    # and their values (max_epochs = 0, ...), as fit() would check them in round 0's training
+    values = {p.name: p.default for p in inspect.signature(_check_fit_values).parameters.values()}
+    defaults = {p.name: p.default for p in inspect.signature(fit).parameters.values() if p.name in values}
+    try:
+        _check_fit_values(**{**defaults, **{k: v for k, v in options.items() if k in values}})
+    except ActiveBayesError as error:
+        raise type(error)(f"{name}: {error}") from None
 
 
 def _encoded(encode: Callable[[Tensor], Tensor], inputs: Tensor, device: torch.device, chunk: int = 1024) -> Tensor:
