@@ -199,7 +199,8 @@ ADAPTED: dict[tuple[str, int], list[tuple[str, str]]] = {
     ("docs/acquisition.md", 2): [('strategy="class_balanced_bald")', 'strategy="class_balanced_bald", budget=30)')],
     ("docs/guides/compare-strategies.md", 1): [("budget=150", "budget=30"), ("[0, 1, 2]", "[0]")],
     ("docs/guides/your-own-model.md", 2): [("budget=150", "budget=30")],
-    ("docs/guides/your-own-model.md", 4): [('model="my_net")', 'model="my_net", budget=30)')],
+    ("docs/guides/your-own-model.md", 4): [("budget=300", "budget=40")],
+    ("docs/guides/your-own-model.md", 5): [('model="my_net")', 'model="my_net", budget=30)')],
     ("docs/guides/text-and-tables.md", 1): [("budget=300", "budget=40")],
     # a person's step, done by the prelude's stand-in
     ("docs/guides/label-your-images.md", 1): [("# ... a person fills in query.path ...",
@@ -231,7 +232,7 @@ SHOWN: dict[tuple[str, int], list[str]] = {
     ("docs/data.md", 2): ["len(inputs) == 20 and set(picked.tolist()) <= set(pool.labelled_indices.tolist())"],
     ("docs/models.md", 1): ["log_probs_N_K_C.shape == (200, 100, 10)"],
     ("docs/guides/your-own-model.md", 2): ["result.learning_curve[0][:2] == [20, 30]"],
-    ("docs/guides/your-own-model.md", 5): ["log_probs_N_E_C.shape == (200, 5, 10)"],
+    ("docs/guides/your-own-model.md", 6): ["log_probs_N_E_C.shape == (200, 5, 10)"],
     ("docs/guides/label-your-images.md", 1): ["Path('cats-dogs/exports/labels.csv').is_file()"],
     ("docs/report.md", 1): ["Path('runs/compare/report.html').is_file()"],
     ("docs/guides/text-and-tables.md", 3): ["Path('tickets-labels.csv').read_text().count(',billing,') == 1"],
