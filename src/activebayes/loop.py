@@ -92,6 +92,7 @@ from activebayes.stopping import (
     first_stop,
     parse_stop_when,
     round_signals,
+    stop_set_key,
 )
 
 # --------------------------------------------------------------------------- the loop
@@ -507,10 +508,13 @@ class ActiveLearningLoop:
             return None
         log_probs_S_K_C = self._predict(self.dataset.rows(self.stop_set_N), key="stop-set",
                                         num_samples=self.config.eval_samples)
+        identities = self.dataset.item_ids or self.dataset.paths
+        stop_set = stop_set_key([identities[i] if identities is not None else str(i)
+                                 for i in self.stop_set_N.tolist()])
         return round_signals(self.history, log_probs_S_K_C=log_probs_S_K_C, n_labelled=n_labelled,
                              n_unlabelled=int(self.pool.n_unlabelled), num_classes=int(self.dataset.num_classes),
                              thresholds=self.stop_thresholds, budget=self.config.budget,
-                             multilabel=self.multilabel)
+                             multilabel=self.multilabel, stop_set=stop_set)
 
     def _with_audit(self, ranking_N: Tensor, scores_N: Tensor, batch_size: int, n_labelled: int,
                     r: int) -> tuple[Tensor, Tensor, Tensor]:

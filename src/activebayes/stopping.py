@@ -486,6 +486,7 @@ def round_signals(
     thresholds: Mapping[str, float | None],
     budget: int | None = None,
     multilabel: bool = False,
+    stop_set: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Every signal of the current round, from the stop set's predictions and the history.
 
@@ -496,7 +497,9 @@ def round_signals(
     ``multilabel``: ``log_probs_S_K_C`` holds per-label Bernoulli log-probabilities; the
     signals then compare label decisions (:func:`predicted_decisions`; kappa over them with
     two classes, the remaining change :func:`per_predicted_label`) and the expected accuracy
-    is the expected micro-F1.
+    is the expected micro-F1. ``stop_set``: a key of the stop set's items (:func:`stop_set_key`);
+    predictions of earlier rounds are compared only where it is the same (a labelling
+    project's items may be added or removed between rounds).
     """
     window = SIGNAL_WINDOW
     previous = [r.signals or {} for r in history]
@@ -511,11 +514,17 @@ def round_signals(
     # 1. stabilising predictions (Bloodgood and Vijay-Shanker 2009)
     last = previous[-1].get(STABLE_PREDICTIONS) if previous else None
     kappa = None
+    changed_items = False
     if n_labelled > 0 and last is not None and last.get("predictions") and last.get("trained"):
-        kappa = cohen_kappa(decode_classes(last["predictions"]), predicted_S, num_classes)
+        if _same_stop_set(last, stop_set, len(predicted_S)):
+            kappa = cohen_kappa(decode_classes(last["predictions"]), predicted_S, num_classes)
+        else:
+            changed_items = True
     kappas = [p.get(STABLE_PREDICTIONS, {}).get("value") for p in previous[-(window - 1):]] + [kappa]
     kappas = kappas[-window:]
     fired, detail = False, "predictions are still being compared"
+    if changed_items:
+        detail = "the items changed since the last round: predictions are compared again from the next round"
     t = threshold(STABLE_PREDICTIONS)
     if kappa is not None and len(kappas) == window and all(k is not None for k in kappas):
         mean = sum(kappas) / window
@@ -525,10 +534,13 @@ def round_signals(
                   f"over the last {window} rounds (stop at {t:g})")
     out[STABLE_PREDICTIONS] = {"value": kappa, "fired": fired, "detail": detail,
                                "predictions": encode_classes(predicted_S, bits=multilabel), "trained": n_labelled > 0}
+    if stop_set is not None:
+        out[STABLE_PREDICTIONS]["stop_set"] = stop_set
 
     # 1b. predictions still expected to change, beyond retraining noise (the recommended default)
     out[REMAINING_CHANGE] = remaining_change_signal(history, predicted_S, n_labelled, budget,
-                                                    threshold(REMAINING_CHANGE), multilabel=multilabel)
+                                                    threshold(REMAINING_CHANGE), multilabel=multilabel,
+                                                    stop_set=stop_set)
 
     # 2. expected accuracy under the posterior, and its change
     accuracy = expected_accuracy(log_probs_S_K_C, multilabel=multilabel) if n_labelled > 0 else None
@@ -576,9 +588,24 @@ def round_signals(
     return out
 
 
+def stop_set_key(identities: Sequence[str]) -> str:
+    """A short key of the stop set's items (their ids, paths or positions, in order)."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(identities).encode("utf-8")).hexdigest()[:16]
+
+
+def _same_stop_set(entry: Mapping[str, Any], stop_set: str | None, size: int) -> bool:
+    """Whether a record's stop-set predictions are of the same items as this round's (records
+    without a key: when their sizes agree)."""
+    if entry.get("stop_set") is not None and stop_set is not None:
+        return entry["stop_set"] == stop_set
+    return len(decode_classes(entry["predictions"])) == size
+
+
 def remaining_change_signal(history: Sequence[RoundRecord], predicted_S: Any, n_labelled: int,
                             budget: int | None, threshold: float | None, *,
-                            multilabel: bool = False) -> dict[str, Any]:
+                            multilabel: bool = False, stop_set: str | None = None) -> dict[str, Any]:
     """The remaining-change entry of :func:`round_signals`: the last ``CHANGE_WINDOW`` trained
     models' stop-set predictions (the earlier ones read from their records; multi-label: their
     label decisions). Also how a stored run is judged again at another threshold
@@ -590,8 +617,8 @@ def remaining_change_signal(history: Sequence[RoundRecord], predicted_S: Any, n_
         entry = (record.signals or {}).get(STABLE_PREDICTIONS) or {}
         if not entry.get("trained"):
             continue
-        if not entry.get("predictions"):
-            break
+        if not entry.get("predictions") or not _same_stop_set(entry, stop_set, len(predicted_S)):
+            break  # not kept, or of other items (a project's items changed): the window starts after it
         window.append((decode_classes(entry["predictions"]), int(record.n_labelled)))
     window.reverse()
     if len(window) < CHANGE_WINDOW:

@@ -272,3 +272,38 @@ def test_query_trains_on_the_device_given_and_refuses_one_the_machine_lacks(tmp_
                          "cpu", *FAST)
     assert code == 0, err
     assert devices and set(devices) == {"cpu"}
+
+
+def test_images_added_or_removed_after_a_trained_round_do_not_stop_the_project(tmp_path, capsys):
+    """The stopping signals compare a round's predictions with the last round's on the same
+    items: after the folder changed they start again instead of comparing arrays of other items."""
+    images = tmp_path / "images"
+    images.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(24):
+        Image.fromarray(rng.integers(0, 256, (6, 6), dtype=np.uint8)).save(images / f"img_{i:02d}.png")
+    project = tmp_path / "proj"
+    args = ["--images", images, "--classes", "a,b", "--cold-start", "none", *FAST]
+    for round_ in range(5):
+        code, out, err = run(capsys, "query", project, *args)
+        assert code == 0 and "Traceback" not in err, err
+        answers = query_file(out)
+        rows = read_rows(answers)
+        for row in rows:
+            row["label"] = "a" if int(row["item"]) % 2 else "b"
+        with answers.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        code, _, err = run(capsys, "import", answers, "--project", project)
+        assert code == 0, err
+        if round_ == 1:  # after the first trained round: 4 images added, an unlabelled one removed
+            for i in range(24, 28):
+                Image.fromarray(rng.integers(0, 256, (6, 6), dtype=np.uint8)).save(images / f"img_{i:02d}.png")
+            labelled = {r["key"] for r in rows}
+            next(p for p in sorted(images.iterdir()) if p.name not in labelled).unlink()
+    with LabellingProject.open(project) as opened:
+        signals = [r.signals["stable_predictions"] for r in opened._records() if r.signals]
+    changed = [s["detail"].startswith("the items changed") for s in signals]
+    assert sum(changed) == 1 and not changed[-1]  # once, at the round after the change
+    assert signals[-1]["value"] is not None  # then compared again
