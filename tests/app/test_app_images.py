@@ -86,3 +86,17 @@ def test_skipped_files_are_noted_for_the_pages(image_project):
     (folder / "broken.png").unlink()
     with LabellingProject.open(project.directory) as again:  # the next scan: nothing skipped any more
         assert again.store.meta("skipped") == []
+
+
+def test_an_image_changed_on_disk_is_not_served_as_the_old_item(image_project):
+    """An item is its path and its content: new pixels under the same name are another item, so
+    the old item's picture is not replaced by them (a label would go to a picture nobody saw)."""
+    project, folder = image_project
+    keys = {item.key: item.id for item in project.store.items()}
+    with TestClient(create_app(project, token=TOKEN), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        item = keys["img_5.png"]
+        Image.fromarray(np.zeros((12, 12, 3), dtype=np.uint8)).save(folder / "img_5.png")
+        response = client.get(f"/api/items/{item}/image")
+        assert response.status_code == 409 and "changed on disk" in response.json()["error"]
+        # an unchanged one is served as before
+        assert client.get(f"/api/items/{keys['img_6.png']}/image").status_code == 200

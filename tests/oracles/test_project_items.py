@@ -307,3 +307,35 @@ def test_images_added_or_removed_after_a_trained_round_do_not_stop_the_project(t
     changed = [s["detail"].startswith("the items changed") for s in signals]
     assert sum(changed) == 1 and not changed[-1]  # once, at the round after the change
     assert signals[-1]["value"] is not None  # then compared again
+
+
+def test_rows_of_queried_images_gone_or_changed_may_be_dropped(tmp_path, folder, capsys):
+    """The import says to drop the row of a queried image that is gone (or changed); a file
+    without those rows then imports, and the project goes on."""
+    project = tmp_path / "proj"
+    args = ["--images", folder, "--classes", "a,b", "--cold-start", "none", *FAST]
+    code, out, err = run(capsys, "query", project, *args)
+    assert code == 0, err
+    answers = query_file(out)
+    rows = read_rows(answers)
+    gone, changed = rows[0]["key"], rows[1]["key"]
+    (folder / gone).unlink()
+    make_image(folder / changed, 255)
+
+    def write(kept: list[dict[str, str]]) -> None:
+        with answers.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(kept)
+
+    for row in rows:
+        row["label"] = "a"
+    write(rows)
+    code, _, err = run(capsys, "import", answers, "--project", project)
+    assert code == 1 and f"({gone}): is no longer in the image folder; drop its row" in err
+    assert f"({changed}): changed on disk after it was queried" in err
+    write(rows[2:])
+    code, _, err = run(capsys, "import", answers, "--project", project)
+    assert code == 0, err
+    code, out, err = run(capsys, "query", project, *args)
+    assert code == 0 and "round 1" in out, err

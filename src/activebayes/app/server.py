@@ -72,6 +72,7 @@ from activebayes.app.worker import read_status
 from activebayes.data import DataError
 from activebayes.data.image_folder import confined_file, preview_png
 from activebayes.labelling.interchange import item_png
+from activebayes.labelling.items import file_sha256
 from activebayes.labelling.project import LabellingProject
 from activebayes.labelling.store import (
     AlreadyLabelledError,
@@ -337,7 +338,15 @@ class LabelApp:
                                  f"GET /api/items/{item}/content")
         if config.images is not None:
             path = _item_file(config.images, record.key)  # checked at every request, cached or not
-            return self._png(item, lambda: _item_png(path)), "image/png", record.sha256
+
+            def make() -> bytes:  # the item is this content: a file changed since the scan is another item
+                if file_sha256(path) != record.sha256:
+                    raise HTTPError(409, f"the image {record.key} changed on disk since the project read it: its "
+                                         f"new content is a new item, offered after the next rescan; item {item} "
+                                         "was the old content")
+                return _item_png(path)
+
+            return self._png(item, make), "image/png", record.sha256
         index = self.project.index_of(item)
         if index is None:
             raise HTTPError(404, f"item {item} is not in the dataset")

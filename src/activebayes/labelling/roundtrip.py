@@ -211,8 +211,11 @@ def import_answers(project: LabellingProject, path: str | os.PathLike[str], *, a
         return "was never queried (only queried items can be imported)"
 
     problems: list[AnswerProblem] = []
-    answers = check_answers(answers_file, expected_indices=expected, classes=project.classes,
-                            allow_partial=allow_partial, also_allowed=earlier_of, describe_unknown=unknown,
+    # a queried item gone from the folder (or changed) since cannot be labelled: its row may be dropped
+    gone = [item for item in expected if item not in items or not items[item].present]
+    answers = check_answers(answers_file, expected_indices=[i for i in expected if i not in gone],
+                            classes=project.classes, allow_partial=allow_partial,
+                            also_allowed=[*earlier_of, *gone], describe_unknown=unknown,
                             problems=problems, multilabel=project.store.multilabel)
     current = project.store.labels(present_only=False)
     for item, label in sorted(answers.items()):
