@@ -847,6 +847,22 @@ def convert(source: str, destination: str, dataset: str | None, split: str, labe
     click.echo(f"memory-mapped dataset: {written}")
 
 
+@cli.command()
+@click.argument("project", type=click.Path(file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["csv", "json", "labelstudio"]), default="csv", show_default=True,
+              help="csv or json (every item with its label), or labelstudio (Label Studio's JSON tasks).")
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
+              help="File to write. [PROJECT/exports/labels.csv, labels.json or labelstudio-tasks.json]")
+@_friendly
+def export(project: str, fmt: str, out: str | None) -> None:
+    """Write a labelling project's items with their labels (what the dashboard's export links give)."""
+    _current["project"] = project
+    with LabellingProject.open(project, rescan=False) as labelling:
+        path = labelling.export(out, fmt=fmt)
+        click.echo(f"exported {len(labelling.store.labels())} label(s) of {len(labelling.store.items())} "
+                   f"item(s): {path}")
+
+
 @cli.command(name="list")
 @click.argument("what", required=False, type=click.Choice(["strategies", "models", "datasets"]))
 def list_(what: str | None) -> None:

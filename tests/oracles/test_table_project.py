@@ -320,3 +320,21 @@ def test_an_item_reads_as_its_row_in_a_project_opened_without_a_rescan(tmp_path)
         item = project.store.items()[0]
         by_id = {row["id"]: row["text"] for row in rows}
         assert project.item_content(item.id) == {"kind": "text", "text": by_id[item.key]}
+
+
+def test_the_export_command_writes_what_the_dashboard_exports(tmp_path, capsys):
+    table = write_csv(tmp_path / "t.csv", gloss_rows(2))
+    with LabellingProject.create(tmp_path / "proj", text_config(table)) as project:
+        first = project.store.items()[0].id
+        project.store.answer(first, 1, "ann")
+        expected = {fmt: project.export_text(fmt) for fmt in ("csv", "json", "labelstudio")}
+    assert main(["export", str(tmp_path / "proj")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("exported 1 label(s) of ") and out.strip().endswith("exports/labels.csv")
+    assert (tmp_path / "proj" / "exports" / "labels.csv").read_text() == expected["csv"]
+    for fmt in ("json", "labelstudio"):
+        assert main(["export", str(tmp_path / "proj"), "--format", fmt, "--out", str(tmp_path / f"{fmt}.json")]) == 0
+        assert (tmp_path / f"{fmt}.json").read_text() == expected[fmt]
+    capsys.readouterr()
+    assert main(["export", str(tmp_path / "nothing")]) == 1
+    assert "is not a labelling project" in capsys.readouterr().err
