@@ -60,8 +60,12 @@ def test_round_zero_is_told_as_the_record_tells_it(round0_project):
     assert stored["strategy"] == "typicality" and stored["n_labelled"] == 0
     app = create_app(round0_project, token=TOKEN)
     with TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
-        item = with_sessions(client).post("/api/next", json={"annotator": "ann"}).json()["item"]
+        session = with_sessions(client)
+        item = session.post("/api/next", json={"annotator": "ann"}).json()["item"]
+        state = session.get("/api/state").json()
     assert item["strategy"] == "typicality"
+    # the state names what picked the round served now, and what the project is set to
+    assert (state["strategy"], state["configured_strategy"]) == ("typicality", round0_project.config.strategy)
     assert "typicality" in item["why"] and "random" not in item["why"], item["why"]
 
 

@@ -414,7 +414,8 @@ class LabelApp:
             "batch_size": batch_size,
             "pending": pending,
             "round": served.round,
-            "strategy": self.project.config.strategy,
+            "strategy": served.strategy or self.project.config.strategy,  # what picked the round served now
+            "configured_strategy": self.project.config.strategy,
             "status": {k: v for k, v in status.items() if k != "traceback"},
             "accuracy": {
                 "prequential": correct_recent / n_recent if n_recent else None,
