@@ -31,7 +31,8 @@ from activebayes._threads import automatic_threads
 from activebayes._memory import keep_freed_memory
 from activebayes._validation import check_device, check_positive_int
 from activebayes.acquisition import available_strategies
-from activebayes.data import ArrayDataset, available_datasets, convert_to_memmap, has_contents, load_dataset
+from activebayes.data import (ArrayDataset, MissingSplitError, available_datasets, convert_to_memmap, has_contents,
+                              load_dataset)
 from activebayes.distributed import RayExecutor
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
 from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
@@ -838,12 +839,16 @@ def convert(source: str, destination: str, dataset: str | None, split: str, labe
     The result is read on demand: `activebayes run --dataset memmap --data-dir DESTINATION`.
     """
     class_list = list(_class_names(classes)) if classes else None
-    written = convert_to_memmap(
-        source, destination, dataset=dataset, split=split, labels=labels, size=tuple(size),
-        grayscale=not rgb, classes=class_list, standardize=not no_standardize,
-        normalization=tuple(normalization) if normalization else None, name=name,
-        overwrite=overwrite, chunk_size=chunk_size, progress=not quiet,
-    )
+    try:
+        written = convert_to_memmap(
+            source, destination, dataset=dataset, split=split, labels=labels, size=tuple(size),
+            grayscale=not rgb, classes=class_list, standardize=not no_standardize,
+            normalization=tuple(normalization) if normalization else None, name=name,
+            overwrite=overwrite, chunk_size=chunk_size, progress=not quiet,
+        )
+    except MissingSplitError as error:  # its advice (download=, data_dir=) is the loaders', not convert's
+        found = str(error).split(" Pass download=True")[0]
+        raise MissingFileError(f"SOURCE: {found} Give the folder that holds them as SOURCE.") from None
     click.echo(f"memory-mapped dataset: {written}")
 
 

@@ -282,9 +282,12 @@ class LoopConfig:
             if choices is not None:
                 check_choice(value, name, choices)
             if least is not None and value is not None:
+                if not isinstance(value, bool) and isinstance(value, int) and value < least:
+                    raise InvalidArgumentError(f"{name} must be >= {least}, got {value}")  # one floor, worded once
                 check_positive_int(value, name, allow_zero=least == 0)
-                if value < least:
-                    raise InvalidArgumentError(f"{name} must be >= {least}, got {value}")
+        if self.ensemble_size is not None and self.posterior == "laplace":
+            raise InvalidArgumentError("ensemble_size (--ensemble-size) makes an ensemble: not with posterior "
+                                       "'laplace' (--posterior laplace); use --posterior ensemble")
         if self.representation != "none" and self.model not in ("auto", "encoder_head"):
             raise InvalidArgumentError(
                 f"representation={self.representation!r} builds its own model (the encoder with an MC "

@@ -186,6 +186,8 @@ def test_threads_option_sets_torch_threads(capsys):
         (["import", "/nonexistent.csv", "--project", "PROJECT_DIR"], "project"),
         (["--threads", "0", "list"], "--threads"),
         (["run", "--strategy", "bald,random"], "`activebayes compare --strategies bald,random` runs several"),
+        (["run", "--ensemble-size", "0"], "--ensemble-size must be >= 2, got 0"),
+        (["run", "--posterior", "laplace", "--ensemble-size", "3"], "not with posterior 'laplace'"),
         (["run", "--costs", "costs.npy"], "--costs) needs --cost-budget: the total labelling cost allowed"),
         (["query", "PROJECT_DIR", "--images", "/nonexistent", "--classes", "a,,b"],
          "--classes: an empty class name in 'a,,b'"),

@@ -42,3 +42,19 @@ def test_convert_mistakes_are_one_line_and_write_nothing(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 1 and err.startswith("error: ") and err.count("\n") == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_convert_into_an_empty_folder_and_a_source_without_the_files(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    (tmp_path / "images" / "a").mkdir(parents=True)
+    for i in range(3):
+        Image.fromarray(rng.integers(0, 256, (8, 8), dtype=np.uint8)).save(tmp_path / "images" / "a" / f"{i}.png")
+    (tmp_path / "made").mkdir()  # a folder made for the result: used, no --overwrite needed
+    assert main(["convert", str(tmp_path / "images"), str(tmp_path / "made"), "--size", "8", "8", "-q"]) == 0
+    assert len(load_memmap(tmp_path / "made")) == 3
+    capsys.readouterr()
+    # an IDX source without its files: the advice is convert's own (no --download, no --data-dir here)
+    assert main(["convert", str(tmp_path / "nothing"), str(tmp_path / "out"), "--dataset", "mnist"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "data files not found" in err and "Give the folder that holds them as SOURCE" in err
+    assert "--download" not in err and "data_dir" not in err and not (tmp_path / "out").exists()

@@ -516,6 +516,8 @@ def check_destination(destination: Path, *, overwrite: bool) -> None:
     """Fail early unless ``destination`` is free, or an existing memmap dataset folder to overwrite."""
     if not destination.exists():
         return
+    if destination.is_dir() and not any(destination.iterdir()):
+        return  # an empty folder made for it: used as it is
     if not overwrite:
         raise DataError(f"{destination} already exists; pass overwrite=True (--overwrite) to replace it")
     if not is_memmap_folder(destination):
