@@ -823,7 +823,8 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
 @click.option("--size", type=(int, int), default=(28, 28), help="Image folders: resize to H W. [28 28]")
 @click.option("--rgb", is_flag=True, help="Image folders: keep three colour channels (default: grayscale).")
 @click.option("--classes", default=None, help="Image folders: comma-separated class names (subfolders).")
-@click.option("--no-standardize", is_flag=True, help="Scale pixels to [0, 1] only (default: standardise by the pool's mean and std).")
+@click.option("--no-standardize", is_flag=True, help="Scale pixels to [0, 1] only (default: standardise, an IDX dataset by its published mean and std, "
+                   "an image folder by the pool's).")
 @click.option("--normalization", type=(float, float), default=None, help="Fixed MEAN STD instead of the pool's.")
 @click.option("--name", default=None, help="Dataset name stored in meta.json.")
 @click.option("--overwrite", is_flag=True, help="Replace DESTINATION if it already is a memory-mapped dataset.")

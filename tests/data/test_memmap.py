@@ -141,6 +141,10 @@ def test_load_dataset_memmap_split_layout(mnist_memmap, mnist_test):
         load_dataset("memmap", data_dir=root, split="train")
     # a single dataset folder is the train split
     assert len(load_dataset("memmap", data_dir=mnist_memmap, split="train")) == 10_000
+    # a folder without a test split says how to make one, or to run without it
+    with pytest.raises(DataError, match=r"split 'test' not found.*`activebayes convert SOURCE .*test --split test`.*"
+                                        r"--no-test"):
+        load_dataset("memmap", data_dir=mnist_memmap, split="test")
     with pytest.raises(DataError, match="needs data_dir"):
         load_dataset("memmap")
 

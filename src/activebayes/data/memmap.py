@@ -358,7 +358,9 @@ def load_memmap_split(
     looked = [str(root / split / META_FILE)] + ([str(root / META_FILE)] if split == "train" else [])
     raise MissingSplitError(
         f"memmap dataset split {split!r} not found: looked for {' and '.join(looked)}. "
-        f"Write it with convert_to_memmap(SOURCE, {root / split})"
+        f"Write it with `activebayes convert SOURCE {root / split}{' --split test' if split == 'test' else ''}` "
+        f"(convert_to_memmap(SOURCE, {str(root / split)!r}))"
+        + ("; or run without a test set (--no-test, evaluate_test=False)" if split == "test" else "")
     )
 
 
