@@ -255,6 +255,7 @@ def _executor(flags: dict[str, Any]) -> Any:
             raise InvalidArgumentError("--ray-workers needs --ray or --ray-address")
         return None
     executor = RayExecutor(address=address, num_workers=workers or 2)
+    executor.check_address()  # an unreachable cluster: a one-line error now, before anything is written
     click.get_current_context().call_on_close(executor.close)  # a Ray started here stops with the command
     return executor
 

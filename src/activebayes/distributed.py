@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import copy
 import math
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -274,11 +275,28 @@ class RayExecutor:
         return f"RayExecutor(address={where!r}, num_workers={self.num_workers}, cpus_per_worker={self.cpus_per_worker:g})"
 
     # -- lifecycle ---------------------------------------------------------------------
+    def check_address(self, timeout: float = 5.0) -> None:
+        """Raise :class:`~activebayes.errors.InvalidArgumentError` within ``timeout`` seconds when
+        ``address`` names a ``host:port`` nothing listens on (``ray.init`` would retry for minutes)."""
+        address = self.address
+        if address is None or address in ("auto", "local"):
+            return
+        host, _, port = address.removeprefix("ray://").rpartition(":")
+        if not host or not port.isdigit():
+            return  # not host:port: left to ray.init
+        try:
+            socket.create_connection((host, int(port)), timeout=timeout).close()
+        except OSError as error:
+            raise InvalidArgumentError(
+                f"address (--ray-address) {address!r}: cannot connect to {host}:{port} "
+                f"({error.strerror or error or 'timed out'}); is `ray start --head` running there?") from None
+
     def start(self) -> None:
         """Connect to ``address``, join the running Ray, or start a local one."""
         ray = self._ray
         if ray.is_initialized():
             return
+        self.check_address()
         options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, **self.init_options}
         if self.address is not None:
             ray.init(address=self.address, **options)

@@ -34,3 +34,18 @@ def test_ray_workers_without_ray_is_a_one_line_error(tmp_path, capsys):
     code = main(["run", "--ray-workers", "2", "--out", str(tmp_path / "x"), *ARGS])
     err = capsys.readouterr().err
     assert code == 1 and "--ray-workers needs --ray" in err and err.count("\n") == 1
+
+
+def test_an_unreachable_ray_address_is_a_one_line_error_within_seconds(tmp_path, capsys):
+    """ray.init retries an address nothing listens on for minutes; the command says so at once."""
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens on it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    code = main(["run", "--ray-address", f"127.0.0.1:{port}", "--out", str(tmp_path / "x"), *ARGS])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and f"cannot connect to 127.0.0.1:{port}" in err
+    assert time.monotonic() - started < 30 and not (tmp_path / "x").exists()
