@@ -121,3 +121,12 @@ def test_posteriors_check_their_fit_options_when_built():
     with pytest.raises(InvalidArgumentError, match=r"unknown key 'patiense' \(did you mean 'patience'\?\)"):
         MultiLabelPosterior(TwoD(), patiense=3)
     assert NetworkPosterior(TwoD(), max_epochs=3, lr=0.01).fit_options == {"max_epochs": 3, "lr": 0.01}
+
+
+def test_inputs_of_the_wrong_shape_are_named_as_such_in_prediction():
+    """Not the batched path's 'use sampling=sequential' advice, which would not help."""
+    from activebayes.models import build_model, predict_log_probs
+
+    net = build_model("gal_cnn", num_classes=10, input_shape=(1, 28, 28), generator=0)
+    with pytest.raises(InvalidArgumentError, match=r"the model cannot read inputs of shape .*one item: \(1, 8, 8\)"):
+        predict_log_probs(net, torch.randn(4, 1, 8, 8), 3)

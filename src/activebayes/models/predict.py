@@ -195,11 +195,7 @@ def _plan_chunks(
     except RuntimeError as error:
         if not expand:
             raise
-        raise BatchedSamplingError(
-            f"the batched MC forward failed ({error}); if the model mixes activations "
-            "from before and after its first MC dropout layer, use sampling='sequential' (in the loop: a model_factory "
-                "returning as_posterior(model, sampling='sequential'))"
-        ) from error
+        raise _batched_failure(model, x_1, error) from error
     finally:
         for handle in handles:
             handle.remove()
@@ -443,6 +439,22 @@ def _predict(
     return log_probs_N_K_C
 
 
+def _batched_failure(model: nn.Module, x_n: Tensor, error: RuntimeError) -> Exception:
+    """What a failed batched MC forward means: if one plain pass (one function, no expansion)
+    fails too, the model cannot read these inputs at all; else the batched path does not fit it."""
+    try:
+        with torch.no_grad(), mc_sampling(model, [0], expand=False):
+            model(x_n[:1])
+    except RuntimeError as plain:
+        message = (str(plain).strip().splitlines() or [type(plain).__name__])[0]
+        return InvalidArgumentError(f"the model cannot read inputs of shape {list(x_n.shape)} (one item: "
+                                    f"{tuple(x_n.shape[1:])}): {message}")
+    return BatchedSamplingError(
+        f"the batched MC forward failed ({error}); if the model mixes activations "
+        "from before and after its first MC dropout layer, use sampling='sequential' (in the loop: a model_factory "
+        "returning as_posterior(model, sampling='sequential'))")
+
+
 def _forward_chunk(
     model: nn.Module, sampler: FunctionSampler | None, x_n: Tensor, n: int, ids: list[int], *, expand: bool
 ) -> Tensor:
@@ -461,11 +473,7 @@ def _forward_chunk(
         except BatchedSamplingError:
             raise
         except RuntimeError as error:
-            raise BatchedSamplingError(
-                f"the batched MC forward failed ({error}); if the model mixes activations "
-                "from before and after its first MC dropout layer, use sampling='sequential' (in the loop: a model_factory "
-                "returning as_posterior(model, sampling='sequential'))"
-            ) from error
+            raise _batched_failure(model, x_n, error) from error
         if not expanded:
             logits = _logits_rows(logits, n, "a chunk of items")
             return F.log_softmax(logits.float(), dim=-1).unsqueeze(1).expand(n, k, logits.shape[-1])
