@@ -14,7 +14,8 @@ from activebayes.models import Ensemble, LastLayerLaplace
 def _config(posterior: str, strategy: str = "badge") -> LoopConfig:
     return LoopConfig(dataset="digits", posterior=posterior, strategy=strategy, cold_start=None, budget=40,
                       initial_size=20, batch_size=10, validation_size=50, num_samples=8, eval_samples=4,
-                      ensemble_size=3, fit_options={"max_epochs": 2, "min_samples_per_epoch": 256})
+                      ensemble_size=3 if posterior == "ensemble" else None,
+                      fit_options={"max_epochs": 2, "min_samples_per_epoch": 256})
 
 
 @pytest.mark.parametrize("posterior", ["ensemble", "laplace"])
