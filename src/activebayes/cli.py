@@ -871,14 +871,17 @@ def export(project: str, fmt: str, out: str | None) -> None:
 
 
 @cli.command(name="list")
-@click.argument("what", required=False, type=click.Choice(["strategies", "models", "datasets"]))
+@click.argument("what", required=False, type=click.Choice(["strategies", "models", "posteriors", "datasets"]))
 def list_(what: str | None) -> None:
-    """List acquisition strategies, models and datasets."""
+    """List acquisition strategies (and the other names they answer to), models, posteriors and datasets."""
+    names = available_strategies()
     sections = {
-        "strategies": available_strategies(),
+        "strategies": names,
+        "strategy aliases": sorted(set(available_strategies(aliases=True)) - set(names)),
         "models": available_models(),
+        "posteriors": list(POSTERIOR_CHOICES),
         "datasets": available_datasets(),
     }
     for name, items in sections.items():
-        if what in (None, name):
+        if what in (None, name.split()[0]) and items:
             click.echo(f"{name}: {', '.join(items)}")

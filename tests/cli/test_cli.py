@@ -149,6 +149,10 @@ def test_list(capsys):
     lines = dict(line.split(": ", 1) for line in stdout.strip().splitlines())
     assert "bald" in lines["strategies"] and "batchbald" in lines["strategies"]
     assert "gal_cnn" in lines["models"] and "digits" in lines["datasets"]
+    assert lines["posteriors"] == "mc_dropout, ensemble, laplace"
+    assert {"max_entropy", "typiclust"} <= set(lines["strategy aliases"].split(", "))
+    code, stdout, _ = _run(capsys, "list", "posteriors")
+    assert code == 0 and stdout == "posteriors: mc_dropout, ensemble, laplace\n"
 
 
 def test_threads_option_sets_torch_threads(capsys):
