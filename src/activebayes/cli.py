@@ -756,9 +756,11 @@ def import_(answers: str, project: str, allow_partial: bool, overwrite: bool) ->
         if result.stored:
             replaced = f", {len(result.changed)} replaced" if result.changed else ""
             click.echo(f"imported {len(result.new)} new label(s){replaced}; {result.n_labelled} labelled in total")
-        else:
+        elif result.unchanged:
             click.echo(f"nothing new: the {result.unchanged} label(s) in the file were stored already; "
                        f"{result.n_labelled} labelled in total")
+        else:
+            click.echo(f"nothing imported: the file holds no label yet; {result.n_labelled} labelled in total")
         if result.earlier:
             rounds = ", ".join(f"round {r}: {n}" for r, n in sorted(result.earlier.items()))
             click.echo(f"{sum(result.earlier.values())} row(s) answer items of earlier queries ({rounds})")

@@ -116,6 +116,13 @@ def test_json_round_trip(animals, tmp_path):
     mapping = tmp_path / "answers.json"
     mapping.write_text(json.dumps({"3": "dog", "1": "cat"}))
     assert read_answers(mapping, expected_indices=[1, 3], classes=animals.classes) == {3: 1, 1: 0}
+    # a problem of a list entry names it by its place in the list, counted from 1: not an item id
+    document["items"][1]["label"] = None
+    path.write_text(json.dumps(document))
+    with pytest.raises(AnswerFileError) as raised:
+        read_answers(path, expected_indices=[1, 3], classes=animals.classes)
+    assert [p.text() for p in raised.value.problems] == ["entry 2 of the list: index 1 has no label "
+                                                         "(pass allow_partial=True to accept)"]
 
 
 @pytest.mark.parametrize(

@@ -339,3 +339,11 @@ def test_rows_of_queried_images_gone_or_changed_may_be_dropped(tmp_path, folder,
     assert code == 0, err
     code, out, err = run(capsys, "query", project, *args)
     assert code == 0 and "round 1" in out, err
+
+
+def test_importing_a_file_without_labels_says_so(tmp_path, folder, capsys):
+    code, out, err = run(capsys, "query", tmp_path / "proj", "--images", folder, "--classes", "a,b",
+                         "--cold-start", "none", *FAST)
+    assert code == 0, err
+    code, out, err = run(capsys, "import", query_file(out), "--project", tmp_path / "proj", "--allow-partial")
+    assert code == 0 and "nothing imported: the file holds no label yet; 0 labelled in total" in out, err

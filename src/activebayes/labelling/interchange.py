@@ -328,7 +328,7 @@ def _json_rows(path: Path, document: Any, key: str) -> list[_Row]:
     rows: list[_Row] = []
     if isinstance(document, list):
         for number, item in enumerate(document):
-            where = f"item {number}"
+            where = f"entry {number + 1} of the list"  # counted from 1, as rows are: not an item id
             if not isinstance(item, Mapping) or key not in item:
                 rows.append(_Row(where, _Malformed(f"is not an object with '{key}' and 'label'"), None))
                 continue
