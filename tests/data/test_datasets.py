@@ -159,6 +159,12 @@ def test_image_folder_class_subfolders(tmp_path):
     assert ds.classes == ("cat", "dog") and ds.targets.tolist() == [0, 0, 1, 1]
     assert ds.inputs.shape == (4, 3, 4, 4)
     np.testing.assert_allclose(ds.inputs[2, :, 0, 0].numpy(), [200 / 255] * 3, atol=1e-6)
+    # a class subfolder without images is not a class, and a warning says so
+    (tmp_path / "bird").mkdir()
+    (tmp_path / "bird" / "notes.txt").write_text("no picture here")
+    with pytest.warns(UserWarning, match=r"subfolder\(s\) bird hold no image, so they are not classes; the "
+                                         r"classes are cat, dog"):
+        assert image_folder(tmp_path, size=(4, 4)).classes == ("cat", "dog")
 
 
 def test_image_folder_errors(tmp_path):

@@ -38,6 +38,7 @@ import io
 import math
 import os
 import stat
+import warnings
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,6 +200,11 @@ def list_images(path: str | os.PathLike[str], *, classes: Sequence[str] | None =
             raise InvalidArgumentError(f"classes {list(class_names)} do not match the subfolders of {folder}: {found}")
     else:
         class_names = tuple(found)
+        empty = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")
+                       and p.name not in found)
+        if empty:  # a class whose images are missing would otherwise vanish without a word
+            warnings.warn(f"image folder {folder}: subfolder(s) {', '.join(empty)} hold no image, so they are not "
+                          f"classes; the classes are {', '.join(found)}", UserWarning, stacklevel=2)
     by_name = {p.name: p for p in subfolders}
     targets: list[int] = []
     for class_id, class_name in enumerate(class_names):
