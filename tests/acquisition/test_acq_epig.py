@@ -144,6 +144,9 @@ def test_epig_input_errors() -> None:
         epig(bad, pool[:2])
     with pytest.raises(ValueError, match="target_log_probs_M_K_C must hold log-probabilities"):
         epig(pool, pool[:2].exp())
+    # targets drawn from the pool (the strategy, a pool smaller than num_targets): a bad row is the pool's
+    with pytest.raises(ValueError, match=r"^log_probs_N_K_C contains 1 NaN"):
+        select(bad, "epig", 2)
 
 
 # --- the strategies ---

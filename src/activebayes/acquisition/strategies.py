@@ -677,6 +677,7 @@ def _pool_targets(
             )
         return target_log_probs_M_K_C
     M = check_positive_int(DEFAULT_NUM_TARGETS if num_targets is None else num_targets, "num_targets")
+    check_log_probs(log_probs_N_K_C)  # targets from the pool: a bad row is named as the pool's, not the targets'
     N = int(log_probs_N_K_C.shape[0])
     rows_M = torch.randperm(N, generator=generator)[: min(M, N)].sort().values
     return log_probs_N_K_C[rows_M.to(log_probs_N_K_C.device)]
