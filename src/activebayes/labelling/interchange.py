@@ -489,6 +489,7 @@ def check_answers(
     found: list[AnswerProblem] = []
     answers: dict[int, int] = {}
     seen: dict[int, str] = {}
+    first_label: dict[int, object] = {}
     for row in rows:
         if isinstance(row.index, _Malformed):
             found.append(AnswerProblem(row.where, row.index.reason))
@@ -498,9 +499,13 @@ def check_answers(
             found.append(AnswerProblem(row.where, f"{key} {row.index!r} is not an integer"))
             continue
         if index in seen:
-            found.append(AnswerProblem(row.where, f"{key} {index} is a duplicate (first seen in {seen[index]})"))
+            same = str(row.label).strip() == str(first_label[index]).strip()
+            what = "is a duplicate" if same else f"is given twice with different labels ({first_label[index]!r} and " \
+                                                   f"{row.label!r})"
+            found.append(AnswerProblem(row.where, f"{key} {index} {what} (first seen in {seen[index]})"))
             continue
         seen[index] = row.where
+        first_label[index] = row.label
         if index not in allowed:
             reason = describe_unknown(index) if describe_unknown is not None else "was not queried (unknown id)"
             found.append(AnswerProblem(row.where, f"{key} {index} {reason}"))
