@@ -58,6 +58,14 @@ def read_rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+def write_rows(path: Path, rows: list[dict[str, str]]) -> None:
+    """A filled-in query file: ``rows`` (dicts with the query's columns) as CSV."""
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def query_file(stdout: str) -> Path:
     return Path(next(line.split(": ", 1)[1] for line in stdout.splitlines() if line.startswith("query: ")))
 
@@ -291,10 +299,7 @@ def test_images_added_or_removed_after_a_trained_round_do_not_stop_the_project(t
         rows = read_rows(answers)
         for row in rows:
             row["label"] = "a" if int(row["item"]) % 2 else "b"
-        with answers.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        write_rows(answers, rows)
         code, _, err = run(capsys, "import", answers, "--project", project)
         assert code == 0, err
         if round_ == 1:  # after the first trained round: 4 images added, an unlabelled one removed
@@ -321,20 +326,13 @@ def test_rows_of_queried_images_gone_or_changed_may_be_dropped(tmp_path, folder,
     gone, changed = rows[0]["key"], rows[1]["key"]
     (folder / gone).unlink()
     make_image(folder / changed, 255)
-
-    def write(kept: list[dict[str, str]]) -> None:
-        with answers.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(kept)
-
     for row in rows:
         row["label"] = "a"
-    write(rows)
+    write_rows(answers, rows)
     code, _, err = run(capsys, "import", answers, "--project", project)
     assert code == 1 and f"({gone}): is no longer in the image folder; drop its row" in err
     assert f"({changed}): changed on disk after it was queried" in err
-    write(rows[2:])
+    write_rows(answers, rows[2:])
     code, _, err = run(capsys, "import", answers, "--project", project)
     assert code == 0, err
     code, out, err = run(capsys, "query", project, *args)
