@@ -172,10 +172,10 @@ def _continue(
 def _check_items(directory: RunDirectory, loop: ActiveLearningLoop) -> None:
     """A pool whose items have ids (a table's rows): store them with a new run, and check them
     on a resume, since the records name pool positions (:meth:`RunDirectory.check_items`)."""
-    pool_ids = loop.dataset.item_ids
+    pool_ids = getattr(loop.dataset, "item_ids", None)
     if pool_ids is None:
         return
-    test_ids = None if loop.test is None else loop.test.item_ids
+    test_ids = None if loop.test is None else getattr(loop.test, "item_ids", None)
     source = f"table {loop.config.table}" if loop.config.table is not None else f"dataset {loop.dataset.name!r}"
     directory.check_items(source, pool_ids, test_ids)
     if directory.read_items() is None:

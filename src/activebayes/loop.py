@@ -508,7 +508,7 @@ class ActiveLearningLoop:
             return None
         log_probs_S_K_C = self._predict(self.dataset.rows(self.stop_set_N), key="stop-set",
                                         num_samples=self.config.eval_samples)
-        identities = self.dataset.item_ids or self.dataset.paths
+        identities = getattr(self.dataset, "item_ids", None) or getattr(self.dataset, "paths", None)
         stop_set = stop_set_key([identities[i] if identities is not None else str(i)
                                  for i in self.stop_set_N.tolist()])
         return round_signals(self.history, log_probs_S_K_C=log_probs_S_K_C, n_labelled=n_labelled,

@@ -250,7 +250,7 @@ def parse_stop_when(specs: Iterable[str] | str | None) -> dict[str, float | None
         specs = [s for s in specs.split(",") if s.strip()]
     out: dict[str, float | None] = {}
     for spec in specs:
-        name, _, value = str(spec).strip().partition("=")
+        name, equals, value = str(spec).strip().partition("=")
         name = name.strip().replace("-", "_")
         if name not in SIGNALS:
             raise InvalidArgumentError(
@@ -258,7 +258,7 @@ def parse_stop_when(specs: Iterable[str] | str | None) -> dict[str, float | None
         default, meaning = SIGNALS[name]
         if name in out:
             raise InvalidArgumentError(f"stop_when (--stop-when): {name} is given twice; give each criterion once")
-        if _ and not value.strip():
+        if equals and not value.strip():
             raise InvalidArgumentError(
                 f"stop_when (--stop-when): {name}= needs a number after '=' ({meaning}), or no '=' for its default")
         if value.strip():
