@@ -876,14 +876,15 @@ def export(project: str, fmt: str, out: str | None) -> None:
 @click.argument("what", required=False, type=click.Choice(["strategies", "models", "posteriors", "datasets"]))
 def list_(what: str | None) -> None:
     """List acquisition strategies (and the other names they answer to), models, posteriors and datasets."""
-    names = available_strategies()
-    sections = {
-        "strategies": names,
-        "strategy aliases": sorted(set(available_strategies(aliases=True)) - set(names)),
-        "models": available_models(),
-        "posteriors": list(POSTERIOR_CHOICES),
-        "datasets": available_datasets(),
+    sections: dict[str, Callable[[], list[str]]] = {  # each asked for only when shown
+        "strategies": available_strategies,
+        "strategy aliases": lambda: sorted(set(available_strategies(aliases=True)) - set(available_strategies())),
+        "models": available_models,
+        "posteriors": lambda: list(POSTERIOR_CHOICES),
+        "datasets": available_datasets,
     }
-    for name, items in sections.items():
-        if what in (None, name.split()[0]) and items:
-            click.echo(f"{name}: {', '.join(items)}")
+    for name, names in sections.items():
+        if what in (None, name.split()[0]):
+            items = names()
+            if items:
+                click.echo(f"{name}: {', '.join(items)}")
