@@ -439,6 +439,13 @@ def _predict(
     return log_probs_N_K_C
 
 
+def unreadable_inputs(x_n: Tensor, error: RuntimeError) -> InvalidArgumentError:
+    """The one-line error for a forward pass that cannot read ``x_n`` (prediction and ``fit`` alike)."""
+    message = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return InvalidArgumentError(f"the model cannot read inputs of shape {list(x_n.shape)} (one item: "
+                                f"{tuple(x_n.shape[1:])}): {message}")
+
+
 def _batched_failure(model: nn.Module, x_n: Tensor, error: RuntimeError) -> Exception:
     """What a failed batched MC forward means: if one plain pass (one function, no expansion)
     fails too, the model cannot read these inputs at all; else the batched path does not fit it."""
@@ -446,9 +453,7 @@ def _batched_failure(model: nn.Module, x_n: Tensor, error: RuntimeError) -> Exce
         with torch.no_grad(), mc_sampling(model, [0], expand=False):
             model(x_n[:1])
     except RuntimeError as plain:
-        message = (str(plain).strip().splitlines() or [type(plain).__name__])[0]
-        return InvalidArgumentError(f"the model cannot read inputs of shape {list(x_n.shape)} (one item: "
-                                    f"{tuple(x_n.shape[1:])}): {message}")
+        return unreadable_inputs(x_n, plain)
     return BatchedSamplingError(
         f"the batched MC forward failed ({error}); if the model mixes activations "
         "from before and after its first MC dropout layer, use sampling='sequential' (in the loop: a model_factory "

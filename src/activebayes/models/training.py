@@ -215,9 +215,9 @@ def _first_logits(model: nn.Module, x: Tensor, targets: Tensor, val: tuple[Tenso
     except RuntimeError as error:
         if isinstance(error, torch.cuda.OutOfMemoryError) or not _SHAPE_ERROR.search(str(error)):
             raise
-        message = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise InvalidArgumentError(f"the model cannot read inputs of shape {list(x.shape)} (one item: "
-                                   f"{tuple(x.shape[1:])}): {message}") from error
+        from activebayes.models.predict import unreadable_inputs
+
+        raise unreadable_inputs(x, error) from error
     if not isinstance(logits, Tensor):
         raise InvalidTypeError(f"model must return logits [n, C] (a tensor), got {type(logits).__name__}")
     if not logits.is_floating_point():
