@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import socket
+import time
 
 import numpy as np
 import pytest
@@ -61,6 +62,35 @@ def test_a_failing_trainer_reports_and_the_page_keeps_serving(project, monkeypat
             item = client.post("/api/next", json={"annotator": "ann"}).json()["item"]
             saved = client.post("/api/answer", json={"annotator": "ann", "item": item["id"], "label": "1"})
             assert saved.status_code == 200 and saved.json()["item"] is not None
+    finally:
+        worker.stop()
+
+
+def test_a_trainer_failing_the_same_way_waits_for_the_next_answer(project, monkeypatch):
+    calls: list[float] = []
+
+    def broken(self, *args, **kwargs):
+        calls.append(time.monotonic())
+        raise RuntimeError("the model does not fit (simulated)")
+
+    worker = WorkerThread(project.directory, poll=0.05)
+    monkeypatch.setattr(LabellingProject, "advance", broken)
+    worker.start()
+    try:
+        with TestClient(create_app(project, token=TOKEN, notify=worker.wake),
+                        headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+            with_sessions(client)
+            state = wait_for(lambda: (s := client.get("/api/state").json())["status"].get("retry")
+                             == "on the next answer" and s)
+            assert "failed 3 times in a row the same way" in state["status"]["error"]
+            tried = len(calls)
+            time.sleep(1.5)  # a timer's retries would come after 0.4, 0.8 s, ...
+            assert len(calls) == tried == 3
+            item = client.post("/api/next", json={"annotator": "ann"}).json()["item"]
+            client.post("/api/answer", json={"annotator": "ann", "item": item["id"], "label": "1"})
+            wait_for(lambda: len(calls) > tried)
+            assert "failed 4 times" in wait_for(lambda: (e := client.get("/api/state").json()["status"]["error"])
+                                                 .startswith("RuntimeError") and "4 times" in e and e)
     finally:
         worker.stop()
 

@@ -48,6 +48,10 @@ __all__ = ["STATUS_KEY", "WorkerProcess", "WorkerThread", "read_status", "run_wo
 
 STATUS_KEY = "status"
 
+#: After this many failures in a row with the same message the trainer stops retrying on a
+#: timer and waits for the next answer (or a restart): the status says so.
+SAME_FAILURES_BEFORE_PAUSE = 3
+
 
 class _Event(Protocol):
     def is_set(self) -> bool: ...
@@ -111,7 +115,7 @@ def run_worker(directory: str | os.PathLike[str], stop: _Event, wake: _Event, *,
     loop = None
     try:
         batch_size = project.config.batch_size
-        failures = 0
+        failures, last_message = 0, ""
         first = True
         while not stop.is_set():
             if parent_pid is not None and os.getppid() != parent_pid:
@@ -137,16 +141,29 @@ def run_worker(directory: str | os.PathLike[str], stop: _Event, wake: _Event, *,
                     report("ready", round=proposal.round, labels=proposal.n_labelled,
                            finished=proposal.stop_reason)
                     first = False
-                failures = 0
+                failures, last_message = 0, ""
             except _Stopping:
                 return
             except Exception as error:  # keep serving the last ranking; try again later
-                failures += 1
-                report("error", error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc(limit=5))
+                message = f"{type(error).__name__}: {error}"
+                failures = failures + 1 if message == last_message else 1
+                last_message = message
+                paused = failures >= SAME_FAILURES_BEFORE_PAUSE
+                if paused:  # retrying on a timer only repeats it: wait for something to change
+                    message += (f" (failed {failures} times in a row the same way; trying again when the next "
+                                "answer comes in or the app restarts)")
+                report("error", error=message, traceback=traceback.format_exc(limit=5),
+                       retry="on the next answer" if paused else "soon")
                 if on_error is not None:
                     on_error(error)
                 loop = None
-                stop.wait(min(30.0, poll * 2**failures))
+                if not paused:
+                    stop.wait(min(30.0, poll * 2**failures))
+                    continue
+                while not stop.is_set() and not wake.wait(poll):
+                    if parent_pid is not None and os.getppid() != parent_pid:
+                        return
+                wake.clear()
                 continue
             wake.wait(poll)
             wake.clear()
