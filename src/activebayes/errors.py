@@ -19,6 +19,7 @@ from __future__ import annotations
 __all__ = [
     "ActiveBayesError",
     "InvalidArgumentError",
+    "InvalidIndexError",
     "InvalidTypeError",
     "MissingFileError",
 ]
@@ -30,6 +31,10 @@ class ActiveBayesError(Exception):
 
 class InvalidArgumentError(ActiveBayesError, ValueError):
     """An argument has the right type but a wrong value (shape, range, unknown name, ...)."""
+
+
+class InvalidIndexError(InvalidArgumentError, IndexError):
+    """An index outside the items it indexes (also an ``IndexError``, as in indexing a sequence)."""
 
 
 class InvalidTypeError(ActiveBayesError, TypeError):

@@ -83,7 +83,7 @@ from activebayes.acquisition.streaming import (
     lexicographic_top,
 )
 from activebayes.data.dataset import as_index_tensor
-from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes.errors import InvalidArgumentError, InvalidIndexError, InvalidTypeError
 from activebayes.models import FunctionSampler, SAMPLING_MODES, mc_dropout_layers, predict_log_probs, resample_masks
 from activebayes.models.posterior import SampledFunctions
 from activebayes.models.predict import hold_functions
@@ -284,7 +284,7 @@ def _check_candidates(
         indices = indices[order]
     if int(indices[0]) < 0 or int(indices[-1]) >= n_items:
         bad = int(indices[0]) if int(indices[0]) < 0 else int(indices[-1])
-        raise IndexError(f"candidates_N must lie in 0 .. {n_items - 1} (the dataset's items), got {bad}")
+        raise InvalidIndexError(f"candidates_N must lie in 0 .. {n_items - 1} (the dataset's items), got {bad}")
     if indices.numel() > 1 and bool((indices[1:] == indices[:-1]).any()):
         duplicate = int(indices[1:][indices[1:] == indices[:-1]][0])
         raise InvalidArgumentError(f"candidates_N must be distinct, got index {duplicate} more than once")

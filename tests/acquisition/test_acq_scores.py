@@ -217,3 +217,32 @@ def test_error_names_the_chunk_rows() -> None:
 def test_docstring_examples() -> None:
     result = doctest.testmod(scores_module, extraglobs={"torch": torch}, raise_on_error=False)
     assert result.failed == 0 and result.attempted >= 10
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("name", ["bald", "predictive_entropy", "margin"])
+def test_half_precision_outputs_are_scored_as_their_float64_values(name: str, dtype: torch.dtype) -> None:
+    """A network run in bf16 / fp16 gives rows off by its rounding (0.012 for bf16 over 100 classes)."""
+    logits = torch.randn(60, 8, 100, generator=torch.Generator().manual_seed(0)) * 3
+    log_probs = torch.log_softmax(logits.to(dtype), dim=-1)
+    deviation = (torch.logsumexp(log_probs.double(), -1).exp() - 1).abs().max()
+    assert deviation > {torch.bfloat16: 1e-3, torch.float16: 1e-4}[dtype]  # beyond a fixed 1e-3 / 1e-4
+    as_float64 = log_probs.double()
+    as_float64 = as_float64 - torch.logsumexp(as_float64, -1, keepdim=True)  # the same rows, renormalised
+    expected_N = torch.from_numpy(ref.SCORES[name](as_float64.exp().numpy()))
+    assert torch.allclose(getattr(acquisition, name)(log_probs).double(), expected_N, atol=0.05)
+
+
+def test_float32_results_cast_to_float64_pass_over_many_classes() -> None:
+    logits = torch.randn(100, 4, 4000, generator=torch.Generator().manual_seed(1)) * 3
+    log_probs = torch.log_softmax(logits, dim=-1).double()
+    assert (torch.logsumexp(log_probs, -1).exp() - 1).abs().max() > 1e-6  # float32's rounding, over 1e-6
+    assert acquisition.bald(log_probs).shape == (100,)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64])
+def test_rows_off_by_more_than_rounding_are_refused_with_the_deviation(dtype: torch.dtype) -> None:
+    log_probs = torch.log_softmax(torch.randn(10, 3, 100, generator=torch.Generator().manual_seed(2)), -1)
+    shifted = (log_probs + math.log(1.3)).to(dtype)  # every row sums to 1.3
+    with pytest.raises(ValueError, match=r"sums to 1\.(29|30)\d*, off by 0\.(29|3)\d* \(tolerance [0-9.e-]+ for "):
+        acquisition.bald(shifted)

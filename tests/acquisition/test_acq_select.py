@@ -17,6 +17,7 @@ from activebayes.acquisition.joint_entropy import (
     exact_log_joint,
     joint_entropy,
 )
+from activebayes.acquisition.multilabel import multilabel_log_probs
 from activebayes.errors import InvalidTypeError
 
 
@@ -513,3 +514,29 @@ def test_strategies_without_predictions_take_the_pool_size() -> None:
         select(41, "typicality", 4, features_N_D=features, labelled_features_L_D=features[:0])
     with pytest.raises(TypeError, match="strategy 'badge' needs predictions"):
         select(40, "badge", 4, features_N_D=features)
+
+
+@pytest.mark.parametrize("strategy", ["batchbald", "power_bald", "random", "epig", "multilabel_bald"])
+def test_select_takes_an_int_seed_and_names_a_wrong_generator(strategy: str) -> None:
+    """Every strategy checks ``generator`` up front, even where its first picks draw nothing (exact BatchBALD)."""
+    log_probs = random_log_probs(30, 5, 4, seed=13)
+    if strategy.startswith("multilabel"):  # per-label log-sigmoids
+        log_probs = multilabel_log_probs(torch.randn(30, 5, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(3)))
+    first = select(log_probs, strategy, 3, generator=7)
+    again = select(log_probs, strategy, 3, generator=7)
+    assert torch.equal(first.indices, again.indices)
+    with pytest.raises(InvalidTypeError, match="generator must be a torch.Generator, an int seed or None, got str"):
+        select(log_probs, strategy, 3, generator="abc")
+
+
+def test_batchbald_names_a_dtype_that_is_not_floating_point() -> None:
+    with pytest.raises(InvalidTypeError, match="dtype must be a floating point torch.dtype .* got torch.int64"):
+        acquisition.batchbald(random_log_probs(10, 4, 3), 2, dtype=torch.int64)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() > 7, reason="the machine has a cuda:7")
+def test_a_device_the_machine_lacks_is_named() -> None:
+    for scorer in (lambda lp: acquisition.bald(lp, device="cuda:7"), lambda lp: select(lp, "batchbald", 2, device="cuda:7"),
+                   lambda lp: acquisition.bald(lp, device="bogus")):
+        with pytest.raises(ValueError, match=r"device must be a device this machine has \(.*\), got '(cuda:7|bogus)'"):
+            scorer(random_log_probs(10, 4, 3))

@@ -108,15 +108,13 @@ def test_clusters_visited_again_pick_as_computed_afresh(monkeypatch, case: str, 
     ours = typical_picks(points, labels, is_labelled, batch, num_neighbors=7)
     expected = ref.typiclust_picks(points.numpy(), labels.numpy(), is_labelled.numpy(), batch, num_neighbors=7)
     assert ours[0] == expected[0]
-    # equal items: the reference's distance is 0 (typicality inf); the expansion |x|^2 - 2x.y + |y|^2
-    # leaves at most a rounding error (typicality > 1e6, or the largest float64 when it is 0 too)
+    # equal items: the reference's distance is 0 (typicality inf); the kept neighbours' distances
+    # are computed from the differences, so they are exactly 0 here too (the largest float64
+    # stands for 1 / 0), whatever rounding the expansion |x|^2 - 2x.y + |y|^2 left
     tied = np.isinf(expected[1])
     assert (case in ("duplicates", "all_equal")) == bool(tied.any())
-    assert all(score > 1e6 for score in np.asarray(ours[1])[tied])
-    # (far from the origin the expansion's rounding is ~1e-13 of a distance; an item with equal
-    # items among its nearest carries their rounding error, ~1e-5 each at this offset)
-    rtol = 1e-4 if case in ("duplicates", "all_equal") else 1e-9
-    np.testing.assert_allclose(np.asarray(ours[1])[~tied], np.asarray(expected[1])[~tied], rtol=rtol)
+    assert all(score == np.finfo(np.float64).max for score in np.asarray(ours[1])[tied])
+    np.testing.assert_allclose(np.asarray(ours[1])[~tied], np.asarray(expected[1])[~tied], rtol=1e-9)
 
 
 def test_cluster_order_prefers_uncovered_then_large_clusters() -> None:

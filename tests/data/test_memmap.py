@@ -474,3 +474,10 @@ def test_array_dataset_accepts_only_float_lazy_inputs(toy_pair):
     with pytest.raises(ValueError, match=r"targets must have shape \[N\] = \[300\]"):
         ArrayDataset(inputs=lazy.inputs, targets=torch.zeros(3, dtype=torch.long), classes=("a",), name="x")
     assert not from_arrays(np.zeros((2, 2))).is_lazy
+
+
+def test_convert_names_arrays_and_points_to_write_memmap(tmp_path):
+    for source in (np.zeros((5, 28, 28), np.uint8), torch.zeros(5, 28, 28)):
+        with pytest.raises(TypeError, match=r"source must be a path .* got (ndarray|Tensor); .*write_memmap"):
+            convert_to_memmap(source, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -20,6 +20,7 @@ from activebayes.acquisition import register_strategy, topk_strategy, unregister
 from activebayes.acquisition.selection import Selection
 from activebayes.models import MLP, Ensemble, predict_log_probs, resample_masks
 from activebayes.acquisition.streaming import order_keys
+from activebayes.errors import InvalidIndexError
 from activebayes.scoring import (
     BaldPrefilter,
     LocalExecutor,
@@ -447,7 +448,7 @@ def test_keyed_uniform_is_uniform_and_keyed():
     ("kwargs", "error", "match"),
     [
         ({"candidates": [1, 2, 2]}, ValueError, "distinct"),
-        ({"candidates": [1, N_ALL]}, IndexError, "candidates_N"),
+        ({"candidates": [1, N_ALL]}, InvalidIndexError, "candidates_N"),
         ({"candidates": []}, ValueError, "empty"),
         ({"batch_size": 3, "candidates": [0, 1]}, ValueError, "batch_size"),
         ({"options": {"bogus": 1}}, TypeError, "bogus"),

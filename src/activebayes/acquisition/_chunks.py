@@ -14,7 +14,13 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import Tensor
 
-from activebayes._validation import check_log_probs, check_positive_int, log_probs_tolerance
+from activebayes._validation import (
+    available_devices,
+    check_device,
+    check_log_probs,
+    check_positive_int,
+    log_probs_tolerance,
+)
 from activebayes.errors import InvalidArgumentError
 
 #: Elements of ``[n, K, C]`` per chunk: 2**18 (1 MiB in float32, cache friendly).
@@ -35,7 +41,16 @@ def iter_chunks(N: int, rows: int) -> Iterator[tuple[int, int]]:
 
 
 def resolve_device(tensor: Tensor, device: torch.device | str | None) -> torch.device:
-    return tensor.device if device is None else torch.device(device)
+    """Where to compute: ``device``, checked to exist on this machine, else the tensor's."""
+    if device is None:
+        return tensor.device
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):
+        resolved = None
+    if resolved is None or (resolved.type in ("cuda", "mps") and str(resolved) not in available_devices()):
+        check_device(str(device) if isinstance(device, str | torch.device) else device)  # raises, naming them
+    return resolved
 
 
 def check_chunk_sums(
@@ -46,13 +61,12 @@ def check_chunk_sums(
     ``sums_n_K`` are ``exp(log_probs).sum(-1)``; NaN and +inf make the comparison fail.
     On failure the full validator runs on the chunk to say exactly what is wrong.
     """
-    if bool(((sums_n_K - 1).abs() <= atol).all()):
+    if bool(((sums_n_K.double() - 1).abs() <= atol).all()):
         return
-    try:
+    try:  # the full validator (log-sum-exp, in float32 or wider) decides and says what is wrong
         check_log_probs(log_probs_n_K_C, name, atol=atol)
     except ValueError as error:
         raise InvalidArgumentError(f"{error} (in pool rows {offset}..{offset + len(log_probs_n_K_C) - 1})") from None
-    raise InvalidArgumentError(f"{name} rows {offset}.. are not normalised log-probabilities")
 
 
 def clamp_log(log_probs: Tensor) -> Tensor:
@@ -78,11 +92,11 @@ def map_log_probs(
     check_log_probs(log_probs_N_K_C, name, values=False)
     N, K, C = log_probs_N_K_C.shape
     compute_device = resolve_device(log_probs_N_K_C, device)
-    atol = log_probs_tolerance(log_probs_N_K_C.dtype)
+    atol = log_probs_tolerance(log_probs_N_K_C.dtype, C)
     scores_N = torch.empty(N, dtype=torch.float64, device=compute_device)
     for start, end in iter_chunks(N, rows_per_chunk(K * C, chunk_size)):
         log_probs_n_K_C = log_probs_N_K_C[start:end].to(compute_device, non_blocking=True)
         probs_n_K_C = log_probs_n_K_C.exp()
-        check_chunk_sums(log_probs_n_K_C, probs_n_K_C.sum(-1), name, atol, start)
+        check_chunk_sums(log_probs_n_K_C, probs_n_K_C.sum(-1, dtype=torch.float64), name, atol, start)
         scores_N[start:end] = fn(log_probs_n_K_C, probs_n_K_C)
     return scores_N.to(log_probs_N_K_C.device)

@@ -52,7 +52,7 @@ def _loss_gradient_factors(
 ) -> Tensor:
     """``a_N_C = p̄ - onehot(argmax p̄)`` in float64 (values checked chunk by chunk)."""
     N, K, C = log_probs_N_K_C.shape
-    atol = log_probs_tolerance(log_probs_N_K_C.dtype)
+    atol = log_probs_tolerance(log_probs_N_K_C.dtype, C)
     factors_N_C = torch.empty(N, C, dtype=torch.float64, device=device)
     for start, end in iter_chunks(N, rows_per_chunk(K * C, chunk_size)):
         log_probs_n_K_C = log_probs_N_K_C[start:end].to(device, non_blocking=True)

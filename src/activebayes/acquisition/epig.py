@@ -119,7 +119,7 @@ def epig(
             f"(shape [M, {K}, {C}]), got {tuple(targets.shape)}"
         )
     compute_device = resolve_device(log_probs_N_K_C, device)
-    atol = log_probs_tolerance(log_probs_N_K_C.dtype)
+    atol = log_probs_tolerance(log_probs_N_K_C.dtype, C)
 
     _, target_probs_M_K_C, target_entropy_M = _probs_and_entropy(targets.to(compute_device))
     target_probs_K_MC = target_probs_M_K_C.div_(K).permute(1, 0, 2).reshape(K, M * C)

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from activebayes._seeding import as_generator
 from activebayes._validation import Device, check_log_probs, check_positive_int, renamed_keyword
 from activebayes.acquisition._chunks import iter_chunks, resolve_device
 from activebayes.acquisition.joint_entropy import (
@@ -41,7 +42,7 @@ from activebayes.acquisition.joint_entropy import (
 )
 from activebayes.acquisition.scores import bald, expected_entropy
 from activebayes.acquisition.selection import BudgetPlan, Selection, check_budget
-from activebayes.errors import InvalidArgumentError
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["batchbald", "BatchConfigurations", "DEFAULT_NUM_CONFIGURATIONS"]
 
@@ -163,7 +164,11 @@ def batchbald(
     if cost_aware and plan is None:
         raise InvalidArgumentError("cost_aware=True needs costs_N and cost_budget")
     compute_device = resolve_device(log_probs_N_K_C, device)
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise InvalidTypeError(f"dtype must be a floating point torch.dtype (e.g. torch.float64), got {dtype!r}")
     work_dtype = dtype or log_probs_N_K_C.dtype
+    if generator is not None:
+        generator = as_generator(generator, "generator")
 
     # Validates the values (chunk by chunk) on the way.
     bald_N = bald(log_probs_N_K_C, device=device, chunk_size=chunk_size).cpu()

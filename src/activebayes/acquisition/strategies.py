@@ -54,7 +54,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from activebayes._seeding import keyed_uniform
+from activebayes._seeding import as_generator, keyed_uniform
 from activebayes._validation import (
     Device,
     check_log_probs,
@@ -994,7 +994,7 @@ def select(
     strategy: str,
     batch_size: int,
     *,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | int | None = None,
     costs_N: Tensor | None = None,
     cost_budget: float | None = None,
     device: Device = None,
@@ -1012,8 +1012,8 @@ def select(
         strategy: a name from :func:`available_strategies` (or an alias).
         batch_size: at most this many picks, ``1 <= batch_size <= N``.
         generator: seeds every random choice (random, stochastic, BatchBALD's sampled
-            configurations, EPIG's sampled targets, BADGE's and k-means' seeding);
-            ``None`` uses torch's global generator.
+            configurations, EPIG's sampled targets, BADGE's and k-means' seeding): a
+            ``torch.Generator`` or an int seed; ``None`` uses torch's global generator.
         costs_N: optional per-item labelling cost (``[N]``, >= 0), with ``cost_budget``.
         cost_budget: total labelling cost: items are taken in the strategy's order, skipping
             those that no longer fit; the total never exceeds ``cost_budget`` (fewer picks possible).
@@ -1047,6 +1047,8 @@ def select(
     4
     """
     entry = get_strategy(strategy)
+    if generator is not None:  # an int seeds a generator; anything else is named now, not deep in a strategy
+        generator = as_generator(generator, "generator")
     call = check_call(
         entry, log_probs_N_K_C, batch_size, costs_N=costs_N, cost_budget=cost_budget, options=options,
         inputs={

@@ -72,8 +72,9 @@ MAX_CLUSTERS = 500
 def mean_neighbor_distances(points_n_D: Tensor, num_neighbors: int) -> Tensor:
     """Mean Euclidean distance of every row to its ``num_neighbors`` nearest other rows, float64 ``[n]``.
 
-    Distances ``sqrt(max(|x|^2 - 2 x·y + |y|^2, 0))`` in float64, in ``[r, n]`` blocks; a
-    row is never its own neighbour (duplicates of it are). Needs ``1 <= num_neighbors < n``.
+    The nearest are found with ``|x|^2 - 2 x·y + |y|^2`` in float64, in ``[r, n]`` blocks,
+    and their distances computed again from the differences (so equal rows are exactly 0
+    apart); a row is never its own neighbour (duplicates of it are). Needs ``1 <= num_neighbors < n``.
     """
     d2_n_k, _ = _nearest(points_n_D.to(torch.float64), num_neighbors, num_neighbors)
     return d2_n_k.clamp_min_(0.0).sqrt_().mean(dim=1)
@@ -94,9 +95,27 @@ def _nearest(points_n_D: Tensor, num_neighbors: int, keep: int) -> tuple[Tensor,
         d2_r_n[torch.arange(end - start, device=points.device), torch.arange(start, end, device=points.device)] = torch.inf
         # the k smallest squared distances are the k smallest distances (the clamp at 0 and the
         # square root keep the order), so only they are clamped and rooted, by the caller
-        nearest = torch.topk(d2_r_n, keep, dim=1, largest=False)
-        d2_n_m[start:end], rows_n_m[start:end] = nearest.values, nearest.indices
+        rows_r_m = torch.topk(d2_r_n, keep, dim=1, largest=False).indices
+        # the expansion cancels: for points far from the origin it leaves a rounding error of
+        # about eps |x|^2, so equal items would seem apart by rounding noise (and which of them
+        # is the most typical would depend on the BLAS). The kept neighbours' squared distances
+        # are computed again from the differences: equal items are exactly 0 apart.
+        d2_r_m = _exact_d2(points, torch.arange(start, end, device=points.device), rows_r_m)
+        d2_r_m, order_r_m = torch.sort(d2_r_m, dim=1, stable=True)
+        d2_n_m[start:end], rows_n_m[start:end] = d2_r_m, torch.gather(rows_r_m, 1, order_r_m)
     return d2_n_m, rows_n_m
+
+
+def _exact_d2(points_n_D: Tensor, rows_r: Tensor, neighbors_r_m: Tensor) -> Tensor:
+    """``|x_i - x_j|^2`` for each row ``i`` of ``rows_r`` and each ``j`` of its ``neighbors_r_m``
+    row, from the differences, in blocks of at most ``BLOCK_ELEMENTS`` elements."""
+    r, m = neighbors_r_m.shape
+    out_r_m = torch.empty(r, m, dtype=points_n_D.dtype, device=points_n_D.device)
+    step = max(1, BLOCK_ELEMENTS // max(1, m * points_n_D.shape[1]))
+    for start, end in iter_chunks(r, step):
+        diff_b_m_D = points_n_D[rows_r[start:end], None, :] - points_n_D[neighbors_r_m[start:end]]
+        out_r_m[start:end] = (diff_b_m_D * diff_b_m_D).sum(-1)
+    return out_r_m
 
 
 #: Neighbours kept per item beyond the ``k`` the typicality needs, so that a cluster visited

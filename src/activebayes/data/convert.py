@@ -40,7 +40,7 @@ from .datasets import IDX_DATASETS, SPLITS, _find_idx_files
 from .idx import IdxStream, check_idx_checksums, file_md5, read_idx
 from .image_folder import _check_size, decode_image, list_images
 from .memmap import MemmapWriter, check_destination, load_memmap
-from activebayes.errors import InvalidArgumentError
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["convert_to_memmap", "load_memmap"]
 
@@ -101,6 +101,12 @@ def convert_to_memmap(
     naming the file for missing, corrupt or unverifiable input; nothing is left
     at ``destination`` (or the old folder stays) when it raises.
     """
+    for value, what in ((source, "source"), (destination, "destination")):
+        if not isinstance(value, str | os.PathLike):
+            hint = ("; to write arrays or a loaded dataset, use activebayes.data.write_memmap(destination, pixels, "
+                    "targets=...)") if what == "source" else ""
+            raise InvalidTypeError(f"{what} must be a path (an IDX file, an image folder or a dataset's folder), "
+                                   f"got {type(value).__name__}{hint}")
     source = Path(source).expanduser()
     destination = Path(destination).expanduser()
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:

@@ -30,7 +30,7 @@ from torch import Tensor
 
 from ._core import DataError, as_index_tensor, normalize_pixels
 from .lazy import LazyInputs
-from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes.errors import InvalidArgumentError, InvalidIndexError, InvalidTypeError
 
 __all__ = ["ArrayDataset", "DataError", "from_arrays", "as_index_tensor", "normalize_pixels"]
 
@@ -173,7 +173,7 @@ class ArrayDataset:
             low, high = int(index.min()), int(index.max())
             if low < 0 or high >= len(self):
                 bad = low if low < 0 else high
-                raise IndexError(f"{name} must lie in 0 .. {len(self) - 1} for dataset {self.name!r}, got {bad}")
+                raise InvalidIndexError(f"{name} must lie in 0 .. {len(self) - 1} for dataset {self.name!r}, got {bad}")
         return index
 
     def subset(self, indices: object) -> ArrayDataset:

@@ -56,7 +56,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from ._core import DataError, as_index_tensor, normalize_pixels
-from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes.errors import InvalidArgumentError, InvalidIndexError, InvalidTypeError
 
 __all__ = ["LazyInputs", "MemmapInputs", "RowsView"]
 
@@ -115,7 +115,7 @@ class LazyInputs(ABC):
         if isinstance(key, int | np.integer) and not isinstance(key, bool):
             index = int(key)
             if not -n_rows <= index < n_rows:
-                raise IndexError(f"index {index} is out of bounds for dimension 0 with size {n_rows}")
+                raise InvalidIndexError(f"index {index} is out of bounds for dimension 0 with size {n_rows}")
             index %= n_rows
             return self._read_range(index, index + 1)[0]
         if isinstance(key, slice):
@@ -136,7 +136,7 @@ class LazyInputs(ABC):
         ):
             mask = key.cpu().numpy() if isinstance(key, Tensor) else key
             if mask.shape != (len(self),):
-                raise IndexError(f"a boolean mask must have shape [N] = [{len(self)}], got {tuple(mask.shape)}")
+                raise InvalidIndexError(f"a boolean mask must have shape [N] = [{len(self)}], got {tuple(mask.shape)}")
             return np.flatnonzero(mask)
         if isinstance(key, Tensor | np.ndarray) and key.ndim > 1:
             flat = as_index_tensor(key.reshape(-1), "index")
@@ -157,7 +157,7 @@ class LazyInputs(ABC):
             low, high = int(rows.min()), int(rows.max())
             if low < -n_rows or high >= n_rows:
                 bad = low if low < -n_rows else high
-                raise IndexError(f"index {bad} is out of bounds for dimension 0 with size {n_rows}")
+                raise InvalidIndexError(f"index {bad} is out of bounds for dimension 0 with size {n_rows}")
             if low < 0:
                 rows = np.where(rows < 0, rows + n_rows, rows)
         return rows

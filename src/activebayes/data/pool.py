@@ -45,7 +45,7 @@ from torch import Tensor
 
 from .._validation import check_choice, check_positive_int
 from .dataset import ArrayDataset, as_index_tensor
-from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes.errors import InvalidArgumentError, InvalidIndexError, InvalidTypeError
 
 __all__ = ["Pool", "UNLABELLED", "LABELLED", "VALIDATION", "EXCLUDED"]
 
@@ -390,7 +390,7 @@ class Pool:
         pos = as_index_tensor(positions, "positions")
         unlabelled = self.unlabelled_indices
         if pos.numel() and (int(pos.min()) < -len(unlabelled) or int(pos.max()) >= len(unlabelled)):
-            raise IndexError(f"positions must lie in 0 .. {len(unlabelled) - 1} (unlabelled items), got {pos.tolist()}")
+            raise InvalidIndexError(f"positions must lie in 0 .. {len(unlabelled) - 1} (unlabelled items), got {pos.tolist()}")
         return unlabelled[pos]
 
     def append(self, indices: object, labels: object | None = None) -> None:
