@@ -130,3 +130,22 @@ def test_inputs_of_the_wrong_shape_are_named_as_such_in_prediction():
     net = build_model("gal_cnn", num_classes=10, input_shape=(1, 28, 28), generator=0)
     with pytest.raises(InvalidArgumentError, match=r"the model cannot read inputs of shape .*one item: \(1, 8, 8\)"):
         predict_log_probs(net, torch.randn(4, 1, 8, 8), 3)
+
+
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_nan_or_inf_inputs_are_refused_before_training_and_named(points, multilabel):
+    x, y = points
+    x = x.clone()
+    x[3, 1], x[7, 0] = float("nan"), float("inf")
+    targets = torch.nn.functional.one_hot(y, 2).float() if multilabel else y
+    model = TwoD()
+    before = [p.clone() for p in model.parameters()]
+    with pytest.raises(InvalidArgumentError, match=r"train inputs hold NaN or inf in 2 item\(s\) \(rows \[3, 7\]\)"):
+        fit(model, (x, targets), max_epochs=1, generator=0, multilabel=multilabel)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # nothing trained
+
+
+def test_a_model_of_another_dtype_is_named_as_a_dtype_mismatch(points):
+    x, y = points
+    with pytest.raises(InvalidArgumentError, match=r"inputs of dtype float32: .*dtype.*model\.to\(inputs\.dtype\)"):
+        fit(TwoD().double(), (x, y), max_epochs=1, generator=0)

@@ -15,6 +15,7 @@ from activebayes.models import (
     ConsistentMCDropout,
     Ensemble,
     GalCNN,
+    mc_dropout,
     mc_dropout_layers,
     predict_log_probs,
     resample_masks,
@@ -238,3 +239,30 @@ def test_resample_then_predict_without_generator_uses_held_masks():
     a = predict_log_probs(net, x, 3)
     b = predict_log_probs(net, x, 3, generator=42)
     assert torch.equal(a, b)
+
+
+def test_nan_outputs_name_the_items_and_their_inputs():
+    net = mc_dropout(nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 3)))
+    x = torch.randn(20, 6, generator=torch.Generator().manual_seed(0))
+    x[13, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"outputs are NaN for items \[13\]: their inputs hold NaN"):
+        predict_log_probs(net, x, 4, batch_size=8, generator=0)
+    with torch.no_grad():
+        net[0].weight[0, 0] = float("nan")  # a model that went NaN itself
+    with pytest.raises(ValueError, match=r"outputs are NaN for items \[0, 1, 2, 3, 4\] and 15 more: the model's weights"):
+        predict_log_probs(net, torch.randn(20, 6), 4, generator=0)
+
+
+def test_dict_items_and_lists_of_item_tensors_are_named():
+    class Tokens(Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return {"input_ids": torch.zeros(3, dtype=torch.long), "attention_mask": torch.ones(3)}
+
+    net = mc_dropout(nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 3)))
+    with pytest.raises(TypeError, match=r"got a dict \(keys \['attention_mask', 'input_ids'\]\).*huggingface"):
+        predict_log_probs(net, Tokens(), 4, generator=0)
+    with pytest.raises(ValueError, match=r"data is a list of 5 tensors; .*torch\.stack"):
+        predict_log_probs(net, [torch.randn(6) for _ in range(5)], 4, generator=0)

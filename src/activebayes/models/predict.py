@@ -8,7 +8,7 @@ dropout masks, or the k-th ensemble member).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, runtime_checkable
 
@@ -75,6 +75,10 @@ class _Inputs:
         self.dataset: Dataset | None = None
         if isinstance(data, Tensor):
             self.tensor = data
+        elif isinstance(data, (tuple, list)) and len(data) > 2 and all(isinstance(t, Tensor) for t in data):
+            raise InvalidArgumentError(
+                f"data is a {type(data).__name__} of {len(data)} tensors; pass the inputs as one tensor [N, ...] "
+                "(torch.stack(data) for per-item tensors) or a pair (inputs, targets)")
         elif isinstance(data, (tuple, list)) and data and isinstance(data[0], Tensor):
             self.tensor = data[0]
         elif isinstance(data, (tuple, list)) and data and _is_array_like(data[0]):
@@ -113,7 +117,15 @@ class _Inputs:
             item = self.dataset[index]  # type: ignore[index]
             if isinstance(item, (tuple, list)):
                 item = item[0]
-            items.append(torch.as_tensor(item))
+            if isinstance(item, Mapping):
+                raise InvalidTypeError(
+                    f"data's items must be an input x or a pair (x, y), got a dict (keys {sorted(item)[:4]}); "
+                    "a Hugging Face model's dict inputs go through activebayes.adapters.huggingface")
+            try:
+                items.append(torch.as_tensor(item))
+            except (TypeError, ValueError, RuntimeError) as error:
+                raise InvalidTypeError(f"data's item {index} is not a tensor or array of inputs: "
+                                       f"{type(item).__name__} ({error})") from None
         return torch.stack(items)
 
     def chunks(self, n_chunk: int) -> Iterator[tuple[int, int, Tensor]]:
@@ -430,6 +442,8 @@ def _predict(
             for k_start in range(0, K, k_chunk):
                 ids = list(range(k_start, min(K, k_start + k_chunk)))
                 log_probs_n_k_C = _forward_chunk(model, sampler, x_n, n, ids, expand=expand)
+                if bool(torch.isnan(log_probs_n_k_C).any()):
+                    raise nan_outputs(x_n, log_probs_n_k_C, start)
                 if log_probs_N_K_C is None:
                     C = log_probs_n_k_C.shape[-1]
                     log_probs_N_K_C = torch.empty(N, K, C, dtype=torch.float32)
@@ -442,8 +456,30 @@ def _predict(
 def unreadable_inputs(x_n: Tensor, error: RuntimeError) -> InvalidArgumentError:
     """The one-line error for a forward pass that cannot read ``x_n`` (prediction and ``fit`` alike)."""
     message = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if "dtype" in message or "scalar type" in message:
+        return InvalidArgumentError(
+            f"the model cannot read inputs of dtype {str(x_n.dtype).removeprefix('torch.')}: {message}; convert the "
+            "inputs to the model's dtype (e.g. inputs.float()) or the model to the inputs' (model.to(inputs.dtype))")
     return InvalidArgumentError(f"the model cannot read inputs of shape {list(x_n.shape)} (one item: "
                                 f"{tuple(x_n.shape[1:])}): {message}")
+
+
+def nonfinite_rows(x_n: Tensor) -> list[int]:
+    """Rows of ``x_n`` holding a NaN or an infinite value (none for integer inputs)."""
+    if not x_n.is_floating_point():
+        return []
+    return torch.nonzero(~torch.isfinite(x_n.reshape(len(x_n), -1)).all(dim=1)).flatten().tolist()
+
+
+def nan_outputs(x_n: Tensor, log_probs_n_k_C: Tensor, offset: int) -> InvalidArgumentError:
+    """The error for a model whose outputs hold NaN: which items, and whether their inputs do."""
+    rows = torch.nonzero(torch.isnan(log_probs_n_k_C.reshape(len(log_probs_n_k_C), -1)).any(dim=1)).flatten()
+    items = [offset + int(r) for r in rows[:5]]
+    more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
+    bad_inputs = set(nonfinite_rows(x_n))
+    why = ("their inputs hold NaN or inf" if all(int(r) in bad_inputs for r in rows) else
+           "the model's weights or computation give NaN (trained on NaN inputs, or diverged?)")
+    return InvalidArgumentError(f"the model's outputs are NaN for items {items}{more}: {why}")
 
 
 def _batched_failure(model: nn.Module, x_n: Tensor, error: RuntimeError) -> Exception:

@@ -123,7 +123,19 @@ def _as_tensors(data: object, name: str, multilabel: bool = False) -> tuple[Tens
         )
     if targets.is_floating_point():
         raise InvalidTypeError(f"{name} targets must be integer class indices, got dtype {targets.dtype}")
+    _check_finite_inputs(inputs, name)
     return inputs, targets.long()
+
+
+def _check_finite_inputs(inputs: Tensor, name: str) -> None:
+    """Refuse NaN / inf inputs: one such item makes every weight NaN after the first step."""
+    from activebayes.models.predict import nonfinite_rows
+
+    rows = nonfinite_rows(inputs)
+    if rows:
+        more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
+        raise InvalidArgumentError(f"{name} inputs hold NaN or inf in {len(rows)} item(s) (rows {rows[:5]}{more}); "
+                                   "training on them would make every weight NaN")
 
 
 def _multilabel_tensors(data: object, name: str) -> tuple[Tensor, Tensor]:
@@ -140,6 +152,7 @@ def _multilabel_tensors(data: object, name: str) -> tuple[Tensor, Tensor]:
                                    f"N = {inputs.shape[0]}, got shape {tuple(targets.shape)}")
     if not bool(((targets == 0) | (targets == 1)).all()):
         raise InvalidArgumentError(f"{name} targets of a multi-label fit must hold only 0 and 1")
+    _check_finite_inputs(inputs, name)
     return inputs, targets.float()
 
 
@@ -202,9 +215,10 @@ def _schedule(n: int, batch_size: int, min_samples_per_epoch: int | None, min_st
     return step_size, target, stopping
 
 
-#: Where a forward pass fails on its inputs' shape (torch's messages: "mat1 and mat2 shapes cannot be
-#: multiplied", "expected input[...] to have 1 channels", "invalid for input of size", ...).
-_SHAPE_ERROR = re.compile(r"shape|size|dimension|channel", re.IGNORECASE)
+#: Where a forward pass fails on its inputs' shape or dtype (torch's messages: "mat1 and mat2 shapes
+#: cannot be multiplied", "expected input[...] to have 1 channels", "invalid for input of size",
+#: "mat1 and mat2 must have the same dtype", ...).
+_SHAPE_ERROR = re.compile(r"shape|size|dimension|channel|dtype|scalar type", re.IGNORECASE)
 
 
 def _first_logits(model: nn.Module, x: Tensor, targets: Tensor, val: tuple[Tensor, Tensor] | None) -> Tensor:
