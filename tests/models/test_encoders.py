@@ -119,3 +119,77 @@ def test_a_head_takes_d_from_an_encoder_that_declares_it(name):
     assert posterior is not None
     with pytest.raises(InvalidArgumentError, match="feature_dim"):
         build_head(name, encoder=lambda x: x.flatten(1), num_classes=3, generator=0)
+
+
+@pytest.mark.parametrize("name", ["mc_dropout", "ensemble", "laplace"])
+def test_a_feature_dim_other_than_the_encoders_output_is_named(name):
+    from activebayes.models import build_posterior
+
+    torch.manual_seed(0)
+    x, y = torch.randn(20, 6), torch.randint(0, 3, (20,))
+    post = build_posterior(name, encoder=nn.Linear(6, 4), num_classes=3, feature_dim=8, ensemble_size=2,
+                           generator=0, fit_options={"max_epochs": 1})
+    with pytest.raises(InvalidArgumentError, match="feature_dim=8 was given, the encoder gives 4 features per item"):
+        post.fit((x, y), generator=0)
+    with pytest.raises(InvalidArgumentError, match="feature_dim=8 was given"):
+        post.module(x)
+
+
+@pytest.mark.parametrize("name", ["mc_dropout", "ensemble", "laplace"])
+def test_inputs_the_frozen_encoder_cannot_read_are_named(name):
+    from activebayes.models import build_posterior
+
+    torch.manual_seed(0)
+    post = build_posterior(name, encoder=nn.Linear(6, 4), num_classes=3, feature_dim=4, ensemble_size=2,
+                           generator=0, fit_options={"max_epochs": 1})
+    y = torch.randint(0, 3, (20,))
+    with pytest.raises(InvalidArgumentError, match=r"cannot read inputs of shape \[20, 5\] .*20x5 and 6x4"):
+        post.fit((torch.randn(20, 5), y), generator=0)
+    with pytest.raises(InvalidArgumentError, match="cannot read inputs of dtype float64"):
+        post.fit((torch.randn(20, 6, dtype=torch.float64), y), generator=0)
+    with pytest.raises(InvalidArgumentError, match=r"cannot read inputs of shape \[3, 5\]"):
+        post.module(torch.randn(3, 5))
+
+
+def test_a_wrong_input_shape_for_the_encoder_probe_names_input_shape():
+    with pytest.raises(InvalidArgumentError, match=r"input_shape=\(7,\) does not fit the encoder.*1x7 and 6x4"):
+        build_head("ensemble", encoder=nn.Linear(6, 4), num_classes=3, input_shape=(7,))
+
+
+def test_an_encoder_returning_a_tuple_is_named():
+    def pair(x):
+        return x, x
+
+    with pytest.raises(InvalidTypeError, match="encoder .*pair must return features \\[n, D\\] as one tensor.*got tuple"):
+        build_head("laplace", encoder=pair, num_classes=3, input_shape=(6,))
+    head = build_head("laplace", encoder=pair, num_classes=3, feature_dim=6)
+    with pytest.raises(InvalidTypeError, match="got tuple"):
+        head(torch.randn(4, 6))
+    as_array = FrozenEncoder(lambda x: x.numpy() * 2, cache=False)  # arrays are still features
+    torch.testing.assert_close(as_array(torch.ones(2, 3)), torch.full((2, 3), 2.0))
+
+
+def test_compute_embeddings_leaves_the_encoder_trainable_and_in_its_mode(tmp_path):
+    torch.manual_seed(0)
+    encoder = nn.Sequential(nn.Linear(6, 4), nn.Dropout(0.1), nn.Linear(4, 4))
+    encoder[2].bias.requires_grad_(False)  # the user's own flags come back as they were
+    encoder.train()
+    encoder[1].eval()
+    flags = [m.training for m in encoder.modules()]
+    grads = [p.requires_grad for p in encoder.parameters()]
+    x = torch.randn(10, 6)
+    for cache_dir in (None, tmp_path, tmp_path):  # computed, then written, then read back
+        compute_embeddings(encoder, x, cache_dir=cache_dir, device="cpu")
+        assert [m.training for m in encoder.modules()] == flags
+        assert [p.requires_grad for p in encoder.parameters()] == grads
+    encoder(x).sum().backward()
+    assert encoder[0].weight.grad is not None
+
+
+def test_a_head_freezes_its_encoder_in_place():
+    """Documented: heads share the user's module frozen, not a copy."""
+    encoder = nn.Linear(6, 4)
+    encoder.train()
+    head = build_head("ensemble", encoder=encoder, num_classes=3, feature_dim=4, ensemble_size=2, generator=0)
+    assert head.members[0][0].encoder is encoder
+    assert not encoder.training and not any(p.requires_grad for p in encoder.parameters())

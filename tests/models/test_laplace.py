@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from activebayes.errors import InvalidArgumentError
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.models import (
     MLP,
     LastLayerLaplace,
@@ -300,6 +300,81 @@ def test_last_layer_laplace_splits_a_network_at_its_last_linear():
     assert model.feature_dim == 8 and model.num_classes == 3
     with pytest.raises(InvalidArgumentError, match="does more after its last nn.Linear"):
         last_layer_laplace(nn.Sequential(nn.Linear(6, 3), nn.Tanh()), input_shape=(6,))
+
+
+@pytest.mark.parametrize("tail", [nn.LogSoftmax(-1), nn.ReLU(), nn.Tanh()])
+def test_a_network_doing_more_after_its_last_linear_is_refused_without_input_shape(tail):
+    """Without input_shape the split is checked on the first inputs: fit (its first batch) and a forward
+    refuse a network whose last nn.Linear is followed by another op (ReLU: the hidden features are
+    non-negative, so only comparing with the whole network catches it)."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3), tail)
+    x, y = torch.randn(20, 6), torch.randint(0, 3, (20,))
+    post = build_posterior("laplace", network=net, num_classes=3)
+    with pytest.raises(InvalidArgumentError, match=r"does more after its last nn.Linear \(2\)"):
+        post.fit((x, y), generator=0)
+    with pytest.raises(InvalidArgumentError, match="does more after its last nn.Linear"):
+        post.module(x)
+
+
+def test_a_network_ending_in_its_last_linear_is_checked_once_and_keeps_its_modes():
+    torch.manual_seed(0)
+    net = MLP(in_features=6, num_classes=3, hidden=(8,))  # MC dropout layers: the check runs in eval mode
+    x, y = torch.randn(20, 6), torch.randint(0, 3, (20,))
+    post = build_posterior("laplace", network=net, num_classes=3, fit_options={"max_epochs": 2})
+    post.module.train()
+    flags = [m.training for m in post.module.modules()]
+    net.eval()
+    torch.testing.assert_close(post.module.eval()(x), net(x))
+    post.module.train()
+    assert [m.training for m in post.module.modules()] == flags
+    post.fit((x, y), generator=0)
+    assert post.log_probs(x, num_samples=4, generator=0).shape == (20, 4, 3)
+
+
+def test_laplace_on_a_network_keeps_the_dtype_and_device_of_its_last_linear():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3)).double()
+    x, y = torch.randn(20, 6, dtype=torch.float64), torch.randint(0, 3, (20,))
+    post = build_posterior("laplace", network=net, num_classes=3, input_shape=(6,))  # the probe is float64 too
+    assert post.module.last.weight.dtype == torch.float64
+    torch.testing.assert_close(post.module.eval()(x), net(x))
+    post.fit((x, y), generator=0)
+    log_probs = post.log_probs(x, num_samples=4, generator=0)
+    assert log_probs.shape == (20, 4, 3) and bool(torch.isfinite(log_probs).all())
+    assert probit_predictive(post.module, x).shape == (20, 3)
+    on_meta = last_layer_laplace(nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3)).to("meta"))
+    assert on_meta.last.weight.device.type == "meta"
+    assert {buffer.device.type for buffer in on_meta.buffers()} == {"meta"}
+
+
+def test_a_wrong_input_shape_for_the_probe_names_input_shape():
+    net = nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 3))
+    with pytest.raises(InvalidArgumentError, match=r"input_shape=\(7,\) does not fit the network"):
+        build_posterior("laplace", network=net, num_classes=3, input_shape=(7,))
+    with pytest.raises(InvalidArgumentError, match=r"input_shape=\(7,\) does not fit the encoder"):
+        build_posterior("laplace", encoder=nn.Linear(6, 4), num_classes=3, input_shape=(7,))
+
+
+def test_a_misspelt_head_option_names_the_close_match():
+    with pytest.raises(InvalidArgumentError, match="unknown laplace head option 'structre'; did you mean 'structure'"):
+        build_posterior("laplace", encoder=nn.Identity(), num_classes=3, feature_dim=4, structre="kron")
+    with pytest.raises(InvalidArgumentError, match="did you mean 'p_features'"):
+        build_posterior("mc_dropout", encoder=nn.Identity(), num_classes=3, feature_dim=4, p_feature=0.1)
+    with pytest.raises(InvalidArgumentError, match="unknown laplace option 'structre'; did you mean 'structure'"):
+        build_posterior("laplace", network=nn.Sequential(nn.Linear(4, 3)), num_classes=3, structre="kron")
+    with pytest.raises(InvalidArgumentError, match="unknown laplace option 'priorprecision'"):
+        last_layer_laplace(nn.Sequential(nn.Linear(4, 3)), priorprecision=1.0)
+    head = build_posterior("laplace", encoder=nn.Identity(), num_classes=3, feature_dim=4, structure="kron").module
+    assert head.structure == "kron"
+
+
+@pytest.mark.parametrize("name", ["mc_dropout", "ensemble", "laplace"])
+@pytest.mark.parametrize(("num_classes", "error"), [(0, InvalidArgumentError), (-1, InvalidArgumentError),
+                                                    (2.5, InvalidTypeError), ("3", InvalidTypeError)])
+def test_every_head_checks_num_classes(name, num_classes, error):
+    with pytest.raises(error, match="num_classes must be"):
+        build_posterior(name, encoder=nn.Identity(), num_classes=num_classes, feature_dim=4)
 
 
 @pytest.mark.parametrize("name", ["mc_dropout", "ensemble", "laplace"])

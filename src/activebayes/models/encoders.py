@@ -21,10 +21,12 @@ encoder's weights (or a ``name`` for a callable) names an ``.npy`` file in
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import re
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +58,16 @@ class _CallableEncoder(nn.Module):
         self.name = name or getattr(function, "__qualname__", type(function).__name__)
 
     def forward(self, inputs: Tensor) -> Tensor:
-        return torch.as_tensor(self.function(inputs))
+        out = self.function(inputs)
+        if isinstance(out, Tensor):
+            return out
+        try:
+            return torch.as_tensor(out)
+        except (TypeError, ValueError, RuntimeError) as error:
+            raise InvalidTypeError(
+                f"encoder {self.name} must return features [n, D] as one tensor or array, got "
+                f"{type(out).__name__}; return the features alone (e.g. lambda x: encoder(x)[0])"
+            ) from error
 
     def extra_repr(self) -> str:
         return self.name
@@ -110,8 +121,20 @@ def _check_output(out: object, n: int, expected: tuple[int, ...] | None, what: s
     return out
 
 
+#: what a RuntimeError of an encoder that cannot read its inputs says (shapes, dtypes)
+_UNREADABLE = re.compile(r"shape|size|dimension|channel|dtype|scalar type", re.IGNORECASE)
+
+
+def _cannot_read(error: RuntimeError) -> bool:
+    return not isinstance(error, torch.cuda.OutOfMemoryError) and bool(_UNREADABLE.search(str(error)))
+
+
 class FrozenEncoder(nn.Module):
     """An encoder run frozen (no gradient, eval mode), its features ``[n, D]`` remembered per input row.
+
+    The encoder is frozen **in place**, not copied: a user's ``nn.Module`` gets
+    ``requires_grad_(False)`` and stays in eval mode, so heads and rounds share it without
+    a copy of its weights. Wrap ``copy.deepcopy(module)`` to keep training the module itself.
 
     Args:
         encoder: a :class:`~activebayes.models.Representation`, an ``nn.Module`` or a callable.
@@ -157,9 +180,16 @@ class FrozenEncoder(nn.Module):
         return out.detach().reshape(out.shape[0], -1).float()
 
     def forward(self, inputs: Tensor) -> Tensor:
-        if not self.cache:
-            return self._encode(inputs)
-        return cached_rows(self._features, inputs, self._encode, self.max_items)
+        try:
+            if not self.cache:
+                return self._encode(inputs)
+            return cached_rows(self._features, inputs, self._encode, self.max_items)
+        except RuntimeError as error:  # inputs of another width or dtype than the encoder's
+            if not _cannot_read(error):
+                raise
+            from activebayes.models.predict import unreadable_inputs
+
+            raise unreadable_inputs(inputs, error) from error
 
 
 def split_frozen(model: nn.Module) -> tuple[Callable[[Tensor], Tensor], nn.Module] | None:
@@ -268,6 +298,34 @@ def _inputs_fingerprint(inputs: Any, chunk: int) -> str:
     return digest.hexdigest()
 
 
+@contextlib.contextmanager
+def _module_state_kept(module: nn.Module, *, moved: bool) -> Iterator[None]:
+    """Restore ``module``'s train/eval flags, its parameters' ``requires_grad`` and, when it is
+    ``moved``, its device afterwards (:class:`FrozenEncoder` freezes the module in place)."""
+    training = {m: m.training for m in module.modules()}
+    requires_grad = {p: p.requires_grad for p in module.parameters()}
+    device = next((t.device for t in module.parameters()), None) if moved else None
+    try:
+        yield
+    finally:
+        if device is not None:
+            module.to(device)
+        for parameter, flag in requires_grad.items():
+            parameter.requires_grad_(flag)
+        for m, flag in training.items():
+            m.training = flag
+
+
+def _cached_embeddings(key: str, path: Path | None) -> Tensor | EmbeddingInputs | None:
+    """The embeddings of ``key`` computed before: the ``.npy`` file at ``path``, else this process's memory."""
+    if path is not None and path.is_file():
+        return EmbeddingInputs(np.load(path, mmap_mode="r"))
+    if path is None and key in _MEMORY_CACHE:
+        _MEMORY_CACHE.move_to_end(key)
+        return _MEMORY_CACHE[key]
+    return None
+
+
 def compute_embeddings(
     encoder: Any,
     inputs: Any,
@@ -290,20 +348,30 @@ def compute_embeddings(
         batch_size: items per encoder call.
         cache_dir: where the ``.npy`` files live (``None``: in memory).
         device: run the encoder there.
-    """
-    from activebayes.models.predict import _Inputs
 
+    The encoder runs in eval mode without gradients; a module's train/eval flags,
+    ``requires_grad`` flags and device are restored afterwards, so it can still be trained.
+    """
     check_positive_int(batch_size, "batch_size")
-    frozen = FrozenEncoder(encoder, cache=False)
-    if device is not None:
-        frozen.to(device)
     key = f"{_inputs_fingerprint(inputs, batch_size)}-{encoder_fingerprint(encoder)}"
     path = None if cache_dir is None else Path(cache_dir) / f"embeddings-{key}.npy"
-    if path is not None and path.is_file():
-        return EmbeddingInputs(np.load(path, mmap_mode="r"))
-    if path is None and key in _MEMORY_CACHE:
-        _MEMORY_CACHE.move_to_end(key)
-        return _MEMORY_CACHE[key]
+    cached = _cached_embeddings(key, path)
+    if cached is not None:
+        return cached
+    module = as_encoder_module(encoder)
+    with _module_state_kept(module, moved=device is not None):
+        frozen = FrozenEncoder(module, cache=False)
+        if device is not None:
+            frozen.to(device)
+        return _encode_pool(frozen, inputs, key, path, batch_size, device)
+
+
+def _encode_pool(frozen: FrozenEncoder, inputs: Any, key: str, path: Path | None, batch_size: int,
+                 device: torch.device | str | None) -> Tensor | EmbeddingInputs:
+    """:func:`compute_embeddings`' work: every input encoded chunk by chunk, into memory
+    (kept under ``key``) or into the ``.npy`` file at ``path``."""
+    from activebayes.models.predict import _Inputs
+
     data = _Inputs(inputs)
     run_device = next((t.device for t in frozen.parameters()), torch.device(device or "cpu"))
     out: np.ndarray | None = None

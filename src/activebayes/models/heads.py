@@ -25,6 +25,7 @@ network and Laplace splits off the network's last ``nn.Linear``.
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,7 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from activebayes._seeding import draw_seed, global_rng_seeded
-from activebayes._validation import check_choice, check_positive_int
+from activebayes._validation import check_choice, check_positive_int, unknown_name_message
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.models.encoders import FrozenEncoder
 from activebayes.models.ensemble import Ensemble
@@ -41,6 +42,7 @@ from activebayes.models.posterior import NetworkPosterior
 
 __all__ = [
     "DEFAULT_ENSEMBLE_SIZE",
+    "LAPLACE_OPTIONS",
     "POSTERIORS",
     "build_head",
     "build_posterior",
@@ -51,6 +53,34 @@ __all__ = [
 
 POSTERIORS = ("mc_dropout", "ensemble", "laplace")
 DEFAULT_ENSEMBLE_SIZE = 5
+#: the options of a Laplace head (:class:`LastLayerLaplace`'s)
+LAPLACE_OPTIONS = ("structure", "prior_precision", "max_full_parameters")
+#: the arguments of :class:`~activebayes.models.EncoderClassifier` that :func:`build_head` sets itself
+_SET_BY_BUILD_HEAD = ("encoder", "num_classes", "feature_dim", "input_shape", "hidden")
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def _head_options(name: str) -> tuple[str, ...]:
+    """The ``**options`` head ``name`` takes."""
+    from activebayes.models.networks import EncoderClassifier
+
+    if name == "laplace":
+        return LAPLACE_OPTIONS
+    if name == "mc_dropout":
+        parameters = inspect.signature(EncoderClassifier).parameters.values()
+        return tuple(p.name for p in parameters
+                     if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in _SET_BY_BUILD_HEAD)
+    return ()
+
+
+def _check_options(options: dict[str, Any], accepted: Sequence[str], what: str) -> None:
+    """Refuse a key of ``options`` not in ``accepted``, naming the close match (a misspelt ``structre``)."""
+    for key in options:
+        if key not in accepted:
+            raise InvalidArgumentError(unknown_name_message(what, key, accepted))
 
 
 def _feature_dim(encoder: nn.Module, input_shape: Sequence[int] | None, feature_dim: int | None) -> int:
@@ -62,11 +92,39 @@ def _feature_dim(encoder: nn.Module, input_shape: Sequence[int] | None, feature_
     inner = encoder.encoder if isinstance(encoder, FrozenEncoder) else encoder
     if input_shape is None and getattr(inner, "feature_dim", None) is None:
         raise InvalidArgumentError("a head needs feature_dim=, an encoder with a feature_dim attribute, or input_shape=")
-    return _probe_feature_dim(inner, tuple(input_shape or ()))
+    shape = tuple(input_shape or ())
+    try:
+        return _probe_feature_dim(inner, shape)
+    except RuntimeError as error:
+        raise InvalidArgumentError(
+            f"input_shape={shape} does not fit the encoder: a probe item of that shape fails ({_first_line(error)})"
+        ) from error
+
+
+class _CheckedFlatten(nn.Flatten):
+    """``nn.Flatten`` that checks each item's feature count against the head's ``feature_dim``
+    (a wrong ``feature_dim=`` is named, not a layer-norm shape error on the features)."""
+
+    def __init__(self, feature_dim: int) -> None:
+        super().__init__()
+        self.feature_dim = feature_dim
+
+    def forward(self, features: Tensor) -> Tensor:
+        features_n_D = super().forward(features)
+        if features_n_D.shape[1] != self.feature_dim:
+            raise InvalidArgumentError(
+                f"feature_dim must be the encoder's output size: feature_dim={self.feature_dim} was given, the "
+                f"encoder gives {features_n_D.shape[1]} features per item; pass feature_dim={features_n_D.shape[1]}"
+            )
+        return features_n_D
+
+    def extra_repr(self) -> str:
+        return f"feature_dim={self.feature_dim}"
 
 
 def _body(encoder: nn.Module, feature_dim: int, hidden: int) -> nn.Sequential:
-    layers: list[nn.Module] = [encoder, nn.Flatten(), nn.LayerNorm(feature_dim, elementwise_affine=False)]
+    layers: list[nn.Module] = [encoder, _CheckedFlatten(feature_dim),
+                               nn.LayerNorm(feature_dim, elementwise_affine=False)]
     if hidden:
         layers += [nn.Linear(feature_dim, hidden), nn.ReLU()]
     return nn.Sequential(*layers)
@@ -97,12 +155,22 @@ def build_head(
         ensemble_size: E for ``"ensemble"``.
         generator: seeds the initialisation.
         **options: ``mc_dropout``: ``p_features``, ``p``; ``laplace``: ``structure``,
-            ``prior_precision``, ``max_full_parameters``.
+            ``prior_precision``, ``max_full_parameters``; another key is refused, naming the
+            close match.
+
+    The encoder is frozen **in place**, not copied: a user's ``nn.Module`` gets
+    ``requires_grad_(False)`` and stays in eval mode (:class:`FrozenEncoder`), so heads and
+    rounds share it without a copy of its weights. To keep training your own module
+    afterwards, pass ``copy.deepcopy(encoder)``.
     """
     from activebayes.models.networks import EncoderClassifier
 
     check_choice(name, "posterior", POSTERIORS)
+    check_positive_int(num_classes, "num_classes")
     check_positive_int(hidden, "hidden", allow_zero=True)
+    if name == "ensemble" and options:
+        raise InvalidArgumentError(f"the ensemble head takes no options {sorted(options)}")
+    _check_options(options, _head_options(name), f"{name} head option")
     frozen = encoder if isinstance(encoder, FrozenEncoder) else FrozenEncoder(encoder)
     D = _feature_dim(frozen, input_shape, feature_dim)
     seed = draw_seed(generator)
@@ -111,11 +179,12 @@ def build_head(
             raise InvalidArgumentError("the mc_dropout head needs hidden >= 1, got 0")
         options.pop("feature_cache", None)  # the FrozenEncoder caches
         with global_rng_seeded(seed):
-            return EncoderClassifier(frozen, num_classes=num_classes, feature_dim=D, hidden=hidden,
-                                     feature_cache=False, **options)
+            classifier = EncoderClassifier(frozen, num_classes=num_classes, feature_dim=D, hidden=hidden,
+                                           feature_cache=False, **options)
+        if isinstance(classifier.head[0], nn.Flatten):  # a wrong feature_dim named at the first features
+            classifier.head[0] = _CheckedFlatten(D)
+        return classifier
     if name == "ensemble":
-        if options:
-            raise InvalidArgumentError(f"the ensemble head takes no options {sorted(options)}")
         check_positive_int(ensemble_size, "ensemble_size")
 
         def member() -> nn.Module:
@@ -138,39 +207,46 @@ def last_layer_laplace(
     network: nn.Module, *, input_shape: Sequence[int] | None = None, **options: Any
 ) -> LastLayerLaplace:
     """A :class:`LastLayerLaplace` on a copy of ``network``: its last ``nn.Linear`` (in
-    registration order) becomes the posterior's layer, the rest its body.
+    registration order) becomes the posterior's layer (with that layer's weights, dtype and
+    device), the rest its body.
 
-    The last ``nn.Linear`` must be the network's final operation (``logits = W h + b``);
-    with ``input_shape`` a probe forward checks that, and a network that does more after it
-    raises :class:`~activebayes.errors.InvalidArgumentError`.
+    The last ``nn.Linear`` must be the network's final operation (``logits = W h + b``).
+    That is checked on a probe forward of ``input_shape`` when it is given, else on the
+    first inputs the module reads (the first batch of ``fit``, or the first prediction):
+    a network that does more after it raises :class:`~activebayes.errors.InvalidArgumentError`.
+
+    ``**options``: :class:`LastLayerLaplace`'s ``structure``, ``prior_precision``,
+    ``max_full_parameters``.
     """
     from activebayes.models.embeddings import last_linear
 
     if not isinstance(network, nn.Module) or isinstance(network, Ensemble):
         raise InvalidTypeError(f"network must be one torch.nn.Module (not an Ensemble), got {type(network).__name__}")
+    _check_options(options, LAPLACE_OPTIONS, "laplace option")
     body = copy.deepcopy(network)
     last = last_linear(body)
     qualified = next(name for name, module in body.named_modules() if module is last)
     _set_submodule(body, qualified, nn.Identity())
-    model = LastLayerLaplace(body, feature_dim=last.in_features, num_classes=last.out_features, **options)
+    model = LastLayerLaplace(body, feature_dim=last.in_features, num_classes=last.out_features,
+                             device=last.weight.device, dtype=last.weight.dtype, **options)
     model.last.load_state_dict(last.state_dict())
+    model.split_at = qualified
     if input_shape is not None:
-        probe = torch.randn(2, *input_shape, generator=torch.Generator().manual_seed(0))
-        was = network.training
-        network.eval()
-        model.eval()
-        try:
-            with torch.no_grad():
-                same = torch.allclose(network(probe), model(probe), atol=1e-5)
-        finally:
-            network.train(was)
-            model.train()
-        if not same:
-            raise InvalidArgumentError(
-                f"network ({type(network).__name__}) does more after its last nn.Linear ({qualified}); "
-                "last-layer Laplace needs logits = last_linear(features): build LastLayerLaplace(body, ...) yourself"
-            )
+        _probe_split(model, tuple(input_shape))
     return model
+
+
+def _probe_split(model: LastLayerLaplace, input_shape: tuple[int, ...]) -> None:
+    """:meth:`LastLayerLaplace.check_split` on two random items of ``input_shape``."""
+    weight = model.last.weight
+    probe = torch.randn(2, *input_shape, generator=torch.Generator().manual_seed(0), dtype=weight.dtype)
+    try:
+        model.check_split(probe.to(weight.device))
+    except RuntimeError as error:
+        raise InvalidArgumentError(
+            f"input_shape={input_shape} does not fit the network: a probe item of that shape fails "
+            f"({_first_line(error)})"
+        ) from error
 
 
 def fit_posterior_module(module: nn.Module, train: tuple[Tensor, Tensor]) -> dict[str, Any]:
@@ -209,6 +285,10 @@ def build_posterior(
     ``fit`` trains the MAP network (:func:`~activebayes.models.fit` with ``fit_options``)
     and then, for Laplace, the posterior of the last layer.
 
+    An ``encoder`` is frozen in place, not copied (see :func:`build_head`): pass
+    ``copy.deepcopy(encoder)`` to keep training your module afterwards. A ``network`` is
+    used as is by ``mc_dropout`` and copied by ``ensemble`` and ``laplace``.
+
     Example:
         >>> post = build_posterior("laplace", encoder=nn.Identity(), num_classes=3, feature_dim=4, generator=0)
         >>> x, y = torch.randn(30, 4), torch.randint(0, 3, (30,))
@@ -219,6 +299,7 @@ def build_posterior(
     from activebayes.models.training import reset_parameters
 
     check_choice(name, "posterior", POSTERIORS)
+    check_positive_int(num_classes, "num_classes")
     if (encoder is None) == (network is None):
         raise InvalidArgumentError("build_posterior needs exactly one of encoder= (a head on frozen features) and network=")
     fit_options = dict(fit_options or {})
@@ -264,8 +345,7 @@ def loop_model(loop: Any, generator: torch.Generator) -> nn.Module:
     if config.posterior == "ensemble":
         return build_model(config.model, num_classes=num_classes, input_shape=input_shape, ensemble_size=size,
                            generator=generator, **options)
-    laplace_options = {k: options.pop(k) for k in ("structure", "prior_precision", "max_full_parameters")
-                       if k in options}
+    laplace_options = {k: options.pop(k) for k in LAPLACE_OPTIONS if k in options}
     network = build_model(config.model, num_classes=num_classes, input_shape=input_shape, generator=generator,
                           **options)
     return last_layer_laplace(network, input_shape=input_shape, **laplace_options)

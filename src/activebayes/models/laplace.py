@@ -87,6 +87,7 @@ LAPLACE_STRUCTURES = ("auto", "full", "kron")
 #: (an eigendecomposition of a ``P x P`` float64 matrix: 1290 parameters, 13 MB, ~0.3 s), K-FAC beyond.
 MAX_FULL_PARAMETERS = 2048
 _LOG_DELTA_RANGE = (-18.0, 18.0)  # natural log of the prior precision searched
+_SPLIT_CHECK_ROWS = 8  # rows of the first inputs on which a split network is checked
 
 
 def _with_bias(features_n_D: Tensor) -> Tensor:
@@ -186,7 +187,19 @@ class LastLayerLaplace(nn.Module):
         structure: ``"full"``, ``"kron"`` or ``"auto"`` (full up to ``max_full_parameters``).
         prior_precision: a fixed ``delta > 0``, or ``None`` to fit it by marginal likelihood.
         max_full_parameters: the ``"auto"`` threshold on ``P = C (D + 1)``.
+        device: where the output layer and the posterior's buffers live (default: the CPU).
+        dtype: the output layer's dtype (default: torch's default); the posterior's buffers are float64.
+
+    Split from a whole network (:func:`~activebayes.models.last_layer_laplace`),
+    :attr:`split_at` names the ``nn.Identity`` in ``body`` that stands for ``last``; the
+    first forward then checks that ``last(body(x))`` is the network's output
+    (:meth:`check_split`).
     """
+
+    #: the qualified name of the ``nn.Identity`` in ``body`` that replaced ``last`` when the module
+    #: was split from a whole network, else ``None`` (a body built as such)
+    split_at: str | None = None
+    _split_checked: bool = False
 
     def __init__(
         self,
@@ -197,6 +210,8 @@ class LastLayerLaplace(nn.Module):
         structure: str = "auto",
         prior_precision: float | None = None,
         max_full_parameters: int = MAX_FULL_PARAMETERS,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(body, nn.Module):
@@ -209,28 +224,28 @@ class LastLayerLaplace(nn.Module):
             if isinstance(prior_precision, bool) or not isinstance(prior_precision, (int, float)) or not prior_precision > 0:
                 raise InvalidArgumentError(f"prior_precision must be a number > 0 or None (fit it), got {prior_precision!r}")
         self.body = body
-        self.last = nn.Linear(feature_dim, num_classes)
+        self.last = nn.Linear(feature_dim, num_classes, device=device, dtype=dtype)
         E = feature_dim + 1
         P = num_classes * E
         if structure == "auto":
             structure = "full" if P <= max_full_parameters else "kron"
         self.structure = structure
         self.fixed_prior_precision = None if prior_precision is None else float(prior_precision)
-        f64 = torch.float64
-        self.register_buffer("theta_map_C_E", torch.zeros(num_classes, E, dtype=f64))
-        self.register_buffer("prior_precision", torch.tensor(1.0, dtype=f64))
-        self.register_buffer("fitted", torch.tensor(False))
+        f64 = {"dtype": torch.float64, "device": device}
+        self.register_buffer("theta_map_C_E", torch.zeros(num_classes, E, **f64))
+        self.register_buffer("prior_precision", torch.tensor(1.0, **f64))
+        self.register_buffer("fitted", torch.tensor(False, device=device))
         if structure == "full":
-            self.register_buffer("eigenvectors_P_P", torch.eye(P, dtype=f64))
-            self.register_buffer("eigenvalues_P", torch.zeros(P, dtype=f64))
+            self.register_buffer("eigenvectors_P_P", torch.eye(P, **f64))
+            self.register_buffer("eigenvalues_P", torch.zeros(P, **f64))
         else:
-            self.register_buffer("g_vectors_C_C", torch.eye(num_classes, dtype=f64))
-            self.register_buffer("g_values_C", torch.zeros(num_classes, dtype=f64))
-            self.register_buffer("a_vectors_E_E", torch.eye(E, dtype=f64))
-            self.register_buffer("a_values_E", torch.zeros(E, dtype=f64))
+            self.register_buffer("g_vectors_C_C", torch.eye(num_classes, **f64))
+            self.register_buffer("g_values_C", torch.zeros(num_classes, **f64))
+            self.register_buffer("a_vectors_E_E", torch.eye(E, **f64))
+            self.register_buffer("a_values_E", torch.zeros(E, **f64))
         # K weight samples [K, C, D+1] (float32) and the base seed they come from
-        self.register_buffer("samples_K_C_E", torch.zeros(0, num_classes, E), persistent=False)
-        self.register_buffer("function_seed", torch.tensor(-1, dtype=torch.int64), persistent=False)
+        self.register_buffer("samples_K_C_E", torch.zeros(0, num_classes, E, device=device), persistent=False)
+        self.register_buffer("function_seed", torch.tensor(-1, dtype=torch.int64, device=device), persistent=False)
 
     # ------------------------------------------------------------------ the MAP network
     @property
@@ -243,6 +258,7 @@ class LastLayerLaplace(nn.Module):
 
     def features(self, inputs: Tensor) -> Tensor:
         """``phi(x)``: ``[n, D]``."""
+        self.check_split(inputs)
         features = self.body(inputs)
         if not isinstance(features, Tensor) or features.ndim != 2 or features.shape[1] != self.feature_dim:
             got = tuple(features.shape) if isinstance(features, Tensor) else type(features).__name__
@@ -250,6 +266,43 @@ class LastLayerLaplace(nn.Module):
                 f"body must map inputs to features [n, feature_dim={self.feature_dim}], got {got}"
             )
         return features
+
+    def check_split(self, inputs: Tensor) -> None:
+        """Once, for a module split from a network (:attr:`split_at`): that the network's output on
+        ``inputs`` is ``last(body(inputs))``, i.e. nothing follows its last ``nn.Linear``.
+
+        Runs both in eval mode without gradients on the first few rows, the modules'
+        train/eval flags restored; raises :class:`~activebayes.errors.InvalidArgumentError`
+        for a network that does more after that layer (a softmax, an activation, a scaling)."""
+        if self.split_at is None or self._split_checked:
+            return
+        network_n_C, split_n_C = self._network_and_split_logits(inputs[:_SPLIT_CHECK_ROWS])
+        same = isinstance(network_n_C, Tensor) and network_n_C.shape == split_n_C.shape and torch.allclose(
+            network_n_C, split_n_C, rtol=1e-4, atol=1e-5, equal_nan=True)
+        if not same:
+            raise InvalidArgumentError(
+                f"the network ({type(self.body).__name__}) does more after its last nn.Linear ({self.split_at}): "
+                "last-layer Laplace needs logits = last_linear(features); build LastLayerLaplace(body, ...) yourself"
+            )
+        self._split_checked = True
+
+    @torch.no_grad()
+    def _network_and_split_logits(self, inputs: Tensor) -> tuple[Tensor, Tensor]:
+        """The whole network's output (``last`` run where the split put its ``nn.Identity``) and
+        ``last(body(inputs))``, in eval mode."""
+        identity = self.body.get_submodule(self.split_at)
+        flags = {module: module.training for module in self.modules()}
+        self.eval()
+        try:
+            handle = identity.register_forward_hook(lambda _module, _args, output: self.last(output))
+            try:
+                network_n_C = self.body(inputs)
+            finally:
+                handle.remove()
+            return network_n_C, self.last(self.body(inputs))
+        finally:
+            for module, flag in flags.items():
+                module.training = flag
 
     def split_frozen(self) -> tuple[Callable[[Tensor], Tensor], nn.Module] | None:
         """``(encode, rest)`` when the body starts with a frozen encoder (``fit`` then trains the
