@@ -12,7 +12,9 @@ from activebayes.analysis import (
     LearningCurve,
     ReachSummary,
     area_under_learning_curve,
+    baseline_targets,
     check_targets,
+    default_targets,
     final_metric,
     final_reliability,
     labels_to_reach,
@@ -23,6 +25,7 @@ from activebayes.analysis import (
     summarise_runs,
     summarise_strategy,
 )
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.metrics import evaluate_classification
 from activebayes.records import LoopConfig
 from activebayes.rundir import load_runs
@@ -388,3 +391,60 @@ def test_default_targets_read_from_random_or_the_weakest_strategy():
     # seeds on different grids: their common label counts
     assert baseline_targets([([10, 20, 30, 40], [0.1, 0.2, 0.3, 0.4]), ([10, 20, 40], [0.3, 0.4, 0.5])]) == \
         _floor2_targets([10, 20, 40], [0.2, 0.3, 0.45])
+
+
+# --------------------------------------------------------------------------- defects found by a user
+
+
+def _multilabel_run(*f1_R: float) -> list[dict]:
+    return [{"n_labelled": 20 + 10 * r, "metrics": {"test_micro_f1": f1, "test_hamming_loss": 0.1}}
+            for r, f1 in enumerate(f1_R)]
+
+
+def test_the_default_metric_is_the_runs_headline_micro_f1_for_multilabel_runs():
+    runs = {("random", 0): (None, _multilabel_run(0.4, 0.5)), ("bald", 0): (None, _multilabel_run(0.4, 0.6))}
+    curves = learning_curves_from_runs(runs)
+    assert curves["bald"][0].metric == "test_micro_f1" and curves["bald"][0].accuracy_R.tolist() == [0.4, 0.6]
+    assert summarise_runs(runs, targets=0.5)["random"].reach[0.5].values_S == (30,)
+
+
+@pytest.mark.parametrize("call", [
+    lambda runs: learning_curves_from_runs(runs, metric="tset_accuracy"),
+    lambda runs: summarise_runs(runs, metric="accuracy"),
+])
+def test_an_unknown_metric_is_refused_with_the_metrics_the_records_hold(call):
+    runs = {("bald", 0): (None, [_record(20, 0.5), _record(30, 0.6)])}
+    with pytest.raises(InvalidArgumentError, match=r"metric must be one of .*\(test_accuracy\), got '"):
+        call(runs)
+
+
+def test_an_invalid_curve_names_its_run():
+    runs = {("bald", 1): (None, [_record(20, 0.5), _record(30, float("nan"))])}
+    with pytest.raises(InvalidArgumentError, match=r"run 'bald' seed 1 \(test_accuracy\): accuracy_R must hold finite"):
+        learning_curves_from_runs(runs)
+
+
+def test_baseline_targets_keep_exact_two_decimal_values():
+    assert baseline_targets([([20, 60, 100], [0.3, 0.57, 0.58])]) == (0.57, 0.58)
+    assert default_targets({"random": [([20, 60, 100], [0.3, 0.29, 0.58])]}) == (0.29, 0.58)
+    assert baseline_targets([([20, 60, 100], [0.3, 0.579, 0.5899])]) == (0.57, 0.58)  # still rounded down
+
+
+@pytest.mark.parametrize("acc_R", [[1, 2], [50.0, 60.0], [-0.1, 0.5]])
+def test_accuracies_outside_0_1_are_refused(acc_R):
+    with pytest.raises(InvalidArgumentError, match=r"accuracy_R must hold finite accuracies in \[0, 1\]"):
+        area_under_learning_curve([50, 60], acc_R)
+
+
+def test_accuracies_that_are_not_numbers_are_a_type_error():
+    with pytest.raises(InvalidTypeError, match=r"accuracy_R must hold numbers, got \['a', 'b'\]"):
+        area_under_learning_curve([1, 2], ["a", "b"])
+
+
+def test_summarise_strategy_takes_one_target_as_a_number_and_refuses_a_string():
+    curves = [([10, 20], [0.8, 0.95])]
+    assert summarise_strategy(curves, targets=0.9).reach[0.9].values_S == (20,)
+    assert check_targets(0.9) == (0.9,)
+    with pytest.raises(InvalidTypeError, match="targets must be an accuracy in"):
+        summarise_strategy(curves, targets="0.9")
+    assert summarise_strategy(curves, targets=()).reach == {}  # the CLI's table asks for none

@@ -46,6 +46,7 @@ import numpy as np
 
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.metrics.calibration import ReliabilityBins
+from activebayes.records import headline_metric
 
 __all__ = [
     "LearningCurve",
@@ -79,7 +80,7 @@ CurveLike = Any  # LearningCurve or a (n_labelled_R, accuracy_R) pair
 
 def _check_curve(n_labelled_R: object, accuracy_R: object) -> tuple[np.ndarray, np.ndarray]:
     n_R = np.asarray(n_labelled_R)
-    acc_R = np.asarray(accuracy_R, dtype=np.float64)
+    acc_R = np.asarray(accuracy_R)
     if n_R.ndim != 1:
         raise InvalidArgumentError(f"n_labelled_R must be 1-D [R] (one label count per round), got shape {n_R.shape}")
     if acc_R.ndim != 1:
@@ -92,13 +93,16 @@ def _check_curve(n_labelled_R: object, accuracy_R: object) -> tuple[np.ndarray, 
         raise InvalidArgumentError("n_labelled_R is empty: a learning curve needs at least one round")
     if n_R.dtype.kind not in "iuf":
         raise InvalidTypeError(f"n_labelled_R must hold numbers, got dtype {n_R.dtype}")
+    if acc_R.dtype.kind not in "iuf":
+        raise InvalidTypeError(f"accuracy_R must hold numbers, got {acc_R.tolist()} (dtype {acc_R.dtype})")
+    acc_R = acc_R.astype(np.float64)
     n_R = n_R.astype(np.float64)
     if not np.all(np.isfinite(n_R)) or np.any(n_R < 0):
         raise InvalidArgumentError(f"n_labelled_R must hold finite counts >= 0, got {n_R.tolist()}")
     if np.any(np.diff(n_R) < 0):
         raise InvalidArgumentError(f"n_labelled_R must be non-decreasing (rounds in order), got {n_R.tolist()}")
-    if not np.all(np.isfinite(acc_R)):
-        raise InvalidArgumentError(f"accuracy_R must be finite, got {acc_R.tolist()}")
+    if not np.all((acc_R >= 0.0) & (acc_R <= 1.0)):  # also false for nan
+        raise InvalidArgumentError(f"accuracy_R must hold finite accuracies in [0, 1], got {acc_R.tolist()}")
     return n_R, acc_R
 
 
@@ -111,19 +115,29 @@ def _check_target(target: object, name: str = "target") -> float:
     return value
 
 
-def check_targets(targets: Iterable[float], name: str = "targets") -> tuple[float, ...]:
-    """Target accuracies as a tuple of floats in ``(0, 1]``, duplicates dropped, order kept.
+def check_targets(targets: Iterable[float] | float, name: str = "targets") -> tuple[float, ...]:
+    """Target accuracies as a tuple of floats in ``(0, 1]``, duplicates dropped, order kept;
+    a single number is one target.
 
     Example:
         >>> check_targets([0.9, 0.95, 0.9])
         (0.9, 0.95)
+        >>> check_targets(0.9)
+        (0.9,)
     """
-    if isinstance(targets, str | bytes) or not isinstance(targets, Iterable):
-        raise InvalidTypeError(f"{name} must be a sequence of accuracies in (0, 1], got {targets!r}")
-    values = tuple(dict.fromkeys(_check_target(t, name) for t in targets))
+    values = _target_tuple(targets, name)
     if not values:
         raise InvalidArgumentError(f"{name} must hold at least one accuracy in (0, 1], got none")
     return values
+
+
+def _target_tuple(targets: object, name: str = "targets") -> tuple[float, ...]:
+    """``targets`` (one number, or a sequence of them, possibly none) checked, duplicates dropped."""
+    if isinstance(targets, int | float | np.floating | np.integer) and not isinstance(targets, bool):
+        targets = (targets,)
+    if isinstance(targets, str | bytes) or not isinstance(targets, Iterable):
+        raise InvalidTypeError(f"{name} must be an accuracy in (0, 1] or a sequence of them, got {targets!r}")
+    return tuple(dict.fromkeys(_check_target(t, name) for t in targets))
 
 
 # --------------------------------------------------------------------------- one curve
@@ -252,13 +266,18 @@ def learning_curves_from_runs(
     Args:
         runs: ``(strategy, seed) -> (LoopConfig, [RoundRecord])``. Round records may
             also be plain dicts as stored in ``rounds.jsonl``.
-        metric: the accuracy key in each round's ``metrics``; default
-            ``"test_accuracy"`` when the runs have it, else ``"validation_accuracy"``.
+        metric: the accuracy key in each round's ``metrics``; default the runs' headline
+            (:func:`activebayes.records.headline_metric`: ``"test_accuracy"`` when the runs
+            have it, else ``"validation_accuracy"``; ``"test_micro_f1"`` for multi-label runs).
 
     Returns:
         ``strategy -> [LearningCurve]`` sorted by seed, strategies in first-seen
         order. Rounds without the metric are left out; runs with no such round
         are left out entirely.
+
+    Raises:
+        InvalidArgumentError: ``metric`` is in none of the rounds' metrics (the message
+            lists those they hold), or a run's curve is invalid (the message names the run).
 
     Example:
         >>> from types import SimpleNamespace as R
@@ -269,24 +288,52 @@ def learning_curves_from_runs(
     """
     if not isinstance(runs, Mapping):
         raise InvalidTypeError(f"runs must be a mapping (strategy, seed) -> (config, rounds), got {type(runs).__name__}")
-    records = {key: [_record_fields(r) for r in value[1]] for key, value in runs.items()}
-    if metric is None:
-        has_test = any("test_accuracy" in m for rounds in records.values() for _, m in rounds)
-        metric = "test_accuracy" if has_test else "validation_accuracy"
+    records = {key: [_record_fields(r, key, i) for i, r in enumerate(_run_rounds(value, key))]
+               for key, value in runs.items()}
+    all_metrics = [m for rounds in records.values() for _, m in rounds]
+    metric = headline_metric(all_metrics) if metric is None else _check_metric(metric, all_metrics)
     out: dict[str, list[LearningCurve]] = {}
     for (strategy, seed), rounds in records.items():
         points = [(n, m[metric]) for n, m in rounds if m.get(metric) is not None]
         out.setdefault(strategy, [])
         if points:
-            n_R, acc_R = zip(*points, strict=True)
-            out[strategy].append(LearningCurve(strategy, int(seed), np.asarray(n_R), np.asarray(acc_R), metric))
+            out[strategy].append(_run_curve(strategy, seed, points, metric))
     return {s: sorted(c, key=lambda curve: curve.seed) for s, c in out.items() if c}
 
 
-def _record_fields(record: Any) -> tuple[int, Mapping[str, Any]]:
-    if isinstance(record, Mapping):
-        return int(record["n_labelled"]), record.get("metrics") or {}
-    return int(record.n_labelled), record.metrics or {}
+def _run_rounds(value: Any, key: Any) -> Sequence[Any]:
+    try:
+        _, rounds = value
+    except (TypeError, ValueError):
+        raise InvalidTypeError(f"runs[{key!r}] must be a (config, rounds) pair, got {type(value).__name__}") from None
+    return rounds
+
+
+def _check_metric(metric: object, all_metrics: Sequence[Mapping[str, Any]]) -> str:
+    if not isinstance(metric, str):
+        raise InvalidTypeError(f"metric must be a metric name (str), got {metric!r}")
+    held = sorted({k for m in all_metrics for k, v in m.items() if isinstance(v, int | float) and not isinstance(v, bool)})
+    if held and not any(m.get(metric) is not None for m in all_metrics):
+        raise InvalidArgumentError(f"metric must be one of the metrics the round records hold ({', '.join(held)}), got {metric!r}")
+    return metric
+
+
+def _run_curve(strategy: str, seed: Any, points: list[tuple[int, Any]], metric: str) -> LearningCurve:
+    n_R, acc_R = zip(*points, strict=True)
+    try:
+        return LearningCurve(strategy, int(seed), np.asarray(n_R), np.asarray(acc_R), metric)
+    except (InvalidArgumentError, InvalidTypeError) as error:
+        raise type(error)(f"run {strategy!r} seed {seed} ({metric}): {error}") from None
+
+
+def _record_fields(record: Any, key: Any, index: int) -> tuple[int, Mapping[str, Any]]:
+    n_labelled, metrics = _field(record, "n_labelled"), _field(record, "metrics") or {}
+    where = f"run {key!r} round record {index}"
+    if isinstance(n_labelled, bool) or not isinstance(n_labelled, int | np.integer):
+        raise InvalidTypeError(f"{where}: n_labelled must be an int, got {n_labelled!r}")
+    if not isinstance(metrics, Mapping):
+        raise InvalidTypeError(f"{where}: metrics must be a mapping, got {type(metrics).__name__}")
+    return int(n_labelled), metrics
 
 
 # --------------------------------------------------------------------------- summaries
@@ -384,7 +431,7 @@ def _mean_std(values: Sequence[float]) -> tuple[float, float]:
 def summarise_strategy(
     curves: Sequence[CurveLike],
     *,
-    targets: Iterable[float] = (0.9, 0.95),
+    targets: Iterable[float] | float = (0.9, 0.95),
     strategy: str | None = None,
 ) -> StrategySummary:
     """Summarise one strategy's curves (one per seed).
@@ -396,7 +443,7 @@ def summarise_strategy(
 
     Args:
         curves: ``[S]`` :class:`LearningCurve` objects or ``(n_labelled_R, accuracy_R)`` pairs.
-        targets: accuracies in ``(0, 1]``.
+        targets: accuracies in ``(0, 1]`` (one number: one target).
         strategy: name to store (default: the curves' own, or ``""``).
 
     Example:
@@ -407,7 +454,7 @@ def summarise_strategy(
     if isinstance(curves, LearningCurve) or not isinstance(curves, Sequence) or len(curves) == 0:
         raise InvalidArgumentError("curves must be a non-empty sequence of learning curves (one per seed)")
     pairs = [_as_pair(curve, i) for i, curve in enumerate(curves)]
-    target_list = [_check_target(t, "targets") for t in targets]
+    target_list = _target_tuple(targets)
     if strategy is None:
         strategy = curves[0].strategy if isinstance(curves[0], LearningCurve) else ""
     reach = {
@@ -434,11 +481,12 @@ def summarise_strategy(
 def summarise_runs(
     runs: Mapping[tuple[str, int], tuple[Any, Sequence[Any]]],
     *,
-    targets: Iterable[float] = (0.9, 0.95),
+    targets: Iterable[float] | float = (0.9, 0.95),
     metric: str | None = None,
 ) -> dict[str, StrategySummary]:
-    """:func:`summarise_strategy` for every strategy of :func:`~activebayes.experiment.load_runs` output."""
-    targets = tuple(targets)
+    """:func:`summarise_strategy` for every strategy of :func:`~activebayes.experiment.load_runs` output
+    (``metric`` as in :func:`learning_curves_from_runs`: by default the runs' headline)."""
+    targets = _target_tuple(targets)
     return {
         strategy: summarise_strategy(curves, targets=targets, strategy=strategy)
         for strategy, curves in learning_curves_from_runs(runs, metric=metric).items()
@@ -517,10 +565,16 @@ def baseline_targets(curves: Sequence[CurveLike]) -> tuple[float, ...]:
     mid = int(np.argmin(np.abs(n_P - n_P[-1] / 2)))
     targets: list[float] = []
     for value in (m_P[mid], m_P[-1]):
-        target = math.floor(float(value) * 100) / 100
+        target = _floor_2(float(value))
         if target > 0 and target not in targets:
             targets.append(target)
     return tuple(targets)
+
+
+def _floor_2(value: float) -> float:
+    """``value`` rounded down to two decimals; a value that is two decimals (0.58, stored as
+    0.57999...) stays itself."""
+    return math.floor(value * 100 + 1e-9) / 100
 
 
 def default_targets(curves: Mapping[str, Sequence[CurveLike]], *, baseline: str = "random") -> tuple[float, ...]:
@@ -554,7 +608,7 @@ RoundsPerSeed = Sequence[Sequence[Any]]  # one list of round records (RoundRecor
 
 
 def _field(record: Any, name: str) -> Any:
-    return record.get(name) if isinstance(record, Mapping) else getattr(record, name)
+    return record.get(name) if isinstance(record, Mapping) else getattr(record, name, None)
 
 
 def _check_rounds_per_seed(rounds_per_seed: object) -> list[Sequence[Any]]:

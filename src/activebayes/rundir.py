@@ -76,6 +76,8 @@ __all__ = [
     "is_comparison",
     "is_run",
     "load_runs",
+    "check_round_record",
+    "config_differences",
     "read_config_text",
 ]
 
@@ -138,6 +140,15 @@ def _write_text(path: Path, text: str) -> None:
         atomic_write_bytes(path, gzip.compress(data, compresslevel=9, mtime=0))
     else:
         atomic_write_text(path, text)
+
+
+def config_differences(stored: LoopConfig, expected: LoopConfig, *, where: str = "there",
+                       wanted: str = "now") -> str:
+    """How ``stored`` (a run directory's config) and ``expected`` differ in what they compute,
+    ``"seed: 1 there, 0 now; ..."`` (``""``: they compute the same run)."""
+    mine, theirs = stored.identity(), expected.identity()
+    return "; ".join(f"{name}: {mine[name]!r} {where}, {theirs.get(name)!r} {wanted}"
+                     for name in stored.differences(expected))
 
 
 # --------------------------------------------------------------------------- one run
@@ -214,8 +225,7 @@ class RunDirectory:
         stored = self.read_config()
         if not stored.same_run(config):
             differences = stored.differences(config)
-            mine, theirs = stored.identity(), config.identity()
-            values = "; ".join(f"{name}: {mine[name]!r} there, {theirs.get(name)!r} now" for name in differences)
+            values = config_differences(stored, config)
             if differences == ["budget"] and config.budget > stored.budget:
                 why_not = self._rounds_to_go_on(stored)[1]
                 if why_not is None:
@@ -344,21 +354,23 @@ class RunDirectory:
     # ----------------------------------------------------------------- rounds
 
     def read_rounds(self) -> list[RoundRecord]:
+        """The finished rounds' records, each line checked (:func:`check_round_record`).
+
+        Raises:
+            RunDirectoryError: naming ``FILE:LINE`` when a line is not a valid round record.
+        """
         if not self.rounds_path.is_file():
             return []
-        records = []
+        records: list[RoundRecord] = []
         for number, line in enumerate(_read_text(self.rounds_path).splitlines(), start=1):
             if not line.strip():
                 continue
             try:
-                records.append(RoundRecord.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, TypeError, AttributeError) as error:
+                data = json.loads(line)
+                check_round_record(data, records[-1] if records else None, expected_round=len(records))
+                records.append(RoundRecord.from_dict(data))
+            except (json.JSONDecodeError, TypeError, ValueError, AttributeError) as error:
                 raise RunDirectoryError(f"{self.rounds_path}:{number} is not a valid round record: {error}") from None
-        for expected, record in enumerate(records):
-            if record.round != expected:
-                raise RunDirectoryError(
-                    f"{self.rounds_path}: round {record.round} found where round {expected} was expected"
-                )
         return records
 
     def write_rounds(self, records: Sequence[RoundRecord]) -> None:
@@ -435,6 +447,83 @@ class RunDirectory:
 
 
 
+# --------------------------------------------------------------------------- round records
+
+_NUMBER = (int, float)
+#: optional fields of a stored round record (absent or null in records of earlier versions) -> JSON type
+_OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {
+    "acquired": (list,), "scores": (list,), "labels": (list,), "metrics": (dict,), "class_counts": (list,),
+    "cost_spent": _NUMBER, "fit": (dict,), "seconds": (dict,), "stop_reason": (str,), "strategy": (str,),
+    "stop_kind": (str,), "signals": (dict,),
+}
+_JSON_NAMES = {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "an object",
+               bool: "a boolean", type(None): "null"}
+
+
+def _json_kind(value: Any) -> str:
+    return _JSON_NAMES.get(type(value), type(value).__name__)
+
+
+def _expected(types: tuple[type, ...]) -> str:
+    return "a number" if types == _NUMBER else _JSON_NAMES[types[0]]
+
+
+def _is(value: Any, types: tuple[type, ...]) -> bool:
+    return isinstance(value, types) and not isinstance(value, bool)
+
+
+def _check_type(name: str, value: Any, types: tuple[type, ...]) -> None:
+    if not _is(value, types):
+        raise ValueError(f"{name} must be {_expected(types)}, got {value!r} ({_json_kind(value)})")
+
+
+def _check_numbers(name: str, values: dict[str, Any] | list[Any]) -> None:
+    items = values.items() if isinstance(values, dict) else enumerate(values)
+    for key, value in items:
+        _check_type(f"{name}[{key!r}]", value, _NUMBER)
+
+
+def check_round_record(data: Any, previous: RoundRecord | None = None, *, expected_round: int = 0) -> None:
+    """Raise ``ValueError`` (the message says which field, what was expected and what came) unless
+    ``data``, one line of ``rounds.jsonl``, is a round record the report and a resume can read.
+
+    ``round`` must be ``expected_round`` and ``n_labelled`` a count no smaller than the
+    ``previous`` round's; the other fields have their JSON types when present (records of
+    earlier versions lack some), the headline metrics are numbers in ``[0, 1]``, and
+    ``class_counts`` has as many classes as the previous round's.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, got {_json_kind(data)}")
+    for name in ("round", "n_labelled"):
+        if name not in data:
+            raise ValueError(f"{name} is missing")
+        _check_type(name, data[name], (int,))
+    if data["round"] != expected_round:
+        raise ValueError(f"round {data['round']} found where round {expected_round} was expected")
+    if data["n_labelled"] < (previous.n_labelled if previous is not None else 0):
+        raise ValueError(f"n_labelled must be a count >= the previous round's "
+                         f"({previous.n_labelled if previous else 0}), got {data['n_labelled']}")
+    for name, types in _OPTIONAL_FIELDS.items():
+        if data.get(name) is not None:
+            _check_type(name, data[name], types)
+    for name in ("scores", "class_counts", "seconds"):
+        _check_numbers(name, data.get(name) or [])
+    _check_headline(data.get("metrics") or {})
+    counts, before = data.get("class_counts"), previous.class_counts if previous is not None else None
+    if counts is not None and before is not None and len(counts) != len(before):
+        raise ValueError(f"class_counts must have {len(before)} classes as in the previous round, got {counts!r}")
+
+
+def _check_headline(metrics: dict[str, Any]) -> None:
+    for name in HEADLINE_METRICS:
+        value = metrics.get(name)
+        if value is None:
+            continue
+        _check_type(f"metrics[{name!r}]", value, _NUMBER)
+        if not 0.0 <= value <= 1.0:  # also false for nan
+            raise ValueError(f"metrics[{name!r}] must be a number in [0, 1], got {value!r}")
+
+
 # --------------------------------------------------------------------------- comparisons
 
 
@@ -454,6 +543,11 @@ class Comparison:
         for strategy in self.strategies:
             for seed in self.seeds:
                 yield self.run_dir(strategy, seed), self.base.replace(strategy=strategy, seed=seed)
+
+    def missing_runs(self) -> list[tuple[str, int]]:
+        """The ``(strategy, seed)`` runs listed here whose directory holds no run (yet)."""
+        return [(strategy, seed) for strategy in self.strategies for seed in self.seeds
+                if not RunDirectory(self.run_dir(strategy, seed)).exists()]
 
     def write(self) -> None:
         path = Path(self.path)
@@ -497,23 +591,57 @@ def read_config_text(path: str | os.PathLike[str]) -> str:
         raise RunDirectoryError(f"{file} cannot be read: {error}") from None
 
 
-def load_runs(path: str | os.PathLike[str]) -> dict[tuple[str, int], tuple[LoopConfig, list[RoundRecord]]]:
-    """Every run under ``path`` (a run or a comparison directory): ``(strategy, seed) -> (config, rounds)``."""
+def load_runs(
+    path: str | os.PathLike[str], *, same_config: bool = False
+) -> dict[tuple[str, int], tuple[LoopConfig, list[RoundRecord]]]:
+    """Every run under ``path`` (a run or a comparison directory): ``(strategy, seed) -> (config, rounds)``.
+
+    A comparison's runs not started yet are left out (:meth:`Comparison.missing_runs` names them).
+
+    Args:
+        path: a run directory or a comparison directory.
+        same_config: also refuse a comparison's run whose config computes something else than
+            ``comparison.json``'s base (another cold start, budget, ...: the check ``resume``
+            makes, :func:`config_differences`); the report asks for it.
+
+    Raises:
+        RunDirectoryError: a comparison's folder ``<strategy>/seed_<seed>`` holds the run of
+            another strategy or seed (or, with ``same_config``, of another config), or a file
+            is not valid (``FILE:LINE`` of a bad round record).
+    """
     path = Path(path)
+    expected_runs: list[tuple[Path, LoopConfig | None]]
     if is_comparison(path):
-        comparison = Comparison.read(path)
-        dirs = [comparison.run_dir(s, seed) for s in comparison.strategies for seed in comparison.seeds]
+        expected_runs = list(Comparison.read(path).configs())
     elif is_run(path):
-        dirs = [path]
+        expected_runs = [(path, None)]
     else:
         raise RunDirectoryError(
             f"{path} is neither a run directory ({CONFIG_FILE}) nor a comparison ({COMPARISON_FILE})"
         )
     runs: dict[tuple[str, int], tuple[LoopConfig, list[RoundRecord]]] = {}
-    for run_dir in dirs:
+    for run_dir, expected in expected_runs:
         directory = RunDirectory(run_dir)
         if not directory.exists():
             continue
         config = directory.read_config()
+        if expected is not None:
+            _check_listed_run(directory, config, expected, same_config=same_config)
         runs[(config.strategy, config.seed)] = (config, directory.read_rounds())
     return runs
+
+
+def _check_listed_run(directory: RunDirectory, config: LoopConfig, expected: LoopConfig, *,
+                      same_config: bool) -> None:
+    """Raise unless the run in ``directory`` is the one ``comparison.json`` lists there: its strategy
+    and seed, and with ``same_config`` its whole config (the check ``resume`` makes:
+    :func:`config_differences`)."""
+    if not same_config:  # only where it lies
+        expected = config.replace(strategy=expected.strategy, seed=expected.seed)
+    differences = config_differences(config, expected, where=f"in its {CONFIG_FILE}",
+                                     wanted=f"in {COMPARISON_FILE}")
+    if differences:
+        raise RunDirectoryError(
+            f"{directory.path} does not hold the run {COMPARISON_FILE} lists there ({differences}); "
+            "move it out of the comparison, or delete it and resume the comparison"
+        )

@@ -16,7 +16,7 @@ import torch
 
 from activebayes.data import ArrayDataset, load_dataset
 from activebayes.records import LoopConfig, RoundRecord, headline_name
-from activebayes.rundir import headline_metric, is_comparison, load_runs, read_config_text
+from activebayes.rundir import Comparison, headline_metric, is_comparison, load_runs, read_config_text
 
 
 class DatasetUnavailable(Exception):
@@ -32,6 +32,16 @@ class SeedRun:
     config: LoopConfig
     rounds: tuple[RoundRecord, ...]
 
+    @property
+    def finished(self) -> bool:
+        """Whether the run has stopped: its last round's record holds the stop reason."""
+        return bool(self.rounds) and self.rounds[-1].stop_reason is not None
+
+    @property
+    def label(self) -> str:
+        """``"bald seed 0"``."""
+        return f"{self.strategy} seed {self.seed}"
+
 
 class ReportData:
     """The runs of a run or comparison directory, grouped by strategy (seeds in order).
@@ -43,16 +53,21 @@ class ReportData:
         split: ``"test"``, or ``"validation"`` for runs without a test set (the
             headline metric, :func:`activebayes.rundir.headline_metric`).
         config_text: the stored configuration, pretty-printed JSON.
+        listed_strategies: the strategies ``comparison.json`` lists (the run's own for one run).
+        missing: ``(strategy, seed)`` runs ``comparison.json`` lists that are not there (yet).
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.is_comparison = is_comparison(path)
         self.runs: dict[str, list[SeedRun]] = {}
-        for (strategy, seed), (config, rounds) in load_runs(path).items():
+        for (strategy, seed), (config, rounds) in load_runs(path, same_config=True).items():
             self.runs.setdefault(str(strategy), []).append(SeedRun(str(strategy), int(seed), config, tuple(rounds)))
         for runs in self.runs.values():
             runs.sort(key=lambda run: run.seed)
+        comparison = Comparison.read(path) if self.is_comparison else None
+        self.listed_strategies = list(comparison.strategies) if comparison else list(self.runs)
+        self.missing: list[tuple[str, int]] = comparison.missing_runs() if comparison else []
         self.config_text = read_config_text(path)
         all_metrics = [r.metrics or {} for runs in self.runs.values() for run in runs for r in run.rounds]
         self.split, self.headline = headline_metric(all_metrics).split("_", 1)  # "test", "accuracy" / "micro_f1"
@@ -71,6 +86,10 @@ class ReportData:
     @property
     def first_config(self) -> LoopConfig | None:
         return next((run.config for runs in self.runs.values() for run in runs), None)
+
+    def unfinished(self) -> list[SeedRun]:
+        """The runs that have not stopped yet (no rounds, or no stop reason in the last one)."""
+        return [run for runs in self.runs.values() for run in runs if not run.finished]
 
     def finished_runs(self, strategy: str) -> list[SeedRun]:
         """The strategy's runs with at least one finished round."""
@@ -97,6 +116,8 @@ class ReportData:
         if self._dataset is None and self._dataset_error is None:
             if config is None:
                 self._dataset_error = "there are no runs"
+            elif config.table is not None:
+                self._dataset_error = "the items are rows of a table, which the report does not show as pictures"
             else:
                 try:
                     self._dataset = load_dataset(config.dataset, data_dir=config.data_dir, split="train")
@@ -121,6 +142,8 @@ class ReportData:
         if self.class_names(num_classes) is not None:
             return "Classes are named as in the dataset."
         reason = self._dataset_error or f"the dataset does not have {num_classes} classes"
+        if self.first_config is not None and self.first_config.table is not None:
+            reason = "the report does not read a table run's class names"
         return f"Classes are shown by their ids 0–{num_classes - 1}: {reason}."
 
     def thumbnails(self, indices: Sequence[int]) -> np.ndarray:

@@ -69,14 +69,15 @@ def render(key: str, caption: str, build: Callable[[], Any], *, no_matplotlib: s
 # --------------------------------------------------------------------------- our own figure
 
 
-PHASES = ("fit", "evaluate", "acquire", "label")
+PHASES = ("fit", "evaluate", "acquire", "label", "signals")
 
 
 def seconds_per_round(seconds_by_strategy: Mapping[str, np.ndarray]) -> Any:
-    """Stacked bars of mean seconds per phase (fit / evaluate / acquire / label) per round.
+    """Stacked bars of mean seconds per phase (fit / evaluate / acquire / label / signals) per round.
 
     Args:
-        seconds_by_strategy: ``strategy -> [R, 4]`` mean seconds over seeds, phases in ``PHASES`` order.
+        seconds_by_strategy: ``strategy -> [R, P]`` mean seconds over seeds, the first phases in
+            ``PHASES`` order (any further columns, phases of other names, are drawn in grey).
     """
     from matplotlib.figure import Figure as MplFigure  # optional dependency
     from matplotlib.ticker import MaxNLocator
@@ -86,7 +87,7 @@ def seconds_per_round(seconds_by_strategy: Mapping[str, np.ndarray]) -> Any:
     rows = -(-len(names) // columns)
     fig = MplFigure(figsize=(4.6 * columns, 3.2 * rows), layout="constrained")
     axes = np.atleast_1d(fig.subplots(rows, columns, squeeze=False)).ravel()
-    colours = ("#4c72b0", "#dd8452", "#55a868", "#c44e52")
+    colours = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3")
     for ax, name in zip(axes, names, strict=False):
         seconds_R_P = np.asarray(seconds_by_strategy[name], dtype=np.float64)
         rounds_R = np.arange(seconds_R_P.shape[0])
@@ -94,6 +95,9 @@ def seconds_per_round(seconds_by_strategy: Mapping[str, np.ndarray]) -> Any:
         for p, phase in enumerate(PHASES):
             ax.bar(rounds_R, seconds_R_P[:, p], bottom=bottom_R, color=colours[p], label=phase, width=0.8)
             bottom_R += seconds_R_P[:, p]
+        if seconds_R_P.shape[1] > len(PHASES):
+            ax.bar(rounds_R, seconds_R_P[:, len(PHASES):].sum(1), bottom=bottom_R, color="#999999",
+                   label="other", width=0.8)
         ax.set_title(str(name))
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("round")
@@ -101,5 +105,5 @@ def seconds_per_round(seconds_by_strategy: Mapping[str, np.ndarray]) -> Any:
     for ax in axes[len(names):]:
         ax.set_visible(False)
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside upper center", ncols=len(PHASES), fontsize="small")
+    fig.legend(handles, labels, loc="outside upper center", ncols=len(labels), fontsize="small")
     return fig

@@ -127,17 +127,39 @@ def _cold_start_sentence(data: ReportData) -> str:
     return f" Cold start: the batches were picked by {parts}, by each run's strategy after that."
 
 
+def _missing_sentence(data: ReportData) -> str:
+    """Which runs comparison.json lists that are not there (one sentence, or nothing)."""
+    if not data.missing:
+        return ""
+    absent = [s for s in data.listed_strategies if s not in data.runs]
+    named = "; ".join(f"{strategy} seed {seed} ({strategy}/seed_{seed})" for strategy, seed in data.missing)
+    gone = f" No run at all of {', '.join(absent)}." if absent else ""
+    return (f" Missing: comparison.json lists {len(data.missing)} run(s) that are not in the directory (not "
+            f"started, or deleted): {named}.{gone} They are left out of every table and figure.")
+
+
+def _unfinished_note(data: ReportData) -> str:
+    """A note naming the runs that have not stopped (their curves are shorter), or nothing."""
+    unfinished = [run for run in data.unfinished() if run.rounds]
+    if not unfinished:
+        return ""
+    named = ", ".join(f"{run.label} ({run.rounds[-1].n_labelled} labels so far)" for run in unfinished)
+    return note(f"Not finished: {named}. Their curves end early: labels to reach, AULC and final values of these "
+                "seeds cover fewer labels than a finished run's (they are marked in the AULC table).")
+
+
 def overview(data: ReportData, curves: Curves) -> Section:
     n_runs = sum(len(r) for r in data.runs.values())
     first = data.first_config
     kind = "comparison" if data.is_comparison else "single run"
     dataset = f"dataset {first.dataset}" if first is not None else "no runs"
+    strategies = data.listed_strategies
     parts = [paragraph(
-        f"{kind.capitalize()} of {len(data.runs)} strateg{'y' if len(data.runs) == 1 else 'ies'} "
-        f"({', '.join(data.runs)}), {n_runs} run(s), {dataset}. Accuracy below is {data.split} {data.metric_name}; "
+        f"{kind.capitalize()} of {len(strategies)} strateg{'y' if len(strategies) == 1 else 'ies'} "
+        f"({', '.join(strategies)}), {n_runs} run(s), {dataset}. Accuracy below is {data.split} {data.metric_name}; "
         "'labels' counts every labelled item the round's model was trained on, the initial set included."
-        + _cold_start_sentence(data)
-    )]
+        + _cold_start_sentence(data) + _missing_sentence(data)
+    ), _unfinished_note(data)]
     rows = []
     for strategy, runs in data.runs.items():
         for run in runs:
@@ -196,7 +218,7 @@ def labels_to_reach(data: ReportData, curves: Curves) -> Section:
             if reach.n_seeds == 1:
                 cell = esc(_fmt_labels(reach.values_S[0]))
                 if reach.n_reached == 0:
-                    cell += f'<br><span class="muted">best accuracy: {best:.4f}</span>'
+                    cell += f'<br><span class="muted">best {esc(data.metric_name)}: {best:.4f}</span>'
             else:
                 cell = f"<strong>{esc(_fmt_labels(reach.median))}</strong>"
                 extra = []
@@ -209,7 +231,7 @@ def labels_to_reach(data: ReportData, curves: Curves) -> Section:
                         extra.append(f"range {_fmt_labels(reach.minimum)}–{_fmt_labels(reach.maximum)}")
                 extra.append(f"reached by {reach.n_reached}/{reach.n_seeds} seeds")
                 if reach.n_reached == 0:
-                    extra.append(f"best accuracy of any seed: {best:.4f}")
+                    extra.append(f"best {data.metric_name} of any seed: {best:.4f}")
                 cell += f'<br><span class="muted">{esc("; ".join(extra))}</span>'
             row.append(cell)
         rows.append(row)
@@ -232,9 +254,19 @@ def aulc(data: ReportData, curves: Curves) -> Section:
             ", ".join(f"{v:.4f}" for v in summary.aulc_S),
             _mean_sd(OverSeeds(np.asarray(summary.final_accuracy_S))),
             ", ".join(map(str, sorted(set(summary.final_n_labelled_S)))),
+            _unfinished_seeds(data, curves, strategy),
         ])
-    header = ["strategy", "seeds", "AULC", "AULC per seed", f"final {data.split} {data.metric_name}", "final labels"]
+    header = ["strategy", "seeds", "AULC", "AULC per seed", f"final {data.split} {data.metric_name}", "final labels",
+              "not finished"]
     return Section("aulc", title, explain + table(header, rows))
+
+
+def _unfinished_seeds(data: ReportData, curves: Curves, strategy: str) -> str:
+    """The strategy's summarised seeds whose run has not stopped (``"seed 0 (20 labels)"``), or ``"—"``."""
+    finished = {run.seed: run.finished for run in data.runs.get(strategy, [])}
+    named = [f"seed {c.seed} ({c.final_n_labelled} labels)" for c in curves.curves[strategy]
+             if not finished.get(c.seed, True)]
+    return ", ".join(named) or "—"
 
 
 # --------------------------------------------------------------------------- final-round metrics
@@ -319,9 +351,7 @@ def calibration(data: ReportData, figures: Figures) -> Section:
 
         figure_list.append(figures(f"reliability-{strategy}", caption, build))
     if not rows:
-        return Section("calibration", "Calibration", explain + note(
-            "Skipped: the run records hold no reliability bins (only the ECE, shown under Final metrics)."
-        ))
+        return Section("calibration", "Calibration", explain + note(f"Skipped: {_no_bins_reason(data)}."))
     if several:
         header = ["strategy", "seeds", "test items (all seeds)", ECE_POOLED, ECE_MEAN, "MCE (pooled)"]
     else:
@@ -329,6 +359,16 @@ def calibration(data: ReportData, figures: Figures) -> Section:
     if data.split != "test":
         header = [h.replace("test items", f"{data.split} items") for h in header]
     return Section("calibration", "Calibration", explain + table(header, rows) + figures_block(figure_list))
+
+
+def _no_bins_reason(data: ReportData) -> str:
+    if data.max_seeds == 0:
+        return "no finished rounds yet"
+    if data.headline != "accuracy":
+        return "a multi-label run records no reliability bins nor ECE (no single top label to calibrate)"
+    if any(final_metric(data.rounds_per_seed(s), data.key("ece")) is not None for s in data.runs):
+        return "the run records hold no reliability bins (only the ECE, shown under Final metrics)"
+    return "the run records hold no reliability bins nor ECE"
 
 
 # --------------------------------------------------------------------------- classes
@@ -428,6 +468,10 @@ def confusion(data: ReportData, figures: Figures) -> Section:
             return _titled(plots.confusion_matrix_plot(cm_C_C, class_names=names), strategy)
 
         figure_list.append(figures(f"confusion-{strategy}", caption, build))
+    if not figure_list and data.max_seeds > 0:
+        why = ("a multi-label run has no confusion matrix (an item may have several labels)"
+               if data.headline != "accuracy" else "the final rounds' records hold no confusion matrix")
+        return Section("confusion", "Confusion matrix", note(f"Not shown: {why}."))
     return Section("confusion", "Confusion matrix", _or_note(figure_list))
 
 
@@ -463,10 +507,17 @@ def acquired(data: ReportData, figures: Figures) -> Section:
 # --------------------------------------------------------------------------- time and configuration
 
 
+def _phases(data: ReportData) -> tuple[str, ...]:
+    """The phases the table shows: :data:`_figures.PHASES`, then any other the records time."""
+    recorded = {name for runs in data.runs.values() for run in runs for r in run.rounds for name in (r.seconds or {})}
+    return _figures.PHASES + tuple(sorted(recorded - set(_figures.PHASES)))
+
+
 def timing(data: ReportData, figures: Figures) -> Section:
     per_round, rows = {}, []
+    phases = _phases(data)
     for strategy in data.runs:
-        seconds = phase_seconds(data.rounds_per_seed(strategy), _figures.PHASES)
+        seconds = phase_seconds(data.rounds_per_seed(strategy), phases)
         if seconds is None:
             continue
         per_round[strategy] = seconds.per_round.mean_R
@@ -476,9 +527,10 @@ def timing(data: ReportData, figures: Figures) -> Section:
         return Section("time", "Time per round", note("No finished rounds yet."))
     figure = figures("time-per-round", "Seconds per round by phase (mean over seeds)",
                      lambda: _figures.seconds_per_round(per_round))
-    text = paragraph("Total seconds per run by phase (mean over seeds).")
+    text = paragraph("Total seconds per run by phase (mean over seeds); the total is every phase's, as in the "
+                     "Overview.")
     return Section("time", "Time per round",
-                   figures_block([figure]) + text + table(["strategy", *_figures.PHASES, "total"], rows))
+                   figures_block([figure]) + text + table(["strategy", *phases, "total"], rows))
 
 
 def configuration(data: ReportData) -> Section:

@@ -115,13 +115,14 @@ def stop_sentence(strategy: str, seed: int, rounds: Sequence[RoundRecord]) -> st
 
 
 def stopping_figure(strategy: str, runs: Sequence[SignalCurves], thresholds: dict[str, float | None],
-                    split: str) -> Any:
+                    split: str, *, metric_name: str = "accuracy") -> Any:
     """The learning curve and one panel per signal, against labels, one line per seed.
 
     Filled red markers: rounds where the signal fired; a dotted vertical line at the
     first such round, also drawn on the learning curve so the accuracy there shows.
     The information panel divides by the run's first measured value (the criterion's
-    ratio); the estimated accuracy is drawn with its interval.
+    ratio); the estimated accuracy is drawn with its interval. ``metric_name`` is how the
+    headline reads (``"micro-F1"`` for a multi-label run).
     """
     from matplotlib.figure import Figure as MplFigure  # optional dependency
 
@@ -130,8 +131,8 @@ def stopping_figure(strategy: str, runs: Sequence[SignalCurves], thresholds: dic
     curve_ax = axes[0]
     for run in runs:
         curve_ax.plot(run.n_labelled_R, run.accuracy_R, marker="o", ms=3, lw=1.5, label=f"seed {run.seed}")
-    curve_ax.set_title(f"{strategy}: {split} accuracy")
-    curve_ax.set_ylabel(f"{split} accuracy")
+    curve_ax.set_title(f"{strategy}: {split} {metric_name}")
+    curve_ax.set_ylabel(f"{split} {metric_name}")
     for ax, (name, title) in zip(axes[1:], SIGNAL_PANELS.items(), strict=True):
         threshold = thresholds.get(name)
         for i, run in enumerate(runs):
@@ -164,7 +165,7 @@ def stopping_figure(strategy: str, runs: Sequence[SignalCurves], thresholds: dic
     return fig
 
 
-def _first_cell(run: SignalCurves, name: str, split: str) -> str:
+def _first_cell(run: SignalCurves, name: str, split: str, metric_name: str = "accuracy") -> str:
     if not run.recorded.get(name, True):
         return "not recorded"
     first = run.first_fired(name)
@@ -172,7 +173,7 @@ def _first_cell(run: SignalCurves, name: str, split: str) -> str:
         return "never"
     accuracy = run.accuracy_R[first]
     where = f"{int(run.n_labelled_R[first])} labels"
-    return where if math.isnan(accuracy) else f"{where} ({split} accuracy {accuracy:.4f})"
+    return where if math.isnan(accuracy) else f"{where} ({split} {metric_name} {accuracy:.4f})"
 
 
 def stopping(data: Any, figures: Any) -> Section:
@@ -200,15 +201,16 @@ def stopping(data: Any, figures: Any) -> Section:
                 legacy.append(f"{strategy}, seed {run.seed}")
                 continue
             curves.append(found)
-            rows.append([strategy, str(run.seed), *(_first_cell(found, name, data.split) for name in SIGNAL_PANELS)])
+            rows.append([strategy, str(run.seed),
+                         *(_first_cell(found, name, data.split, data.metric_name) for name in SIGNAL_PANELS)])
         if curves:
             thresholds = thresholds_of(runs[0].config)
-            caption = (f"{strategy}: {data.split} accuracy and each stopping signal against labels "
+            caption = (f"{strategy}: {data.split} {data.metric_name} and each stopping signal against labels "
                        f"({'seed ' + str(curves[0].seed) if len(curves) == 1 else f'{len(curves)} seeds'}); "
                        "red: where a signal fired")
 
             def build(strategy=strategy, curves=curves, thresholds=thresholds):
-                return stopping_figure(strategy, curves, thresholds, data.split)
+                return stopping_figure(strategy, curves, thresholds, data.split, metric_name=data.metric_name)
 
             figure_list.append(figures(f"stopping-{strategy}", caption, build))
     body = explain
