@@ -407,7 +407,8 @@ def _print_comparison_table(path: Path) -> None:
     width = max(len("strategy"), *(len(name) for name in summaries))
     click.echo(f"{'strategy':<{width}}  seeds  AULC (mean ± sd)  final {_measured_on(metric)}")
     for name, summary in summaries.items():
-        click.echo(f"{name:<{width}}  {summary.n_seeds:>5}  {summary.aulc_mean:.4f} ± {summary.aulc_std:.4f}   "
+        spread = f"± {summary.aulc_std:.4f}" if summary.n_seeds > 1 else "        "  # no spread from one seed
+        click.echo(f"{name:<{width}}  {summary.n_seeds:>5}  {summary.aulc_mean:.4f} {spread}   "
                    f"{summary.final_accuracy_mean:.4f}")
 
 
@@ -543,7 +544,24 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
             click.echo(f"compare: {', '.join(strategies)} x seeds {seed_list} on {base.dataset} -> {path}")
         run_comparison(base, strategies, seed_list, path, progress=not quiet, executor=executor)
         _print_comparison_table(path)
+        _warn_if_only_the_cold_start_acquired(path, base)
         _print_results(path)
+
+
+def _warn_if_only_the_cold_start_acquired(path: Path, base: Any) -> None:
+    """A comparison whose budget ends within the cold start compares nothing: every run's picks came
+    from the same cold-start strategy. Say so (on stderr), with what to change."""
+    from activebayes.rundir import load_runs
+
+    if base.cold_start is None:
+        return
+    runs = load_runs(path)
+    used = {r.strategy for _, rounds in runs.values() for r in rounds if r.strategy is not None}  # who picked each batch
+    if used and used <= {base.cold_start}:
+        labels = max((rounds[-1].n_labelled for _, rounds in runs.values() if rounds), default=0)
+        click.echo(f"warning: every batch was picked by the cold start ({base.cold_start}) up to the last of {labels} "
+                   "labels, so the strategies compared never picked anything; raise --budget beyond the cold start "
+                   "(--cold-start-labels; 6 per class by default) or pass --cold-start none", err=True)
 
 
 @cli.command()

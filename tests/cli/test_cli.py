@@ -143,6 +143,19 @@ def test_compare_prints_each_strategys_area_and_final_accuracy(tmp_path, fast_co
     assert code == 0 and again.splitlines()[:3] == stdout.splitlines()[:3], err
 
 
+def test_compare_within_the_cold_start_warns_and_one_seed_shows_no_spread(tmp_path, fast_config, capsys):
+    out = tmp_path / "cmp"
+    code, stdout, err = _run(capsys, "compare", "--config", fast_config, "--strategy", "margin,random", "--seeds", "0",
+                             "--budget", 30, "--cold-start", "typicality", "--out", out, "--quiet")
+    assert code == 0, err
+    assert "warning: every batch was picked by the cold start (typicality) up to the last of 30 labels" in err
+    rows = [line for line in stdout.splitlines() if line.startswith(("margin", "random"))]
+    assert len(rows) == 2 and not any("±" in row for row in rows)  # one seed: no spread to show
+    code, _, err = _run(capsys, "compare", "--config", fast_config, "--strategy", "margin,random", "--seeds", "0",
+                        "--budget", 30, "--out", tmp_path / "cmp2", "--quiet")  # cold_start = "none"
+    assert code == 0 and "warning" not in err, err
+
+
 def test_list(capsys):
     code, stdout, _ = _run(capsys, "list")
     assert code == 0
