@@ -114,3 +114,31 @@ def test_dropout_zero_and_wrong_types_give_one_line_errors():
         HuggingFacePosterior(tiny_bert(), eval_batch_size=0)
     with pytest.raises(InvalidArgumentError, match="num_samples is required"):
         HuggingFacePosterior(tiny_bert()).log_probs(token_ids(2)[0], num_samples=None)
+
+
+def test_token_ids_outside_the_vocabulary_give_one_line_errors(tmp_path):
+    posterior = HuggingFacePosterior(tiny_bert())
+    x_N_L, y_N = token_ids(6)
+    for bad_N_L in (x_N_L + VOCAB, x_N_L - VOCAB):
+        with pytest.raises(InvalidArgumentError, match=r"input_ids must be token ids in \[0, 40\) \(the vocab_size\), "
+                                                       r"got ids from -?\d+ to -?\d+$") as error:
+            posterior.log_probs(bad_N_L, num_samples=2, generator=0)
+        assert "\n" not in str(error.value)
+    with pytest.raises(InvalidArgumentError, match=r"input_ids must be token ids \(whole numbers\), got NaN"):
+        posterior.log_probs(torch.full((3, LENGTH), float("nan")), num_samples=2)
+    with pytest.raises(InvalidArgumentError, match=r"input_ids must be token ids in \[0, 40\)"):
+        posterior.fit((x_N_L + VOCAB, y_N), generator=0)  # activebayes' fit
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True,
+                                          save_strategy="no", disable_tqdm=True)
+    with pytest.raises(InvalidArgumentError, match=r"train input_ids must be token ids in \[0, 40\)"):
+        HuggingFacePosterior(tiny_bert(), training_args=args).fit((x_N_L + VOCAB, y_N), generator=0)
+    with pytest.raises(InvalidArgumentError, match=r"validation input_ids must be token ids in \[0, 40\)"):
+        HuggingFacePosterior(tiny_bert(), training_args=args).fit((x_N_L, y_N), validation=(x_N_L + VOCAB, y_N))
+
+
+def test_a_model_returning_tuples_gives_the_same_samples():
+    x_N_L, _ = token_ids(12)
+    expected = HuggingFacePosterior(tiny_bert()).log_probs(x_N_L, num_samples=3, generator=1)
+    tuples = HuggingFacePosterior(tiny_bert(return_dict=False))
+    torch.testing.assert_close(tuples.log_probs(x_N_L, num_samples=3, generator=1), expected, rtol=0, atol=1e-6)
+    assert tuples.features(x_N_L).shape == (12, 32)

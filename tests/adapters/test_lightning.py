@@ -12,7 +12,8 @@ pl = pytest.importorskip("lightning.pytorch")
 from activebayes.adapters import LightningPosterior  # noqa: E402
 from activebayes.errors import InvalidArgumentError, InvalidTypeError  # noqa: E402
 from activebayes.loop import ActiveLearningLoop, LoopConfig  # noqa: E402
-from activebayes.models import mc_dropout, predict_log_probs  # noqa: E402
+from activebayes.models import ConsistentMCDropout, mc_dropout, mc_dropout_layers, predict_log_probs  # noqa: E402
+from activebayes.models.dropout import BatchedSamplingError  # noqa: E402
 
 from adapters_toy import toy_dataset  # noqa: E402
 
@@ -140,3 +141,88 @@ def test_fit_with_no_labels_trains_nothing():
     posterior = LightningPosterior(module, trainer)
     assert posterior.fit((torch.zeros(0, 6), torch.zeros(0, dtype=torch.long))) == NO_LABELS
     assert all(torch.equal(a, b) for a, b in zip(before, module.parameters()))
+
+
+class NamedDropout(nn.Dropout):
+    """An nn.Dropout subclass keeping its forward: converted like nn.Dropout."""
+
+
+class OwnForwardDropout(nn.Dropout):
+    def forward(self, input):
+        return super().forward(input) * 1.0
+
+
+def test_a_dropout_subclass_keeping_forward_is_sampled():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), NamedDropout(0.5), nn.Linear(16, 3))
+    posterior = LightningPosterior(Classifier(net), trainer)
+    assert type(posterior.lightning_module.net[2]) is ConsistentMCDropout and posterior.lightning_module.net[2].p == 0.5
+    log_probs_N_K_C = posterior.log_probs(torch.randn(10, 6), num_samples=4, generator=0)
+    assert not torch.allclose(log_probs_N_K_C[:, 0], log_probs_N_K_C[:, 1])  # not K identical samples
+
+
+@pytest.mark.parametrize("layer", [OwnForwardDropout(0.5), nn.AlphaDropout(0.5), nn.FeatureAlphaDropout(0.5)],
+                         ids=lambda layer: type(layer).__name__)
+def test_dropout_that_cannot_be_held_fixed_is_refused_naming_the_layer(layer):
+    net = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), layer, nn.Linear(16, 3))
+    with pytest.raises(InvalidArgumentError, match=rf"module Classifier has dropout that MC sampling cannot hold "
+                                                   rf"fixed: net.2 \({type(layer).__name__}\)") as error:
+        LightningPosterior(Classifier(net), trainer)
+    assert "\n" not in str(error.value)
+    assert type(net[2]) is type(layer)  # refused before anything was converted
+
+
+class BatchNormClassifier(Classifier):
+    def __init__(self) -> None:
+        super().__init__(nn.Sequential(nn.Linear(8, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.5),
+                                       nn.Linear(32, 3)))
+        self.batch_sizes: list[int] = []
+
+    def training_step(self, batch, batch_idx):
+        self.batch_sizes.append(len(batch[0]))
+        return super().training_step(batch, batch_idx)
+
+
+def test_fit_gives_batchnorm_full_batches_when_one_item_is_left_over():
+    x_N_D, y_N = torch.randn(65, 8), torch.arange(65) % 3  # batch_size 64: a last batch of 1 item
+    module = BatchNormClassifier()
+    summary = LightningPosterior(module, lambda: trainer(2)).fit((x_N_D, y_N), generator=0)
+    assert summary["global_step"] == 2 * 2
+    assert module.batch_sizes == [64] * 4  # every batch full: the last one topped up
+    # a batch size that divides N: the same order as a shuffled DataLoader, every item once per epoch
+    module = BatchNormClassifier()
+    LightningPosterior(module, lambda: trainer(1), batch_size=13).fit((x_N_D, y_N), generator=0)
+    assert module.batch_sizes == [13] * 5
+
+
+class SkipAroundDropout(Classifier):
+    """``h + dropout(h)``: mixes activations from before and after its first dropout."""
+
+    def __init__(self) -> None:
+        super().__init__(nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 3)))
+
+    def forward(self, x):
+        hidden = self.net[1](self.net[0](x))
+        return self.net[3](hidden + self.net[2](hidden))
+
+
+def test_skip_connection_is_a_clear_error_batched_and_sampled_sequentially():
+    torch.manual_seed(0)
+    x_N_D = torch.randn(10, 6)
+    batched = LightningPosterior(SkipAroundDropout(), trainer)
+    with pytest.raises(BatchedSamplingError, match=r"use LightningPosterior\(\.\.\., sampling='sequential'\)"):
+        batched.log_probs(x_N_D, num_samples=4, generator=0)
+    assert all(layer._context is None for layer in mc_dropout_layers(batched.module))  # no context left open
+    module = SkipAroundDropout()
+    posterior = LightningPosterior(module, trainer, sampling="sequential", predict_batch_size=3)
+    assert posterior.sampling == "sequential"  # what the loop's pool scoring reads
+    log_probs_N_K_C = posterior.log_probs(x_N_D, num_samples=4, generator=0)
+    # an independent reference: sample k = h + mask_k * h for every item
+    hidden_N_H = torch.relu(module.net[0](x_N_D))
+    masks_K_H = module.net[2].masks(range(4), hidden_N_H.shape[1:])
+    reference = F.log_softmax(module.net[3](hidden_N_H[:, None] + hidden_N_H[:, None] * masks_K_H), -1)
+    torch.testing.assert_close(log_probs_N_K_C, reference.detach(), rtol=0, atol=1e-5)
+    native = predict_log_probs(posterior.module, x_N_D, 4, generator=0, sampling="sequential")
+    torch.testing.assert_close(native, log_probs_N_K_C, rtol=0, atol=1e-6)
+    with pytest.raises(InvalidArgumentError, match="sampling"):
+        LightningPosterior(SkipAroundDropout(), trainer, sampling="one-by-one")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from torch import nn
@@ -189,3 +191,45 @@ def test_nested_sampling_contexts_rejected():
     with pytest.raises(ValueError, match="exactly one"):
         with mc_sampling(layer, [0, 1], expand=False):
             pass
+
+
+class _KeepsForward(nn.Dropout):
+    """A subclass that only adds a name: nn.Dropout's forward."""
+
+
+class _KeepsForward2d(nn.Dropout2d):
+    pass
+
+
+class _OwnForward(nn.Dropout):
+    def forward(self, input):
+        return super().forward(input) * 1.0
+
+
+def test_converter_converts_subclasses_that_keep_forward_with_their_p():
+    net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), _KeepsForward(0.3), nn.Linear(8, 4),
+                        nn.Unflatten(1, (4, 1)), _KeepsForward2d(0.2), nn.Flatten(), nn.Linear(4, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing is left unconverted, so no warning
+        converted = mc_dropout(net)
+    assert type(converted[2]) is ConsistentMCDropout and converted[2].p == 0.3
+    assert type(converted[5]) is ConsistentMCDropout2d and converted[5].p == 0.2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # MC dropout layers: no "samples are identical" warning
+        log_probs_N_K_C = predict_log_probs(converted, torch.randn(5, 6), 4, generator=0)
+    assert not torch.allclose(log_probs_N_K_C[:, 0], log_probs_N_K_C[:, 1])
+
+
+@pytest.mark.parametrize("layer", [_OwnForward(0.5), nn.AlphaDropout(0.5), nn.FeatureAlphaDropout(0.5)],
+                         ids=lambda layer: type(layer).__name__)
+def test_converter_warns_about_dropout_it_cannot_convert(layer):
+    from activebayes.models.dropout import unconverted_dropout
+
+    net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), layer, nn.Linear(8, 3))
+    with pytest.warns(UserWarning, match=rf"cannot convert 1 dropout layer\(s\): 2 \({type(layer).__name__}\);"
+                                         r".*replace them by nn.Dropout") as record:
+        converted = mc_dropout(net)
+    assert "mc_dropout(model)" not in str(record[0].message)  # no advice that does nothing
+    assert type(converted[2]) is type(layer)  # its own computation is kept, not silently replaced
+    assert unconverted_dropout(converted) == [f"2 ({type(layer).__name__})"]
+    assert unconverted_dropout(nn.Sequential(nn.Linear(2, 2), type(layer)(0.0))) == []  # p = 0: nothing to sample

@@ -52,10 +52,51 @@ def _transformers() -> Any:
     return require("transformers", "transformers", "HuggingFacePosterior")
 
 
+def check_token_ids(input_ids: Tensor, vocab_size: int | None, what: str = "input_ids") -> Tensor:
+    """``input_ids`` as int64 token ids in ``[0, vocab_size)``, or a one-line error naming ``what``.
+
+    Float ids (an activebayes dataset stores them as float32) must be finite; ``vocab_size``
+    ``None`` checks only that the ids are not negative.
+    """
+    if not isinstance(input_ids, Tensor):
+        raise InvalidTypeError(f"{what} must be a tensor of token ids [n, L], got {type(input_ids).__name__}")
+    if input_ids.is_floating_point() and not bool(torch.isfinite(input_ids).all()):
+        raise InvalidArgumentError(f"{what} must be token ids (whole numbers), got NaN or inf")
+    ids = input_ids.long()
+    if ids.numel() == 0:
+        return ids
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or (vocab_size is not None and high >= vocab_size):
+        expected = "token ids >= 0" if vocab_size is None else f"token ids in [0, {vocab_size}) (the vocab_size)"
+        raise InvalidArgumentError(f"{what} must be {expected}, got ids from {low} to {high}")
+    return ids
+
+
+def _vocab_size(model: nn.Module) -> int | None:
+    vocab_size = getattr(getattr(model, "config", None), "vocab_size", None)
+    return int(vocab_size) if isinstance(vocab_size, int) and not isinstance(vocab_size, bool) else None
+
+
+def _logits(output: Any) -> Tensor:
+    """The logits ``[n, C]`` of a transformers output: ``.logits``, or a tuple's first element
+    (``return_dict=False``)."""
+    if isinstance(output, (tuple, list)) and output and isinstance(output[0], Tensor):
+        return output[0]
+    logits = getattr(output, "logits", None)
+    if not isinstance(logits, Tensor):
+        raise InvalidTypeError(
+            "the model must return logits [n, C] (an output with .logits, or a tuple whose first element is the "
+            f"logits), got {type(output).__name__}"
+        )
+    return logits
+
+
 class HuggingFaceClassifier(nn.Module):
     """``forward(input_ids_n_L) -> logits [n, C]`` of a transformers classifier.
 
-    The attention mask is ``input_ids != pad_token_id`` (all ones without a pad id).
+    The attention mask is ``input_ids != pad_token_id`` (all ones without a pad id). The ids
+    are checked against ``config.vocab_size``; a model built with ``return_dict=False``
+    (a tuple output) gives its first element as the logits.
     Inside an expanding MC sampling context the K samples are K full passes, rows
     item-major, so :func:`~activebayes.models.predict_log_probs` and
     :func:`~activebayes.scoring.score_pool` run it as any MC dropout network.
@@ -67,9 +108,9 @@ class HuggingFaceClassifier(nn.Module):
         self.pad_token_id = getattr(model.config, "pad_token_id", None) if pad_token_id is None else pad_token_id
 
     def forward(self, input_ids: Tensor) -> Tensor:
-        input_ids = input_ids.long()
+        input_ids = check_token_ids(input_ids, _vocab_size(self.model))
         mask = None if self.pad_token_id is None else (input_ids != self.pad_token_id).long()
-        return sample_by_sample(self, lambda: self.model(input_ids=input_ids, attention_mask=mask).logits)
+        return sample_by_sample(self, lambda: _logits(self.model(input_ids=input_ids, attention_mask=mask)))
 
 
 class _TokenDataset(Dataset):
@@ -202,6 +243,10 @@ class HuggingFacePosterior:
         args.seed = seed % 2**32
         args.data_seed = seed % 2**32
         pad = self._module.pad_token_id
+        vocab_size = _vocab_size(self.model)
+        check_token_ids(torch.as_tensor(train[0]), vocab_size, "train input_ids")
+        if validation is not None:
+            check_token_ids(torch.as_tensor(validation[0]), vocab_size, "validation input_ids")
         eval_dataset = None if validation is None else _TokenDataset(*validation, pad)
         with torch.random.fork_rng(devices=[]):
             trainer = transformers.Trainer(model=self.model, args=args, train_dataset=_TokenDataset(*train, pad),

@@ -5,39 +5,52 @@ factory of your ``lightning.Trainer``. Nothing is subclassed:
 
 - ``fit`` calls ``trainer.fit(module, train_dataloaders, val_dataloaders)`` on a fresh
   Trainer from your factory; batches are ``(inputs_b, targets_b)``, shuffled by a
-  seeded generator, and dropout's RNG is seeded (so a seed gives the same weights).
+  seeded generator and all full (the last one of an epoch topped up, so BatchNorm
+  never sees a batch of one item), and dropout's RNG is seeded (so a seed gives the
+  same weights).
 - ``log_probs`` calls ``trainer.predict`` with the :class:`MCDropoutPredictions`
   callback: around each ``predict_step`` it opens a consistent MC dropout context for
   sample ids ``0..K-1`` (masks fixed once per call from a seed), so your
   ``predict_step(batch, batch_idx)``, given a batch of inputs ``[n, ...]``, returns
-  logits for ``n * K`` rows, item-major, that the callback collects as ``[n, K, C]``.
+  logits for ``n * K`` rows, item-major, that the callback collects as ``[n, K, C]``
+  (``sampling="sequential"``: K ``predict_step`` passes of ``n`` rows instead).
 - ``module`` is a :class:`PredictStepModule`: an ``nn.Module`` whose ``forward`` is your
   ``predict_step``, for the loop's pool scoring (:func:`~activebayes.scoring.score_pool`,
   Ray). It holds the same converted dropout layers, so both paths give the same numbers.
 
-The module's ``nn.Dropout`` layers are converted in place to
-:class:`~activebayes.models.ConsistentMCDropout` (ordinary dropout in training).
+The module's ``nn.Dropout`` / ``nn.Dropout1d``/``2d``/``3d`` layers (and subclasses that
+keep their ``forward``) are converted in place to
+:class:`~activebayes.models.ConsistentMCDropout` / ``ConsistentMCDropout2d`` (ordinary
+dropout in training); alpha dropout and subclasses overriding ``forward`` are refused.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torch.utils.data import DataLoader, Dataset, TensorDataset
+from torch.utils.data import DataLoader, Dataset, RandomSampler, TensorDataset
 
-from activebayes._validation import Device, check_positive_int
+from activebayes._validation import check_choice, check_positive_int
 from activebayes.adapters._common import as_input_tensor, require, scalar_summary, seed_from
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
-from activebayes.models.dropout import mc_dropout, mc_dropout_layers, mc_sampling, resample_masks
+from activebayes.models.dropout import (
+    BatchedSamplingError,
+    mc_dropout,
+    mc_dropout_layers,
+    mc_sampling,
+    resample_masks,
+    unconverted_dropout,
+)
 from activebayes.models.posterior import NO_LABELS, FeaturesUnavailableError, no_labels
+from activebayes.models.predict import SAMPLING_MODES
 
 __all__ = ["LightningPosterior", "MCDropoutPredictions", "PredictStepModule"]
-
 
 
 def _lightning() -> Any:
@@ -68,6 +81,13 @@ def check_lightning_module(module: object) -> None:
             f"module {name} has no predict_step: define predict_step(self, batch, batch_idx) returning "
             "logits [n, C] for a batch of inputs [n, ...]"
         )
+    unconvertible = unconverted_dropout(module)
+    if unconvertible:
+        raise InvalidArgumentError(
+            f"module {name} has dropout that MC sampling cannot hold fixed: {', '.join(unconvertible)} "
+            "(alpha dropout, or an nn.Dropout subclass overriding forward); use nn.Dropout / nn.Dropout2d "
+            "(or activebayes.models.ConsistentMCDropout) there"
+        )
     dropout = [m for m in module.modules() if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0]
     if not dropout and not [m for m in mc_dropout_layers(module) if m.p > 0]:
         raise InvalidArgumentError(
@@ -90,28 +110,65 @@ class PredictStepModule(nn.Module):
         return self.lightning_module.predict_step(inputs, 0)
 
 
+def _checked_logits(outputs: Any, n: int, rows: tuple[int, ...], what: str) -> Tensor:
+    """``predict_step``'s outputs as float logits ``[rows, C]``, or a one-line error."""
+    if not isinstance(outputs, Tensor) or outputs.ndim != 2 or outputs.shape[0] not in rows:
+        shape = tuple(outputs.shape) if isinstance(outputs, Tensor) else type(outputs).__name__
+        raise InvalidArgumentError(
+            f"predict_step must return logits [n, C] for a batch of n inputs (here {what}), got {shape}"
+        )
+    return outputs.detach().float()
+
+
+def _batched_logits(outputs: Any, n: int, k: int) -> Tensor:
+    """Logits ``[n, k, C]`` from one expanded ``predict_step`` (rows item-major)."""
+    logits = _checked_logits(outputs, n, (n, n * k), f"{n} items x {k} samples = {n * k} rows under MC sampling")
+    if logits.shape[0] == n:  # no dropout layer was reached: K identical samples
+        logits = logits.unsqueeze(1).expand(n, k, logits.shape[-1])
+    return logits.reshape(n, k, -1)
+
+
+def _sequential_logits(trainer: Any, pl_module: nn.Module, first: Any, batch: Any, batch_idx: int,
+                       k: int) -> Tensor:
+    """Logits ``[n, k, C]``: ``first`` (sample 0) and one more ``predict_step`` per sample id 1..k-1."""
+    n = len(batch)
+    what = f"{n} items, one sample per pass"
+    samples = [_checked_logits(first, n, (n,), what)]
+    for sample_id in range(1, k):
+        with mc_sampling(pl_module, [sample_id], expand=False):
+            outputs = trainer.strategy.predict_step(batch, batch_idx)
+        samples.append(_checked_logits(outputs, n, (n,), what))
+    return torch.stack(samples, dim=1)
+
+
 class MCDropoutPredictions:
     """A Lightning callback that turns ``trainer.predict`` into K consistent MC dropout samples.
 
     Created with ``num_samples`` (K) and a ``generator`` (a ``torch.Generator`` or an
     int mask seed, as in :func:`~activebayes.models.predict_log_probs`; ``None`` keeps
     the masks the module holds); ``on_predict_start`` fixes the masks of the module's
-    :class:`~activebayes.models.ConsistentMCDropout` layers (``resample_masks``), each ``predict_step`` runs inside
-    ``mc_sampling(module, range(K))`` and its logits ``[n * K, C]`` are stored as
-    log-probabilities; :attr:`log_probs_N_K_C` concatenates the batches in order.
+    :class:`~activebayes.models.ConsistentMCDropout` layers (``resample_masks``). With
+    ``sampling="batched"`` each ``predict_step`` runs inside ``mc_sampling(module, range(K))``
+    and returns logits ``[n * K, C]``; with ``"sequential"`` it runs with the masks of
+    sample 0 and the callback calls ``predict_step`` again for samples 1..K-1 (K full
+    passes, for a module that mixes activations from before and after its first
+    dropout). The logits are stored as log-probabilities; :attr:`log_probs_N_K_C`
+    concatenates the batches in order.
 
     Built lazily as a subclass of ``lightning.pytorch.Callback`` (use :meth:`create`).
     """
 
     @staticmethod
-    def create(num_samples: int, generator: torch.Generator | int | None = None) -> Any:
+    def create(num_samples: int, generator: torch.Generator | int | None = None, sampling: str = "batched") -> Any:
         pl = _lightning()
         check_positive_int(num_samples, "num_samples")
+        check_choice(sampling, "sampling", SAMPLING_MODES)
 
         class _MCDropoutPredictions(pl.Callback):
             def __init__(self) -> None:
                 self.num_samples = num_samples
                 self.generator = generator
+                self.sampling = sampling
                 self.batches: list[Tensor] = []
                 self._stack: contextlib.ExitStack | None = None
 
@@ -124,27 +181,29 @@ class MCDropoutPredictions:
 
             def on_predict_batch_start(self, trainer: Any, pl_module: nn.Module, batch: Any, batch_idx: int,
                                        dataloader_idx: int = 0) -> None:
+                batched = self.sampling == "batched"
+                sample_ids = range(self.num_samples) if batched else [0]
                 self._stack = contextlib.ExitStack()
-                self._stack.enter_context(mc_sampling(pl_module, range(self.num_samples), expand=True))
+                self._stack.enter_context(mc_sampling(pl_module, sample_ids, expand=batched))
 
             def on_predict_batch_end(self, trainer: Any, pl_module: nn.Module, outputs: Any, batch: Any,
                                      batch_idx: int, dataloader_idx: int = 0) -> None:
                 assert self._stack is not None
-                self._stack.close()
-                self._stack = None
-                n, k = len(batch), self.num_samples
-                if not isinstance(outputs, Tensor) or outputs.ndim != 2 or outputs.shape[0] not in (n, n * k):
-                    shape = tuple(outputs.shape) if isinstance(outputs, Tensor) else type(outputs).__name__
-                    raise InvalidArgumentError(
-                        f"predict_step must return logits [n, C] for a batch of n inputs (here {n} items x "
-                        f"{k} samples = {n * k} rows under MC sampling), got {shape}"
-                    )
-                logits = outputs.detach().float()
-                if logits.shape[0] == n:  # no dropout layer was reached: K identical samples
-                    logits = logits.unsqueeze(1).expand(n, k, logits.shape[-1])
-                self.batches.append(F.log_softmax(logits.reshape(n, k, -1), dim=-1).cpu())
+                self._close()
+                if self.sampling == "batched":
+                    logits_n_k_C = _batched_logits(outputs, len(batch), self.num_samples)
+                else:
+                    logits_n_k_C = _sequential_logits(trainer, pl_module, outputs, batch, batch_idx,
+                                                      self.num_samples)
+                self.batches.append(F.log_softmax(logits_n_k_C, dim=-1).cpu())
 
             def on_predict_end(self, trainer: Any, pl_module: nn.Module) -> None:
+                self._close()
+
+            def on_exception(self, trainer: Any, pl_module: nn.Module, exception: BaseException) -> None:
+                self._close()  # a failed predict_step must not leave the sampling context open
+
+            def _close(self) -> None:
                 if self._stack is not None:
                     self._stack.close()
                     self._stack = None
@@ -154,6 +213,37 @@ class MCDropoutPredictions:
                 return torch.cat(self.batches)
 
         return _MCDropoutPredictions()
+
+
+def _training_loader(inputs_N: Tensor, targets_N: Tensor, batch_size: int, seed: int) -> DataLoader:
+    """Seeded shuffled batches of ``min(batch_size, N)`` items, every batch full.
+
+    An epoch is every item once in a random order, topped up with the first items of a
+    second order to whole batches (as activebayes' ``fit``, whose epochs are whole
+    minibatches): a BatchNorm module never gets a last batch of one item. When
+    ``batch_size`` divides N this is ``DataLoader(shuffle=True)`` with the same order.
+    """
+    dataset = TensorDataset(inputs_N, targets_N)
+    step = min(batch_size, len(dataset))
+    generator = torch.Generator().manual_seed(seed)
+    sampler = RandomSampler(dataset, num_samples=math.ceil(len(dataset) / step) * step, generator=generator)
+    return DataLoader(dataset, batch_size=step, sampler=sampler, generator=generator)
+
+
+def _plain_pass_fails(module: nn.Module, inputs_n: Tensor) -> bool:
+    """Does one plain pass (one function, no expansion) of ``module`` on an item fail?"""
+    flags = {layer: layer.training for layer in module.modules()}
+    device = next(module.parameters(), torch.empty(0)).device
+    module.eval()
+    try:
+        with torch.no_grad(), mc_sampling(module, [0], expand=False):
+            module(inputs_n[:1].to(device))
+    except RuntimeError:
+        return True
+    finally:
+        for layer, flag in flags.items():
+            layer.training = flag
+    return False
 
 
 class LightningPosterior:
@@ -168,9 +258,15 @@ class LightningPosterior:
             defined, gets ``(inputs_b, targets_b)`` of the validation set.
         trainer_factory: ``() -> lightning.Trainer``, called once per ``fit`` and per
             ``log_probs`` (your accelerator, precision, callbacks, max_epochs ...).
-        batch_size: items per training batch.
+        batch_size: items per training batch (``min(batch_size, N)``; every batch is full,
+            see :meth:`fit`).
         predict_batch_size: items per ``predict_step`` (each runs ``K`` samples, so
             ``predict_batch_size * K`` rows pass the layers after the first dropout).
+        sampling: ``"batched"`` (one ``predict_step`` per batch for all K samples; the
+            layers before the first dropout run once per item) or ``"sequential"`` (K
+            ``predict_step`` passes per batch, for a module that mixes activations from
+            before and after its first dropout, e.g. ``h + dropout(h)``). The loop's pool
+            scoring samples the same way.
 
     Example: see the how-to page "Lightning" (docs/guides/lightning.md).
     """
@@ -182,6 +278,7 @@ class LightningPosterior:
         *,
         batch_size: int = 64,
         predict_batch_size: int = 256,
+        sampling: str = "batched",
     ) -> None:
         check_lightning_module(module)
         if not callable(trainer_factory):
@@ -190,6 +287,7 @@ class LightningPosterior:
             )
         self.batch_size = check_positive_int(batch_size, "batch_size")
         self.predict_batch_size = check_positive_int(predict_batch_size, "predict_batch_size")
+        self.sampling = check_choice(sampling, "sampling", SAMPLING_MODES)  # the loop's score_pool reads it
         self.lightning_module = mc_dropout(module, inplace=True)
         self.trainer_factory = trainer_factory
         self._module = PredictStepModule(self.lightning_module)
@@ -215,6 +313,8 @@ class LightningPosterior:
     def fit(self, train, *, validation=None, generator=None, device=None) -> dict[str, Any]:
         """``trainer.fit`` on ``train = (inputs_N, targets_N)``; seeded by ``generator``.
 
+        Batches hold ``min(batch_size, N)`` items, all full: the last one of an epoch is
+        topped up with other items (so a BatchNorm module never gets a batch of one item).
         ``device`` is not used: the Trainer's ``accelerator`` decides where to train. With no
         rows nothing is trained: the module as it is stands for the prior.
         """
@@ -223,8 +323,7 @@ class LightningPosterior:
         pl = _lightning()
         inputs_N, targets_N = train
         seed = seed_from(generator)
-        loader = DataLoader(TensorDataset(inputs_N, targets_N), batch_size=self.batch_size, shuffle=True,
-                            generator=torch.Generator().manual_seed(seed))
+        loader = _training_loader(inputs_N, targets_N, self.batch_size, seed)
         val_loader = None
         if validation is not None and type(self.lightning_module).validation_step is not pl.LightningModule.validation_step:
             val_loader = DataLoader(TensorDataset(*validation), batch_size=self.predict_batch_size)
@@ -242,17 +341,35 @@ class LightningPosterior:
         ``generator`` fixes the K masks as in :func:`~activebayes.models.predict_log_probs`
         (``None`` keeps the masks held); sample ``k``
         is one function for every item. ``batch_size`` (default ``predict_batch_size``)
-        items per ``predict_step``. ``device`` is not used: the Trainer's accelerator decides.
+        items per ``predict_step``. With ``sampling="batched"`` a ``predict_step`` that fails
+        on the expanded batch while one plain pass works raises
+        :class:`~activebayes.models.dropout.BatchedSamplingError` (use ``sampling="sequential"``).
+        ``device`` is not used: the Trainer's accelerator decides.
         """
         if num_samples is None:
             raise InvalidArgumentError("num_samples is required (K function samples, e.g. num_samples=20), got None")
         inputs_N = as_input_tensor(inputs)
         batch_size = self.predict_batch_size if batch_size is None else check_positive_int(batch_size, "batch_size")
-        callback = MCDropoutPredictions.create(num_samples, generator)
+        callback = MCDropoutPredictions.create(num_samples, generator, self.sampling)
         trainer = self._trainer(callback)
         loader = DataLoader(_Rows(inputs_N), batch_size=batch_size)
-        trainer.predict(self.lightning_module, dataloaders=loader, return_predictions=False)
+        try:
+            trainer.predict(self.lightning_module, dataloaders=loader, return_predictions=False)
+        except RuntimeError as error:
+            if self.sampling != "batched" or isinstance(error, torch.cuda.OutOfMemoryError):
+                raise
+            if _plain_pass_fails(self._module, inputs_N):
+                raise  # not the batched path: the module cannot read these inputs at all
+            raise self._batched_failure(error) from error
         return callback.log_probs_N_K_C
+
+    def _batched_failure(self, error: RuntimeError) -> BatchedSamplingError:
+        reason = str(error).split("; ")[0]
+        return BatchedSamplingError(
+            f"predict_step of {type(self.lightning_module).__name__} failed under batched MC sampling ({reason}), "
+            "though one plain pass works; if it mixes activations from before and after its first dropout "
+            "layer (a skip connection around it), use LightningPosterior(..., sampling='sequential')"
+        )
 
     def features(self, inputs, *, batch_size=512, device=None) -> Tensor:
         from activebayes.models.embeddings import penultimate_features

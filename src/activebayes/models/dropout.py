@@ -34,6 +34,7 @@ import contextlib
 import contextvars
 import copy
 import math
+import warnings
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -54,6 +55,7 @@ __all__ = [
     "mc_dropout_layers",
     "mc_sampling",
     "resample_masks",
+    "unconverted_dropout",
 ]
 
 
@@ -512,8 +514,28 @@ _CONVERSIONS: dict[type[nn.Module], type[_ConsistentMCDropoutBase]] = {
 }
 
 
+def _replacement(module: nn.Module) -> type[_ConsistentMCDropoutBase] | None:
+    """The consistent layer for ``module``: an ``nn.Dropout*`` or a subclass keeping its ``forward``."""
+    for base in type(module).__mro__:
+        if base in _CONVERSIONS:
+            return _CONVERSIONS[base] if type(module).forward is base.forward else None
+    return None
+
+
+def unconverted_dropout(module: nn.Module) -> list[str]:
+    """Names (``"net.2 (AlphaDropout)"``) of the dropout layers with ``p > 0`` that :func:`mc_dropout`
+    leaves as they are: ``nn.AlphaDropout`` / ``nn.FeatureAlphaDropout`` and subclasses of
+    ``nn.Dropout*`` that override ``forward``. In eval mode they are the identity, so MC
+    samples do not vary through them."""
+    return [
+        f"{name or type(module).__name__} ({type(layer).__name__})"
+        for name, layer in module.named_modules()
+        if isinstance(layer, nn.modules.dropout._DropoutNd) and layer.p > 0 and _replacement(layer) is None
+    ]
+
+
 def _convert(module: nn.Module) -> nn.Module:
-    replacement = _CONVERSIONS.get(type(module))
+    replacement = _replacement(module)
     if replacement is not None:
         new = replacement(module.p)
         new.train(module.training)
@@ -529,10 +551,14 @@ def mc_dropout(module: nn.Module, *, inplace: bool = False) -> nn.Module:
 
     Every ``nn.Dropout`` becomes :class:`ConsistentMCDropout` and every
     ``nn.Dropout1d`` / ``nn.Dropout2d`` / ``nn.Dropout3d`` becomes
-    :class:`ConsistentMCDropout2d` with the same ``p`` and training flag.  In eval
-    mode (outside sampling) and with ``p=0`` the converted model computes exactly
-    what the original did.  Functional dropout (``F.dropout`` inside ``forward``)
-    and ``nn.AlphaDropout`` are not converted.
+    :class:`ConsistentMCDropout2d` with the same ``p`` and training flag; so does a
+    subclass of one of them that keeps its ``forward`` (e.g. one that only sets ``p``).
+    In eval mode (outside sampling) and with ``p=0`` the converted model computes
+    exactly what the original did.  Not converted: functional dropout (``F.dropout``
+    inside ``forward``), ``nn.AlphaDropout`` / ``nn.FeatureAlphaDropout`` and subclasses
+    that override ``forward`` (their own computation would be lost); a warning names
+    such layers with ``p > 0`` (see :func:`unconverted_dropout`): replace them by
+    ``nn.Dropout`` or :class:`ConsistentMCDropout` modules.
 
     Args:
         module: any ``nn.Module`` (also a bare dropout layer).
@@ -551,4 +577,13 @@ def mc_dropout(module: nn.Module, *, inplace: bool = False) -> nn.Module:
         raise InvalidTypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
     if not inplace:
         module = copy.deepcopy(module)
-    return _convert(module)
+    converted = _convert(module)
+    left = unconverted_dropout(converted)
+    if left:
+        warnings.warn(
+            f"mc_dropout cannot convert {len(left)} dropout layer(s): {', '.join(left)}; they are the identity "
+            "in eval mode, so MC samples do not vary through them: replace them by nn.Dropout (or "
+            "ConsistentMCDropout) modules",
+            stacklevel=2,
+        )
+    return converted
