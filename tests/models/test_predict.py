@@ -266,3 +266,15 @@ def test_dict_items_and_lists_of_item_tensors_are_named():
         predict_log_probs(net, Tokens(), 4, generator=0)
     with pytest.raises(ValueError, match=r"data is a list of 5 tensors; .*torch\.stack"):
         predict_log_probs(net, [torch.randn(6) for _ in range(5)], 4, generator=0)
+
+
+def test_the_warning_for_unsampled_dropout_gives_advice_that_works():
+    class OwnDropout(nn.Dropout):
+        def forward(self, x):  # its own forward: mc_dropout leaves it, so "convert" would do nothing
+            return super().forward(x)
+
+    x = torch.randn(4, 6)
+    for layer, advice in ((OwnDropout(0.5), r"2 \(OwnDropout\) cannot be held fixed.*replace it by nn.Dropout"),
+                          (nn.Dropout(0.5), r"convert them with mc_dropout\(model\)")):
+        with pytest.warns(UserWarning, match=advice):
+            predict_log_probs(nn.Sequential(nn.Linear(6, 8), nn.ReLU(), layer, nn.Linear(8, 3)), x, 3)

@@ -182,3 +182,18 @@ def test_old_run_directories_keep_the_paper_training_and_new_ones_size_it_by_the
     assert LoopConfig.from_stored(LoopConfig(training="data").to_dict()).training == "data"
     with pytest.raises(ValueError, match="training"):
         LoopConfig(training="fast")
+
+
+@pytest.mark.parametrize("members", [0, 3])
+def test_batch_norm_never_gets_a_last_batch_of_one(members):
+    """65 items in batches of 64 would leave one item in the epoch's last batch: batch norm cannot
+    train on it ("Expected more than 1 value per channel"), so the epoch takes a whole last batch."""
+    def network():
+        return nn.Sequential(nn.Linear(8, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 3))
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(65, 8, generator=g), torch.arange(65) % 3
+    model = Ensemble.from_factory(network, members, generator=0) if members else network()
+    result = fit(model, (x, y), max_epochs=2, min_steps_per_epoch=1, generator=0)
+    results = result.members or (result,)
+    assert len(results) == max(members, 1) and all(np.isfinite(r.history[-1].train_loss) for r in results)

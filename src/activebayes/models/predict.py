@@ -368,8 +368,13 @@ def predict_log_probs(
     else:
         check_positive_int(num_samples, "num_samples")
     if sampler is None and not layers and num_samples > 1:
-        plain = any(isinstance(m, _DROPOUT_TYPES) for m in model.modules())
-        hint = " (it has nn.Dropout layers: convert them with mc_dropout(model))" if plain else ""
+        from activebayes.models.dropout import _replacement, unconverted_dropout
+
+        convertible = any(isinstance(m, _DROPOUT_TYPES) and _replacement(m) is not None for m in model.modules())
+        others = unconverted_dropout(model)
+        hint = (" (it has nn.Dropout layers: convert them with mc_dropout(model))" if convertible else
+                f" (its dropout {', '.join(others[:3])} cannot be held fixed across samples: replace it by "
+                "nn.Dropout, then mc_dropout(model))" if others else "")
         warnings.warn(
             f"the model has no consistent MC dropout layer{hint}; its {num_samples} "
             "function samples are identical",

@@ -191,6 +191,15 @@ class EarlyStopping:
         return False, self.since_best >= self.patience and may_stop and (self.paper or steps >= self.min_steps)
 
 
+def _no_batch_of_one(model: nn.Module, target: int, step_size: int) -> int:
+    """An epoch of ``target`` draws, one more batch's worth where its last batch would hold a single
+    item and the model has batch norm (which cannot train on one item); otherwise unchanged."""
+    if target % step_size == 1 and step_size > 1 and any(
+            isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+        return target + step_size - 1
+    return target
+
+
 def _epoch_indices(n: int, target: int, generator: torch.Generator) -> Tensor:
     """One epoch's order: a permutation, or (if ``n < target``) ``target`` draws, each item ``floor``/``ceil(target/n)`` times."""
     if n >= target:
@@ -540,6 +549,7 @@ def _fit_members_lockstep(
     schedules = [_schedule(inputs.shape[0], batch_size, min_samples_per_epoch, min_steps_per_epoch, val is not None,
                            patience, min_epochs, min_steps) for _ in members]
     step_size, target, _ = schedules[0]
+    target = _no_batch_of_one(members[0], target, step_size)
     was_training = [m.training for m in members]
     with torch.no_grad():  # one member's first batch, checked (eval mode: its layers draw nothing random)
         members[0].eval()
@@ -596,6 +606,7 @@ def _fit_one(
     n = inputs.shape[0]
     step_size, target, stopping = _schedule(n, batch_size, min_samples_per_epoch, min_steps_per_epoch, val is not None,
                                             patience, min_epochs, min_steps)
+    target = _no_batch_of_one(model, target, step_size)
     steps = 0
     was_training = model.training
     with global_rng_seeded(draw_seed(generator)), threads_for(model, inputs.shape[1:], batch_size), tqdm(
