@@ -325,8 +325,9 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **ov
         values["dataset_options"] = {**dict(values.get("dataset_options", {})), "encoder": table_options.pop("encoder")}
     if table_options:
         values["table_options"] = {**dict(values.get("table_options", {})), **table_options}
-    if values.get("table") is not None:  # stored absolute, so the run resumes from anywhere
-        values["table"] = str(Path(values["table"]).expanduser().resolve())
+    for key in ("table", "data_dir", "costs_file"):  # stored absolute, so the run resumes and reports from anywhere
+        if values.get(key):
+            values[key] = str(Path(values[key]).expanduser().resolve())
     max_epochs = values.pop("max_epochs", None)
     if max_epochs is not None:
         if max_epochs <= 0:

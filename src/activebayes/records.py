@@ -360,10 +360,6 @@ class LoopConfig:
             object.__setattr__(self, "feature_columns", tuple(c.strip() for c in self.feature_columns.split(",")
                                                               if c.strip()))
         object.__setattr__(self, "feature_columns", tuple(self.feature_columns))
-        for name in ("data_dir", "costs_file"):  # stored absolute, so the run resumes and reports from anywhere
-            value = getattr(self, name)
-            if isinstance(value, str) and value:
-                object.__setattr__(self, name, str(Path(value).expanduser().absolute()))
         if self.table is None:
             flags = {"text_column": "--text-column", "feature_columns": "--feature-columns",
                      "label_column": "--label-column", "id_column": "--id-column", "table_options": "--encoder, ..."}

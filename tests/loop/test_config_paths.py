@@ -1,4 +1,4 @@
-"""A run directory names its files by absolute paths: it resumes from any working directory."""
+"""A run started from the command line names its files by absolute paths: it resumes from any working directory."""
 
 from __future__ import annotations
 
@@ -6,24 +6,23 @@ import json
 
 import numpy as np
 
+from activebayes.cli import main
 from activebayes.data import load_dataset
-from activebayes.experiment import resume_experiment, run_experiment
-from activebayes.loop import LoopConfig
 
 
-def test_relative_costs_file_and_data_dir_are_stored_absolute_and_resume_elsewhere(tmp_path, monkeypatch):
+def test_relative_costs_and_data_dir_flags_are_stored_absolute_and_resume_elsewhere(tmp_path, monkeypatch):
     work = tmp_path / "work"
     (work / "data").mkdir(parents=True)
-    n_items = len(load_dataset("digits", split="train"))
-    np.save(work / "costs.npy", np.linspace(1.0, 2.0, n_items))
+    np.save(work / "costs.npy", np.linspace(1.0, 2.0, len(load_dataset("digits", split="train"))))
     monkeypatch.chdir(work)
-    config = LoopConfig(costs_file="costs.npy", cost_budget=1e6, data_dir="data", budget=30, initial_size=20,
-                        batch_size=5, num_samples=4, eval_samples=4, mean_samples=4, cold_start=None,
-                        strategy="bald", fit_options={"max_epochs": 2})
-    assert (config.costs_file, config.data_dir) == (str(work / "costs.npy"), str(work / "data"))
-    run_experiment(config, tmp_path / "run", progress=False, report=False)
+    code = main(["run", "--costs", "costs.npy", "--cost-budget", "1e6", "--data-dir", "data", "--budget", "30",
+                 "--batch-size", "5", "--num-samples", "4", "--eval-samples", "4", "--mean-samples", "4",
+                 "--cold-start", "none", "--strategy", "bald", "--max-epochs", "2", "--out", str(tmp_path / "run"),
+                 "--quiet"])
+    assert code == 0
     stored = json.loads((tmp_path / "run" / "config.json").read_text())
     assert (stored["costs_file"], stored["data_dir"]) == (str(work / "costs.npy"), str(work / "data"))
     monkeypatch.chdir(tmp_path)  # elsewhere: the costs are still found
-    result = resume_experiment(tmp_path / "run", progress=False, report=False, budget=40)
-    assert result.rounds[-1].n_labelled == 40
+    assert main(["resume", str(tmp_path / "run"), "--budget", "40", "--quiet"]) == 0
+    last = (tmp_path / "run" / "rounds.jsonl").read_text().splitlines()[-1]
+    assert json.loads(last)["n_labelled"] == 40
