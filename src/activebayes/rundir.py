@@ -592,7 +592,7 @@ def read_config_text(path: str | os.PathLike[str]) -> str:
 
 
 def load_runs(
-    path: str | os.PathLike[str], *, same_config: bool = False
+    path: str | os.PathLike[str], *, same_config: bool = True
 ) -> dict[tuple[str, int], tuple[LoopConfig, list[RoundRecord]]]:
     """Every run under ``path`` (a run or a comparison directory): ``(strategy, seed) -> (config, rounds)``.
 
@@ -602,7 +602,7 @@ def load_runs(
         path: a run directory or a comparison directory.
         same_config: also refuse a comparison's run whose config computes something else than
             ``comparison.json``'s base (another cold start, budget, ...: the check ``resume``
-            makes, :func:`config_differences`); the report asks for it.
+            makes, :func:`config_differences`); ``False`` reads such runs as they are.
 
     Raises:
         RunDirectoryError: a comparison's folder ``<strategy>/seed_<seed>`` holds the run of
