@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -52,6 +54,20 @@ def test_an_encoder_whose_output_shape_changes_is_refused():
         FrozenEncoder(lambda x: torch.zeros(7))(torch.randn(3, 2))
     with pytest.raises(InvalidTypeError, match="encoder must be"):
         FrozenEncoder(42)
+
+
+def test_embeddings_keep_the_items_identity(tmp_path):
+    """Image files and table row ids stay with their items: a label follows the item, not the row."""
+    from activebayes.data import load_table
+
+    (tmp_path / "t.csv").write_text("id,text,label\n" + "".join(f"r{i},text number {i},{'ab'[i % 2]}\n"
+                                                             for i in range(12)))
+    table = load_table(tmp_path / "t.csv", text_column="text", label_column="label", id_column="id").dataset
+    embedded = embeddings_dataset(table, np.zeros((len(table), 3), np.float32))
+    assert embedded.item_ids == table.item_ids == tuple(f"r{i}" for i in range(12))
+    paths = tuple(f"/photos/{i}.png" for i in range(len(table)))
+    with_paths = embeddings_dataset(dataclasses.replace(table, paths=paths), torch.zeros(len(table), 3))
+    assert with_paths.paths == paths
 
 
 def test_embeddings_dataset_checks_the_pool_length_and_streams_a_memmap(tmp_path):

@@ -276,8 +276,9 @@ def embeddings_dataset(dataset: Any, embeddings: np.ndarray | Tensor, *, name: s
             f"embeddings have {inputs.shape[0]} rows but the pool {dataset.name!r} has {len(dataset)} items; "
             "give one embedding row per pool item, in the pool's order"
         )
+    # the items keep their identity (image files, table row ids): only their inputs change
     return ArrayDataset(inputs=inputs, targets=dataset.targets, classes=dataset.classes,
-                        name=name or f"{dataset.name}-embeddings")
+                        name=name or f"{dataset.name}-embeddings", paths=dataset.paths, item_ids=dataset.item_ids)
 
 
 # --------------------------------------------------------------------------- encoding a pool once
