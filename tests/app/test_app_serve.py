@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import socket
@@ -46,32 +47,14 @@ def test_images_are_served_by_item_id_from_the_folder(tmp_path):
             assert gone.status_code == 404 and "gone" in gone.json()["error"]
 
 
-def test_a_failing_trainer_reports_and_the_page_keeps_serving(project, monkeypatch):
-    def broken(self, *args, **kwargs):
-        raise RuntimeError("out of memory (simulated)")
-
-    worker = WorkerThread(project.directory, poll=0.05)
-    monkeypatch.setattr(LabellingProject, "advance", broken)
-    worker.start()
-    try:
-        with TestClient(create_app(project, token=TOKEN, notify=worker.wake),
-                        headers={"Authorization": f"Bearer {TOKEN}"}) as client:
-            with_sessions(client)
-            state = wait_for(lambda: (s := client.get("/api/state").json())["status"]["state"] == "error" and s)
-            assert "out of memory (simulated)" in state["status"]["error"]
-            item = client.post("/api/next", json={"annotator": "ann"}).json()["item"]
-            saved = client.post("/api/answer", json={"annotator": "ann", "item": item["id"], "label": "1"})
-            assert saved.status_code == 200 and saved.json()["item"] is not None
-    finally:
-        worker.stop()
-
-
-def test_a_trainer_failing_the_same_way_waits_for_the_next_answer(project, monkeypatch):
+@contextlib.contextmanager
+def _failing_trainer(project, monkeypatch, message: str):
+    """The app with a trainer whose every round fails with ``message``: ``(client, times it tried)``."""
     calls: list[float] = []
 
     def broken(self, *args, **kwargs):
         calls.append(time.monotonic())
-        raise RuntimeError("the model does not fit (simulated)")
+        raise RuntimeError(message)
 
     worker = WorkerThread(project.directory, poll=0.05)
     monkeypatch.setattr(LabellingProject, "advance", broken)
@@ -80,19 +63,36 @@ def test_a_trainer_failing_the_same_way_waits_for_the_next_answer(project, monke
         with TestClient(create_app(project, token=TOKEN, notify=worker.wake),
                         headers={"Authorization": f"Bearer {TOKEN}"}) as client:
             with_sessions(client)
-            state = wait_for(lambda: (s := client.get("/api/state").json())["status"].get("retry")
-                             == "on the next answer" and s)
-            assert "failed 3 times in a row the same way" in state["status"]["error"]
-            tried = len(calls)
-            time.sleep(1.5)  # a timer's retries would come after 0.4, 0.8 s, ...
-            assert len(calls) == tried == 3
-            item = client.post("/api/next", json={"annotator": "ann"}).json()["item"]
-            client.post("/api/answer", json={"annotator": "ann", "item": item["id"], "label": "1"})
-            wait_for(lambda: len(calls) > tried)
-            assert "failed 4 times" in wait_for(lambda: (e := client.get("/api/state").json()["status"]["error"])
-                                                 .startswith("RuntimeError") and "4 times" in e and e)
+            yield client, calls
     finally:
         worker.stop()
+
+
+def _answer_one(client):
+    item = client.post("/api/next", json={"annotator": "ann"}).json()["item"]
+    return client.post("/api/answer", json={"annotator": "ann", "item": item["id"], "label": "1"})
+
+
+def test_a_failing_trainer_reports_and_the_page_keeps_serving(project, monkeypatch):
+    with _failing_trainer(project, monkeypatch, "out of memory (simulated)") as (client, _):
+        state = wait_for(lambda: (s := client.get("/api/state").json())["status"]["state"] == "error" and s)
+        assert "out of memory (simulated)" in state["status"]["error"]
+        saved = _answer_one(client)
+        assert saved.status_code == 200 and saved.json()["item"] is not None
+
+
+def test_a_trainer_failing_the_same_way_waits_for_the_next_answer(project, monkeypatch):
+    with _failing_trainer(project, monkeypatch, "the model does not fit (simulated)") as (client, calls):
+        state = wait_for(lambda: (s := client.get("/api/state").json())["status"].get("retry")
+                         == "on the next answer" and s)
+        assert "failed 3 times in a row the same way" in state["status"]["error"]
+        tried = len(calls)
+        time.sleep(1.5)  # a timer's retries would come after 0.4, 0.8 s, ...
+        assert len(calls) == tried == 3
+        _answer_one(client)
+        wait_for(lambda: len(calls) > tried)
+        assert "failed 4 times" in wait_for(lambda: (e := client.get("/api/state").json()["status"]["error"])
+                                             .startswith("RuntimeError") and "4 times" in e and e)
 
 
 class _Stop(Exception):
