@@ -136,6 +136,17 @@ def test_token_ids_outside_the_vocabulary_give_one_line_errors(tmp_path):
         HuggingFacePosterior(tiny_bert(), training_args=args).fit((x_N_L, y_N), validation=(x_N_L + VOCAB, y_N))
 
 
+def test_sequences_longer_than_the_model_reads_are_named():
+    posterior = HuggingFacePosterior(tiny_bert())  # max_position_embeddings=16
+    long_N_L = torch.randint(1, VOCAB, (4, 20), generator=torch.Generator().manual_seed(0))
+    with pytest.raises(InvalidArgumentError, match=r"input_ids hold sequences of 20 tokens, but the model reads at "
+                                                   r"most 16 \(its max_position_embeddings\): truncate them to 16$"):
+        posterior.log_probs(long_N_L, num_samples=2, generator=0)
+    with pytest.raises(InvalidArgumentError, match=r"input_ids hold sequences of 20 tokens"):
+        posterior.fit((long_N_L, torch.arange(4) % 3), generator=0)
+    assert posterior.log_probs(long_N_L[:, :16], num_samples=2, generator=0).shape == (4, 2, 3)
+
+
 def test_a_model_returning_tuples_gives_the_same_samples():
     x_N_L, _ = token_ids(12)
     expected = HuggingFacePosterior(tiny_bert()).log_probs(x_N_L, num_samples=3, generator=1)

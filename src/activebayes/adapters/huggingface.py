@@ -52,17 +52,22 @@ def _transformers() -> Any:
     return require("transformers", "transformers", "HuggingFacePosterior")
 
 
-def check_token_ids(input_ids: Tensor, vocab_size: int | None, what: str = "input_ids") -> Tensor:
+def check_token_ids(input_ids: Tensor, vocab_size: int | None, what: str = "input_ids", *,
+                    max_length: int | None = None) -> Tensor:
     """``input_ids`` as int64 token ids in ``[0, vocab_size)``, or a one-line error naming ``what``.
 
     Float ids (an activebayes dataset stores them as float32) must be finite; ``vocab_size``
-    ``None`` checks only that the ids are not negative.
+    ``None`` checks only that the ids are not negative. With ``max_length`` (the model's
+    ``max_position_embeddings``) sequences ``[n, L]`` must have ``L <= max_length``.
     """
     if not isinstance(input_ids, Tensor):
         raise InvalidTypeError(f"{what} must be a tensor of token ids [n, L], got {type(input_ids).__name__}")
     if input_ids.is_floating_point() and not bool(torch.isfinite(input_ids).all()):
         raise InvalidArgumentError(f"{what} must be token ids (whole numbers), got NaN or inf")
     ids = input_ids.long()
+    if max_length is not None and ids.ndim == 2 and ids.shape[1] > max_length:
+        raise InvalidArgumentError(f"{what} hold sequences of {ids.shape[1]} tokens, but the model reads at most "
+                                   f"{max_length} (its max_position_embeddings): truncate them to {max_length}")
     if ids.numel() == 0:
         return ids
     low, high = int(ids.min()), int(ids.max())
@@ -72,9 +77,17 @@ def check_token_ids(input_ids: Tensor, vocab_size: int | None, what: str = "inpu
     return ids
 
 
+def _config_int(model: nn.Module, name: str) -> int | None:
+    value = getattr(getattr(model, "config", None), name, None)
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _vocab_size(model: nn.Module) -> int | None:
-    vocab_size = getattr(getattr(model, "config", None), "vocab_size", None)
-    return int(vocab_size) if isinstance(vocab_size, int) and not isinstance(vocab_size, bool) else None
+    return _config_int(model, "vocab_size")
+
+
+def _max_length(model: nn.Module) -> int | None:
+    return _config_int(model, "max_position_embeddings")
 
 
 def _logits(output: Any) -> Tensor:
@@ -108,7 +121,7 @@ class HuggingFaceClassifier(nn.Module):
         self.pad_token_id = getattr(model.config, "pad_token_id", None) if pad_token_id is None else pad_token_id
 
     def forward(self, input_ids: Tensor) -> Tensor:
-        input_ids = check_token_ids(input_ids, _vocab_size(self.model))
+        input_ids = check_token_ids(input_ids, _vocab_size(self.model), max_length=_max_length(self.model))
         mask = None if self.pad_token_id is None else (input_ids != self.pad_token_id).long()
         return sample_by_sample(self, lambda: _logits(self.model(input_ids=input_ids, attention_mask=mask)))
 
@@ -244,9 +257,10 @@ class HuggingFacePosterior:
         args.data_seed = seed % 2**32
         pad = self._module.pad_token_id
         vocab_size = _vocab_size(self.model)
-        check_token_ids(torch.as_tensor(train[0]), vocab_size, "train input_ids")
+        max_length = _max_length(self.model)
+        check_token_ids(torch.as_tensor(train[0]), vocab_size, "train input_ids", max_length=max_length)
         if validation is not None:
-            check_token_ids(torch.as_tensor(validation[0]), vocab_size, "validation input_ids")
+            check_token_ids(torch.as_tensor(validation[0]), vocab_size, "validation input_ids", max_length=max_length)
         eval_dataset = None if validation is None else _TokenDataset(*validation, pad)
         with torch.random.fork_rng(devices=[]):
             trainer = transformers.Trainer(model=self.model, args=args, train_dataset=_TokenDataset(*train, pad),
