@@ -42,7 +42,6 @@ _LIVE_TENSORS = 4  # safety factor: tensors alive at once per layer (input, outp
 #: Other devices cache their allocations, and larger passes keep them busy.
 CPU_MEMORY_BUDGET_MB = 128.0
 DEVICE_MEMORY_BUDGET_MB = 512.0
-_DROPOUT_TYPES = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d)
 
 
 @runtime_checkable
@@ -370,7 +369,7 @@ def predict_log_probs(
     if sampler is None and not layers and num_samples > 1:
         from activebayes.models.dropout import _replacement, unconverted_dropout
 
-        convertible = any(isinstance(m, _DROPOUT_TYPES) and _replacement(m) is not None for m in model.modules())
+        convertible = any(_replacement(m) is not None for m in model.modules())  # what mc_dropout converts
         others = unconverted_dropout(model)
         hint = (" (it has nn.Dropout layers: convert them with mc_dropout(model))" if convertible else
                 f" (its dropout {', '.join(others[:3])} cannot be held fixed across samples: replace it by "
