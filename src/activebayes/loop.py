@@ -521,7 +521,8 @@ class ActiveLearningLoop:
         """Swap the batch's last ``round(audit_fraction * batch_size)`` (at least 1) picks for
         items drawn uniformly from the rest of the unlabelled pool (seeded by ``(seed, "audit",
         r)``): their answers, against the model's predictions, estimate its accuracy without
-        selection bias. Their scores are NaN; nothing is audited before the first model."""
+        selection bias. Their scores are NaN; nothing is audited before the first model, nor
+        in a batch of one item (the strategy's pick is kept)."""
         fraction = self.config.audit_fraction
         empty = torch.empty(0, dtype=torch.long)
         if not fraction or n_labelled == 0 or batch_size < 2:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import acq_reference as ref
 import numpy as np
@@ -264,6 +265,41 @@ def test_stochastic_sampling_distribution() -> None:
     # beta = 0: uniform; zero-weight items come last under power sampling
     order = stochastic_order(torch.tensor([0.0, 0.5, 0.0, 0.2]), "power", 1.0, g)
     assert sorted(order[:2].tolist()) == [1, 3]
+
+
+def test_power_sampling_at_beta_zero_is_uniform_even_over_zero_scores() -> None:
+    """β = 0 is uniform sampling (0^0 = 1): items of score exactly 0 are not put first.
+
+    Three items are sure of one class in every sample (BALD exactly 0); at β = 0 each of the 10 items must
+    be in a batch of 3 with probability 0.3 (as the streamed path already sampled them).
+    """
+    log_probs = random_log_probs(10, 6, 3, seed=4)
+    log_probs[:3] = -math.inf
+    log_probs[:3, :, 0] = 0.0  # sure of class 0 in every sample: BALD is exactly 0
+    assert bool((acquisition.bald(log_probs)[:3] == 0).all())
+    draws = 1500
+    counts = np.zeros(10)
+    for seed in range(draws):
+        counts[select(log_probs, "power_bald", 3, generator=gen(seed), beta=0.0).tolist()] += 1
+    np.testing.assert_allclose(counts / draws, 0.3, atol=0.05)
+    # a free item under cost_aware has an infinite priority: at β = 0 it is not NaN-first either
+    from activebayes.acquisition.selection import stochastic_log_weights
+
+    for mode in ("power", "softmax", "softrank"):
+        weights = stochastic_log_weights(torch.tensor([0.0, math.inf, 0.3]), mode, 0.0)
+        assert weights.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_one_function_sample_scores_exactly_zero_and_ties_go_to_the_lower_index() -> None:
+    """K = 1: no disagreement between samples, so BALD and every batch's mutual information are 0."""
+    log_probs = random_log_probs(12, 1, 4, seed=9)
+    assert acquisition.bald(log_probs).tolist() == [0.0] * 12
+    picks = select(log_probs, "batchbald", 4)
+    assert picks.tolist() == [0, 1, 2, 3] and picks.scores.tolist() == [0.0] * 4
+    assert select(log_probs, "bald", 3).tolist() == [0, 1, 2]
+    multilabel = multilabel_log_probs(torch.randn(12, 1, 3, generator=gen(2), dtype=torch.float64))
+    ml_picks = select(multilabel, "multilabel_batchbald", 3)
+    assert ml_picks.tolist() == [0, 1, 2] and ml_picks.scores.tolist() == [0.0] * 3
 
 
 def test_budget_constraints() -> None:

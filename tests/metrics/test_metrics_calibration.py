@@ -89,6 +89,20 @@ def test_ece_vs_torchmetrics_and_numpy(num_bins):
         _close(mce, ref_mce, tol=1e-5)
 
 
+def test_ece_puts_a_confidence_of_exactly_one_in_the_last_bin():
+    """The docs' convention: the last bin is closed at 1 (torchmetrics gives 1.0 a bin of its own).
+
+    5 items at 0.95, all right, and 5 at exactly 1.0, all wrong, share the last of 10 bins:
+    |mean confidence 0.975 - accuracy 0.5| = 0.475, for ECE and MCE alike.
+    """
+    probs = np.array([[0.95, 0.05]] * 5 + [[1.0, 0.0]] * 5)
+    y = np.array([0] * 5 + [1] * 5)
+    _close(M.expected_calibration_error(y, probs, num_bins=10), 0.475)
+    _close(M.expected_calibration_error(y, probs, num_bins=10, norm="max"), 0.475)
+    ref = tmf.multiclass_calibration_error(torch.as_tensor(probs), torch.as_tensor(y), num_classes=2, n_bins=10)
+    assert abs(float(ref) - 0.525) < 1e-6  # as the docs say, torchmetrics bins 1.0 apart
+
+
 def test_ece_of_calibrated_predictor_is_near_zero_and_of_confidently_wrong_near_one():
     rng = np.random.default_rng(22)
     N, C = 20000, 3

@@ -201,6 +201,8 @@ def batchbald(
                 ).cpu()
             joint_N += configurations.entropy
             scores_N = joint_N - batch_conditional - conditional_N
+            if K == 1:  # one function sample: every joint mutual information is exactly 0
+                scores_N.zero_()
         candidates_N = available_N.clone()
         if plan is not None:
             candidates_N &= plan.fits_N(spent)

@@ -383,6 +383,8 @@ def multilabel_batchbald(
             u_S_C = draws.uniforms(C)
             joint_N = _sampled_joint_N(log_pos, log_neg, draws, u_S_C, chunk_elements)
         scores_N = joint_N - batch_conditional - conditional_N
+        if K == 1:  # one function sample: every joint mutual information is exactly 0
+            scores_N.zero_()
         scores_N[~available_N] = -math.inf
         index = int(torch.argmax(scores_N))
         picked.append(index)

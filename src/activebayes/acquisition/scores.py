@@ -80,6 +80,8 @@ def _expected_entropy_chunk(log_probs_n_K_C: Tensor, probs_n_K_C: Tensor) -> Ten
 
 
 def _bald_chunk(log_probs_n_K_C: Tensor, probs_n_K_C: Tensor) -> Tensor:
+    if log_probs_n_K_C.shape[1] == 1:  # one function sample: no disagreement, exactly 0 (not rounding noise)
+        return torch.zeros(log_probs_n_K_C.shape[0], dtype=torch.float64, device=log_probs_n_K_C.device)
     mutual_information_n = _predictive_entropy_chunk(log_probs_n_K_C, probs_n_K_C)
     mutual_information_n -= _expected_entropy_chunk(log_probs_n_K_C, probs_n_K_C)
     return mutual_information_n.clamp_min_(0.0)

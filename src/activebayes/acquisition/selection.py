@@ -158,16 +158,20 @@ def stochastic_log_weights(scores_N: Tensor, mode: str, beta: float) -> Tensor:
 
     power: ``p ∝ s^β`` (needs ``s >= 0``; ``s = 0`` has weight 0); softmax:
     ``p ∝ exp(β s)``; softrank: ``p ∝ r^{-β}`` with ``r`` the rank (1 = highest score).
+    ``β = 0`` is uniform sampling in every mode: ``0^0 = 1``, and an infinite priority
+    (a free item under ``cost_aware``) gets weight 1 too, not NaN.
     """
     scores_N = scores_N.to(torch.float64)
+    if mode == "power" and bool((scores_N < 0).any()):
+        raise InvalidArgumentError(
+            f"power sampling needs non-negative scores, got a minimum of {float(scores_N.min()):g}; "
+            "use softmax or softrank"
+        )
+    if mode in STOCHASTIC_MODES and beta == 0:
+        return torch.zeros_like(scores_N)
     if mode == "softmax":
         return beta * scores_N
     if mode == "power":
-        if bool((scores_N < 0).any()):
-            raise InvalidArgumentError(
-                f"power sampling needs non-negative scores, got a minimum of {float(scores_N.min()):g}; "
-                "use softmax or softrank"
-            )
         return beta * torch.log(scores_N)
     if mode == "softrank":
         order_N = torch.argsort(scores_N, descending=True, stable=True)

@@ -145,7 +145,8 @@ def calibration_sums(
     """Sufficient statistics for NLL, Brier and ECE (all sums, so they add across batches).
 
     Confidence is the top-label probability ``max_c p(c | x)``; bin ``b`` holds
-    confidences in ``[b / B, (b + 1) / B)``, the last bin also 1.0 (as torchmetrics).
+    confidences in ``[b / B, (b + 1) / B)``, the last bin also 1.0 (torchmetrics puts 1.0 in
+    a bin of its own).
     """
     N, C = log_probs_N_C.shape
     probs_N_C = log_probs_N_C.exp()

@@ -41,7 +41,7 @@ whose derivative in ``log delta`` is ``(1/2) (sum_j s_j / (s_j + delta) - delta
 ||theta_*||^2)``: decreasing in ``delta``, so the maximum is the unique root, found by
 bisection on ``log delta`` (:func:`fit_prior_precision`).
 
-Function samples are weight samples ``theta_k = theta_* + Pi^{-1/2} z_k`` drawn **once
+Function samples are weight samples ``theta_k = theta_* + R z_k`` (``R R^T = Pi^{-1}``, covariance ``Pi^{-1}``) drawn **once
 per round** (:meth:`LastLayerLaplace.draw_functions`) with ``z_k`` from a seed derived
 from one base seed and ``k``: sample ``k`` is one function for every item, whatever the
 chunking, the order of the items or the Ray worker, and the first ``k`` samples of a
@@ -410,7 +410,11 @@ class LastLayerLaplace(nn.Module):
         }
 
     def _scale_times(self, z_k_P: Tensor) -> Tensor:
-        """``Pi^{-1/2} z`` for rows ``z`` (float64 ``[k, P]`` -> ``[k, C, D+1]``)."""
+        """``R z`` for rows ``z`` (float64 ``[k, P]`` -> ``[k, C, D+1]``), ``R R^T = Pi^{-1}``.
+
+        ``R = V diag((s + delta)^{-1/2})`` (no trailing ``V^T``: any square root of ``Pi^{-1}``
+        gives samples of covariance ``Pi^{-1}``; see the posteriors concept page).
+        """
         delta = float(self.prior_precision)
         C, E = self.theta_map_C_E.shape
         if self.structure == "full":
@@ -421,7 +425,7 @@ class LastLayerLaplace(nn.Module):
         return self.g_vectors_C_C @ z_k_C_E @ self.a_vectors_E_E.T
 
     def weight_samples(self, seed: int, sample_ids: Sequence[int]) -> Tensor:
-        """``theta_k = theta_* + Pi^{-1/2} z_k`` with ``z_k`` from ``derive_seed(seed, k)``: float64 ``[k, C, D+1]``."""
+        """``theta_k = theta_* + R z_k`` (``R R^T = Pi^{-1}``) with ``z_k`` from ``derive_seed(seed, k)``: float64 ``[k, C, D+1]``."""
         self._check_fitted()
         C, E = self.theta_map_C_E.shape
         device = self.theta_map_C_E.device
