@@ -54,6 +54,11 @@ def test_kmeans_is_a_lloyd_fixed_point_and_agrees_with_scikit_learn() -> None:
     best_of_ten = KMeans(6, n_init=10, random_state=0).fit(x).inertia_
     assert ours.inertia <= 1.1 * best_of_ten
     assert kmeans(points, 6, generator=gen(1)).labels_N.tolist() == labels.tolist()  # seeded
+    # stopped by max_iter before converging: the inertia is that of the returned labels and centres
+    early = kmeans(points, 6, generator=gen(1), max_iter=1)
+    x_labels, x_centres = early.labels_N.numpy(), early.centres_k_D.numpy()
+    assert early.iterations == 1 and not (((x[:, None] - x_centres[None]) ** 2).sum(-1).argmin(1) == x_labels).all()
+    assert early.inertia == pytest.approx(((x - x_centres[x_labels]) ** 2).sum(), rel=1e-12)
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -211,4 +211,8 @@ def kmeans(
         counts_k = torch.bincount(labels_N, minlength=k).to(torch.float64)
         filled = counts_k > 0
         centres_k_D[filled] = sums_k_D[filled] / counts_k[filled, None]
+    else:  # max_iter reached: the centres moved after the last assignment, so measure against them
+        inertia = 0.0
+        for start, end in iter_chunks(N, rows):
+            inertia += float(((points[start:end] - centres_k_D[labels_N[start:end]]) ** 2).sum())
     return KMeansResult(labels_N.cpu(), centres_k_D.cpu(), inertia, iterations)
