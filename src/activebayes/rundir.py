@@ -120,14 +120,19 @@ def _read_text(path: Path) -> str:
     if path.name.endswith(".xz"):
         try:
             return lzma.decompress(path.read_bytes()).decode("utf-8")
-        except (lzma.LZMAError, EOFError) as error:
+        except (lzma.LZMAError, EOFError, UnicodeDecodeError) as error:
             raise RunDirectoryError(f"{path} is not a valid xz file: {error}") from None
     if path.name.endswith(".gz"):
         try:
             return gzip.decompress(path.read_bytes()).decode("utf-8")
-        except (OSError, EOFError) as error:  # gzip.BadGzipFile is an OSError
+        except (OSError, EOFError, UnicodeDecodeError) as error:  # gzip.BadGzipFile is an OSError
             raise RunDirectoryError(f"{path} is not a valid gzip file: {error}") from None
-    return path.read_text()
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise RunDirectoryError(f"{path}:{line} is not UTF-8 text ({error.reason} at byte {error.start})") from None
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -508,10 +513,33 @@ def check_round_record(data: Any, previous: RoundRecord | None = None, *, expect
             _check_type(name, data[name], types)
     for name in ("scores", "class_counts", "seconds"):
         _check_numbers(name, data.get(name) or [])
+    _check_items(data.get("acquired"), data.get("labels"))
     _check_headline(data.get("metrics") or {})
     counts, before = data.get("class_counts"), previous.class_counts if previous is not None else None
     if counts is not None and before is not None and len(counts) != len(before):
         raise ValueError(f"class_counts must have {len(before)} classes as in the previous round, got {counts!r}")
+
+
+def _check_items(acquired: list[Any] | None, labels: list[Any] | None) -> None:
+    """``acquired``: distinct item indices (integers >= 0); ``labels``: one per acquired item,
+    a class id (integer >= 0) or a multi-label 0/1 vector."""
+    seen: set[int] = set()
+    for i, index in enumerate(acquired or []):
+        if not _is(index, (int,)) or index < 0:
+            raise ValueError(f"acquired[{i}] must be an item index (an integer >= 0), got {index!r}")
+        if index in seen:
+            raise ValueError(f"acquired[{i}] repeats item {index}, acquired earlier in the same round")
+        seen.add(index)
+    if labels is None:
+        return
+    if acquired is not None and len(labels) != len(acquired):
+        raise ValueError(f"labels must have one entry per acquired item ({len(acquired)}), got {len(labels)}")
+    for i, label in enumerate(labels):
+        if isinstance(label, list):
+            if not label or not all(_is(bit, (int,)) and bit in (0, 1) for bit in label):
+                raise ValueError(f"labels[{i}] must be a class id or a multi-label 0/1 vector, got {label!r}")
+        elif not _is(label, (int,)) or label < 0:
+            raise ValueError(f"labels[{i}] must be a class id (an integer >= 0), got {label!r}")
 
 
 def _check_headline(metrics: dict[str, Any]) -> None:

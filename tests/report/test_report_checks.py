@@ -47,6 +47,13 @@ def _set(row: dict, key: str, value) -> None:
      r"metrics\['test_accuracy'\] must be a number in \[0, 1\], got nan"),
     (lambda rows: _set(rows[2], "n_labelled", 5), r"n_labelled must be a count >= the previous round's \(30\), got 5"),
     (lambda rows: rows.__setitem__(1, [1]), "expected a JSON object, got a list"),
+    (lambda rows: _set(rows[1], "labels", [float("nan")] + rows[1]["labels"][1:]),
+     r"labels\[0\] must be a class id \(an integer >= 0\), got nan"),
+    (lambda rows: _set(rows[1], "labels", ["seven"] + rows[1]["labels"][1:]), r"labels\[0\] must be a class id"),
+    (lambda rows: _set(rows[1], "labels", rows[1]["labels"][1:]), r"labels must have one entry per acquired item"),
+    (lambda rows: _set(rows[1], "acquired", [-3] + rows[1]["acquired"][1:]), r"acquired\[0\] must be an item index"),
+    (lambda rows: _set(rows[1], "acquired", [rows[1]["acquired"][1]] + rows[1]["acquired"][1:]),
+     r"acquired\[1\] repeats item \d+, acquired earlier in the same round"),
 ])
 def test_a_round_record_with_wrong_types_is_named_by_file_and_line(comparison_dir, tmp_path, edit, match):
     copy = _copy(comparison_dir, tmp_path)
@@ -54,6 +61,15 @@ def test_a_round_record_with_wrong_types_is_named_by_file_and_line(comparison_di
     line = 3 if match.endswith("got 5") else 2
     where = rf"{copy / 'random' / 'seed_0' / 'rounds.jsonl'}:{line} is not a valid round record: "
     with pytest.raises(RunDirectoryError, match=where + match):
+        write_report(copy)
+
+
+def test_a_rounds_file_that_is_not_utf8_is_named_by_file_and_line(comparison_dir, tmp_path):
+    copy = _copy(comparison_dir, tmp_path)
+    path = copy / "random" / "seed_0" / "rounds.jsonl"
+    lines = path.read_bytes().count(b"\n")
+    path.write_bytes(path.read_bytes() + b"\xff\xfe garbage\n")
+    with pytest.raises(RunDirectoryError, match=rf"{path}:{lines + 1} is not UTF-8 text"):
         write_report(copy)
 
 
