@@ -546,7 +546,8 @@ class ActiveLearningLoop:
         log_probs = self._predict(self.dataset.inputs[ranking_N], key="ranking", num_samples=self.config.eval_samples)
         return [[float(p) for p in row] for row in log_probs.exp().mean(1)]
 
-    def commit(self, indices: object, labels: object, *, proposal: Proposal | None = None) -> RoundRecord:
+    def commit(self, indices: object, labels: object, *, proposal: Proposal | None = None,
+               earlier: Sequence[Proposal] = ()) -> RoundRecord:
         """End the proposed round with the answers: ``labels[i]`` for ``indices[i]``.
 
         ``indices`` are original dataset indices of unlabelled items (the proposed
@@ -555,7 +556,11 @@ class ActiveLearningLoop:
         item's score in the proposal's ranking (NaN for items outside it).
         ``proposal`` commits a proposal made by another process (the file round
         trip stores it between ``query`` and ``import``); by default the one
-        :meth:`propose` returned.
+        :meth:`propose` returned. ``earlier``: proposals of earlier rounds whose audit
+        items may be answered only now (the labelling app serves a round's last items while
+        the next model trains, so they are committed with the next round): an answer to an
+        item one of them drew to audit counts as audited, against the predictions of the
+        model that drew it (never trained on it). Each item is committed, so credited, once.
         """
         proposal = proposal if proposal is not None else self.pending
         if proposal is None:
@@ -564,6 +569,9 @@ class ActiveLearningLoop:
             raise RuntimeError(f"the proposal of round {proposal.round} stopped the run: {proposal.stop_reason}")
         if proposal.round != self.round:
             raise InvalidArgumentError(f"proposal is for round {proposal.round}, but the loop is at round {self.round}")
+        if any(p.round >= proposal.round for p in earlier):
+            raise InvalidArgumentError(f"earlier proposals must be of rounds before {proposal.round}, got rounds "
+                                       f"{sorted(p.round for p in earlier)}")
         index_B = self.dataset.check_indices(indices, "indices")
         labels_B = torch.as_tensor(labels, dtype=torch.long)
         labels_B = labels_B.reshape(-1, self.dataset.num_classes) if self.multilabel else labels_B.reshape(-1)
@@ -575,9 +583,10 @@ class ActiveLearningLoop:
             self.cost_spent += float(self.costs_N[index_B].sum())
         score_of = dict(zip(proposal.ranking, proposal.ranking_scores, strict=True))
         signals = dict(proposal.signals) if proposal.signals is not None else None
-        if proposal.audit and proposal.probs:
+        audit = _audit_answers(proposal, index_B, labels_B, earlier=earlier)
+        if (proposal.audit and proposal.probs) or audit["n"]:
             signals = signals or {}
-            signals["audit"] = _audit_answers(proposal, index_B, labels_B)
+            signals["audit"] = audit
         seconds = dict(proposal.seconds)
         seconds["label"] = time.perf_counter() - tic
         record = RoundRecord(
@@ -806,15 +815,23 @@ def _read_costs(path: str) -> Tensor:
     return torch.as_tensor(np.asarray(values, dtype=np.float64).reshape(-1))
 
 
-def _audit_answers(proposal: Proposal, index_B: Tensor, labels_B: Tensor) -> dict[str, int]:
-    """How many of the answered audit items the proposal's model predicted right: the argmax of
-    ``probs``, or for a multi-label answer (a 0/1 vector) every label's decision ``p > 1/2``."""
-    position = {item: k for k, item in enumerate(proposal.ranking)}
-    audited = set(proposal.audit)
+def _audit_answers(proposal: Proposal, index_B: Tensor, labels_B: Tensor,
+                   earlier: Sequence[Proposal] = ()) -> dict[str, int]:
+    """How many of the answered audit items the model that drew them predicted right: the argmax
+    of its ``probs``, or for a multi-label answer (a 0/1 vector) every label's decision ``p > 1/2``.
+
+    An item is drawn by ``proposal`` or by one of the ``earlier`` proposals (answered after its
+    round committed); drawn twice (still unanswered when a later round drew it again), it is
+    counted once, against the latest model that drew it."""
+    drawn: dict[int, list[float]] = {}  # item -> the predictions of the model that drew it
+    for source in [*sorted(earlier, key=lambda p: p.round), proposal]:  # a later draw replaces an earlier one
+        if source.audit and source.probs:
+            position = {item: k for k, item in enumerate(source.ranking)}
+            drawn.update({item: source.probs[position[item]] for item in source.audit if item in position})
     n = correct = 0
     for item, label in zip(index_B.tolist(), labels_B.tolist(), strict=True):
-        if item in audited and item in position:
-            probs = proposal.probs[position[item]]
+        probs = drawn.get(item)
+        if probs is not None:
             n += 1
             if isinstance(label, list):
                 correct += int(all((p > 0.5) == bool(y) for p, y in zip(probs, label, strict=True)))

@@ -416,7 +416,27 @@ class LabellingProject:
                  if self.index_of(i) is not None]
         data["indices"] = [i for i, _ in batch]
         data["scores"] = [s for _, s in batch]
+        # ``audit`` is stored in dataset positions: keep those still ranked with the NaN score of a draw
+        drawn = {i for i, s in zip(data["ranking"], data["ranking_scores"], strict=True) if s != s}
+        data["audit"] = [i for i in data.get("audit") or [] if i in drawn]
         return Proposal.from_dict(data)
+
+    def earlier_audits(self, round: int, positions: Sequence[int]) -> list[Proposal]:
+        """The stored proposals of rounds before ``round`` that drew one of ``positions`` to audit.
+
+        The app serves a round's last items, where the audited ones are, while the next model
+        trains, so they are often answered after their round committed: their answers still
+        count as audited, against the model that drew them (``earlier`` of
+        :meth:`~activebayes.loop.ActiveLearningLoop.commit`)."""
+        wanted = set(positions)
+        found = []
+        for q in range(round):
+            stored = self.store.proposal(q)
+            if stored is not None and wanted.intersection(stored.get("audit") or ()):
+                proposal = self.stored_proposal(q)
+                if proposal is not None and wanted.intersection(proposal.audit):
+                    found.append(proposal)
+        return found
 
     def pending_labels(self) -> list[tuple[int, int, int]]:
         """``(item, position, label)`` of the labels not yet committed, in the order given."""
@@ -452,7 +472,9 @@ class LabellingProject:
         pending = self.pending_labels()
         if len(pending) < min_pending or not pending:
             return loop, proposal
-        record = loop.commit([i for _, i, _ in pending], [self.loop_label(y) for _, _, y in pending], proposal=proposal)
+        positions = [i for _, i, _ in pending]
+        record = loop.commit(positions, [self.loop_label(y) for _, _, y in pending], proposal=proposal,
+                             earlier=self.earlier_audits(r, positions))
         following = loop.propose(lookahead=lookahead, on_phase=to_status)
         stored_next = None if following.stopped else self._to_store(following.to_dict(), ("indices", "ranking"))
         self.store.save_round(r, self._to_store(record.to_dict(), ("acquired",)),
