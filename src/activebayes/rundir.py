@@ -208,7 +208,13 @@ class RunDirectory:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def is_finished(self) -> bool:
-        return self.summary_path.is_file()
+        """Whether the run ended: its summary is written and readable. A summary that is not
+        valid JSON (cut short by a full disk or an editor) counts as unwritten, so resuming the
+        run writes it again from the rounds it summarises."""
+        try:
+            return self.read_summary() is not None
+        except RunDirectoryError:
+            return False
 
     # ----------------------------------------------------------------- config
 

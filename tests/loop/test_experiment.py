@@ -99,6 +99,20 @@ def test_raising_the_budget_of_a_finished_run_equals_a_run_to_that_budget(tmp_pa
         resume_experiment(short, progress=False, report=False, budget=50)
 
 
+def test_a_corrupt_summary_is_written_again_by_resume(tmp_path):
+    config = LoopConfig(strategy="bald", **FAST_LOOP)
+    run_experiment(config, tmp_path / "run", progress=False, report=False)
+    summary = tmp_path / "run" / "summary.json"
+    written = json.loads(summary.read_text())
+    summary.write_text(summary.read_text()[:100])  # cut short
+    assert not RunDirectory(tmp_path / "run").is_finished()
+    resume_experiment(tmp_path / "run", progress=False, report=False)
+    again = json.loads(summary.read_text())
+    for key in ("seconds", "total_seconds"):
+        written.pop(key, None), again.pop(key, None)
+    assert again == written
+
+
 def test_a_batch_cut_short_by_the_budget_cannot_be_continued(tmp_path):
     run = tmp_path / "run"
     run_experiment(LoopConfig(strategy="entropy", **{**FAST_LOOP, "budget": 35}), run, progress=False, report=False)
