@@ -252,3 +252,19 @@ def test_multilabel_power_bald_samples_in_proportion_to_summed_bald():
     # beta -> large approaches top-k of summed BALD
     cold = select(log_probs, "multilabel_power_bald", 5, beta=200.0, generator=torch.Generator().manual_seed(0))
     assert set(cold.indices.tolist()) == set(torch.topk(ml.multilabel_bald(log_probs), 5).indices.tolist())
+
+
+def test_the_module_docstring_says_copies_are_fresh_draws_that_batchbald_can_pick():
+    """A copy of an item is a fresh label draw: BatchBALD picks copies when they still add the most
+    (as the brute force does), and the module docstring says so (it once said the opposite)."""
+    g = torch.Generator().manual_seed(7)
+    x = 3 * torch.randn(1, 10, 2, generator=g, dtype=torch.float64)
+    y = 0.6 * torch.randn(1, 10, 2, generator=g, dtype=torch.float64)
+    pool = torch.cat([x, x, x, y])  # items 0, 1, 2 are copies; item 3 is a confident other item
+    got = ml.multilabel_batchbald(ml.multilabel_log_probs(pool), 3)
+    want_indices, want_scores = ref.greedy_batchbald(probs(pool), 3)
+    assert sorted(got.indices.tolist()) == sorted(want_indices) == [0, 1, 2]
+    np.testing.assert_allclose(got.scores.numpy(), want_scores, rtol=1e-9)
+    doc = " ".join(ml.__doc__.split())
+    assert "does not pick duplicates" not in doc
+    assert "fresh label draw" in doc and "does not deduplicate a pool" in doc

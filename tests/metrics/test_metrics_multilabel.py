@@ -78,3 +78,59 @@ def test_multiclass_hamming_is_one_minus_accuracy():
 def test_multilabel_bad_input(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+# ----------------------------------------------------------------------------- evaluate_multilabel's edges
+
+
+def test_micro_f1_of_no_positives_and_no_predictions_is_zero_everywhere():
+    """0/0 micro-F1 (nothing to find, nothing predicted) is 0 in the headline and the functional
+    form alike, as scikit-learn's default zero_division; samples-F1 keeps its documented 1."""
+    from activebayes.metrics.multilabel import evaluate_multilabel
+
+    Y = np.zeros((4, 3), dtype=int)
+    P = np.full((4, 1, 3), 0.1)
+    got = evaluate_multilabel(torch.log(torch.tensor(P)), Y)
+    Yhat = (P[:, 0] >= 0.5).astype(int)
+    assert got["micro_f1"] == skm.f1_score(Y, Yhat, average="micro", zero_division=0) == 0.0
+    assert got["micro_f1"] == M.multilabel_precision_recall_f1(Y, P[:, 0], average="micro").f1
+    assert got["macro_f1"] == skm.f1_score(Y, Yhat, average="macro", zero_division=0) == 0.0
+    assert got["samples_f1"] == skm.f1_score(Y, Yhat, average="samples", zero_division=1) == 1.0
+    assert got["hamming_loss"] == 0.0 and got["subset_accuracy"] == 1.0
+    # the functional form follows its zero_division, as scikit-learn does
+    assert M.multilabel_precision_recall_f1(Y, P[:, 0], average="micro", zero_division=1).f1 == \
+        skm.f1_score(Y, Yhat, average="micro", zero_division=1) == 1.0
+
+
+@pytest.mark.parametrize("threshold", [1.5, 0.0, 1.0, -0.2, float("nan"), float("inf"), "0.5", True, None])
+def test_threshold_must_be_a_finite_number_between_zero_and_one(threshold):
+    from activebayes.metrics.multilabel import evaluate_multilabel
+
+    lp = torch.log(torch.full((4, 3, 2), 0.6))
+    Y = [[1, 0], [0, 1], [1, 1], [0, 0]]
+    for call in (lambda: evaluate_multilabel(lp, Y, threshold=threshold),
+                 lambda: M.multilabel_precision_recall_f1(Y, lp.exp()[:, 0], threshold=threshold),
+                 lambda: M.hamming_loss(Y, lp.exp()[:, 0], threshold=threshold)):
+        with pytest.raises(ValueError, match=r"^threshold must be a (finite )?number in \(0, 1\)") as error:
+            call()
+        assert "\n" not in str(error.value)
+    assert evaluate_multilabel(lp, Y, threshold=0.7)["micro_f1"] == 0.0  # p̄ = 0.6 < 0.7: nothing predicted
+
+
+def test_shape_errors_name_both_arguments():
+    from activebayes.metrics.multilabel import evaluate_multilabel
+
+    lp = torch.log(torch.full((4, 3, 2), 0.6))
+    with pytest.raises(ValueError, match=r"^log_probs_N_K_C \[4, 3, 2\] and targets_N_C \[4, 3\] disagree in "
+                                         r"C \(classes\)$"):
+        evaluate_multilabel(lp, [[1, 0, 1]] * 4)
+    with pytest.raises(ValueError, match=r"^log_probs_N_K_C \[4, 3, 2\] and targets_N_C \[3, 2\] disagree in "
+                                         r"N \(items\)$"):
+        evaluate_multilabel(lp, [[1, 0]] * 3)
+    with pytest.raises(ValueError, match=r"^predictions \[2, 3\] and targets \[2, 2\] disagree in shape"):
+        M.multilabel_precision_recall_f1([[1, 0], [0, 1]], [[1, 0, 1], [0, 1, 0]])
+    # class ids as targets, 0/1 indicators as predictions: the shapes, not the dtype, are the problem
+    with pytest.raises(ValueError, match=r"^predictions \[2, 2\] and targets \[2\] disagree in shape: with class ids "
+                                         r"\[N\] as targets, predictions are class ids \[N\]"):
+        M.hamming_loss([1, 0], [[1, 0], [0, 1]])
+    assert M.hamming_loss([1, 0], [[0.2, 0.8], [0.6, 0.4]]) == 0.0  # probabilities [N, C] still work

@@ -63,8 +63,13 @@ these bits are independent, so ``P_k(y_A) = Π_{i, c}`` Bernoulli terms and
 
 The first pick maximises the joint BALD ``I[y_n; w]`` (exact when ``2^C`` fits).
 ``a`` is submodular (as in the single-label case), so the greedy batch is within
-``1 - 1/e`` of the best. Unlike summed BALD, two copies of one item add (almost)
-nothing to ``H[y_A]`` beyond the first, so BatchBALD does not pick duplicates.
+``1 - 1/e`` of the best. A second copy of an item already in the batch is a fresh
+label draw (given ``w_k`` its bits are new Bernoulli draws), so it still adds
+information, but less than the first copy did; top-k summed BALD cannot see this and
+ranks every copy of its top item alike. BatchBALD therefore *can* pick copies, whenever
+a copy still adds more to ``I[y_A; w]`` than any other item (an uncertain item among
+confident ones): it does not deduplicate a pool, so remove duplicates beforehand if
+they are unwanted (see the concept page, docs/concepts/multilabel.md).
 
 :func:`multilabel_joint_entropy` is ``H[y_A]`` alone for a given set of items.
 """

@@ -45,6 +45,9 @@ class ArrayDataset:
             (indexing it gives the same float32 tensors; see :meth:`rows`).
         targets: int64 tensor ``[N]`` with values in ``0 .. C-1``, or for a multi-label task
             0/1 indicators ``targets_N_C`` (``[N, C]``, :attr:`multilabel`), or ``None`` when unlabelled.
+            A multi-label row with no positive class is allowed here (a test set may have such
+            items) but not in a pool: :meth:`~activebayes.data.Pool.create` refuses it,
+            since a multi-label answer needs at least one class.
         classes: the C class names; ``targets == c`` means class ``classes[c]``.
         name: a short name ("digits", "mnist", a folder name, ...).
         paths: for image folders, the file of every item (``len(paths) == N``); else ``None``.

@@ -63,7 +63,7 @@ def mnist_pairs(
     Example:
         >>> pairs = mnist_pairs("test", data_dir="../shared/data/mnist", n_items=4)  # doctest: +SKIP
         >>> pairs.dataset.input_shape, pairs.targets_N_C.sum(1).tolist()  # doctest: +SKIP
-        ((1, 28, 56), [2, 2, 1, 2])
+        ((1, 28, 56), [2, 2, 2, 2])
     """
     from .datasets import load_dataset
 

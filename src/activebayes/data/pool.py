@@ -100,6 +100,27 @@ def _check_indicators(labels: object, index: Tensor, num_classes: int) -> Tensor
     return label_B_C
 
 
+def _check_answerable(dataset: ArrayDataset, needs_targets: bool) -> None:
+    """A multi-label pool's targets are the answers of a simulated annotator, and a multi-label
+    answer needs at least one class: refuse rows with none before anything runs (the loop would
+    otherwise stop mid-run when the oracle gives one). All-zero targets with ``needs_targets``
+    false are the placeholder of a dataset whose labels a person gives (a labelling project)."""
+    assert dataset.targets is not None
+    empty_N = (dataset.targets.sum(1) == 0).nonzero().flatten()
+    n_items = len(dataset)
+    if not len(empty_N) or (len(empty_N) == n_items and not needs_targets):
+        return
+    shown = empty_N[:5].tolist()
+    ids = dataset.item_ids
+    rows = ", ".join(f"{i} ({ids[i]!r})" if ids is not None else str(i) for i in shown)
+    more = ", ..." if len(empty_N) > len(shown) else ""
+    raise InvalidArgumentError(
+        f"dataset {dataset.name!r}: targets: {len(empty_N)} of {n_items} multi-label rows have no positive "
+        f"class (rows {rows}{more}); a pool's targets are the simulated annotator's answers and a multi-label "
+        "answer needs at least one class: drop those rows or give them a class of their own (e.g. 'none'); "
+        "a test set may keep such rows")
+
+
 def _balanced_multilabel(targets_N_C: Tensor, free: Tensor, n_initial: int, gen: torch.Generator) -> Tensor:
     """``n_initial`` free items: classes in a random order, round after round, one random free item
     carrying the class each (a class with none left is skipped; then any free items)."""
@@ -183,6 +204,11 @@ class Pool:
         (classes overlap, so there are no strata), and ``"balanced"`` takes classes in a
         random order, round after round, each time one random free item that carries the
         class, so every class is present at least ``initial_size // C`` times when it can be.
+        Their targets are the simulated annotator's answers, so a row with no positive class is
+        an error naming the rows (a multi-label answer needs at least one class); only targets
+        that are all zero, with ``validation_size == 0`` and ``initial == "empty"``, are allowed:
+        the placeholder of a dataset a person labels. A test set is not a pool and may keep
+        such rows (:func:`~activebayes.metrics.multilabel.evaluate_multilabel` scores them).
         """
         check_choice(initial, "initial", ("balanced", "random", "empty"))
         check_choice(validation, "validation", ("stratified", "random"))
@@ -197,6 +223,8 @@ class Pool:
                 f"dataset {dataset.name!r} is unlabelled: use validation_size=0 and initial='empty', "
                 "then label items through an oracle"
             )
+        if dataset.multilabel:
+            _check_answerable(dataset, needs_targets)
         n_initial = 0 if initial == "empty" else initial_size
         if validation_size + n_initial > n_items:
             raise InvalidArgumentError(

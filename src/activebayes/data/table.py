@@ -183,6 +183,70 @@ def _as_number(value: object) -> float | None:
     return None
 
 
+def _short(value: object, limit: int = 60) -> str:
+    text = json.dumps(value, default=str) if isinstance(value, list | tuple | dict) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _label_set(value: object, separator: str, where: str, *, known: Sequence[str] = ()) -> list[str]:
+    """The class names of one multi-label cell: a list of names (JSONL / Parquet), or one string
+    of names separated by ``separator`` (CSV). Blank names are skipped (``a||b`` is ``a, b``).
+
+    Anything else is an error naming the cell: a list holding a number, bool, ``null``, list or
+    object (a 0/1 indicator vector like ``[1, 0, 1]`` is not read as one: it would silently make
+    classes ``'0'`` and ``'1'``), an object, a bare number, or a string that looks like a list
+    (``"[1,0,1]"``, ``"['a', 'b']"``; unless it is one of the ``known`` classes)."""
+    expected = (f"expected a list of class names (JSONL / Parquet, e.g. [\"a\", \"b\"]) or class names "
+                f"separated by {separator!r} (e.g. a{separator}b)")
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        bad = [v for v in value if not isinstance(v, str)]
+        if bad:
+            what = "null" if bad[0] is None else f"{type(bad[0]).__name__} {_short(bad[0])}"
+            indicators = all(isinstance(v, int | float) and v in (0, 1) for v in value)
+            note = "; a 0/1 indicator vector is not read: list the names of the classes the row carries" \
+                if indicators else ""
+            raise DataError(f"{where}: {expected}, got {what} in the list {_short(value)}{note}")
+        return [v.strip() for v in value if v.strip()]
+    if not isinstance(value, str):
+        raise DataError(f"{where}: {expected}, got {type(value).__name__} {_short(value)}")
+    text = value.strip()
+    if len(text) >= 2 and text[0] == "[" and text[-1] == "]" and text not in known:
+        raise DataError(f"{where}: {expected}, got the text {_short(text)}, which looks like a list: a cell is "
+                        f"not parsed as JSON; write {separator!r}-separated names, or pass classes= when a class "
+                        "name is written in brackets")
+    return [v.strip() for v in text.split(separator) if v.strip()]
+
+
+def _warn_if_sets(source: str, column: str, labels: Sequence[str], separator: str) -> None:
+    """Warn when single-label class names read like sets of classes (``politics|science``): the
+    file was probably meant for ``multilabel=True``. Only when the names show it: a combined name
+    whose every part is also a class on its own, or a part found at two different places
+    (``politics|science``, ``science|sport``); a hierarchy such as ``Electronics|Phones`` does
+    not trigger it."""
+    names = set(labels)
+    split = {name: [p.strip() for p in name.split(separator)] for name in names if separator in name}
+    if not split:
+        return
+    singles = names - set(split)
+    positions: dict[str, set[int]] = {}
+    for parts in split.values():
+        for i, part in enumerate(parts):
+            positions.setdefault(part, set()).add(i)
+    if not (any(all(p in singles for p in parts) for parts in split.values())
+            or any(len(at) > 1 for at in positions.values())):
+        return
+    example = sorted(split)[0]
+    n_rows = sum(separator in label for label in labels)
+    import warnings
+
+    warnings.warn(f"{source}: column {column!r}: {n_rows} of {len(labels)} labels look like sets of classes "
+                  f"separated by {separator!r} (e.g. {example!r}), but the table is read as single-label, so "
+                  f"each combination is a class of its own ({len(names)} classes); for several classes per row "
+                  "pass multilabel=True (--multilabel)", UserWarning, stacklevel=3)
+
+
 @dataclass
 class TablePreprocessor:
     """The fitted transform of feature columns: standardised numbers, one-hot categories.
@@ -532,29 +596,36 @@ def load_table(
         answers: list[list[str]] = []
         for n, row in zip(row_numbers, rows, strict=True):
             value = row.get(label_column)
+            where = _where(source, n, label_column)
             if multilabel:
-                if isinstance(value, list | tuple):
-                    labels = [str(v).strip() for v in value if not _is_missing(v)]
-                else:
-                    labels = [] if _is_missing(value) else [v.strip() for v in str(value).split(label_separator)
-                                                            if v.strip()]
+                labels = _label_set(value, label_separator, where, known=class_names if classes is not None else ())
                 if not labels:
-                    raise DataError(f"{_where(source, n, label_column)}: a multi-label answer needs at least "
-                                    "one class, got none")
+                    raise DataError(f"{where}: a multi-label answer needs at least one class, got none")
             else:
                 if _is_missing(value):
-                    raise DataError(f"{_where(source, n, label_column)}: missing label (a simulation needs every "
+                    raise DataError(f"{where}: missing label (a simulation needs every "
                                     "label; leave label_column out for an unlabelled pool)")
+                if isinstance(value, list | tuple | dict):
+                    raise DataError(f"{where}: expected one class name, got {type(value).__name__} "
+                                    f"{_short(value)}; a row with several classes needs multilabel=True "
+                                    "(--multilabel)")
                 labels = [str(value).strip()]
             answers.append(labels)
         if classes is None:
             class_names = tuple(sorted({label for labels in answers for label in labels}))
+            if not multilabel:
+                _warn_if_sets(source, label_column, [labels[0] for labels in answers], label_separator)
         index = {c: j for j, c in enumerate(class_names)}
         for n, labels in zip(row_numbers, answers, strict=True):
             for label in labels:
                 if label not in index:
+                    hint = ""
+                    parts = [p.strip() for p in label.split(label_separator)]
+                    if not multilabel and len(parts) > 1 and all(p in index for p in parts):
+                        hint = (f"; {label_separator!r} separates several classes only with multilabel=True "
+                                "(--multilabel)")
                     raise DataError(f"{_where(source, n, label_column)}: label {label!r} is not among the classes "
-                                    f"({', '.join(class_names)})")
+                                    f"({', '.join(class_names)}){hint}")
         if multilabel:
             targets_N_C = torch.zeros(len(rows), len(class_names), dtype=torch.long)
             for i, labels in enumerate(answers):

@@ -30,21 +30,40 @@ from activebayes.errors import InvalidArgumentError
 __all__ = ["MULTILABEL_HEADLINE", "evaluate_multilabel", "hamming_loss", "multilabel_precision_recall_f1"]
 
 
-def _indicators(targets: object, predictions: object, mask: object | None, threshold: float):
+def _shape(tensor: torch.Tensor) -> str:
+    return "[" + ", ".join(str(d) for d in tensor.shape) + "]"
+
+
+def _check_threshold(threshold: object) -> float:
+    """A finite number strictly between 0 and 1 (a class is predicted when ``p >= threshold``)."""
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+        raise InvalidArgumentError(f"threshold must be a number in (0, 1), got {threshold!r}")
+    value = float(threshold)
+    if not 0.0 < value < 1.0:  # also refuses nan and inf
+        raise InvalidArgumentError(f"threshold must be a finite number in (0, 1) (a class is predicted when "
+                                   f"p >= threshold), got {threshold!r}")
+    return value
+
+
+def _indicators(targets: object, predictions: object, mask: object | None, threshold: float,
+                predictions_name: str = "predictions", targets_name: str = "targets"):
     """``(targets, predictions, valid)`` as bool tensors of one shape ``[..., L]``."""
-    targets_t = as_tensor(targets, "targets")
-    preds_t = as_tensor(predictions, "predictions")
+    threshold = _check_threshold(threshold)
+    targets_t = as_tensor(targets, targets_name)
+    preds_t = as_tensor(predictions, predictions_name)
     if targets_t.ndim < 2:
-        raise InvalidArgumentError(f"multi-label targets must be [..., L] 0/1 indicators, got shape {tuple(targets_t.shape)}")
+        raise InvalidArgumentError(f"multi-label {targets_name} must be [..., L] 0/1 indicators, got shape "
+                                   f"{tuple(targets_t.shape)}")
     if preds_t.shape != targets_t.shape:
         raise InvalidArgumentError(
-            f"predictions must have the targets' shape {tuple(targets_t.shape)}, got {tuple(preds_t.shape)}"
+            f"{predictions_name} {_shape(preds_t)} and {targets_name} {_shape(targets_t)} disagree in shape: "
+            "multi-label predictions need one entry per target [..., L]"
         )
     if targets_t.numel() == 0:
-        raise InvalidArgumentError("targets is empty")
-    check_finite(targets_t.double(), "targets")
+        raise InvalidArgumentError(f"{targets_name} is empty")
+    check_finite(targets_t.double(), targets_name)
     if not bool(((targets_t == 0) | (targets_t == 1)).all()):
-        raise InvalidArgumentError("multi-label targets must hold only 0 and 1")
+        raise InvalidArgumentError(f"multi-label {targets_name} must hold only 0 and 1")
     if preds_t.is_floating_point():
         check_finite(preds_t, "predictions")
         if float(preds_t.min()) < 0 or float(preds_t.max()) > 1:
@@ -97,6 +116,12 @@ def hamming_loss(
     if targets_t.ndim == 1:
         if mask is not None:
             raise InvalidArgumentError("mask is only supported for multi-label [..., L] targets")
+        preds_t = as_tensor(predictions, "predictions")
+        if preds_t.ndim >= 2 and not preds_t.is_floating_point():
+            raise InvalidArgumentError(
+                f"predictions {_shape(preds_t)} and targets {_shape(targets_t)} disagree in shape: with class ids "
+                "[N] as targets, predictions are class ids [N] (or probabilities [N, C]); multi-label 0/1 "
+                "predictions [N, L] need multi-label targets [N, L]")
         targets_N = check_labels(targets_t, "targets")
         preds_N, _ = to_labels(predictions, "predictions")
         check_same_length(targets_N, preds_N, "targets", "predictions")
@@ -120,7 +145,10 @@ def multilabel_precision_recall_f1(
     For label ``l``: ``TP_l = sum m [yhat = 1, y = 1]``, ``FP_l = sum m [yhat = 1, y = 0]``,
     ``FN_l = sum m [yhat = 0, y = 1]``; then ``P = TP / (TP + FP)``,
     ``R = TP / (TP + FN)``, ``F1 = 2 TP / (2 TP + FP + FN)``. Averages as in
-    :func:`activebayes.metrics.f1_score` (``None``, "macro", "micro", "weighted").
+    :func:`activebayes.metrics.f1_score` (``None``, "macro", "micro", "weighted"). A 0/0
+    gives ``zero_division`` (default 0, as scikit-learn): per label, and for "micro" when
+    there is no positive label and no positive prediction at all (as
+    :func:`evaluate_multilabel`'s ``micro_f1``). ``threshold``: a finite number in (0, 1).
 
     Example:
         >>> out = multilabel_precision_recall_f1([[1, 0], [1, 1]], [[1, 1], [0, 1]])
@@ -153,7 +181,9 @@ def evaluate_multilabel(log_probs_N_K_C: object, targets_N_C: object, *, thresho
     - ``micro_f1`` (the **headline** of a multi-label run): ``2 ΣTP / (2 ΣTP + ΣFP + ΣFN)``
       pooled over all items and classes: every label decision counts once, so it moves
       smoothly with the labels acquired, and (unlike the Hamming loss) the many easy
-      negatives of a sparse label vector do not dominate it;
+      negatives of a sparse label vector do not dominate it. 0 when it is 0/0 (no positive
+      label and no positive prediction in the whole set), as scikit-learn's default
+      ``zero_division`` and :func:`multilabel_precision_recall_f1`'s;
     - ``macro_f1``: the mean over classes of ``2 TP_c / (2 TP_c + FP_c + FN_c)`` (0 for a
       class never present nor predicted); ``f1_per_class``;
     - ``samples_f1``: the mean over items of ``2 |y ∩ ŷ| / (|y| + |ŷ|)`` (1 for an item
@@ -162,24 +192,36 @@ def evaluate_multilabel(log_probs_N_K_C: object, targets_N_C: object, *, thresho
       of items whose whole label vector is right;
     - ``nll``: mean over items of the summed binary cross-entropy of ``p̄``.
 
+    ``threshold`` must be a finite number in (0, 1). Items with no positive label are
+    allowed here (a test set may have them; a pool may not).
+
     Example:
         >>> lp = torch.log(torch.tensor([[[0.9, 0.2]], [[0.4, 0.7]]]))
         >>> m = evaluate_multilabel(lp, [[1, 0], [1, 1]])
         >>> m["subset_accuracy"], m["hamming_loss"], round(m["micro_f1"], 4)
         (0.5, 0.25, 0.8)
     """
+    threshold = _check_threshold(threshold)
     lp = as_tensor(log_probs_N_K_C, "log_probs_N_K_C")
     if lp.ndim != 3 or not lp.is_floating_point():
         raise InvalidArgumentError(f"log_probs_N_K_C must be float [N, K, C] (log-sigmoid), got {tuple(lp.shape)}")
+    targets_t = as_tensor(targets_N_C, "targets_N_C")
+    if targets_t.ndim != 2:
+        raise InvalidArgumentError(f"targets_N_C must be [N, C] 0/1 indicators, got shape {_shape(targets_t)}")
+    if (lp.shape[0], lp.shape[2]) != tuple(targets_t.shape):
+        what = " and ".join(w for w, bad in (("N (items)", lp.shape[0] != targets_t.shape[0]),
+                                             ("C (classes)", lp.shape[2] != targets_t.shape[1])) if bad)
+        raise InvalidArgumentError(f"log_probs_N_K_C {_shape(lp)} and targets_N_C {_shape(targets_t)} disagree in "
+                                   f"{what}")
     lp = lp.double()
     check_finite(torch.where(torch.isneginf(lp), torch.zeros_like(lp), lp), "log_probs_N_K_C")
     if float(lp.max()) > 1e-4:
         raise InvalidArgumentError("log_probs_N_K_C must hold log P(y_c = 1) <= 0 (log-sigmoid of the logits)")
     probs_N_C = (torch.logsumexp(lp, dim=1) - math.log(lp.shape[1])).exp().clamp(0.0, 1.0)
-    y, yhat, _ = _indicators(targets_N_C, probs_N_C, None, threshold)
+    y, yhat, _ = _indicators(targets_t, probs_N_C, None, threshold, targets_name="targets_N_C")
     n, c = y.shape
     per_class = prf_from_counts((y & yhat).sum(0), yhat.sum(0), y.sum(0), average="none", zero_division=0.0)
-    micro = prf_from_counts((y & yhat).sum(0), yhat.sum(0), y.sum(0), average="micro", zero_division=1.0)
+    micro = prf_from_counts((y & yhat).sum(0), yhat.sum(0), y.sum(0), average="micro", zero_division=0.0)
     overlap_N = (y & yhat).sum(1).double()
     sizes_N = (y.sum(1) + yhat.sum(1)).double()
     samples_N = torch.where(sizes_N > 0, 2 * overlap_N / sizes_N.clamp_min(1), torch.ones_like(sizes_N))
