@@ -97,6 +97,10 @@ def test_micro_f1_of_no_positives_and_no_predictions_is_zero_everywhere():
     assert got["macro_f1"] == skm.f1_score(Y, Yhat, average="macro", zero_division=0) == 0.0
     assert got["samples_f1"] == skm.f1_score(Y, Yhat, average="samples", zero_division=1) == 1.0
     assert got["hamming_loss"] == 0.0 and got["subset_accuracy"] == 1.0
+    # and the validation micro-F1 that early stopping reads agrees
+    from activebayes.models.training import _micro_f1
+
+    assert _micro_f1(torch.tensor(P[:, 0]), torch.tensor(Y)) == got["micro_f1"]
     # the functional form follows its zero_division, as scikit-learn does
     assert M.multilabel_precision_recall_f1(Y, P[:, 0], average="micro", zero_division=1).f1 == \
         skm.f1_score(Y, Yhat, average="micro", zero_division=1) == 1.0

@@ -269,12 +269,13 @@ def _model_device(model: nn.Module) -> torch.device:
 
 
 def _micro_f1(probs_N_C: Tensor, targets_N_C: Tensor) -> float:
-    """Micro-averaged F1 of ``probs >= 0.5`` against 0/1 targets: ``2 TP / (2 TP + FP + FN)`` (1 if no positives)."""
+    """Micro-averaged F1 of ``probs >= 0.5`` against 0/1 targets: ``2 TP / (2 TP + FP + FN)``; 0 when there are
+    no positives and none predicted (as :func:`~activebayes.metrics.evaluate_multilabel` and scikit-learn)."""
     predicted = probs_N_C >= 0.5
     truth = targets_N_C > 0.5
     tp = int((predicted & truth).sum())
     wrong = int((predicted != truth).sum())
-    return 1.0 if 2 * tp + wrong == 0 else 2 * tp / (2 * tp + wrong)
+    return 0.0 if 2 * tp + wrong == 0 else 2 * tp / (2 * tp + wrong)
 
 
 def _evaluate_multilabel(model: nn.Module, inputs: Tensor, targets: Tensor, batch_size: int,
