@@ -35,7 +35,8 @@ from activebayes.data import (ArrayDataset, MissingSplitError, available_dataset
                               load_dataset)
 from activebayes.distributed import RayExecutor
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
-from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
+from activebayes.experiment import (larger_budget_refusal, resume_comparison, resume_experiment, run_comparison,
+                                    run_experiment)
 from activebayes.labelling.interchange import AnswerFileError, is_picture_shape
 from activebayes.labelling.project import LabellingProject, is_project
 from activebayes.labelling.settings import ProjectConfig
@@ -208,8 +209,9 @@ def _setting_option(f: dataclasses.Field, flag: str) -> Callable[..., Any]:
         kind = click.Path(file_okay=False)
     elif meta["kind"] == "file":
         kind = click.Path(dir_okay=False)
-    elif meta["kind"] == "text":
-        kind = str
+    elif meta["kind"] == "text":  # a comma-separated list: a repeated flag adds to it, never replaces it
+        return click.option(flag, f.name, type=str, multiple=True, callback=_joined,
+                            help=help_text + " Repeatable: the values add up.")
     else:
         kind = {"int": int, "float": float}.get(str(f.type).split(" ")[0].split("[")[0], str)
     return click.option(flag, f.name, type=kind, default=None, help=help_text)
@@ -219,6 +221,14 @@ _TABLE_OPTIONS = ("encoder", "test_size", "multilabel", "missing")
 #: ``--missing``: what a missing cell of a --table does (``load_table``'s ``missing``)
 _MISSING_HELP = ("A missing cell of the --table: error (a one-line error naming its row and column), or impute "
                  "(the column's mean for numbers, a '<missing>' category otherwise). [error]")
+
+
+def _joined(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> str | None:
+    """A list option (``multiple``) as one comma-separated value: ``--stop-when a --stop-when b``
+    is ``"a,b"``, as ``--stop-when a,b`` (a repeat adds, never silently replaces); ``None`` when
+    not given, so that a TOML file or the default decides. An empty value stays in (``""``, ``"a,"``),
+    for the setting's own check to refuse."""
+    return ",".join(values) if values else None
 
 
 def _loop_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -489,11 +499,37 @@ def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int |
     _print_results(path)
 
 
+def _going_on(result: Any, path: Path) -> str:
+    """How a finished run can go on labelling, by what stopped it: `resume --budget N` only where
+    its label budget stopped it (:func:`~activebayes.experiment.larger_budget_refusal`)."""
+    from activebayes import stopping
+
+    why_not = larger_budget_refusal(path)
+    if why_not is None:
+        return f"`activebayes resume {path} --budget N` continues it to a larger budget"
+    kind = stopping.stop_kind_of(result.rounds[-1]) if result.rounds else None
+    new_run = "to label further, start a new run with another --out"
+    if kind == stopping.EMPTY_POOL:
+        return "every item of its pool is labelled: nothing is left to label"
+    if kind == stopping.LABEL_BUDGET:  # its last batch was cut short to meet the budget
+        return f"it cannot go on to a larger budget ({why_not}): {new_run} and the larger --budget"
+    if kind in stopping.SIGNALS:
+        what, change = f"its --stop-when criterion {kind}", f"without {kind} in --stop-when (or with another threshold)"
+    elif kind == stopping.TARGET:
+        what, change = "its target accuracy", "without --target-accuracy (or with a higher one)"
+    elif kind == stopping.COST_BUDGET:
+        what, change = "its cost budget", "with a larger --cost-budget"
+    elif kind == stopping.PLATEAU:
+        what, change = "a plateau", "without --plateau-patience (or with a larger one)"
+    else:
+        what, change = "something other than its label budget", ""
+    return f"stopped by {what}, it cannot go on to a larger budget; {new_run}{', ' + change if change else ''}"
+
+
 def _print_finished(result: Any, path: Path, *, finished_before: bool, quiet: bool) -> None:
     """The `finished:` line of a run (or, for a run finished earlier, that nothing was trained)."""
     if finished_before:
-        click.echo(f"nothing to train: {path} finished earlier ({result.stop_reason}); "
-                   f"`activebayes resume {path} --budget N` continues it to a larger budget")
+        click.echo(f"nothing to train: {path} finished earlier ({result.stop_reason}); {_going_on(result, path)}")
     if not result.rounds:
         return
     last = result.rounds[-1]
@@ -505,8 +541,9 @@ def _print_finished(result: Any, path: Path, *, finished_before: bool, quiet: bo
 @cli.command()
 @_loop_options
 @_ray_options
-@click.option("--strategy", "--strategies", "strategy", default=None, help="Comma-separated strategies. [random,entropy,bald,batchbald]")
-@click.option("--seeds", "seeds", default=None, help="Seeds: '0,1,2' or '0-4'. [0,1,2]")
+@click.option("--strategy", "--strategies", "strategy", multiple=True, callback=_joined,
+              help="Comma-separated strategies; repeatable. [random,entropy,bald,batchbald]")
+@click.option("--seeds", "seeds", multiple=True, callback=_joined, help="Seeds: '0,1,2' or '0-4'; repeatable. [0,1,2]")
 @_friendly
 def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: int | None, warm_start: bool | None,
             download: bool | None, strategy: str | None, seeds: str | None, **flags: Any) -> None:
@@ -612,7 +649,7 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
 @cli.command()
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--output", type=click.Path(dir_okay=False), default=None, help="HTML file to write. [DIRECTORY/report.html]")
-@click.option("--targets", default=None, help="Accuracies for the labels-needed table. [0.9,0.95; where no run reaches 0.9, two read from random's mean curve]")
+@click.option("--targets", multiple=True, callback=_joined, help="Accuracies for the labels-needed table; repeatable. [0.9,0.95; where no run reaches 0.9, two read from random's mean curve]")
 @_friendly
 def report(directory: str, output: str | None, targets: str | None) -> None:
     """Write the HTML report of a run or comparison directory."""
@@ -638,12 +675,12 @@ _PROJECT_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "images": ("--images", {"type": click.Path(file_okay=False), "help": "Label a folder of images (stored as an absolute path)."}),
     "table": ("--table", {"type": click.Path(dir_okay=False), "help": "Label the rows of a CSV / TSV / JSONL / Parquet file (texts or table rows; stored as an absolute path)."}),
     "text_column": ("--text-column", {"type": str, "help": "Column of the --table holding each item's text."}),
-    "feature_columns": ("--feature-columns", {"type": str, "help": "Comma-separated columns of the --table shown and learnt from as a row ('*': every column but the text and id columns, fixed when the project is created)."}),
+    "feature_columns": ("--feature-columns", {"type": str, "multiple": True, "callback": _joined, "help": "Comma-separated columns of the --table shown and learnt from as a row ('*': every column but the text and id columns, fixed when the project is created); repeatable."}),
     "id_column": ("--id-column", {"type": str, "help": "Column of unique row ids of the --table. [a hash of the row's content]"}),
     "encoder": ("--encoder", {"type": str, "help": "Text encoder of a --table: tfidf, hashing, a word-vector file (GloVe) or a local model folder. [tfidf]"}),
     "multilabel": ("--multilabel", {"is_flag": True, "help": "Each --table item may take several classes (toggle them, Enter stores)."}),
     "missing": ("--missing", {"type": click.Choice(["error", "impute"]), "help": _MISSING_HELP}),
-    "classes": ("--classes", {"type": str, "help": "Comma-separated class names (required with --images and --table)."}),
+    "classes": ("--classes", {"type": str, "multiple": True, "callback": _joined, "help": "Comma-separated class names (required with --images and --table); repeatable."}),
     "data_dir": ("--data-dir", {"type": click.Path(file_okay=False), "help": "Folder with the dataset's files."}),
     "strategy": ("--strategy", {"type": str, "help": f"Acquisition strategy. [{DEFAULT_STRATEGY}]"}),
     "cold_start": ("--cold-start", {"type": str, "help": "Strategy for the first rounds (6 labels per class); 'none' for none. [typicality]"}),
@@ -692,7 +729,12 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) 
         options["encoder"] = _stored_encoder(options["encoder"])
     if options:
         given["table_options"] = options
-    return LabellingProject.create(project, ProjectConfig(**given), progress=progress)
+    config = ProjectConfig(**given)
+    # the loop's checks that need the batch size (audit_fraction needs batches of 2 or more), before
+    # anything is created: ProjectConfig checks its audit_fraction and stop_when with the default one
+    LoopConfig(audit_fraction=config.audit_fraction, stop_when=config.stop_when, batch_size=config.batch_size,
+               budget=max(config.batch_size, 150))
+    return LabellingProject.create(project, config, progress=progress)
 
 
 def _check_showable(name: str, data_dir: str | None, dataset: ArrayDataset | None = None) -> None:

@@ -131,6 +131,18 @@ def resume_experiment(
         return _continue(directory, loop, progress=progress, on_round=None, report=report)
 
 
+def larger_budget_refusal(run_dir: str | os.PathLike[str]) -> str | None:
+    """Why the run in ``run_dir`` cannot go on to a larger label budget (``resume_experiment(DIR,
+    budget=N)``, ``activebayes resume DIR --budget N``), in words; ``None`` when it can.
+
+    Only a run that its label budget stopped (or that has not stopped) can: one stopped by a
+    ``stop_when`` criterion, a target accuracy, a plateau, its cost budget or an empty pool cannot,
+    nor one whose last batch was cut short to meet its budget (:meth:`RunDirectory.raise_budget`).
+    """
+    directory = RunDirectory(Path(run_dir))
+    return directory._rounds_to_go_on(directory.read_config())[1]
+
+
 def _continue(
     directory: RunDirectory,
     loop: ActiveLearningLoop,
@@ -275,6 +287,7 @@ def _run_all(
 
 
 __all__ = [
+    "larger_budget_refusal",
     "resume_comparison",
     "resume_experiment",
     "run_comparison",

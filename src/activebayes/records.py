@@ -198,6 +198,13 @@ class LoopConfig:
     sha256 of their ids (so the split follows the items, not the row order or the seed);
     without it the headline is the validation metric.
 
+    ``stop_when`` (the criteria that need no test set, :mod:`activebayes.stopping`) takes a
+    comma-separated string, a sequence of ``NAME`` / ``NAME=THRESHOLD`` strings or a mapping
+    ``{name: threshold}``, and is stored as :func:`~activebayes.stopping.normalise_stop_when`
+    writes it: canonical names, a threshold only where it is not the default, so that
+    ``"remaining-change"`` and ``("remaining_change=0.01",)`` are the same run.
+    ``audit_fraction`` needs ``batch_size`` 2 or more.
+
     ``dataset_options`` are further arguments of a named dataset's loader
     (:func:`activebayes.data.load_dataset`): ``{"encoder": FILE_OR_FOLDER}`` encodes
     ``"wordnet_nouns"``'s glosses with pretrained word vectors or a local model instead of
@@ -294,17 +301,24 @@ class LoopConfig:
                 f"dropout head): model must be 'auto' or 'encoder_head', got {self.model!r}"
             )
         check_positive_int(self.predict_batch_size, "predict_batch_size")
-        from activebayes.stopping import parse_stop_when  # stopping reads records: imported late
+        from activebayes.stopping import ESTIMATED_ACCURACY, normalise_stop_when  # stopping reads records: imported late
 
-        if isinstance(self.stop_when, str):
-            object.__setattr__(self, "stop_when", tuple(s for s in self.stop_when.split(",") if s.strip()))
-        object.__setattr__(self, "stop_when", tuple(self.stop_when))
-        parse_stop_when(self.stop_when)
-        if not isinstance(self.audit_fraction, int | float) or not 0.0 <= self.audit_fraction < 1.0:
+        # one stored form (canonical names, a threshold only where it is not the default), so that
+        # equivalent spellings are the same run, also when read back from an earlier config.json
+        object.__setattr__(self, "stop_when", normalise_stop_when(self.stop_when))
+        if isinstance(self.audit_fraction, bool) or not isinstance(self.audit_fraction, int | float):
+            raise InvalidTypeError(f"audit_fraction (--audit-fraction) must be a number in [0, 1), got "
+                                   f"{type(self.audit_fraction).__name__} {self.audit_fraction!r}")
+        if not 0.0 <= self.audit_fraction < 1.0:
             raise InvalidArgumentError(f"audit_fraction (--audit-fraction) must be in [0, 1), got {self.audit_fraction!r}")
+        if self.audit_fraction and self.batch_size < 2:
+            raise InvalidArgumentError(
+                f"audit_fraction (--audit-fraction) {self.audit_fraction:g} needs batch_size (--batch-size) 2 or more: "
+                f"the audit swaps some of each batch's picks for uniformly drawn items, and a batch of one has none to "
+                f"spare; got batch_size={self.batch_size}")
         if self.stop_when and not self.stop_set_size:
             raise InvalidArgumentError("stop_when (--stop-when) needs a stop set: stop_set_size must be >= 1, got 0")
-        if "estimated_accuracy" in " ".join(self.stop_when) and not self.audit_fraction:
+        if any(spec.partition("=")[0] == ESTIMATED_ACCURACY for spec in self.stop_when) and not self.audit_fraction:
             raise InvalidArgumentError(
                 "stop_when (--stop-when) estimated_accuracy needs audited answers: set audit_fraction "
                 "(--audit-fraction), e.g. 0.2")

@@ -54,12 +54,15 @@ __all__ = [
     "exact_interval",
     "expected_accuracy",
     "first_stop",
+    "normalise_stop_when",
     "parse_stop_when",
     "per_predicted_label",
     "predicted_decisions",
     "remaining_change",
     "remaining_change_signal",
     "round_signals",
+    "shown_beside",
+    "stable_predictions_means",
     "stop_kind_of",
     "total_information",
 ]
@@ -236,21 +239,25 @@ DEFAULT_CRITERION = REMAINING_CHANGE
 AUDIT_CONFIDENCE = 0.9
 
 
-def parse_stop_when(specs: Iterable[str] | str | None) -> dict[str, float | None]:
+def parse_stop_when(specs: Iterable[str] | Mapping[str, float | None] | str | None) -> dict[str, float | None]:
     """``["stable_predictions", "information=0.05"]`` -> ``{name: threshold}`` (defaults filled).
 
-    Unknown names and thresholds outside their range raise
-    :class:`~activebayes.errors.InvalidArgumentError` naming ``stop_when`` (``--stop-when``).
+    ``specs``: a comma-separated string, a sequence of ``NAME`` / ``NAME=THRESHOLD`` strings
+    (each may hold several, comma-separated), or a mapping ``{name: threshold}`` (``None``:
+    the default threshold); ``None`` is none. A name may be written with hyphens
+    (``remaining-change``) and surrounded by spaces.
+
+    Unknown names, thresholds outside their range and empty criteria (``"a,,b"``, ``""``) raise
+    :class:`~activebayes.errors.InvalidArgumentError`, a value of another type
+    :class:`~activebayes.errors.InvalidTypeError`, each naming ``stop_when`` (``--stop-when``).
     """
     from activebayes.errors import InvalidArgumentError
 
     if specs is None:
         return {}
-    if isinstance(specs, str):
-        specs = [s for s in specs.split(",") if s.strip()]
     out: dict[str, float | None] = {}
-    for spec in specs:
-        name, equals, value = str(spec).strip().partition("=")
+    for spec in _stop_when_specs(specs):
+        name, equals, value = spec.strip().partition("=")
         name = name.strip().replace("-", "_")
         if name not in SIGNALS:
             raise InvalidArgumentError(
@@ -277,6 +284,91 @@ def parse_stop_when(specs: Iterable[str] | str | None) -> dict[str, float | None
             raise InvalidArgumentError(f"stop_when (--stop-when): {name}'s threshold is the {meaning}, got {threshold}")
         out[name] = threshold
     return out
+
+
+def normalise_stop_when(specs: Iterable[str] | Mapping[str, float | None] | str) -> tuple[str, ...]:
+    """``stop_when`` in the one form a config stores and compares: each criterion once, in the
+    order given, as its canonical name, followed by ``=THRESHOLD`` only where the threshold is
+    not the default one (so ``remaining-change``, ``" remaining_change"`` and
+    ``remaining_change=0.01`` are all ``"remaining_change"``).
+
+    Checked as :func:`parse_stop_when` checks it; ``None`` is refused (no criterion: ``()``).
+
+    >>> normalise_stop_when("remaining-change=0.01, information=5e-2")
+    ('remaining_change', 'information=0.05')
+    >>> normalise_stop_when({"stable_predictions": 0.95})
+    ('stable_predictions=0.95',)
+    """
+    from activebayes.errors import InvalidTypeError
+
+    if specs is None:
+        raise InvalidTypeError("stop_when (--stop-when) takes criteria NAME or NAME=THRESHOLD (a comma-separated "
+                               "string, a list of them or a mapping {name: threshold}; () for none), got None")
+    return tuple(name if threshold == SIGNALS[name][0] else f"{name}={threshold!r}"
+                 for name, threshold in parse_stop_when(specs).items())
+
+
+def _stop_when_specs(specs: Any) -> list[str]:
+    """The ``NAME[=THRESHOLD]`` strings of ``stop_when`` in any form :func:`parse_stop_when` takes,
+    its type checked and empty criteria refused."""
+    from activebayes.errors import InvalidArgumentError, InvalidTypeError
+
+    what = "criteria NAME or NAME=THRESHOLD (a comma-separated string, a list of them or a mapping {name: threshold})"
+    if isinstance(specs, Mapping):
+        out = []
+        for name, threshold in specs.items():
+            if not isinstance(name, str):
+                raise InvalidTypeError(f"stop_when (--stop-when) as a mapping takes criterion names as keys, got "
+                                       f"{type(name).__name__} {name!r}")
+            if threshold is None:
+                out.append(name)
+            elif isinstance(threshold, bool) or not isinstance(threshold, int | float):
+                raise InvalidTypeError(f"stop_when (--stop-when): {name.strip()}'s threshold must be a number, got "
+                                       f"{type(threshold).__name__} {threshold!r}")
+            else:
+                out.append(f"{name}={float(threshold)!r}")
+        return out
+    if isinstance(specs, str):
+        texts = [specs]
+    elif isinstance(specs, Iterable) and not isinstance(specs, bytes | bytearray):
+        texts = list(specs)
+        for text in texts:
+            if not isinstance(text, str):
+                raise InvalidTypeError(f"stop_when (--stop-when) takes {what}; got an item of type "
+                                       f"{type(text).__name__}: {text!r}")
+    else:
+        raise InvalidTypeError(f"stop_when (--stop-when) takes {what}, got {type(specs).__name__} {specs!r}")
+    out = []
+    for text in texts:
+        pieces = text.split(",")
+        if not all(piece.strip() for piece in pieces):
+            raise InvalidArgumentError(f"stop_when (--stop-when): an empty criterion in {text!r}; give NAME or "
+                                       "NAME=THRESHOLD, separated by single commas (for no criterion, leave "
+                                       "out stop_when (--stop-when))")
+        out.extend(pieces)
+    return out
+
+
+def shown_beside(value: float, threshold: float | None, digits: int, *, percent: bool = False) -> str:
+    """``value`` with ``digits`` decimals (a percentage with ``percent``), or with more where
+    fewer would print it equal to ``threshold``, or on its other side, although it is not:
+    a value that did not reach its threshold never reads as if it had.
+
+    >>> shown_beside(0.9496, 0.95, 3), shown_beside(0.9576, 0.95, 3), shown_beside(0.0196, 0.02, 1, percent=True)
+    ('0.9496', '0.958', '1.96%')
+    """
+    from decimal import ROUND_HALF_EVEN, Decimal
+
+    suffix = "%" if percent else ""
+    if threshold is None or not (math.isfinite(value) and math.isfinite(threshold)):
+        return f"{value:.{digits}{'%' if percent else 'f'}}"
+    scale = Decimal(100 if percent else 1)
+    exact, bound = Decimal(repr(float(value))) * scale, Decimal(repr(float(threshold))) * scale
+    for places in range(digits, digits + 12):
+        rounded = exact.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_EVEN)
+        if (rounded < bound) == (exact < bound) and (rounded > bound) == (exact > bound):
+            break
+    return f"{rounded:f}{suffix}"
 
 
 def cohen_kappa(a_S: Any, b_S: Any, num_classes: int) -> float:
@@ -492,7 +584,11 @@ def round_signals(
 
     Each entry: ``value`` (``None`` while it cannot be measured yet), ``fired`` (against
     ``thresholds[name]``, or the default threshold), ``detail`` (plain words), and
-    what the next round needs (the stop set's predicted classes). ``budget``: the run's
+    what the next round needs (the stop set's predicted classes). The stable predictions'
+    ``value`` is this round's kappa against the last round's model, and its ``mean`` the
+    mean kappa over the last :data:`SIGNAL_WINDOW` rounds: the number the criterion compares
+    with its threshold (``None`` until the window is full; records written before it was
+    kept: :func:`stable_predictions_means` computes it from the values). ``budget``: the run's
     label budget, which bounds the remaining change's horizon (:func:`change_horizon`).
     ``multilabel``: ``log_probs_S_K_C`` holds per-label Bernoulli log-probabilities; the
     signals then compare label decisions (:func:`predicted_decisions`; kappa over them with
@@ -522,7 +618,7 @@ def round_signals(
             changed_items = True
     kappas = [p.get(STABLE_PREDICTIONS, {}).get("value") for p in previous[-(window - 1):]] + [kappa]
     kappas = kappas[-window:]
-    fired, detail = False, "predictions are still being compared"
+    fired, detail, mean = False, "predictions are still being compared", None
     if changed_items:
         detail = "the items changed since the last round: predictions are compared again from the next round"
     t = threshold(STABLE_PREDICTIONS)
@@ -530,9 +626,9 @@ def round_signals(
         mean = sum(kappas) / window
         fired = t is not None and mean >= t
         detail = (f"{'label decisions' if multilabel else 'predictions'} have {'stopped' if fired else 'not stopped'} "
-                  f"changing: kappa {mean:.3f} "
+                  f"changing: kappa {shown_beside(mean, t, 3)} "
                   f"over the last {window} rounds (stop at {t:g})")
-    out[STABLE_PREDICTIONS] = {"value": kappa, "fired": fired, "detail": detail,
+    out[STABLE_PREDICTIONS] = {"value": kappa, "mean": mean, "fired": fired, "detail": detail,
                                "predictions": encode_classes(predicted_S, bits=multilabel), "trained": n_labelled > 0}
     if stop_set is not None:
         out[STABLE_PREDICTIONS]["stop_set"] = stop_set
@@ -553,7 +649,8 @@ def round_signals(
         if len(values) == window + 1 and all(v is not None for v in values):
             change = max(abs(b - a) for a, b in zip(values, values[1:], strict=False))
             fired = t is not None and change < t
-            detail += f"; it changed by at most {change:.4f} over the last {window} rounds (stop below {t:g})"
+            detail += (f"; it changed by at most {shown_beside(change, t, 4)} over the last {window} rounds "
+                       f"(stop below {t:g})")
     out[EXPECTED_ACCURACY] = {"value": accuracy, "fired": fired, "detail": detail}
 
     # 3. the pool's total information, against the first model's
@@ -565,7 +662,8 @@ def round_signals(
     if info is not None and first:
         ratio = info / first
         fired = t is not None and len(previous) > 0 and ratio < t
-        detail = f"the pool holds {ratio:.0%} of the information it held at the first model (stop below {t:.0%})"
+        detail = (f"the pool holds {shown_beside(ratio, t, 0, percent=True)} of the information it held at the "
+                  f"first model (stop below {100 * t:g}%)")
     out[INFORMATION] = {"value": info, "fired": fired, "detail": detail}
 
     # 4. accuracy estimated from the answers to uniformly drawn audit items
@@ -578,7 +676,7 @@ def round_signals(
         fired = t is not None and low >= t
         what = "subset accuracy (every label right)" if multilabel else "accuracy"
         detail = (f"{what} estimated from {n} uniformly drawn answers: {correct / n:.1%} "
-                  f"({AUDIT_CONFIDENCE:.0%} interval {low:.1%}-{high:.1%})")
+                  f"({AUDIT_CONFIDENCE:.0%} interval {shown_beside(low, t, 1, percent=True)}-{high:.1%})")
         out[ESTIMATED_ACCURACY] = {"value": correct / n, "low": low, "high": high, "n": n, "fired": fired,
                                    "detail": detail}
     else:
@@ -586,6 +684,25 @@ def round_signals(
                                    "detail": "no audited answers yet: they come with the acquired batches "
                                              "when audit_fraction (--audit-fraction) is above 0"}
     return out
+
+
+def stable_predictions_means(signals: Sequence[Mapping[str, Any] | None]) -> list[float | None]:
+    """Each round's mean kappa over the last :data:`SIGNAL_WINDOW` rounds, from the rounds'
+    ``signals`` in order: the number the stable-predictions criterion compares with its
+    threshold (``None`` where the window was not full). The recorded ``mean``, or, in records
+    written before it was kept, the mean of the recorded single-round ``value`` s, as
+    :func:`round_signals` computed it."""
+    values = [((s or {}).get(STABLE_PREDICTIONS) or {}).get("value") for s in signals]
+    means: list[float | None] = []
+    for i, s in enumerate(signals):
+        entry = (s or {}).get(STABLE_PREDICTIONS) or {}
+        if "mean" in entry:
+            means.append(entry["mean"])
+            continue
+        window = values[max(0, i - SIGNAL_WINDOW + 1): i + 1]
+        measured = len(window) == SIGNAL_WINDOW and all(v is not None for v in window)
+        means.append(sum(window) / SIGNAL_WINDOW if measured else None)
+    return means
 
 
 def stop_set_key(identities: Sequence[str]) -> str:
@@ -634,7 +751,8 @@ def remaining_change_signal(history: Sequence[RoundRecord], predicted_S: Any, n_
         fit = per_predicted_label(fit, predicted_S)
     fired = threshold is not None and fit.value < threshold
     what = "predicted labels" if multilabel else "predictions"
-    detail = (f"{what} {'have settled' if fired else 'are still changing'}: about {fit.value:.1%} of them "
+    detail = (f"{what} {'have settled' if fired else 'are still changing'}: about "
+              f"{shown_beside(fit.value, threshold, 1, percent=True)} of them "
               f"would change in the next {horizon} labels, beyond the {fit.floor:.1%} that retraining alone "
               f"changes (stop below {100 * threshold:g}%)")
     return {"value": fit.value, "fired": fired, "detail": detail, "drift": fit.drift, "drift_se": fit.drift_se,

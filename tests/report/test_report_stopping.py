@@ -84,8 +84,8 @@ def test_the_figure_is_drawn_from_the_recorded_signals(stopped_run, drawn):
     assert thresholds[STABLE_PREDICTIONS] == 0.99 and thresholds[INFORMATION] == 0.1  # the defaults
     assert curves.n_labelled_R.tolist() == [r["n_labelled"] for r in rounds]
     assert curves.accuracy_R.tolist() == [r["metrics"]["test_accuracy"] for r in rounds]
-    for name in SIGNALS:
-        want = [r["signals"][name]["value"] for r in rounds]
+    for name in SIGNALS:  # the stable predictions: the 3-round mean kappa its criterion compares
+        want = [r["signals"][name]["mean" if name == STABLE_PREDICTIONS else "value"] for r in rounds]
         got = curves.values[name].tolist()
         assert [None if math.isnan(v) else v for v in got] == want, name
         assert curves.fired[name].tolist() == [r["signals"][name]["fired"] for r in rounds], name
@@ -113,8 +113,9 @@ def test_the_table_says_where_each_signal_fired_first(stopped_run, drawn):
     assert cells[:2] == ["bald", "0"]
     for name, cell in zip(SIGNALS, cells[2:], strict=True):
         fired = [r for r in rounds if r["signals"][name]["fired"]]
-        want = "never" if not fired else (f"{fired[0]['n_labelled']} labels "
-                                           f"(test accuracy {fired[0]['metrics']['test_accuracy']:.4f})")
+        measured = any(r["signals"][name]["value"] is not None for r in rounds)
+        want = ("never" if measured else "not measured") if not fired else (
+            f"{fired[0]['n_labelled']} labels (test accuracy {fired[0]['metrics']['test_accuracy']:.4f})")
         assert cell == want, name
     assert cells[2 + SIGNALS.index(EXPECTED_ACCURACY)].startswith("50 labels")
 
@@ -173,3 +174,41 @@ def test_a_signal_a_run_never_recorded_reads_not_recorded_not_never(stopped_run,
     cells = [_plain(c).strip() for c in re.findall(r"<td>(.*?)</td>", row)]
     assert cells[2 + SIGNALS.index(REMAINING_CHANGE)] == "not recorded"
     assert cells[2 + SIGNALS.index(EXPECTED_ACCURACY)].startswith("50 labels")
+
+
+def test_a_signal_no_run_measured_says_so_instead_of_empty_axes(drawn):
+    """The run stopped at 50 labels, before the 12 models the remaining change needs: its panel
+    says it was not measured (not empty axes from -0.04 to 0.04), and its table cell too."""
+    page, calls = drawn
+    ((args, kwargs),) = calls
+    figure = _stopping.stopping_figure(*args, **kwargs)
+    panels = figure.axes[1:6]
+    remaining = panels[SIGNALS.index(REMAINING_CHANGE)]
+    assert [t.get_text() for t in remaining.texts] == ["not measured in this run"]
+    assert not remaining.get_lines()
+    assert remaining.get_xlim() == figure.axes[0].get_xlim()
+    assert not panels[SIGNALS.index(EXPECTED_ACCURACY)].texts  # measured: drawn as before
+    row = re.findall(r"<tr>(.*?)</tr>", _section(page).split("<tbody>")[1])[0]
+    cells = [_plain(c).strip() for c in re.findall(r"<td>(.*?)</td>", row)]
+    assert cells[2 + SIGNALS.index(REMAINING_CHANGE)] == "not measured"
+
+
+def test_the_stable_predictions_panel_plots_what_its_criterion_compares():
+    """A committed benchmark run, recorded before the window mean was kept: the panel's values are
+    the 3-round means computed from the recorded kappas, and a round fired exactly where that
+    mean reached the threshold (the single round's kappa crossing it does not fire)."""
+    from tests.conftest import ROOT
+
+    run = ROOT / "benchmarks" / "results" / "stopping_runs" / "digits" / "seed_0"
+    records = RunDirectory(run).read_rounds()
+    assert not any("mean" in (r.signals or {}).get(STABLE_PREDICTIONS, {}) for r in records)
+    curves = _stopping.signal_curves(records, 0, "test_accuracy")
+    means = curves.values[STABLE_PREDICTIONS]
+    kappas = [(r.signals or {}).get(STABLE_PREDICTIONS, {}).get("value") for r in records]
+    measured = np.flatnonzero(np.isfinite(means))
+    assert measured.size > 3
+    for i in measured:
+        assert means[i] == pytest.approx(sum(kappas[i - 2: i + 1]) / 3, abs=0)
+        assert curves.fired[STABLE_PREDICTIONS][i] == (means[i] >= 0.99)  # the run's threshold: the default
+    # round 21: one model's kappa 0.991 above the threshold, the mean below it; it did not fire, and is not drawn above it
+    assert kappas[21] >= 0.99 and means[21] < 0.99 and not curves.fired[STABLE_PREDICTIONS][21]

@@ -27,13 +27,14 @@ from activebayes.stopping import (
     SIGNALS,
     STABLE_PREDICTIONS,
     parse_stop_when,
+    stable_predictions_means,
     stop_kind_of,
 )
 
 #: the signals, in the order they are drawn, and what each panel shows
 SIGNAL_PANELS: dict[str, str] = {
     REMAINING_CHANGE: "predictions still to change (recommended)",
-    STABLE_PREDICTIONS: "kappa of successive models",
+    STABLE_PREDICTIONS: "kappa of successive models, mean of 3 rounds",
     EXPECTED_ACCURACY: "expected accuracy (posterior)",
     INFORMATION: "pool's information / first model's",
     ESTIMATED_ACCURACY: "accuracy estimated from audits",
@@ -49,7 +50,9 @@ class SignalCurves:
         seed: the run's seed.
         n_labelled_R: labels each round's model was trained on.
         accuracy_R: the headline accuracy of each round (``nan`` where missing).
-        values: signal name -> ``[R]`` the recorded ``value``.
+        values: signal name -> ``[R]`` the value its criterion compares with the threshold: the
+            recorded ``value``; for the stable predictions the mean kappa over the last 3 rounds
+            (:func:`~activebayes.stopping.stable_predictions_means`), not the single round's.
         fired: signal name -> ``[R]`` the recorded ``fired``.
         low_R, high_R: the estimated accuracy's interval (``nan`` without audits).
         recorded: signal name -> whether any round recorded it (runs made before a signal
@@ -89,7 +92,8 @@ def signal_curves(rounds: Sequence[RoundRecord], seed: int, accuracy_key: str) -
         seed=seed,
         n_labelled_R=np.array([r.n_labelled for r in rounds], dtype=np.int64),
         accuracy_R=np.array([_number((r.metrics or {}).get(accuracy_key)) for r in rounds], dtype=np.float64),
-        values={name: column(name, "value") for name in SIGNAL_PANELS},
+        values={name: (np.array([_number(v) for v in stable_predictions_means(signals)], dtype=np.float64)
+                       if name == STABLE_PREDICTIONS else column(name, "value")) for name in SIGNAL_PANELS},
         fired={name: np.array([bool(s.get(name, {}).get("fired")) for s in signals]) for name in SIGNAL_PANELS},
         low_R=column(ESTIMATED_ACCURACY, "low"),
         high_R=column(ESTIMATED_ACCURACY, "high"),
@@ -121,7 +125,9 @@ def stopping_figure(strategy: str, runs: Sequence[SignalCurves], thresholds: dic
     Filled red markers: rounds where the signal fired; a dotted vertical line at the
     first such round, also drawn on the learning curve so the accuracy there shows.
     The information panel divides by the run's first measured value (the criterion's
-    ratio); the estimated accuracy is drawn with its interval. ``metric_name`` is how the
+    ratio), the stable predictions' panel shows the mean kappa over the last 3 rounds (what
+    its criterion compares); the estimated accuracy is drawn with its interval. A signal no
+    run measured gets a panel that says so instead of empty axes. ``metric_name`` is how the
     headline reads (``"micro-F1"`` for a multi-label run).
     """
     from matplotlib.figure import Figure as MplFigure  # optional dependency
@@ -135,6 +141,13 @@ def stopping_figure(strategy: str, runs: Sequence[SignalCurves], thresholds: dic
     curve_ax.set_ylabel(f"{split} {metric_name}")
     for ax, (name, title) in zip(axes[1:], SIGNAL_PANELS.items(), strict=True):
         threshold = thresholds.get(name)
+        ax.set_title(f"{name}\n{title}", fontsize="medium")
+        if not any(np.isfinite(run.values[name]).any() for run in runs):
+            ax.text(0.5, 0.5, f"not measured in {'this run' if len(runs) == 1 else 'these runs'}",
+                    transform=ax.transAxes, ha="center", va="center", color="grey")
+            ax.set_yticks([])
+            ax.set_xlim(curve_ax.get_xlim())  # the labels of the learning curve beside it, not 0 to 1
+            continue
         for i, run in enumerate(runs):
             colour = f"C{i % 10}"
             y = run.values[name]
@@ -154,7 +167,6 @@ def stopping_figure(strategy: str, runs: Sequence[SignalCurves], thresholds: dic
                     target.axvline(run.n_labelled_R[first], color=FIRED_COLOUR, ls=":", lw=1)
         if threshold is not None and name in (REMAINING_CHANGE, STABLE_PREDICTIONS, INFORMATION, ESTIMATED_ACCURACY):
             ax.axhline(threshold, color="grey", ls="--", lw=1, label=f"threshold {threshold:g}")
-        ax.set_title(f"{name}\n{title}", fontsize="medium")
         if any(h for h in ax.get_legend_handles_labels()[1]):
             ax.legend(fontsize="x-small", loc="best")
     if len(runs) > 1:
@@ -170,7 +182,7 @@ def _first_cell(run: SignalCurves, name: str, split: str, metric_name: str = "ac
         return "not recorded"
     first = run.first_fired(name)
     if first is None:
-        return "never"
+        return "never" if np.isfinite(run.values[name]).any() else "not measured"
     accuracy = run.accuracy_R[first]
     where = f"{int(run.n_labelled_R[first])} labels"
     return where if math.isnan(accuracy) else f"{where} ({split} {metric_name} {accuracy:.4f})"
@@ -183,7 +195,8 @@ def stopping(data: Any, figures: Any) -> Section:
         "Signals that need no labelled held-out items, measured every round whether or not they stop the run "
         "(see the docs' 'When to stop labelling'): the share of the stop set's predictions still expected to "
         "change within the horizon beyond retraining noise (the recommended criterion), the kappa between "
-        "successive models' predictions on a fixed stop set, the posterior's expected accuracy, the pool's total information as a share of the first "
+        "successive models' predictions on a fixed stop set (plotted as its criterion compares it: the mean over "
+        "the last 3 rounds), the posterior's expected accuracy, the pool's total information as a share of the first "
         "model's, and the accuracy estimated from uniformly drawn audit answers with its 90% interval. "
         "Red markers: rounds where a signal fired (against the run's stop_when threshold, or the default); a "
         "dotted line at the first, drawn on the learning curve too."

@@ -1,0 +1,127 @@
+"""``stop_when`` and ``audit_fraction`` in a config: every accepted form stored one way, every
+mistake a one-line error naming the setting and its flag (new-user report on stopping: D2, D4,
+D5, D6, N2, N5)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes.records import LoopConfig
+from activebayes.rundir import RunDirectory, config_differences
+from activebayes.stopping import normalise_stop_when, parse_stop_when
+from tests.conftest import FAST_LOOP
+
+
+# --------------------------------------------------------------------------- D2: audits need batches of 2
+
+
+def test_an_audit_with_batches_of_one_is_refused_naming_both_flags():
+    """``_with_audit`` keeps the strategy's pick in a batch of one: an audit fraction there would
+    be silently ignored, and an estimated_accuracy criterion could never fire."""
+    with pytest.raises(InvalidArgumentError) as info:
+        LoopConfig(batch_size=1, audit_fraction=0.2, stop_when="estimated_accuracy=0.5")
+    message = str(info.value)
+    assert "\n" not in message
+    assert "audit_fraction (--audit-fraction)" in message and "batch_size (--batch-size)" in message
+    assert "got batch_size=1" in message
+    LoopConfig(batch_size=2, audit_fraction=0.2)  # one audited item, one picked
+    LoopConfig(batch_size=1, audit_fraction=0.0)  # no audit: batches of one are fine
+
+
+# --------------------------------------------------------------------------- D4: a mapping keeps its thresholds
+
+
+def test_a_mapping_keeps_its_thresholds():
+    assert LoopConfig(stop_when={"remaining_change": 0.02}).stop_when == ("remaining_change=0.02",)
+    assert LoopConfig(stop_when={"stable_predictions": None, "information": 0.05}).stop_when == (
+        "stable_predictions", "information=0.05")
+    assert parse_stop_when({"remaining-change": 0.02}) == {"remaining_change": 0.02}
+    with pytest.raises(InvalidArgumentError, match="remaining_change's threshold"):
+        LoopConfig(stop_when={"remaining_change": 2})
+    with pytest.raises(InvalidTypeError, match=r"stop_when \(--stop-when\): remaining_change's threshold must be a "
+                                               r"number, got str '0.02'"):
+        LoopConfig(stop_when={"remaining_change": "0.02"})
+
+
+# --------------------------------------------------------------------------- D5: wrong types, one line
+
+
+@pytest.mark.parametrize(("value", "came"), [
+    (None, "got None"),
+    (5, "got int 5"),
+    (0.5, "got float 0.5"),
+    ([5], "got an item of type int: 5"),
+    ((("remaining_change", 0.01),), "got an item of type tuple"),
+])
+def test_a_stop_when_of_another_type_is_a_type_error_naming_the_flag(value, came):
+    with pytest.raises(InvalidTypeError) as info:
+        LoopConfig(stop_when=value)
+    message = str(info.value)
+    assert message.startswith("stop_when (--stop-when) ") and came in message and "\n" not in message
+
+
+# --------------------------------------------------------------------------- D6: one stored form
+
+
+@pytest.mark.parametrize("spelling", [
+    "remaining_change", "remaining-change", " remaining_change", "remaining_change=0.01", "remaining_change=1e-2",
+    ("remaining_change ",), ["remaining-change=0.010"], {"remaining_change": 0.01}, {"remaining_change": None},
+])
+def test_equivalent_spellings_are_stored_one_way_and_are_the_same_run(spelling):
+    config = LoopConfig(stop_when=spelling)
+    assert config.stop_when == ("remaining_change",)
+    assert config.same_run(LoopConfig(stop_when="remaining_change"))
+
+
+def test_the_stored_form_keeps_the_order_and_only_thresholds_that_are_not_the_default():
+    assert normalise_stop_when(["information=0.05", "stable-predictions=0.99", "remaining_change=0.02"]) == (
+        "information=0.05", "stable_predictions", "remaining_change=0.02")
+    assert normalise_stop_when(("remaining_change,information",)) == ("remaining_change", "information")
+    assert normalise_stop_when(()) == ()
+
+
+def test_a_run_directory_stores_the_normalised_form(tmp_path):
+    RunDirectory(tmp_path).write_config(LoopConfig(**FAST_LOOP, stop_when=" remaining-change"))
+    assert json.loads((tmp_path / "config.json").read_text())["stop_when"] == ["remaining_change"]
+
+
+def test_a_run_directory_stored_raw_by_an_earlier_version_still_matches(tmp_path):
+    """Earlier versions stored the spelling as typed (``[" remaining-change"]``): it reads back
+    normalised, so an equivalent config resumes it instead of being refused as another run."""
+    data = LoopConfig(**FAST_LOOP, stop_when="remaining_change").pinned().to_dict()
+    data["stop_when"] = [" remaining-change"]
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    directory = RunDirectory(tmp_path)
+    assert directory.read_config().stop_when == ("remaining_change",)
+    for now in ("remaining_change", "remaining_change=0.01", "remaining-change"):
+        config = LoopConfig(**FAST_LOOP, stop_when=now)
+        directory.check_config(config)  # no "different config" error
+        assert config_differences(directory.read_config(), config) == ""
+    with pytest.raises(Exception, match="different config"):
+        directory.check_config(LoopConfig(**FAST_LOOP, stop_when="remaining_change=0.02"))
+
+
+# --------------------------------------------------------------------------- N2: an empty criterion
+
+
+@pytest.mark.parametrize("value", ["", ",,", "remaining_change,", ",remaining_change", "a,,b", ("",),
+                                   ("remaining_change", " ")])
+def test_an_empty_criterion_is_refused_as_python_refuses_it(value):
+    with pytest.raises(InvalidArgumentError, match=r"stop_when \(--stop-when\): an empty criterion"):
+        LoopConfig(stop_when=value)
+
+
+# --------------------------------------------------------------------------- N5: audit_fraction's type
+
+
+@pytest.mark.parametrize(("value", "came"), [("0.2", "got str '0.2'"), (True, "got bool True"), (None, "got NoneType")])
+def test_an_audit_fraction_that_is_not_a_number_says_so(value, came):
+    with pytest.raises(InvalidTypeError) as info:
+        LoopConfig(audit_fraction=value)
+    assert str(info.value).startswith("audit_fraction (--audit-fraction) must be a number in [0, 1)")
+    assert came in str(info.value)
+    with pytest.raises(InvalidArgumentError, match=r"must be in \[0, 1\), got 1.5"):
+        LoopConfig(audit_fraction=1.5)
