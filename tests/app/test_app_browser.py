@@ -37,6 +37,7 @@ def test_label_thirty_items_with_the_keyboard_including_undo(live, project):
             assert page.url == f"{live.url}/"
             page.wait_for_selector("body[data-ready='1']")
             assert page.locator("#classes button").count() == 10
+            assert page.inner_text("#stat-accuracy-name") == "held-out accuracy"  # a single-label project
             annotator = page.input_value("#annotator")
             assert annotator.startswith("anon-")
             assert page.context.cookies() == []  # the token lives in this origin's localStorage, not a cookie

@@ -101,6 +101,8 @@ def test_markup_in_a_text_is_shown_as_text_and_multilabel_keys_toggle(tmp_path):
             try:
                 page = _open(browser, live)
                 assert page.is_visible("#submit")
+                # a multi-label project's held-out figure is the micro-F1 of its label decisions
+                assert page.inner_text("#stat-accuracy-name") == "held-out micro-F1"
                 item = int(page.get_attribute("body", "data-item"))
                 page.keyboard.press("Enter")  # nothing chosen: refused on the page, nothing sent
                 assert "at least one class" in page.inner_text("#toast")
@@ -125,6 +127,12 @@ def test_markup_in_a_text_is_shown_as_text_and_multilabel_keys_toggle(tmp_path):
                 page.wait_for_selector(f"body[data-item='{markup.id}']")
                 assert _shown_text(page) == HTML_TEXT
                 assert page.locator("#item-text b").count() == 0 and page.locator("#item-text img").count() == 0
+                page.goto(f"{live.url}/dashboard")
+                page.wait_for_selector("body[data-ready='1']")
+                terms = page.eval_on_selector_all("#counts dt", "n => n.map(e => e.textContent)")
+                assert "held-out micro-F1" in terms and "test micro-F1" in terms
+                assert not any("accuracy" in t for t in terms), terms
+                assert page.get_attribute("#curve", "aria-label") == "micro-F1 against labels"
             finally:
                 browser.close()
     finally:

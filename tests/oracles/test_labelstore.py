@@ -260,3 +260,42 @@ def test_label_studio_round_trip_and_matching(store, tmp_path):
     assert found.labels == {items[3]: 1, items[5]: 0}
     assert len(found.problems) == 2
     assert "'horse' is not a class" in found.problems[0] and "unknown.png" in found.problems[1]
+
+
+def test_prequential_scores_are_accuracy_or_micro_f1_over_label_decisions(tmp_path, store):
+    """The app's held-out figure: the accuracy of a single-label store; the micro-F1 of a
+    multi-label store's label decisions (class by class), not whole sets matched exactly."""
+    for item, (label, predicted, round_) in zip(store.item_ids(), [(0, 0, 1), (1, 2, 1), (2, 2, 2), (0, 1, 2)],
+                                                strict=False):
+        store.answer(item, label, "ann", round=round_, predicted=predicted)
+    assert store.prequential_scores(last=50) == ({1: (2, 0.5), 2: (2, 0.5)}, (4, 0.5))
+    assert store.prequential_scores(last=2) == ({1: (2, 0.5), 2: (2, 0.5)}, (2, 0.5))  # the latest two
+
+    multi = LabelStore.create(tmp_path / "multi.sqlite", classes=("a", "b", "c", "d"), multilabel=True)
+    try:
+        multi.sync_items([ItemFile(f"x{i}", sha(f"x {i}")) for i in range(6)])
+        assert multi.prequential_scores() == ({}, (0, None))
+        # (answer, predicted, round) as bitmasks: no set is predicted exactly, yet most decisions are right
+        answers = [(0b0011, 0b0001, 1),   # TP 1, FN 1
+                   (0b0100, 0b0110, 1),   # TP 1, FP 1
+                   (0b1001, 0b1001, 2),   # TP 2 (the one exact set)
+                   (0b0010, 0b0000, 2),   # FN 1: nothing predicted
+                   (0b1111, 0b0111, 2)]   # TP 3, FN 1
+        for item, (label, predicted, round_) in zip(multi.item_ids(), answers, strict=False):
+            multi.answer(item, label, "ann", round=round_, predicted=predicted)
+        multi.answer(multi.item_ids()[5], 0b0001, "ann", round=2, predicted=0b1110)  # TP 0, FP 3, FN 1 ...
+        multi.undo("ann")  # ... taken back: not counted
+
+        def micro_f1(rows):
+            tp = sum(bin(y & p).count("1") for y, p, _ in rows)
+            fp = sum(bin(p & ~y).count("1") for y, p, _ in rows)
+            fn = sum(bin(y & ~p).count("1") for y, p, _ in rows)
+            return 2 * tp / (2 * tp + fp + fn)
+
+        per_round, recent = multi.prequential_scores(last=50)
+        assert per_round == {1: (2, pytest.approx(4 / 6)), 2: (3, pytest.approx(10 / 12))}
+        assert recent == (5, pytest.approx(micro_f1(answers))) and recent[1] == pytest.approx(14 / 18)
+        assert multi.prequential_scores(last=2)[1] == (2, pytest.approx(micro_f1(answers[-2:])))
+        assert multi.prequential(last=50)[1] == (5, 1)  # the exact sets, as before: 1 of 5
+    finally:
+        multi.close()

@@ -167,11 +167,19 @@ def test_project_config_checks_its_table_settings(tmp_path):
         ProjectConfig(table=str(table), text_column="text", classes=CLASSES, cold_start="least_confidence",
                       table_options={"multilabel": True})
     # the converse, on a project that takes one answer per item, text, images or a dataset alike
-    for source in ({"table": str(table), "text_column": "text", "classes": CLASSES}, {"dataset": "digits"}):
+    for source in ({"table": str(table), "text_column": "text", "classes": CLASSES},):
         with pytest.raises(ProjectError, match="--strategy 'multilabel_bald' is for multi-label projects"):
             ProjectConfig(**source, strategy="multilabel_bald")
         with pytest.raises(ProjectError, match="--cold-start 'multilabel_badge' is for multi-label projects"):
             ProjectConfig(**source, cold_start="multilabel_badge")
+    # a built-in dataset's kind is known once it is loaded (mnist_pairs is multi-label): refused
+    # when the project is created, before anything is written
+    for setting in ({"strategy": "multilabel_bald"}, {"cold_start": "multilabel_badge"}):
+        config = ProjectConfig(dataset="digits", **setting)
+        flag, value = next(iter(setting.items()))
+        with pytest.raises(ProjectError, match=f"--{flag.replace('_', '-')} '{value}' is for multi-label projects"):
+            LabellingProject.create(tmp_path / "digits", config)
+        assert not (tmp_path / "digits").exists()
     # bald means multilabel_bald on a multi-label project (the loop's counterpart)
     assert ProjectConfig(table=str(table), text_column="text", classes=CLASSES, strategy="bald",
                          table_options={"multilabel": True}).strategy == "bald"

@@ -7,7 +7,8 @@ Pages: ``/`` (label one item at a time) and ``/dashboard``, served without the t
 
 =======================  ====================================================================
 ``GET  /api/state``       classes, counts, rounds, training status (and the trainer's restarts),
-                          accuracy estimates, learning curve, class balance, annotators,
+                          accuracy estimates (a multi-label project: micro-F1, ``accuracy.metric``),
+                          learning curve, class balance, annotators,
                           leases in force, export links
 ``POST /api/session``     ``{session?, name?}`` -> ``{session, annotator}``: resume or start a
                           session, optionally under another annotator name
@@ -87,6 +88,8 @@ from activebayes.labelling.store import (
 __all__ = ["DEFAULT_MAX_BODY", "LabelApp", "create_app"]
 
 MAX_ITEM_ID = 2**63 - 1  # SQLite's largest integer: a larger id is no item (and would overflow the driver)
+#: a multi-label model predicts class c when its probability is >= this (evaluate_multilabel's threshold)
+MULTILABEL_DECISION = 0.5
 _STATIC = {"label.html": "text/html", "dashboard.html": "text/html", "app.css": "text/css",
            "common.js": "text/javascript", "label.js": "text/javascript", "dashboard.js": "text/javascript"}
 # --------------------------------------------------------------------------- the ranking served
@@ -234,12 +237,14 @@ class LabelApp:
 
     def _prediction_in(self, served: _Served, item: int) -> tuple[int, int | None]:
         """``(round, predicted label)``: the most probable class, or for a multi-label project the
-        bitmask of the classes with probability > 1/2 (compared as a whole set with the answer)."""
+        bitmask of the classes with probability >= 1/2 (the rule of the loop's evaluation,
+        :func:`~activebayes.metrics.multilabel.evaluate_multilabel`), scored class by class against
+        the answer (the held-out micro-F1, :meth:`~activebayes.labelling.store.LabelStore.prequential_scores`)."""
         _rank, _score, probs, _ = served.info.get(item, (None, None, None, False))
         if not probs:
             return served.round, None
         if self.multilabel:
-            return served.round, classes_mask(c for c, p in enumerate(probs) if p > 0.5)
+            return served.round, classes_mask(c for c, p in enumerate(probs) if p >= MULTILABEL_DECISION)
         return served.round, max(range(len(probs)), key=probs.__getitem__)
 
     def prediction(self, item: int) -> tuple[int | None, int | None]:
@@ -386,20 +391,23 @@ class LabelApp:
         batch_size = self.project.config.batch_size
         if status.get("state") == "ready" and pending >= batch_size:
             status = {**status, "state": "queued"}
-        by_round, (n_recent, correct_recent) = store.prequential(last=50)
+        # the headline: accuracy, or for a multi-label project micro-F1 (the test split's and the
+        # answers' alike; the keys keep their names, "metric" says which it is)
+        by_round, (n_recent, score_recent) = store.prequential_scores(last=50)
+        test_key = "test_micro_f1" if self.multilabel else "test_accuracy"
         curve = []
         for round_, record, _committed in store.rounds():
             metrics = record.get("metrics") or {}
-            n, correct = by_round.get(round_, (0, 0))
+            n, score = by_round.get(round_, (0, None))
             curve.append({"round": round_, "n_labelled": record.get("n_labelled"),
-                          "test_accuracy": metrics.get("test_accuracy"),
-                          "prequential_accuracy": correct / n if n else None, "prequential_n": n,
+                          "test_accuracy": metrics.get(test_key),
+                          "prequential_accuracy": score, "prequential_n": n,
                           "seconds": record.get("seconds")})
-        n, correct = by_round.get(served.round, (0, 0))
+        n, score = by_round.get(served.round, (0, None))
         if served.round >= len(curve):
             curve.append({"round": served.round, "n_labelled": served.n_labelled,
-                          "test_accuracy": served.metrics.get("test_accuracy"),
-                          "prequential_accuracy": correct / n if n else None, "prequential_n": n,
+                          "test_accuracy": served.metrics.get(test_key),
+                          "prequential_accuracy": score, "prequential_n": n,
                           "seconds": None, "current": True})
         latest_test = next((p["test_accuracy"] for p in reversed(curve) if p.get("test_accuracy") is not None), None)
         stopping = _stopping_panel(store, getattr(self.project.config, "stop_when", ()), multilabel=self.multilabel)
@@ -418,7 +426,8 @@ class LabelApp:
             "configured_strategy": self.project.config.strategy,
             "status": {k: v for k, v in status.items() if k != "traceback"},
             "accuracy": {
-                "prequential": correct_recent / n_recent if n_recent else None,
+                "metric": "micro-F1" if self.multilabel else "accuracy",
+                "prequential": score_recent,
                 "prequential_n": n_recent,
                 "test": latest_test,
             },

@@ -128,6 +128,8 @@ class LabellingProject:
             staging.mkdir(parents=True)
             skipped: list[tuple[str, str]] = []
             dataset, files, table = cls._load_source(config, staging, progress=progress, skipped=skipped)
+            # a built-in dataset of label sets (mnist_pairs) makes a multi-label project, stored so
+            config = config.for_dataset(dataset)
             check_model_input(config.model, dataset.input_shape)  # a CNN given table rows: nothing is created
             n = len(dataset)
             if n < 2:
@@ -208,6 +210,9 @@ class LabellingProject:
         else create it with ``config``."""
         if is_project(directory):
             project = cls.open(directory)
+            if config is not None and config.dataset is not None and project.store.multilabel and not config.multilabel:
+                # a multi-label dataset's project stores multilabel, set when it was created (ProjectConfig.for_dataset)
+                config = dataclasses.replace(config, table_options={**config.table_options, "multilabel": True})
             if config is not None and config != project.config:
                 old, new = project.config.to_dict(), config.to_dict()
                 differ = [f"{k}: {old.get(k)!r} stored, {v!r} given" for k, v in new.items() if old.get(k) != v]
@@ -298,6 +303,11 @@ class LabellingProject:
         if tuple(dataset.classes) != self.classes:
             raise ProjectError(f"the dataset's classes {list(dataset.classes)} differ from the project's "
                                f"{list(self.classes)}")
+        if dataset.multilabel != self.store.multilabel:  # the loop would refuse every answer's shape
+            kinds = ("single-label (one class per item)", "multi-label (sets of classes)")
+            raise ProjectError(f"{self.config.source} is {kinds[dataset.multilabel]}, but this project was created "
+                               f"{kinds[self.store.multilabel].split(' (')[0]}; its answers cannot train a model of "
+                               "these items: start a new project directory")
         self._index = index
 
     @property

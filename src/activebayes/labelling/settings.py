@@ -46,7 +46,11 @@ class ProjectConfig:
     ``table_options`` are :class:`~activebayes.records.LoopConfig`'s (``encoder``,
     ``missing``, ``categorical_columns``, ``label_separator``, ``cache_dir``, ``format``),
     and ``multilabel=True`` makes each answer a set of classes (at most
-    :data:`MAX_MULTILABEL_CLASSES`; the default ``badge`` runs as ``multilabel_badge``, as ``bald`` as ``multilabel_bald``). The loop settings
+    :data:`MAX_MULTILABEL_CLASSES`; the default ``badge`` runs as ``multilabel_badge``, as ``bald`` as ``multilabel_bald``).
+    A built-in dataset whose items carry sets of classes (``ArrayDataset.multilabel``, e.g.
+    ``mnist_pairs``) makes a multi-label project with no flag: :meth:`for_dataset` sets
+    ``table_options={"multilabel": True}`` when the project is created (the one table option
+    a ``dataset`` project takes; given for a single-label dataset it is refused there). The loop settings
     (``strategy``, ``cold_start``, ``model``, ``batch_size``, ``num_samples``, ``eval_samples``,
     ``seed``, ``fit_options``, ``posterior``, ``round_seeds``) mean what they mean in :class:`~activebayes.records.LoopConfig`
     (the cold start runs until its default label count, 6 per class);
@@ -125,11 +129,49 @@ class ProjectConfig:
         object.__setattr__(self, "fit_options", dict(self.fit_options))
         object.__setattr__(self, "stop_when", tuple(self.stop_when))
         LoopConfig(audit_fraction=self.audit_fraction, stop_when=self.stop_when)  # the loop's own checks
-        if not self.multilabel:  # checked before anything is created, as the loop would refuse it later
+        # checked before anything is created, as the loop would refuse it later; a built-in dataset's
+        # kind is known once it is loaded (:meth:`for_dataset`, at creation)
+        if self.dataset is None:
+            self._check_strategies()
+
+    def _check_strategies(self) -> None:
+        """The strategy and cold start fit the project's kind (single- or multi-label)."""
+        if not self.multilabel:
             for flag, name in (("--strategy", self.strategy), ("--cold-start", self.cold_start)):
                 if name in MULTILABEL_STRATEGIES:
-                    raise ProjectError(f"{flag} {name!r} is for multi-label projects (--table FILE --multilabel); "
-                                       "this one takes one answer per item: use badge, bald, batchbald, ...")
+                    raise ProjectError(f"{flag} {name!r} is for multi-label projects (--table FILE --multilabel, "
+                                       "or a multi-label --dataset such as mnist_pairs); this one takes one answer "
+                                       "per item: use badge, bald, batchbald, ...")
+            return
+        takes = (*MULTILABEL_STRATEGIES, *MULTILABEL_COUNTERPARTS, "random", "typicality")
+        for flag, name in (("--strategy", self.strategy), ("--cold-start", self.cold_start)):
+            if name is not None and name not in takes:  # badge, bald, ... run their label-vector versions
+                raise ProjectError(f"{flag} {name!r} reads single-label predictions; a multi-label project "
+                                   f"takes one of {', '.join(takes)}")
+
+    def for_dataset(self, dataset: Any) -> ProjectConfig:
+        """This config for the items it was loaded with (``dataset``, an :class:`~activebayes.data.ArrayDataset`):
+        a built-in dataset whose targets are sets of classes (``dataset.multilabel``) makes a
+        multi-label project (``table_options={"multilabel": True}``, stored with the settings);
+        ``multilabel`` asked of a single-label one, too many classes for a multi-label one, or a
+        strategy of the other kind is a :class:`ProjectError`. Tables and image folders are
+        returned as they are."""
+        if self.dataset is None:
+            return self
+        multilabel = bool(getattr(dataset, "multilabel", False))
+        if self.multilabel and not multilabel:
+            raise ProjectError(f"--multilabel: dataset {self.dataset!r} is single-label (one class per item); "
+                               "drop --multilabel, or label a table with --table FILE --multilabel")
+        config = self
+        if multilabel:
+            classes = tuple(dataset.classes)
+            if len(classes) > MAX_MULTILABEL_CLASSES:
+                raise ProjectError(f"dataset {self.dataset!r} is multi-label with {len(classes)} classes; a labelling "
+                                   f"project takes at most {MAX_MULTILABEL_CLASSES}")
+            if not self.multilabel:
+                config = dataclasses.replace(self, table_options={**self.table_options, "multilabel": True})
+        config._check_strategies()
+        return config
 
     def _check_table(self) -> None:
         """The table fields, checked as :class:`~activebayes.records.LoopConfig` checks them."""
@@ -148,9 +190,12 @@ class ProjectConfig:
                 raise ProjectError(f"table_options {name!r}: not for a labelling project (its classes are "
                                    "--classes, its labels the answers it is given)")
         if self.table is None:
+            # a built-in dataset's one table option: multilabel (its items carry sets of classes)
+            dataset_multilabel = self.dataset is not None and options == {"multilabel": True}
             flags = (("text_column", "--text-column"), ("feature_columns", "--feature-columns"),
                      ("id_column", "--id-column"), ("table_options", "--encoder / --multilabel / --missing"))
-            given = [flag for name, flag in flags if getattr(self, name)]
+            given = [flag for name, flag in flags if getattr(self, name)
+                     and not (name == "table_options" and dataset_multilabel)]
             if given:
                 raise ProjectError(f"{', '.join(given)}: only with a table (--table FILE)")
             return
@@ -160,15 +205,11 @@ class ProjectConfig:
             assert self.classes is not None
             if len(self.classes) > MAX_MULTILABEL_CLASSES:
                 raise ProjectError(f"--multilabel: at most {MAX_MULTILABEL_CLASSES} classes, got {len(self.classes)}")
-            takes = (*MULTILABEL_STRATEGIES, *MULTILABEL_COUNTERPARTS, "random", "typicality")
-            for flag, name in (("--strategy", self.strategy), ("--cold-start", self.cold_start)):
-                if name is not None and name not in takes:  # badge, bald, ... run their label-vector versions
-                    raise ProjectError(f"{flag} {name!r} reads single-label predictions; a --multilabel project "
-                                       f"takes one of {', '.join(takes)}")
 
     @property
     def multilabel(self) -> bool:
-        """Whether each answer is a set of classes (``table_options["multilabel"]``)."""
+        """Whether each answer is a set of classes (``table_options["multilabel"]``: a ``--multilabel``
+        table, or a multi-label built-in dataset once the project is created, :meth:`for_dataset`)."""
         return bool(self.table_options.get("multilabel", False))
 
     @property

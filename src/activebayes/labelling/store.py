@@ -820,13 +820,43 @@ class LabelStore:
         return int(n)
 
     def prequential(self, *, last: int = 50) -> tuple[dict[int, tuple[int, int]], tuple[int, int]]:
-        """Held-out accuracy of the served models: ``({round: (answers, correct)}, (answers, correct)
-        over the latest ``last``)``, from answers in force that carry a prediction."""
+        """Exact matches of the served models' predictions: ``({round: (answers, correct)}, (answers,
+        correct) over the latest ``last``)``, from answers in force that carry a prediction. For a
+        multi-label store ``correct`` counts whole label sets predicted exactly (subset accuracy);
+        the figure the app shows is :meth:`prequential_scores`."""
         where = f"FROM events e WHERE {self._ACTIVE_ANSWER} AND predicted IS NOT NULL"
         per_round = {int(r): (int(n), int(c)) for r, n, c in
                      self._read(f"SELECT round, count(*), sum(predicted = label) {where} GROUP BY round")}
         recent = [int(c) for (c,) in self._read(f"SELECT predicted = label {where} ORDER BY id DESC LIMIT ?", (last,))]
         return per_round, (len(recent), sum(recent))
+
+    def prequential_scores(self, *, last: int = 50
+                           ) -> tuple[dict[int, tuple[int, float]], tuple[int, float | None]]:
+        """Held-out score of the served models, from answers in force that carry a prediction:
+        ``({round: (answers, score)}, (answers, score) over the latest ``last``)`` (score ``None``
+        when there are none). The score is the accuracy (:meth:`prequential`), or for a
+        multi-label store the **micro-F1** over the answers' label decisions: with the predicted
+        and answered sets as bitmasks, ``TP`` / ``FP`` / ``FN`` count the classes in both, in the
+        prediction only and in the answer only, summed over the answers, and
+        ``micro-F1 = 2 TP / (2 TP + FP + FN)`` (as :func:`~activebayes.metrics.multilabel.evaluate_multilabel`'s
+        headline; an answer holds at least one class, so the denominator is never 0)."""
+        if not self.multilabel:
+            per_round, (n, correct) = self.prequential(last=last)
+            return ({r: (k, c / k) for r, (k, c) in per_round.items()}, (n, correct / n if n else None))
+        where = f"FROM events e WHERE {self._ACTIVE_ANSWER} AND predicted IS NOT NULL"
+        bits = len(self.classes)
+        tp, fp, fn = (_popcount_sql(expr, bits) for expr in ("predicted & label", "predicted & ~label",
+                                                            "label & ~predicted"))
+        counts = f"count(*), sum({tp}), sum({fp}), sum({fn})"
+
+        def f1(tp_: int, fp_: int, fn_: int) -> float:
+            return 2 * tp_ / (2 * tp_ + fp_ + fn_) if 2 * tp_ + fp_ + fn_ else 0.0
+
+        per_round = {int(r): (int(n), f1(int(a), int(b), int(c))) for r, n, a, b, c in
+                     self._read(f"SELECT round, {counts} {where} GROUP BY round")}
+        (n, a, b, c), = self._read(f"SELECT {counts} FROM (SELECT predicted, label {where} "
+                                   "ORDER BY id DESC LIMIT ?)", (last,))
+        return per_round, (int(n), f1(int(a), int(b), int(c)) if n else None)
 
     def labelled_by(self, annotator: str) -> int:
         """How many items carry a label given by ``annotator`` (answers taken back not counted)."""
@@ -1029,6 +1059,11 @@ def classes_mask(class_ids: Iterable[int]) -> int:
     for c in class_ids:
         mask |= 1 << int(c)
     return mask
+
+
+def _popcount_sql(expr: str, bits: int) -> str:
+    """SQL for the number of bits set among the lowest ``bits`` of the integer ``expr``."""
+    return "(" + " + ".join(f"((({expr}) >> {c}) & 1)" for c in range(bits)) + ")"
 
 
 def mask_classes(mask: int) -> list[int]:

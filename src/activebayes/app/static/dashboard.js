@@ -20,11 +20,14 @@ function curveAxis(labelCounts, batch) {
 
 // The caption of the curve: one sentence per series actually drawn, naming how it is drawn
 // (a line, or a dot while it has one point), or what to wait for when nothing is drawn.
-function curveCaption(drawn) {
+// ``metric``: "accuracy", or "micro-F1" for a multi-label project.
+function curveCaption(drawn, metric) {
+  metric = metric || "accuracy";
   const words = {
-    test: ["blue", "test accuracy of each round's model on the dataset's test split"],
-    preq: ["orange", "prequential accuracy: each round's model scored on the items labelled while it ranked " +
-                     "them (held out, but picked for being hard, so pessimistic)"],
+    test: ["blue", "test " + metric + " of each round's model on the dataset's test split"],
+    preq: ["orange", "prequential " + metric + ": each round's model scored on the items labelled while it ranked " +
+                     "them (held out, but picked for being hard, so pessimistic)" +
+                     (metric === "micro-F1" ? "; its label decisions (classes with p >= 50%) class by class" : "")],
   };
   const parts = [];
   for (const [key, count] of Object.entries(drawn)) {
@@ -58,7 +61,7 @@ function signalLine(signal) {
     return node;
   }
 
-  function drawCurve(points, batch) {
+  function drawCurve(points, batch, metric) {
     const box = document.getElementById("curve");
     box.replaceChildren();
     const W = 640, H = 300, L = 48, R = 16, T = 12, B = 36;
@@ -100,7 +103,7 @@ function signalLine(signal) {
     }
     if (!drawn.test && !drawn.preq) {
       const wait = svg("text", { x: (L + W - R) / 2, y: (T + H - B) / 2, "text-anchor": "middle", class: "wait" });
-      wait.textContent = "no accuracy yet: the first point comes with the first scored model";
+      wait.textContent = "no " + metric + " yet: the first point comes with the first scored model";
       box.appendChild(wait);
     }
     return drawn;
@@ -140,8 +143,10 @@ function signalLine(signal) {
     let state;
     try { state = await AB.call("GET", "/api/state"); } catch (error) { return; }
     document.getElementById("project").textContent = state.source;
-    const drawn = drawCurve(state.curve, state.batch_size);
-    document.getElementById("curve-note").textContent = curveCaption(drawn);
+    const metric = state.multilabel ? "micro-F1" : "accuracy";
+    const drawn = drawCurve(state.curve, state.batch_size, metric);
+    document.getElementById("curve").setAttribute("aria-label", metric + " against labels");
+    document.getElementById("curve-note").textContent = curveCaption(drawn, metric);
     AB.statusLine(document.getElementById("status"), state);
     const last = (state.status && state.status.last) || {};
     table(document.getElementById("timings"), ["last round", "seconds"], [
@@ -154,8 +159,8 @@ function signalLine(signal) {
     counts.replaceChildren();
     for (const [k, v] of [["items", c.items], ["labelled", c.labelled], ["rounds", state.rounds],
                           ["answers", c.answers], ["skips", c.skips], ["undos", c.undos],
-                          ["held-out accuracy", AB.percent(state.accuracy.prequential)],
-                          ["test accuracy", AB.percent(state.accuracy.test)]]) {
+                          ["held-out " + metric, AB.percent(state.accuracy.prequential)],
+                          ["test " + metric, AB.percent(state.accuracy.test)]]) {
       counts.appendChild(AB.el("dt", { text: k }));
       counts.appendChild(AB.el("dd", { text: String(v) }));
     }

@@ -257,9 +257,17 @@ function classOfKey(keys, key) {
       document.getElementById("stat-rounds").textContent = state.rounds;
       if (state.you) { mine = state.you.labelled; document.getElementById("stat-mine").textContent = mine; }
       const acc = state.accuracy;
+      // a multi-label project is scored by micro-F1 over the label decisions, never as whole sets
+      const metric = state.multilabel ? "micro-F1" : "accuracy";
       let text = acc.prequential === null ? "–" : AB.percent(acc.prequential) + " (last " + acc.prequential_n + ")";
       if (acc.test !== null && acc.test !== undefined) text += " · test " + AB.percent(acc.test);
-      document.getElementById("stat-accuracy").textContent = text;
+      document.getElementById("stat-accuracy-name").textContent = "held-out " + metric;
+      const shown = document.getElementById("stat-accuracy");
+      shown.textContent = text;
+      shown.title = state.multilabel
+        ? "prequential micro-F1: the current model's label decisions (classes with p >= 50%) for the items you " +
+          "label, made before it saw their labels, scored class by class against your answers"
+        : "prequential: the current model's predictions for the items you label, made before it saw their labels";
       AB.statusLine(document.getElementById("status"), state);
       return state;
     } catch (error) {
