@@ -56,6 +56,21 @@ def test_the_verdict_follows_the_recommended_criterion_and_the_projects_own():
     assert stopping_state(None, [], round=0, n_labelled=0)["verdict"].startswith("No stopping signals yet")
 
 
+def test_the_stable_predictions_value_is_the_window_mean_its_criterion_compares():
+    """The panel's number for stable predictions is the mean kappa over the last 3 rounds, the one
+    compared with the threshold (it was this round's kappa, beside a text naming the mean)."""
+    history = [{STABLE_PREDICTIONS: _signal("", value=v)} for v in (0.94, 0.95)]
+    latest = {STABLE_PREDICTIONS: _signal("predictions have not stopped changing: kappa 0.9467 over the last "
+                                          "3 rounds (stop at 0.95)", value=0.9502)}
+    row = next(s for s in stopping_state(latest, history, round=3, n_labelled=30)["signals"]
+               if s["name"] == STABLE_PREDICTIONS)
+    assert row["value"] == pytest.approx((0.94 + 0.95 + 0.9502) / 3) and row["round_value"] == 0.9502
+    recorded = {STABLE_PREDICTIONS: {**latest[STABLE_PREDICTIONS], "mean": 0.9467}}  # records that keep the mean
+    row = next(s for s in stopping_state(recorded, history, round=3, n_labelled=30)["signals"]
+               if s["name"] == STABLE_PREDICTIONS)
+    assert row["value"] == 0.9467
+
+
 def test_project_settings_reach_the_loop_and_bad_ones_are_refused():
     config = ProjectConfig(dataset="digits", audit_fraction=0.2, stop_when=("stable_predictions",),
                            round_seeds="shared")

@@ -125,3 +125,15 @@ def test_an_audit_fraction_that_is_not_a_number_says_so(value, came):
     assert came in str(info.value)
     with pytest.raises(InvalidArgumentError, match=r"must be in \[0, 1\), got 1.5"):
         LoopConfig(audit_fraction=1.5)
+
+
+def test_a_labelling_project_stores_stop_when_as_the_loop_does_and_checks_its_audit():
+    """ProjectConfig keeps the loop's one form of stop_when (it split a string into characters and
+    dropped a mapping's thresholds) and refuses an audit with batches of one, before anything exists."""
+    from activebayes.labelling.settings import ProjectConfig
+
+    assert ProjectConfig(dataset="digits", stop_when={"remaining_change": 0.02}).stop_when == ("remaining_change=0.02",)
+    assert ProjectConfig(dataset="digits", stop_when="remaining-change").stop_when == ("remaining_change",)
+    assert ProjectConfig(dataset="digits", stop_when=("remaining_change=0.01",)).stop_when == ("remaining_change",)
+    with pytest.raises(InvalidArgumentError, match=r"audit_fraction \(--audit-fraction\) 0.2 needs batch_size"):
+        ProjectConfig(dataset="digits", batch_size=1, audit_fraction=0.2)

@@ -20,6 +20,7 @@ from activebayes.stopping import (
     INFORMATION,
     REMAINING_CHANGE,
     STABLE_PREDICTIONS,
+    stable_predictions_means,
 )
 
 #: signal -> its heading on the panel
@@ -57,8 +58,9 @@ def stopping_state(signals: Mapping[str, Any] | None, history: Sequence[Mapping[
     ``multilabel``: a multi-label project's headings, :data:`MULTILABEL_TITLES`).
 
     Returns ``{"round", "n_labelled", "stop", "fired", "verdict", "signals": [...]}``; each
-    signal: ``name``, ``title``, ``text`` (the loop's sentence), ``fired``, ``value`` and, where
-    they exist, ``low`` / ``high`` / ``n`` (the estimated accuracy's interval and answers) or
+    signal: ``name``, ``title``, ``text`` (the loop's sentence), ``fired``, ``value`` (for stable
+    predictions the mean kappa over the window, which the criterion compares, and ``round_value``
+    this round's kappa) and, where they exist, ``low`` / ``high`` / ``n`` (the estimated accuracy's interval and answers) or
     ``ratio`` (the pool's information over the first model's).
     """
     signals = signals or {}
@@ -76,6 +78,9 @@ def stopping_state(signals: Mapping[str, Any] | None, history: Sequence[Mapping[
         for key in ("low", "high", "n"):
             if signal.get(key) is not None:
                 row[key] = signal[key]
+        if name == STABLE_PREDICTIONS and signal:  # the number compared with the threshold: the window's mean
+            row["round_value"] = signal.get("value")
+            row["value"] = stable_predictions_means([*history, signals])[-1]
         if name == INFORMATION and signal.get("value") is not None:
             first = _first_information([*history, signals])
             row["ratio"] = float(signal["value"]) / first if first else None

@@ -127,8 +127,10 @@ class ProjectConfig:
         if not isinstance(self.fit_options, Mapping):
             raise ProjectError(f"fit_options must be a mapping, got {type(self.fit_options).__name__}")
         object.__setattr__(self, "fit_options", dict(self.fit_options))
-        object.__setattr__(self, "stop_when", tuple(self.stop_when))
-        LoopConfig(audit_fraction=self.audit_fraction, stop_when=self.stop_when)  # the loop's own checks
+        # the loop's own checks (audit needs batches of 2 or more) and its one stored form of stop_when
+        checked = LoopConfig(audit_fraction=self.audit_fraction, stop_when=self.stop_when,
+                             batch_size=self.batch_size, budget=max(self.batch_size, 150))
+        object.__setattr__(self, "stop_when", checked.stop_when)
         # checked before anything is created, as the loop would refuse it later; a built-in dataset's
         # kind is known once it is loaded (:meth:`for_dataset`, at creation)
         if self.dataset is None:
