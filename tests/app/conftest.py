@@ -23,14 +23,19 @@ def project(tmp_path) -> Iterator[LabellingProject]:
     p.close()
 
 
-@pytest.fixture
-def client(project) -> Iterator[TestClient]:
+def served(project: LabellingProject) -> Iterator[TestClient]:
+    """A test client of ``project``'s app with its trainer running; the trainer must end without errors."""
     worker = WorkerThread(project.directory, poll=0.05).start()
     app = create_app(project, token=TOKEN, notify=worker.wake)
     with TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}) as test_client:
         yield with_sessions(test_client)
     worker.stop()
     assert not worker.errors, worker.errors
+
+
+@pytest.fixture
+def client(project) -> Iterator[TestClient]:
+    yield from served(project)
 
 
 @pytest.fixture

@@ -12,13 +12,14 @@ import pytest
 import torch
 from starlette.testclient import TestClient
 
-from activebayes.app import WorkerThread, create_app
+from activebayes.app import create_app
 from activebayes.app.server import LabelApp, _Served
 from activebayes.cli import main
 from activebayes.data import ArrayDataset, load_dataset
 from activebayes.labelling import LabellingProject, ProjectError
 from activebayes.labelling.store import classes_mask, mask_classes
 from tests.app.app_helpers import TOKEN, fast_config, make_project, wait_for, with_sessions
+from tests.app.conftest import served
 
 #: a small built-in multi-label dataset registered by the tests: two 8x8 digits side by side
 PAIRS = "digit_pairs_test"
@@ -58,12 +59,7 @@ def pairs_project(tmp_path, pairs) -> Iterator[LabellingProject]:
 
 @pytest.fixture
 def pairs_client(pairs_project) -> Iterator[TestClient]:
-    worker = WorkerThread(pairs_project.directory, poll=0.05).start()
-    app = create_app(pairs_project, token=TOKEN, notify=worker.wake)
-    with TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}) as test_client:
-        yield with_sessions(test_client)
-    worker.stop()
-    assert not worker.errors, worker.errors
+    yield from served(pairs_project)
 
 
 def truth(pairs: ArrayDataset, project: LabellingProject, item: int) -> list[str]:

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from activebayes.cli import _build_config, _read_toml, cli, main
+from activebayes.cli import _build_config, _read_toml, cli
 from activebayes.records import LoopConfig
+from tests.cli.test_cli_messages import _run
 
 FAST_TOML = """
 initial_size = 20
@@ -24,12 +25,6 @@ strategy = "bald"
 max_epochs = 2
 patience = 1
 """
-
-
-def _run(capsys, *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def _config_of(argv: list[str], monkeypatch) -> LoopConfig:
