@@ -63,7 +63,10 @@ def atomic_write_with(path: str | os.PathLike[str], write: Callable[[BinaryIO], 
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as error:  # a read-only folder, a full disk: name the file being written
+        raise _naming(error, target) from None
     tmp = Path(tmp_name)
     try:
         os.fchmod(fd, 0o666 & ~_current_umask())
@@ -72,11 +75,26 @@ def atomic_write_with(path: str | os.PathLike[str], write: Callable[[BinaryIO], 
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        raise _naming(error, target, tmp) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     _fsync_dir(target.parent)
     return target
+
+
+def _naming(error: OSError, target: Path, tmp: Path | None = None) -> OSError:
+    """``error`` naming ``target``, not the temporary file it was written through (a user knows the
+    one, never the other): ``report.html: read-only file system``, not ``.report.html.x1y2.tmp``."""
+    named = error.filename
+    is_tmp = named is None or (tmp is not None and os.fsdecode(named) == str(tmp)) or (
+        Path(os.fsdecode(named)).name.startswith(f".{target.name}.") and os.fsdecode(named).endswith(".tmp"))
+    if is_tmp and error.errno is not None:
+        error.filename = str(target)
+        error.filename2 = None
+    return error
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:

@@ -72,6 +72,10 @@ _ENVIRONMENT_ERRNOS: dict[int, str] = {
 }
 
 
+#: OSError numbers saying that a place cannot be written (another one may be chosen).
+_UNWRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT})
+
+
 def _environment_message(error: OSError) -> str | None:
     """One line naming the path for an operating-system refusal a user can fix, else None."""
     if error.errno not in _ENVIRONMENT_ERRNOS:
@@ -146,6 +150,15 @@ def _stopped_message(how: str) -> str:
     return f"{how}; resume with `activebayes resume {directory}`"
 
 
+def _resume_hint() -> str:
+    """``"; resume with `activebayes resume DIR` ..."`` when a command stopped by a full disk had
+    started a run or comparison (every file is written atomically, so it resumes), else ``""``."""
+    directory = _current.get("directory")
+    if directory is None or not (is_run(directory) or is_comparison(directory)):
+        return ""
+    return f"; once there is space, resume with `activebayes resume {directory}`"
+
+
 def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
     """Turn user errors into one-line messages (exit status 1), stops into a message (130 / 143)."""
 
@@ -170,6 +183,8 @@ def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
                 message = str(error).strip().splitlines()[0]
             if message is None or os.environ.get("ACTIVEBAYES_DEBUG"):
                 raise
+            if error.errno in (errno.ENOSPC, errno.EDQUOT):
+                message += _resume_hint()
             raise click.ClickException(message) from None
         except sqlite3.OperationalError as error:  # a labelling project's store on a read-only or full disk
             text = str(error).lower()
@@ -664,7 +679,15 @@ def report(directory: str, output: str | None, targets: str | None) -> None:
         target_list = None if targets is None else [float(t) for t in targets.split(",") if t.strip()]
     except ValueError:
         raise InvalidArgumentError(f"--targets must be comma-separated accuracies like 0.9,0.95, got {targets!r}") from None
-    written = write_report(path, output=output, targets=target_list)
+    try:
+        written = write_report(path, output=output, targets=target_list)
+    except OSError as error:
+        if output is not None or error.filename is None or error.errno not in _UNWRITABLE:
+            raise
+        what = (error.strerror or os.strerror(error.errno)).lower()
+        space = f"{_ENVIRONMENT_ERRNOS[error.errno]}, or " if error.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+        raise click.ClickException(f"{os.fsdecode(error.filename)}: {what}; {space}write the report "
+                                   "elsewhere with --output FILE") from None
     if is_comparison(path):
         _print_comparison_table(path)
     click.echo(f"report: {written}")

@@ -15,8 +15,8 @@ a run started on a CPU continues on a GPU.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-
 import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +35,7 @@ from activebayes.rundir import (
     Comparison,
     RunDirectory,
     RunDirectoryError,
+    config_differences,
 )
 from activebayes.errors import InvalidArgumentError
 
@@ -221,26 +222,29 @@ def run_comparison(
     if len(set(strategies)) != len(strategies) or len(set(seeds)) != len(seeds):
         raise InvalidArgumentError(f"strategies and seeds must not repeat, got {list(strategies)} and {list(seeds)}")
     comparison = Comparison(Path(out), base, tuple(strategies), tuple(int(s) for s in seeds))
-    if (comparison.path / COMPARISON_FILE).is_file():
-        stored = Comparison.read(comparison.path)
-        if not stored.base.same_run(base):
-            mine, theirs = stored.base.identity(), base.identity()
-            values = "; ".join(f"{name}: {mine[name]!r} there, {theirs.get(name)!r} now"
-                               for name in stored.base.differences(base))
-            if stored.base.differences(base) == ["budget"] and base.budget > stored.base.budget:
-                advice = (f"`activebayes resume {comparison.path} --budget {base.budget}` continues it to the larger "
-                          "budget; or choose another --out")
-            else:
-                advice = "choose another --out for these settings, or delete the directory to start again"
-            raise RunDirectoryError(f"{comparison.path} holds a comparison with other settings ({values}); {advice}")
-        comparison = Comparison(
-            comparison.path,
-            base,
-            tuple(dict.fromkeys([*stored.strategies, *strategies])),
-            tuple(dict.fromkeys([*stored.seeds, *comparison.seeds])),
-        )
-    comparison.write()
-    return _run_all(comparison, progress=progress, report=report, on_run=on_run, executor=executor)
+    with comparison.lock(shared=True):  # refused while `resume COMPARISON --budget N` changes it
+        with comparison.updating():  # one reader-merger-writer of comparison.json at a time
+            if (comparison.path / COMPARISON_FILE).is_file():
+                stored = Comparison.read(comparison.path)
+                # a comparison has no single strategy or seed: its runs are strategies x seeds
+                mine = base.replace(strategy=stored.base.strategy, seed=stored.base.seed)
+                if not stored.base.same_run(mine):
+                    differences = stored.base.differences(mine)
+                    values = config_differences(stored.base, mine)
+                    if differences == ["budget"] and base.budget > stored.base.budget:
+                        advice = (f"`activebayes resume {comparison.path} --budget {base.budget}` continues it to "
+                                  "the larger budget; or choose another --out")
+                    else:
+                        advice = "choose another --out for these settings, or delete the directory to start again"
+                    raise RunDirectoryError(f"{comparison.path} holds a comparison with other settings ({values}); {advice}")
+                comparison = Comparison(
+                    comparison.path,
+                    mine,  # the stored first strategy and seed: comparison.json keeps its base
+                    tuple(dict.fromkeys([*stored.strategies, *strategies])),
+                    tuple(dict.fromkeys([*stored.seeds, *comparison.seeds])),
+                )
+            comparison.write()
+        return _run_all(comparison, progress=progress, report=report, on_run=on_run, executor=executor)
 
 
 def resume_comparison(
@@ -253,17 +257,45 @@ def resume_comparison(
     budget: int | None = None,
 ) -> dict[tuple[str, int], LoopResult]:
     """Continue every run of the comparison in ``path`` (``runtime``, ``executor``,
-    ``budget`` as in :func:`resume_experiment`)."""
+    ``budget`` as in :func:`resume_experiment`).
+
+    A larger ``budget`` holds the comparison and every started run (their locks) while it
+    raises them: it is refused ("is in use by another process"), with nothing changed, while
+    another process runs or resumes the comparison or one of its runs.
+    """
     comparison = Comparison.read(path)
     if budget is not None and budget != comparison.base.budget:
-        for run_dir, _ in comparison.configs():  # every started run first: repeating the call heals a crash
-            if RunDirectory(run_dir).exists():
-                RunDirectory(run_dir).raise_budget(budget)
-        comparison = dataclasses.replace(comparison, base=comparison.base.replace(budget=budget))
-        comparison.write()
-    base = _runtime_overrides(comparison.base, runtime)
-    comparison = Comparison(comparison.path, base, comparison.strategies, comparison.seeds)
-    return _run_all(comparison, progress=progress, report=report, on_run=None, executor=executor)
+        _raise_comparison_budget(comparison, budget)
+    with comparison.lock(shared=True):
+        comparison = Comparison.read(path)  # as it is now, under the lock
+        base = _runtime_overrides(comparison.base, runtime)
+        comparison = Comparison(comparison.path, base, comparison.strategies, comparison.seeds)
+        return _run_all(comparison, progress=progress, report=report, on_run=None, executor=executor)
+
+
+def _raise_comparison_budget(comparison: Comparison, budget: int) -> None:
+    """Raise every started run of ``comparison``, then ``comparison.json``, to ``budget``, holding
+    the comparison and each run (refused, with nothing changed, while any is in use)."""
+    with comparison.lock(), comparison.updating(), contextlib.ExitStack() as held:
+        comparison = Comparison.read(comparison.path)  # as it is now, under the lock
+        if budget == comparison.base.budget:
+            return
+        started = [RunDirectory(run_dir) for run_dir, _ in comparison.configs() if RunDirectory(run_dir).exists()]
+        for directory in started:
+            held.enter_context(directory.lock())
+        for directory in started:  # every run can go on before any is changed
+            config = directory.read_config()
+            if budget < config.budget:
+                raise InvalidArgumentError(f"budget must be larger than the run's budget ({config.budget}) "
+                                           f"of {directory.path} to continue it, got {budget}")
+            if budget > config.budget:
+                why_not = directory._rounds_to_go_on(config)[1]
+                if why_not is not None:
+                    raise RunDirectoryError(f"{directory.path} cannot continue to budget {budget}: {why_not}; "
+                                            "start a new comparison")
+        for directory in started:  # every started run first: repeating the call heals a crash
+            directory.raise_budget(budget)
+        dataclasses.replace(comparison, base=comparison.base.replace(budget=budget)).write()
 
 
 def _run_all(

@@ -89,6 +89,8 @@ SUMMARY_FILE = "summary.json"
 #: held (``flock``) by the process writing the run: :meth:`RunDirectory.lock`
 LOCK_FILE = "run.lock"
 COMPARISON_FILE = "comparison.json"
+#: held (``flock``) by a process running, resuming or changing a comparison: :meth:`Comparison.lock`
+COMPARISON_LOCK_FILE = "comparison.lock"
 REPORT_FILE = "report.html"
 CHECKPOINT_DIR = "checkpoints"
 KEEP_CHECKPOINTS = 2
@@ -156,6 +158,47 @@ def config_differences(stored: LoopConfig, expected: LoopConfig, *, where: str =
                      for name in stored.differences(expected))
 
 
+@contextlib.contextmanager
+def _flock(folder: Path, name: str, *, shared: bool = False) -> Iterator[None]:
+    """Hold an advisory ``flock`` on ``folder/name`` (exclusive, or ``shared``), or refuse at once
+    with "FOLDER is in use by another process" (a no-op where ``fcntl`` is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks
+        yield
+        return
+    with open(folder / name, "a+b") as handle:
+        try:
+            fcntl.flock(handle.fileno(), (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunDirectoryError(f"{folder} is in use by another process (it holds {name}); "
+                                    "wait for it to finish, or stop it") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _folder_mutex(folder: Path) -> Iterator[None]:
+    """Wait for exclusive use of ``folder`` (a blocking ``flock`` on the folder itself) for a short
+    read-modify-write of a file in it; a no-op where folders cannot be locked."""
+    try:
+        import fcntl
+        fd = os.open(folder, os.O_RDONLY)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 # --------------------------------------------------------------------------- one run
 
 
@@ -191,21 +234,8 @@ class RunDirectory:
         that tries is refused with :class:`RunDirectoryError` instead of interleaving its
         records (an advisory ``flock`` on ``run.lock``, released when the process ends, however
         it ends; a no-op where ``fcntl`` is missing)."""
-        try:
-            import fcntl
-        except ImportError:  # Windows: no advisory locks
+        with _flock(self.path, LOCK_FILE):
             yield
-            return
-        with open(self.path / LOCK_FILE, "a+b") as handle:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise RunDirectoryError(f"{self.path} is in use by another process (it holds {LOCK_FILE}); "
-                                        "wait for it to finish, or stop it") from None
-            try:
-                yield
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def is_finished(self) -> bool:
         """Whether the run ended: its summary is written and readable. A summary that is not
@@ -373,7 +403,9 @@ class RunDirectory:
         if not self.rounds_path.is_file():
             return []
         records: list[RoundRecord] = []
-        for number, line in enumerate(_read_text(self.rounds_path).splitlines(), start=1):
+        lines = _read_text(self.rounds_path).splitlines()
+        last = max((i for i, line in enumerate(lines, start=1) if line.strip()), default=0)
+        for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
@@ -381,7 +413,12 @@ class RunDirectory:
                 check_round_record(data, records[-1] if records else None, expected_round=len(records))
                 records.append(RoundRecord.from_dict(data))
             except (json.JSONDecodeError, TypeError, ValueError, AttributeError) as error:
-                raise RunDirectoryError(f"{self.rounds_path}:{number} is not a valid round record: {error}") from None
+                hint = ""
+                if number == last and not self.rounds_path.name.endswith(_COMPRESSED_FORMS):
+                    hint = ("; it is the last line: delete that line and resume the run, which computes "
+                            "that round again")
+                raise RunDirectoryError(f"{self.rounds_path}:{number} is not a valid round record: "
+                                        f"{error}{hint}") from None
         return records
 
     def write_rounds(self, records: Sequence[RoundRecord]) -> None:
@@ -582,6 +619,26 @@ class Comparison:
         """The ``(strategy, seed)`` runs listed here whose directory holds no run (yet)."""
         return [(strategy, seed) for strategy in self.strategies for seed in self.seeds
                 if not RunDirectory(self.run_dir(strategy, seed)).exists()]
+
+    @contextlib.contextmanager
+    def lock(self, *, shared: bool = False) -> Iterator[None]:
+        """Hold the comparison: ``shared`` while its runs are run or resumed (several processes
+        may), exclusive while its settings change (``resume COMPARISON --budget N``); a process
+        that cannot get it is refused with "PATH is in use by another process"
+        (:class:`RunDirectoryError`). An advisory ``flock`` on ``comparison.lock``."""
+        path = Path(self.path)
+        path.mkdir(parents=True, exist_ok=True)
+        with _flock(path, COMPARISON_LOCK_FILE, shared=shared):
+            yield
+
+    @contextlib.contextmanager
+    def updating(self) -> Iterator[None]:
+        """Wait for the other writers of ``comparison.json`` (a short lock on the folder): hold it
+        around reading, merging and writing the file so that no writer's strategies are lost."""
+        path = Path(self.path)
+        path.mkdir(parents=True, exist_ok=True)
+        with _folder_mutex(path):
+            yield
 
     def write(self) -> None:
         path = Path(self.path)

@@ -114,6 +114,42 @@ def test_a_full_disk_is_one_line_naming_the_path(tmp_path, monkeypatch, capsys):
     assert err == f"error: {tmp_path / 'r' / 'config.json'}: no space left on device; free some disk space\n"
 
 
+def test_a_full_disk_during_a_run_names_the_file_and_says_resume(tmp_path, fast_config, monkeypatch, capsys):
+    from activebayes._io import atomic_write_with
+    from activebayes.rundir import RunDirectory
+
+    def full(handle):
+        raise OSError(errno.ENOSPC, "No space left on device")  # as a write() says it: no file name
+
+    monkeypatch.setattr(RunDirectory, "write_rounds", lambda self, records: atomic_write_with(self.rounds_path, full))
+    out = tmp_path / "r"
+    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out, "-q")
+    assert code == 1
+    assert err == (f"error: {out / 'rounds.jsonl'}: no space left on device; free some disk space; "
+                   f"once there is space, resume with `activebayes resume {out}`\n")
+    assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_report_in_a_read_only_run_names_report_html_and_suggests_output(tmp_path, fast_config, monkeypatch, capsys):
+    out = tmp_path / "run"
+    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out, "-q")
+    assert code == 0, err
+    real_os_open = os.open
+
+    def os_open(path, flags, *args, **kwargs):  # the run's folder is on a read-only file system
+        if flags & os.O_CREAT and os.fsdecode(path).startswith(str(out)):
+            raise OSError(errno.EROFS, "Read-only file system", os.fsdecode(path))
+        return real_os_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", os_open)
+    code, _, err = _run(capsys, "report", out)
+    assert code == 1
+    assert err == (f"error: {out / 'report.html'}: read-only file system; "
+                   "write the report elsewhere with --output FILE\n")
+    code, _, err = _run(capsys, "report", out, "--output", tmp_path / "elsewhere.html")
+    assert code == 0, err
+
+
 def test_a_read_only_label_store_is_one_line_naming_it(tmp_path, monkeypatch, capsys):
     import sqlite3
 

@@ -99,6 +99,27 @@ def test_raising_the_budget_of_a_finished_run_equals_a_run_to_that_budget(tmp_pa
         resume_experiment(short, progress=False, report=False, budget=50)
 
 
+def test_a_cut_last_round_record_says_to_delete_it_and_resume(tmp_path):
+    config = LoopConfig(strategy="random", **{**FAST_LOOP, "budget": 40})
+    straight = run_experiment(config, tmp_path / "full", progress=False, report=False)
+    lines = (tmp_path / "full" / "rounds.jsonl").read_text().splitlines(keepends=True)
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / "config.json").write_text((tmp_path / "full" / "config.json").read_text())
+    (cut / "rounds.jsonl").write_text("".join(lines[:2]) + lines[2][:40])  # a crash mid-write of line 3
+    with pytest.raises(RunDirectoryError, match=r"rounds.jsonl:3 is not a valid round record: .*; it is the last "
+                                                r"line: delete that line and resume the run"):
+        resume_experiment(cut, progress=False, report=False)
+    middle = "".join(lines[:1]) + lines[1][:40] + "\n" + "".join(lines[2:])
+    (cut / "rounds.jsonl").write_text(middle)  # a corrupt line in the middle is another matter
+    with pytest.raises(RunDirectoryError, match=r"rounds.jsonl:2 is not a valid round record") as error:
+        resume_experiment(cut, progress=False, report=False)
+    assert "last line" not in str(error.value)
+    (cut / "rounds.jsonl").write_text("".join(lines[:2]))  # the advice, followed
+    resumed = resume_experiment(cut, progress=False, report=False)
+    assert [r.acquired for r in resumed.rounds] == [r.acquired for r in straight.rounds]
+
+
 def test_a_corrupt_summary_is_written_again_by_resume(tmp_path):
     config = LoopConfig(strategy="bald", **FAST_LOOP)
     run_experiment(config, tmp_path / "run", progress=False, report=False)
@@ -202,6 +223,38 @@ def test_raising_the_budget_of_a_comparison(tmp_path):
     for strategy in ("random", "entropy"):
         assert _without_timings(tmp_path / "short" / strategy / "seed_0") == _without_timings(
             tmp_path / "long" / strategy / "seed_0")
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and not p.name.endswith(".lock")}
+
+
+def test_raising_a_comparisons_budget_is_refused_while_one_of_its_runs_is_in_use(tmp_path):
+    base = LoopConfig(**{**FAST_LOOP, "budget": 30})
+    run_comparison(base, ["random", "entropy"], [0], tmp_path / "c", progress=False, report=False)
+    before = _files(tmp_path / "c")
+    with RunDirectory(tmp_path / "c" / "entropy" / "seed_0").lock():  # another process runs it
+        with pytest.raises(RunDirectoryError, match=r"entropy/seed_0 is in use by another process"):
+            resume_comparison(tmp_path / "c", progress=False, report=False, budget=50)
+    assert _files(tmp_path / "c") == before  # no run raised, not even the free one
+    with Comparison.read(tmp_path / "c").lock(shared=True):  # another process runs the comparison
+        with pytest.raises(RunDirectoryError, match=r"c is in use by another process \(it holds comparison.lock\)"):
+            resume_comparison(tmp_path / "c", progress=False, report=False, budget=50)
+    assert _files(tmp_path / "c") == before
+    resume_comparison(tmp_path / "c", progress=False, report=False, budget=50)  # released: raised
+    assert Comparison.read(tmp_path / "c").base.budget == 50
+    for strategy in ("random", "entropy"):
+        assert RunDirectory(tmp_path / "c" / strategy / "seed_0").read_summary()["n_labelled"] == 50
+
+
+def test_a_comparison_adds_strategies_whatever_its_first_one(tmp_path):
+    base = LoopConfig(**{**FAST_LOOP, "budget": 30})
+    run_comparison(base, ["random"], [0], tmp_path / "c", progress=False, report=False)
+    results = run_comparison(base.replace(strategy="entropy"), ["entropy"], [0], tmp_path / "c",
+                             progress=False, report=False)
+    assert set(results) == {("random", 0), ("entropy", 0)}
+    assert Comparison.read(tmp_path / "c").strategies == ("random", "entropy")
 
 
 def test_warm_start_resume_uses_the_checkpoint(tmp_path):
