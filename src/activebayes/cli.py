@@ -701,7 +701,7 @@ _PROJECT_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "feature_columns": ("--feature-columns", {"type": str, "multiple": True, "callback": _joined, "help": "Comma-separated columns of the --table shown and learnt from as a row ('*': every column but the text and id columns, fixed when the project is created); repeatable."}),
     "id_column": ("--id-column", {"type": str, "help": "Column of unique row ids of the --table. [a hash of the row's content]"}),
     "encoder": ("--encoder", {"type": str, "help": "Text encoder of a --table: tfidf, hashing, a word-vector file (GloVe) or a local model folder. [tfidf]"}),
-    "multilabel": ("--multilabel", {"is_flag": True, "help": "Each --table item may take several classes (toggle them, Enter stores)."}),
+    "multilabel": ("--multilabel", {"is_flag": True, "help": "Each item may take several classes (toggle them, Enter stores): for a --table; a multi-label --dataset such as mnist_pairs is one without it."}),
     "missing": ("--missing", {"type": click.Choice(["error", "impute"]), "help": _MISSING_HELP}),
     "classes": ("--classes", {"type": str, "multiple": True, "callback": _joined, "help": "Comma-separated class names (required with --images and --table); repeatable."}),
     "data_dir": ("--data-dir", {"type": click.Path(file_okay=False), "help": "Folder with the dataset's files."}),
@@ -752,11 +752,7 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) 
         options["encoder"] = _stored_encoder(options["encoder"])
     if options:
         given["table_options"] = options
-    config = ProjectConfig(**given)
-    # the loop's checks that need the batch size (audit_fraction needs batches of 2 or more), before
-    # anything is created: ProjectConfig checks its audit_fraction and stop_when with the default one
-    LoopConfig(audit_fraction=config.audit_fraction, stop_when=config.stop_when, batch_size=config.batch_size,
-               budget=max(config.batch_size, 150))
+    config = ProjectConfig(**given)  # the loop's checks too (audit_fraction needs batches of 2 or more)
     return LabellingProject.create(project, config, progress=progress)
 
 
