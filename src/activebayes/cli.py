@@ -35,8 +35,7 @@ from activebayes.data import (ArrayDataset, MissingSplitError, available_dataset
                               load_dataset)
 from activebayes.distributed import RayExecutor
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
-from activebayes.experiment import (larger_budget_refusal, resume_comparison, resume_experiment, run_comparison,
-                                    run_experiment)
+from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
 from activebayes.labelling.interchange import AnswerFileError, is_picture_shape
 from activebayes.labelling.project import LabellingProject, is_project
 from activebayes.labelling.settings import ProjectConfig
@@ -516,10 +515,10 @@ def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int |
 
 def _going_on(result: Any, path: Path) -> str:
     """How a finished run can go on labelling, by what stopped it: `resume --budget N` only where
-    its label budget stopped it (:func:`~activebayes.experiment.larger_budget_refusal`)."""
+    its label budget stopped it (:meth:`~activebayes.rundir.RunDirectory.larger_budget_refusal`)."""
     from activebayes import stopping
 
-    why_not = larger_budget_refusal(path)
+    why_not = RunDirectory(path).larger_budget_refusal()
     if why_not is None:
         return f"`activebayes resume {path} --budget N` continues it to a larger budget"
     kind = stopping.stop_kind_of(result.rounds[-1]) if result.rounds else None

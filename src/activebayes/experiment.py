@@ -132,18 +132,6 @@ def resume_experiment(
         return _continue(directory, loop, progress=progress, on_round=None, report=report)
 
 
-def larger_budget_refusal(run_dir: str | os.PathLike[str]) -> str | None:
-    """Why the run in ``run_dir`` cannot go on to a larger label budget (``resume_experiment(DIR,
-    budget=N)``, ``activebayes resume DIR --budget N``), in words; ``None`` when it can.
-
-    Only a run that its label budget stopped (or that has not stopped) can: one stopped by a
-    ``stop_when`` criterion, a target accuracy, a plateau, its cost budget or an empty pool cannot,
-    nor one whose last batch was cut short to meet its budget (:meth:`RunDirectory.raise_budget`).
-    """
-    directory = RunDirectory(Path(run_dir))
-    return directory._rounds_to_go_on(directory.read_config())[1]
-
-
 def _continue(
     directory: RunDirectory,
     loop: ActiveLearningLoop,
@@ -284,15 +272,7 @@ def _raise_comparison_budget(comparison: Comparison, budget: int) -> None:
         for directory in started:
             held.enter_context(directory.lock())
         for directory in started:  # every run can go on before any is changed
-            config = directory.read_config()
-            if budget < config.budget:
-                raise InvalidArgumentError(f"budget must be larger than the run's budget ({config.budget}) "
-                                           f"of {directory.path} to continue it, got {budget}")
-            if budget > config.budget:
-                why_not = directory._rounds_to_go_on(config)[1]
-                if why_not is not None:
-                    raise RunDirectoryError(f"{directory.path} cannot continue to budget {budget}: {why_not}; "
-                                            "start a new comparison")
+            directory.check_budget_raise(budget)
         for directory in started:  # every started run first: repeating the call heals a crash
             directory.raise_budget(budget)
         dataclasses.replace(comparison, base=comparison.base.replace(budget=budget)).write()
@@ -319,7 +299,6 @@ def _run_all(
 
 
 __all__ = [
-    "larger_budget_refusal",
     "resume_comparison",
     "resume_experiment",
     "run_comparison",

@@ -268,7 +268,7 @@ class RunDirectory:
             differences = stored.differences(config)
             values = config_differences(stored, config)
             if differences == ["budget"] and config.budget > stored.budget:
-                why_not = self._rounds_to_go_on(stored)[1]
+                why_not = self.larger_budget_refusal(stored)
                 if why_not is None:
                     advice = (f"`activebayes resume {self.path} --budget {config.budget}` continues it to the "
                               "larger budget; or choose another --out")
@@ -357,24 +357,42 @@ class RunDirectory:
         The rounds kept are exactly the first rounds of a run started with ``budget``:
         the round that stopped the run at the old budget is dropped (the next resume
         fits and evaluates it again, then acquires), and the run must not have cut a
-        batch short to meet the old budget. Each step leaves a directory that resumes
-        consistently, so an interrupted call can simply be repeated.
+        batch short to meet the old budget (:meth:`check_budget_raise`). Each step leaves a
+        directory that resumes consistently, so an interrupted call can simply be repeated.
         """
+        raised = self.check_budget_raise(budget)
+        if raised is None:
+            return
+        records, _ = self._rounds_to_go_on(self.read_config())
+        self.summary_path.unlink(missing_ok=True)
+        self.write_rounds(records)
+        self.write_config(raised)
+
+    def check_budget_raise(self, budget: int) -> LoopConfig | None:
+        """The config of this run raised to ``budget`` (``None``: it has that budget already), or
+        the error :meth:`raise_budget` would give, with nothing written: a smaller budget, or a
+        run that cannot go on (:meth:`larger_budget_refusal`)."""
         config = self.read_config()
         budget = check_positive_int(budget, "budget")
         if budget == config.budget:
-            return
+            return None
         if budget < config.budget:
             raise InvalidArgumentError(
                 f"budget must be larger than the run's budget ({config.budget}) to continue it, got {budget}"
             )
         raised = config.replace(budget=budget)  # validates against the other settings
-        records, why_not = self._rounds_to_go_on(config)
+        why_not = self.larger_budget_refusal(config)
         if why_not is not None:
             raise RunDirectoryError(f"{self.path} cannot continue to budget {budget}: {why_not}; start a new run")
-        self.summary_path.unlink(missing_ok=True)
-        self.write_rounds(records)
-        self.write_config(raised)
+        return raised
+
+    def larger_budget_refusal(self, config: LoopConfig | None = None) -> str | None:
+        """Why this run cannot go on to a larger label budget, in words; ``None`` when it can.
+
+        Only a run that its label budget stopped (or that has not stopped) can: one stopped by a
+        ``stop_when`` criterion, a target accuracy, a plateau, its cost budget or an empty pool
+        cannot, nor one whose last batch was cut short to meet its budget."""
+        return self._rounds_to_go_on(config if config is not None else self.read_config())[1]
 
     def _rounds_to_go_on(self, config: LoopConfig) -> tuple[list[RoundRecord], str | None]:
         """The rounds a run to a larger budget keeps (the last one, which stopped the run at
