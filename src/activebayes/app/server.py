@@ -84,12 +84,11 @@ from activebayes.labelling.store import (
     classes_mask,
     mask_classes,
 )
+from activebayes.metrics.multilabel import DECISION_THRESHOLD
 
 __all__ = ["DEFAULT_MAX_BODY", "LabelApp", "create_app"]
 
 MAX_ITEM_ID = 2**63 - 1  # SQLite's largest integer: a larger id is no item (and would overflow the driver)
-#: a multi-label model predicts class c when its probability is >= this (evaluate_multilabel's threshold)
-MULTILABEL_DECISION = 0.5
 _STATIC = {"label.html": "text/html", "dashboard.html": "text/html", "app.css": "text/css",
            "common.js": "text/javascript", "label.js": "text/javascript", "dashboard.js": "text/javascript"}
 # --------------------------------------------------------------------------- the ranking served
@@ -244,7 +243,7 @@ class LabelApp:
         if not probs:
             return served.round, None
         if self.multilabel:
-            return served.round, classes_mask(c for c, p in enumerate(probs) if p >= MULTILABEL_DECISION)
+            return served.round, classes_mask(c for c, p in enumerate(probs) if p >= DECISION_THRESHOLD)
         return served.round, max(range(len(probs)), key=probs.__getitem__)
 
     def prediction(self, item: int) -> tuple[int | None, int | None]:

@@ -27,7 +27,11 @@ from activebayes.metrics._inputs import (
 )
 from activebayes.errors import InvalidArgumentError
 
-__all__ = ["MULTILABEL_HEADLINE", "evaluate_multilabel", "hamming_loss", "multilabel_precision_recall_f1"]
+__all__ = ["DECISION_THRESHOLD", "MULTILABEL_HEADLINE", "evaluate_multilabel", "hamming_loss",
+           "multilabel_precision_recall_f1"]
+
+#: a label is predicted when its probability is at least this (the evaluation's default ``threshold``)
+DECISION_THRESHOLD = 0.5
 
 
 def _shape(tensor: torch.Tensor) -> str:
@@ -99,7 +103,7 @@ def hamming_loss(
     predictions: object,
     *,
     mask: object | None = None,
-    threshold: float = 0.5,
+    threshold: float = DECISION_THRESHOLD,
 ) -> float:
     """Fraction of (valid) label positions predicted wrongly.
 
@@ -136,7 +140,7 @@ def multilabel_precision_recall_f1(
     predictions: object,
     *,
     mask: object | None = None,
-    threshold: float = 0.5,
+    threshold: float = DECISION_THRESHOLD,
     average: str | None = None,
     zero_division: float = 0.0,
 ) -> PrecisionRecallF1:
@@ -170,7 +174,8 @@ def multilabel_precision_recall_f1(
 MULTILABEL_HEADLINE = "micro_f1"
 
 
-def evaluate_multilabel(log_probs_N_K_C: object, targets_N_C: object, *, threshold: float = 0.5) -> dict[str, Any]:
+def evaluate_multilabel(log_probs_N_K_C: object, targets_N_C: object, *,
+                        threshold: float = DECISION_THRESHOLD) -> dict[str, Any]:
     r"""Evaluate a multi-label predictive: the loop's per-round metrics of a multi-label run.
 
     ``log_probs_N_K_C[n, k, c] = log P(y_c = 1 | x_n, w_k)`` (log-sigmoid, the multi-label
