@@ -54,7 +54,7 @@ from activebayes.acquisition import AcquisitionContext, Strategy, get_strategy, 
 from activebayes.acquisition.multilabel_strategies import MULTILABEL_COUNTERPARTS, MULTILABEL_STRATEGIES
 from activebayes.acquisition.selection import Selection
 from activebayes.data.table_task import table_splits
-from activebayes.metrics.multilabel import evaluate_multilabel
+from activebayes.metrics.multilabel import DECISION_THRESHOLD, evaluate_multilabel
 from activebayes.models.multilabel import MultiLabelPosterior
 from activebayes.data import Pool, available_datasets, load_dataset
 from activebayes.metrics import evaluate_classification
@@ -818,7 +818,7 @@ def _read_costs(path: str) -> Tensor:
 def _audit_answers(proposal: Proposal, index_B: Tensor, labels_B: Tensor,
                    earlier: Sequence[Proposal] = ()) -> dict[str, int]:
     """How many of the answered audit items the model that drew them predicted right: the argmax
-    of its ``probs``, or for a multi-label answer (a 0/1 vector) every label's decision ``p > 1/2``.
+    of its ``probs``, or for a multi-label answer (a 0/1 vector) every label's decision ``p >= 1/2``.
 
     An item is drawn by ``proposal`` or by one of the ``earlier`` proposals (answered after its
     round committed); drawn twice (still unanswered when a later round drew it again), it is
@@ -834,7 +834,7 @@ def _audit_answers(proposal: Proposal, index_B: Tensor, labels_B: Tensor,
         if probs is not None:
             n += 1
             if isinstance(label, list):
-                correct += int(all((p > 0.5) == bool(y) for p, y in zip(probs, label, strict=True)))
+                correct += int(all((p >= DECISION_THRESHOLD) == bool(y) for p, y in zip(probs, label, strict=True)))
             else:
                 correct += int(max(range(len(probs)), key=probs.__getitem__) == label)
     return {"n": n, "correct": correct}

@@ -394,12 +394,14 @@ def predicted_decisions(log_probs_S_K_C: Any, *, multilabel: bool = False) -> An
 
     Single-label: the predicted class of each item, :math:`\arg\max_c \bar p(c \mid x_s)`, ``[S]``.
     Multi-label (``log_probs_S_K_C`` holds each label's :math:`\log p(y_c = 1)`): every item's
-    every label decision, :math:`[\bar p(y_c = 1 \mid x_s) > 1/2]`, flattened item by item to
+    every label decision, :math:`[\bar p(y_c = 1 \mid x_s) \ge 1/2]`, flattened item by item to
     ``[S * C]`` zeros and ones.
     """
+    from activebayes.metrics.multilabel import label_decisions
+
     probs_S_C = log_probs_S_K_C.exp().mean(1)
     if multilabel:
-        return (probs_S_C > 0.5).reshape(-1).numpy().astype("int64")
+        return label_decisions(probs_S_C).reshape(-1).numpy().astype("int64")
     return probs_S_C.argmax(-1).numpy()
 
 
@@ -409,16 +411,18 @@ def expected_accuracy(log_probs_S_K_C: Any, *, multilabel: bool = False) -> floa
     (exact when the predictive is calibrated).
 
     Multi-label, the headline metric instead: the expected micro-F1 of the decisions
-    :math:`\hat y_{sc} = [\bar p_{sc} > 1/2]`, :math:`\bar p_{sc} = \bar p(y_c = 1 \mid x_s)`, as the
+    :math:`\hat y_{sc} = [\bar p_{sc} \ge 1/2]`, :math:`\bar p_{sc} = \bar p(y_c = 1 \mid x_s)`, as the
     ratio of the expected counts,
     :math:`2 \sum_{s,c} \hat y_{sc} \bar p_{sc} \,/\, (\sum_{s,c} \hat y_{sc} + \sum_{s,c} \bar p_{sc})`
     (:math:`2\,TP / (2\,TP + FP + FN)` with each count replaced by its expectation).
     """
+    from activebayes.metrics.multilabel import label_decisions
+
     probs_S_C = log_probs_S_K_C.exp().mean(1).double()
     if multilabel:
-        decisions_S_C = (probs_S_C > 0.5).double()
+        decisions_S_C = label_decisions(probs_S_C).double()
         denominator = float(decisions_S_C.sum() + probs_S_C.sum())
-        return 2.0 * float((decisions_S_C * probs_S_C).sum()) / denominator if denominator > 0 else 1.0
+        return 2.0 * float((decisions_S_C * probs_S_C).sum()) / denominator if denominator > 0 else 0.0
     return float(probs_S_C.max(-1).values.mean())
 
 

@@ -30,7 +30,7 @@ Scores (``[N, K, C] -> [N]``, larger = more worth labelling, float64):
 
 **BADGE on label vectors.** With logits ``z = W h + b`` and the binary cross-entropy
 summed over labels, the loss gradient with respect to the last layer at the labels the
-model itself predicts, ``ŷ_c = [p̄(c) > 1/2]``, is again an outer product,
+model itself predicts, ``ŷ_c = [p̄(c) ≥ 1/2]`` (:func:`~activebayes.metrics.multilabel.label_decisions`), is again an outer product,
 
 .. math:: g_x = \frac{\partial \sum_c \ell_{BCE}(z_c(x), \hat y_c)}{\partial W}
           = \bigl(\bar p(x) - \hat y(x)\bigr) \otimes h(x),
@@ -87,6 +87,7 @@ from activebayes._validation import check_positive_int, check_tensor
 from activebayes.acquisition._chunks import resolve_device
 from activebayes.acquisition.selection import Selection
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes.metrics.multilabel import label_decisions
 
 __all__ = [
     "multilabel_log_probs",
@@ -214,7 +215,7 @@ def multilabel_bald(log_probs_N_K_C: Tensor, *, reduce: str = "sum") -> Tensor:
 
 
 def multilabel_gradient_factors(log_probs_N_K_C: Tensor) -> Tensor:
-    r"""``a_N_C = p̄ - ŷ`` with ``ŷ_c = [p̄(c) > 1/2]``, float64: the BCE gradient embedding of the
+    r"""``a_N_C = p̄ - ŷ`` with ``ŷ_c = [p̄(c) ≥ 1/2]`` (:func:`~activebayes.metrics.multilabel.label_decisions`), float64: the BCE gradient embedding of the
     last layer is ``g_n = a_n ⊗ h_n`` (the module docstring), BADGE's factors for label vectors.
 
     >>> multilabel_gradient_factors(torch.log(torch.tensor([[[0.9, 0.2]], [[0.4, 0.6]]])))
@@ -223,7 +224,7 @@ def multilabel_gradient_factors(log_probs_N_K_C: Tensor) -> Tensor:
     """
     log_pos = _check(log_probs_N_K_C)
     mean_N_C = _mean_log(log_pos).exp()
-    return mean_N_C - (mean_N_C > 0.5).to(torch.float64)
+    return mean_N_C - label_decisions(mean_N_C).to(torch.float64)
 
 
 def _conditional_entropy_N(log_pos: Tensor, log_neg: Tensor) -> Tensor:

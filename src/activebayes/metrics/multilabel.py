@@ -27,11 +27,24 @@ from activebayes.metrics._inputs import (
 )
 from activebayes.errors import InvalidArgumentError
 
-__all__ = ["DECISION_THRESHOLD", "MULTILABEL_HEADLINE", "evaluate_multilabel", "hamming_loss",
+__all__ = ["DECISION_THRESHOLD", "MULTILABEL_HEADLINE", "evaluate_multilabel", "hamming_loss", "label_decisions",
            "multilabel_precision_recall_f1"]
 
 #: a label is predicted when its probability is at least this (the evaluation's default ``threshold``)
 DECISION_THRESHOLD = 0.5
+
+
+def label_decisions(probs: torch.Tensor) -> torch.Tensor:
+    r"""The label decisions :math:`\hat y_c = [\bar p(y_c = 1) \ge 1/2]` as a bool tensor of ``probs``' shape.
+
+    The one decision rule of multi-label runs: the evaluation, the loop's audit, the stopping signals,
+    BADGE's label-vector embedding, training's validation F1 and the labelling app all use it, so they
+    agree on a probability of exactly one half.
+
+    >>> label_decisions(torch.tensor([0.2, 0.5, 0.9])).tolist()
+    [False, True, True]
+    """
+    return probs >= DECISION_THRESHOLD
 
 
 def _shape(tensor: torch.Tensor) -> str:

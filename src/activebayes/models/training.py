@@ -38,6 +38,7 @@ from activebayes.models._lockstep import fit_lockstep, stackable
 from activebayes.models.encoders import split_frozen
 from activebayes.models.ensemble import Ensemble
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, InvalidTypeError
+from activebayes.metrics.multilabel import label_decisions
 
 __all__ = ["OPTIMIZERS", "PAPER_FIT_OPTIONS", "EpochRecord", "FitResult", "fit", "reset_parameters"]
 
@@ -271,7 +272,7 @@ def _model_device(model: nn.Module) -> torch.device:
 def _micro_f1(probs_N_C: Tensor, targets_N_C: Tensor) -> float:
     """Micro-averaged F1 of ``probs >= 0.5`` against 0/1 targets: ``2 TP / (2 TP + FP + FN)``; 0 when there are
     no positives and none predicted (as :func:`~activebayes.metrics.evaluate_multilabel` and scikit-learn)."""
-    predicted = probs_N_C >= 0.5
+    predicted = label_decisions(probs_N_C)
     truth = targets_N_C > 0.5
     tp = int((predicted & truth).sum())
     wrong = int((predicted != truth).sum())
