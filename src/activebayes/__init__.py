@@ -10,7 +10,8 @@ Label less, learn more. The building blocks:
 - :mod:`activebayes.loop` / :mod:`activebayes.experiment`: fit -> acquire -> label.
 - :mod:`activebayes.metrics`, :mod:`activebayes.plots`, :mod:`activebayes.report`.
 
-Nothing heavy happens at import time; submodules load on first use.
+Nothing heavy happens at import time; submodules load on first use, either imported
+(``import activebayes.metrics``) or as attributes (``activebayes.metrics.f1_score``).
 """
 
 from __future__ import annotations
@@ -27,10 +28,23 @@ _LAZY = {
     "Selection": "activebayes.acquisition",
 }
 
+#: the public submodules, loaded on first attribute access
+_SUBMODULES = (
+    "acquisition", "adapters", "analysis", "app", "data", "distributed", "errors", "experiment", "labelling",
+    "labelstore", "loop", "metrics", "models", "oracles", "plots", "records", "report", "rundir", "scoring",
+    "stopping",
+)
+
 __all__ = ["__version__", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"activebayes.{name}")
     raise AttributeError(f"module 'activebayes' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY, *_SUBMODULES})
