@@ -70,7 +70,7 @@ def test_aggregate_curves_against_numpy_interp():
     assert band.x[0] == lo and band.x[-1] == hi
     ys = np.stack([np.interp(band.x, x, y) for x, y in runs])
     np.testing.assert_allclose(band.mean, ys.mean(0))
-    np.testing.assert_allclose(band.std, ys.std(0))
+    np.testing.assert_allclose(band.std, ys.std(0, ddof=1))
     np.testing.assert_allclose(band.min, ys.min(0))
     with pytest.raises(ValueError, match="overlap"):
         P.aggregate_curves([([1, 2], [0.1, 0.2]), ([3, 4], [0.1, 0.2])])
@@ -225,3 +225,18 @@ def test_headless_without_display_and_no_import_time_matplotlib():
 def test_plot_docstring_examples_run(module):
     result = doctest.testmod(importlib.import_module(f"activebayes.plots.{module}"))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_plotted_band_is_the_analysis_mean_curve_where_seeds_share_their_label_counts():
+    from activebayes.analysis import mean_learning_curve
+
+    rng = np.random.default_rng(3)
+    x = np.arange(20, 160, 10)
+    runs = [(x, rng.random(x.size)) for _ in range(5)]
+    band, mean = P.aggregate_curves(runs), mean_learning_curve(runs)
+    np.testing.assert_array_equal(band.x, mean.n_labelled_P)
+    for plotted, analysed in ((band.mean, mean.mean_P), (band.std, mean.std_P), (band.min, mean.min_P),
+                              (band.max, mean.max_P)):
+        np.testing.assert_allclose(plotted, analysed, rtol=1e-12)
+    assert band.num_seeds == mean.n_seeds == 5
+    np.testing.assert_array_equal(P.aggregate_curves(runs[:1]).std, np.zeros(x.size))

@@ -35,8 +35,11 @@ def aggregate_curves(runs: Sequence[tuple[object, object]], *, name: str = "runs
     Seeds may have different x grids (e.g. a cost budget makes rounds uneven).
     The common grid is the sorted union of every seed's x values inside the
     range all seeds cover, ``[max_s min x_s, min_s max x_s]``; each seed is
-    linearly interpolated onto it (no extrapolation). Mean, standard deviation
-    (ddof = 0), min and max are then taken across seeds per grid point.
+    linearly interpolated onto it (no extrapolation). Mean, sample standard deviation
+    (ddof = 1, as :func:`activebayes.analysis.mean_learning_curve`; 0 for one seed), min and
+    max are then taken across seeds per grid point. Where every seed has the same label
+    counts the band is exactly :func:`~activebayes.analysis.mean_learning_curve`'s; the
+    analysis keeps only the counts every seed has, where the plot interpolates between them.
 
     Example:
         >>> band = aggregate_curves([([10, 20, 30], [0.5, 0.7, 0.8]), ([10, 30], [0.6, 0.8])])
@@ -67,9 +70,8 @@ def aggregate_curves(runs: Sequence[tuple[object, object]], *, name: str = "runs
     grid = np.unique(np.concatenate([x for x, _ in curves]))
     grid = grid[(grid >= lo) & (grid <= hi)]
     ys = np.stack([np.interp(grid, x, y) for x, y in curves])
-    return CurveBand(
-        x=grid, mean=ys.mean(0), std=ys.std(0), min=ys.min(0), max=ys.max(0), num_seeds=len(curves)
-    )
+    std = ys.std(0, ddof=1) if len(curves) > 1 else np.zeros(len(grid))
+    return CurveBand(x=grid, mean=ys.mean(0), std=std, min=ys.min(0), max=ys.max(0), num_seeds=len(curves))
 
 
 def learning_curves(
