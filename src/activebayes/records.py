@@ -39,6 +39,7 @@ __all__ = [
     "LABEL_BUDGET_REACHED",
     "REPRESENTATION_CHOICES",
     "TRAINING_CHOICES",
+    "FINGERPRINT_KEY",
     "RUNTIME_FIELDS",
     "schedule_name",
     "LoopConfig",
@@ -74,6 +75,9 @@ LABEL_BUDGET_REACHED = "label budget reached"
 
 #: Config fields that do not change a run's results (not part of its identity).
 RUNTIME_FIELDS = ("device", "predict_batch_size", "download", "checkpoints")
+#: the key in a run directory's ``config.json`` holding the SHA-256 of its settings
+#: (:func:`activebayes.rundir.settings_fingerprint`); not a setting itself
+FINGERPRINT_KEY = "settings_sha256"
 
 #: The metric a round is judged by, in order of preference. A multi-label run has no accuracy:
 #: its headline is the micro-averaged F1 (:func:`activebayes.metrics.multilabel.evaluate_multilabel`).
@@ -454,7 +458,7 @@ class LoopConfig:
         (``training="paper"``); they keep doing so. Configs written before
         ``mean_samples`` existed scored every strategy with ``num_samples``; they keep doing so.
         """
-        data = dict(data)
+        data = {k: v for k, v in data.items() if k != FINGERPRINT_KEY}  # checked by RunDirectory.read_config
         if "eval_samples" not in data and "num_samples" in data:
             data["eval_samples"] = data["num_samples"]
         if "mean_samples" not in data and "num_samples" in data:

@@ -3,7 +3,7 @@
 A run directory holds one active learning run::
 
     RUN/
-      config.json          the LoopConfig (written once, atomically)
+      config.json          the LoopConfig (written once, atomically), with the SHA-256 of its settings
       items.json           a table run's item ids: the id of each pool position and test item
       given.json           what a run from Python was given beyond its config (its own model, data, ...)
       rounds.jsonl         one JSON object per finished round (rewritten atomically)
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import lzma
 import io
 import json
@@ -53,6 +54,8 @@ from activebayes._validation import check_positive_int
 from activebayes.stopping import LABEL_BUDGET, stop_kind_of
 from activebayes.records import (
     HEADLINE_METRICS,
+    FINGERPRINT_KEY,
+    RUNTIME_FIELDS,
     LoopConfig,
     LoopResult,
     RoundRecord,
@@ -79,6 +82,7 @@ __all__ = [
     "check_round_record",
     "config_differences",
     "read_config_text",
+    "settings_fingerprint",
 ]
 
 CONFIG_FILE = "config.json"
@@ -147,6 +151,16 @@ def _write_text(path: Path, text: str) -> None:
         atomic_write_bytes(path, gzip.compress(data, compresslevel=9, mtime=0))
     else:
         atomic_write_text(path, text)
+
+
+def settings_fingerprint(stored: Mapping[str, Any]) -> str:
+    """The SHA-256 of a stored config's settings as written: every key but the runtime ones
+    (:data:`~activebayes.records.RUNTIME_FIELDS`, which may change on resume) and the fingerprint
+    itself, as sorted, compact JSON. Taken over the stored keys, not the config they migrate to,
+    so a later version that adds a setting still recognises the file as unedited."""
+    settings = {k: v for k, v in stored.items() if k not in RUNTIME_FIELDS and k != FINGERPRINT_KEY}
+    text = json.dumps(settings, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def config_differences(stored: LoopConfig, expected: LoopConfig, *, where: str = "there",
@@ -249,17 +263,38 @@ class RunDirectory:
     # ----------------------------------------------------------------- config
 
     def read_config(self) -> LoopConfig:
+        """The stored config.
+
+        Raises:
+            RunDirectoryError: ``config.json`` is missing or not a valid config, or its settings
+                were edited after they were written (they no longer match their fingerprint):
+                the rounds were computed with other settings, and going on would mix two experiments.
+        """
         if not self.config_path.is_file():
             raise RunDirectoryError(f"{self.path} is not a run directory: {CONFIG_FILE} is missing")
         try:
-            return LoopConfig.from_stored(json.loads(self.config_path.read_text()))
+            data = json.loads(_read_text(self.config_path))
+            if not isinstance(data, dict):
+                raise TypeError(f"expected a JSON object, got {_json_kind(data)}")
+            fingerprint = data.pop(FINGERPRINT_KEY, None)  # configs written before it existed have none
+            config = LoopConfig.from_stored(data)
         except (json.JSONDecodeError, TypeError, ValueError) as error:
             raise RunDirectoryError(f"{self.config_path} is not a valid config: {error}") from None
+        if fingerprint is not None and fingerprint != settings_fingerprint(data):
+            raise RunDirectoryError(
+                f"{self.config_path} was edited after the run started: its settings no longer match the "
+                f"fingerprint written with them ({FINGERPRINT_KEY}), so its rounds were computed with other "
+                "settings. Put the file back as it was; to change a setting, start a new run in another "
+                "folder (--out); to go on to a larger budget, `activebayes resume DIR --budget N`. Runtime "
+                f"settings ({', '.join(RUNTIME_FIELDS)}) may be edited.")
+        return config
 
     def write_config(self, config: LoopConfig) -> None:
-        """Store ``config`` with its defaults written out (:meth:`LoopConfig.pinned`)."""
+        """Store ``config`` with its defaults written out (:meth:`LoopConfig.pinned`) and the
+        fingerprint of its settings (:func:`settings_fingerprint`)."""
         self.path.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.config_path, _json_text(config.pinned().to_dict()))
+        data = config.pinned().to_dict()
+        atomic_write_text(self.config_path, _json_text({**data, FINGERPRINT_KEY: settings_fingerprint(data)}))
 
     def check_config(self, config: LoopConfig) -> None:
         """Raise unless the stored config computes the same run as ``config``."""

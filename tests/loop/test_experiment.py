@@ -30,7 +30,7 @@ def test_run_directory_contents(tmp_path):
     config = LoopConfig(strategy="bald", **FAST_LOOP)
     result = run_experiment(config, tmp_path / "run", progress=False, report=False)
     run = tmp_path / "run"
-    assert LoopConfig.from_dict(json.loads((run / "config.json").read_text())) == config
+    assert LoopConfig.from_stored(json.loads((run / "config.json").read_text())) == config
     rows = [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
     assert len(rows) == len(result.rounds) == 4
     for row in rows:

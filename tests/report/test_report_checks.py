@@ -91,6 +91,7 @@ def test_a_run_with_another_config_is_refused_as_resume_refuses_it(comparison_di
     copy = _copy(comparison_dir, tmp_path)
     config_path = copy / "bald" / "seed_1" / "config.json"
     stored = json.loads(config_path.read_text())
+    stored.pop("settings_sha256")  # as a config written by hand (or before fingerprints) has none
     config_path.write_text(json.dumps({**stored, "cold_start": "typicality"}))
     with pytest.raises(RunDirectoryError, match=r"bald/seed_1 does not hold the run comparison.json lists there "
                                                 r"\(cold_start: 'typicality' in its config.json, None in"):
@@ -155,6 +156,7 @@ def test_multilabel_and_table_runs_are_described_as_such(comparison_dir, tmp_pat
     for run_dir in sorted(copy.glob("*/seed_*")):
         _edit_rounds(run_dir, _as_multilabel)
         config = json.loads((run_dir / "config.json").read_text())
+        config.pop("settings_sha256")  # as a config written by hand (or before fingerprints) has none
         (run_dir / "config.json").write_text(json.dumps({**config, **as_table}))
     comparison = json.loads((copy / "comparison.json").read_text())
     comparison["base"].update(as_table)
