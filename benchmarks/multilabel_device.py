@@ -42,7 +42,7 @@ def timed(log_probs_N_K_C: torch.Tensor, batch_size: int, device: str):
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     tic = time.perf_counter()
-    selection = multilabel_batchbald(log_probs_N_K_C, batch_size, seed=1, device=device)
+    selection = multilabel_batchbald(log_probs_N_K_C, batch_size, generator=torch.Generator().manual_seed(1), device=device)
     return time.perf_counter() - tic, selection
 
 

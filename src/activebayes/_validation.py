@@ -186,6 +186,6 @@ def renamed_keyword(new: object, old: object, new_name: str, old_name: str, defa
         return default if new is None else new
     if new is not None:
         raise InvalidArgumentError(f"{old_name} is the deprecated name of {new_name}: pass only {new_name}, got both")
-    warnings.warn(f"{old_name} is deprecated here and will be removed in the next release; use {new_name} "
-                  f"(the number of sampled joint label configurations)", DeprecationWarning, stacklevel=stacklevel)
+    warnings.warn(f"{old_name} is deprecated here and will be removed in the next release; use {new_name}",
+                  DeprecationWarning, stacklevel=stacklevel)
     return old

@@ -49,17 +49,26 @@ these bits are independent, so ``P_k(y_A) = Π_{i, c}`` Bernoulli terms and
 ``2^{C |A|}`` configurations:
 
 * *exact* while ``2^{C |A|}`` (batch so far plus the candidate) is at most
-  ``max_configurations``: all configurations are enumerated, ``q`` is one product
+  ``max_exact_configs``: all configurations are enumerated, ``q`` is one product
   ``[M, K] @ [K, 2^C]`` per candidate (``M = 2^{C(|A|-1)}`` configurations of the
   batch so far), in float64;
-* *sampled* beyond: S joint draws ``(k_s, y^s)`` with ``k_s = s mod K`` (stratified
-  over the function samples) and every bit ``y^s_{i,c} = [u_{s,i,c} < p_{k_s}(i, c)]``,
-  so ``y^s ~ q``. Then ``Ĥ = -1/S Σ_s log q(y^s)`` with
+* *sampled* beyond: S = ``num_configurations`` joint draws ``(k_s, y^s)`` with
+  ``k_s = s mod K`` (stratified over the function samples) and every bit
+  ``y^s_{i,c} = [u_{s,i,c} < p_{k_s}(i, c)]``, so ``y^s ~ q``. Then ``Ĥ = -1/S Σ_s log q(y^s)`` with
   ``log q(y^s) = logsumexp_k log P_k(y^s) - log K`` is an unbiased Monte Carlo
   estimate of ``H[y_A]`` (the BatchBALD paper's estimator, Kirsch et al. 2019, Sec.
   3.3, on bits). The uniforms of the candidate's bits are shared by all candidates
   of a step (common random numbers), so candidates are compared on the same draws;
-  the chosen candidate's bits extend the stored draws.
+  the chosen candidate's bits extend the stored draws. The uniforms come from
+  ``generator`` (a ``torch.Generator``, an int seed, or ``None`` for torch's global
+  generator, as everywhere in the library).
+
+The options have :func:`~activebayes.acquisition.batchbald`'s names
+(``num_configurations``, ``max_exact_configs``, ``generator``); the old names
+``num_samples``, ``max_configurations`` and ``seed`` still work with a
+``DeprecationWarning`` until the next release. One difference in meaning: here the
+exact bound counts the configurations of the batch *and the candidate*
+(``2^{C(|A|+1)}``), and its default (4,096) does not follow ``num_configurations``.
 
 The first pick maximises the joint BALD ``I[y_n; w]`` (exact when ``2^C`` fits).
 ``a`` is submodular (as in the single-label case), so the greedy batch is within
@@ -78,12 +87,15 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import torch
 from torch import Tensor
 from torch.nn import functional as F
+from tqdm.auto import tqdm
 
-from activebayes._validation import check_positive_int, check_tensor
+from activebayes._seeding import as_generator
+from activebayes._validation import check_positive_int, check_tensor, renamed_keyword
 from activebayes.acquisition._chunks import resolve_device
 from activebayes.acquisition.selection import Selection
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
@@ -98,14 +110,19 @@ __all__ = [
     "multilabel_joint_entropy",
     "multilabel_batchbald",
     "multilabel_gradient_factors",
+    "DEFAULT_MAX_EXACT_CONFIGS",
+    "DEFAULT_NUM_CONFIGURATIONS",
     "DEFAULT_MAX_CONFIGURATIONS",
     "DEFAULT_NUM_SAMPLES",
 ]
 
 #: Exact enumeration while the label configurations of batch + candidate are at most this many.
-DEFAULT_MAX_CONFIGURATIONS = 2**12
-#: Joint draws of the sampled estimate.
-DEFAULT_NUM_SAMPLES = 2000
+DEFAULT_MAX_EXACT_CONFIGS = 2**12
+#: Joint draws (sampled configurations) of the sampled estimate.
+DEFAULT_NUM_CONFIGURATIONS = 2000
+#: Deprecated names of :data:`DEFAULT_MAX_EXACT_CONFIGS` and :data:`DEFAULT_NUM_CONFIGURATIONS`.
+DEFAULT_MAX_CONFIGURATIONS = DEFAULT_MAX_EXACT_CONFIGS
+DEFAULT_NUM_SAMPLES = DEFAULT_NUM_CONFIGURATIONS
 
 _REDUCTIONS = ("sum", "mean", "max")
 
@@ -254,26 +271,61 @@ def _entropy_of_log_q(log_q: Tensor, dims: tuple[int, ...]) -> Tensor:
     return 0.0 - _xlogx_from_log(log_q).sum(dims)
 
 
-def _check_budget_args(max_configurations: int, num_samples: int) -> tuple[int, int]:
-    return (check_positive_int(max_configurations, "max_configurations"),
-            check_positive_int(num_samples, "num_samples"))
+def _check_budget_args(
+    num_configurations: int | None, max_exact_configs: int | None, generator: torch.Generator | int | None,
+    num_samples: int | None, max_configurations: int | None, seed: int | None,
+) -> tuple[int, int, torch.Generator | None]:
+    """``(num_configurations, max_exact_configs, generator)`` from the new names or their deprecated
+    spellings (``num_samples``, ``max_configurations``, ``seed``: a ``DeprecationWarning``; both: an error)."""
+    num_configurations = check_positive_int(
+        renamed_keyword(num_configurations, num_samples, "num_configurations", "num_samples",
+                        DEFAULT_NUM_CONFIGURATIONS, stacklevel=4), "num_configurations")
+    max_exact_configs = check_positive_int(
+        renamed_keyword(max_exact_configs, max_configurations, "max_exact_configs", "max_configurations",
+                        DEFAULT_MAX_EXACT_CONFIGS, stacklevel=4), "max_exact_configs", allow_zero=True)
+    if seed is not None:
+        # not a plain rename (an int generator is mixed first, as everywhere): ``seed=s`` keeps its
+        # draws, ``torch.Generator().manual_seed(s)``
+        if generator is not None:
+            raise InvalidArgumentError("seed is the deprecated name of generator: pass only generator, got both")
+        warnings.warn("seed is deprecated here and will be removed in the next release; use generator "
+                      "(seed=s draws what generator=torch.Generator().manual_seed(s) draws)",
+                      DeprecationWarning, stacklevel=3)
+        return num_configurations, max_exact_configs, torch.Generator().manual_seed(int(seed))
+    if generator is not None:  # None: torch's global generator, drawn from only if sampling
+        generator = as_generator(generator, "generator")
+    return num_configurations, max_exact_configs, generator
+
+
+def _exact_bits(max_exact_configs: int) -> float:
+    """Exact while the label bits of the configurations are at most this (0 configurations: never)."""
+    return math.log2(max_exact_configs) if max_exact_configs > 0 else -math.inf
 
 
 def multilabel_joint_entropy(
     log_probs_B_K_C: Tensor,
     *,
-    max_configurations: int = DEFAULT_MAX_CONFIGURATIONS,
-    num_samples: int = DEFAULT_NUM_SAMPLES,
-    seed: int = 0,
+    num_configurations: int | None = None,
+    max_exact_configs: int | None = None,
+    generator: torch.Generator | int | None = None,
+    num_samples: int | None = None,
+    max_configurations: int | None = None,
+    seed: int | None = None,
 ) -> float:
     """``H[y_1..y_B]`` (nats) of the label vectors of B items: exact while ``2^(B·C)`` fits
-    ``max_configurations``, else the unbiased estimate from ``num_samples`` joint draws
-    (seeded by ``seed``); see the module docstring.
+    ``max_exact_configs`` (default 4,096), else the unbiased estimate from ``num_configurations``
+    joint draws (default 2,000) drawn from ``generator`` (a ``torch.Generator``, an int seed, or
+    ``None`` for torch's global generator); see the module docstring.
+
+    ``num_samples``, ``max_configurations`` and ``seed`` are the deprecated names of
+    ``num_configurations``, ``max_exact_configs`` and ``generator`` (a ``DeprecationWarning``;
+    removed in the next release; ``seed=s`` draws from ``torch.Generator().manual_seed(s)``).
     """
     log_pos, log_neg = _split(log_probs_B_K_C)
-    max_configurations, num_samples = _check_budget_args(max_configurations, num_samples)
+    num_configurations, max_exact_configs, generator = _check_budget_args(
+        num_configurations, max_exact_configs, generator, num_samples, max_configurations, seed)
     B, K, C = log_pos.shape
-    if B * C <= math.log2(max_configurations):
+    if B * C <= _exact_bits(max_exact_configs):
         log_joint_M_K = log_pos.new_zeros(1, K)
         bits = _bit_table(C, log_pos.device)
         for i in range(B):
@@ -281,7 +333,7 @@ def multilabel_joint_entropy(
             log_joint_M_K = (log_joint_M_K[:, None, :] + log_y_Y_K[None]).reshape(-1, K)
         log_q_M = torch.logsumexp(log_joint_M_K, dim=1) - math.log(K)
         return float(_entropy_of_log_q(log_q_M, (0,)))
-    draws = _Draws(K, num_samples, torch.Generator().manual_seed(int(seed)), log_pos.device)
+    draws = _Draws(K, num_configurations, generator, log_pos.device)
     for i in range(B):
         draws.extend(log_pos[i], log_neg[i], draws.uniforms(C))
     return float(-(torch.logsumexp(draws.log_joint_S_K, dim=1) - math.log(K)).mean())
@@ -290,8 +342,9 @@ def multilabel_joint_entropy(
 class _Draws:
     """S joint draws of the batch's bits: ``k_s = s mod K`` and ``log P_k(y^s)`` for every k."""
 
-    def __init__(self, K: int, num_samples: int, generator: torch.Generator, device: torch.device) -> None:
-        self.S = -(-num_samples // K) * K  # a multiple of K: every k_s equally often
+    def __init__(self, K: int, num_configurations: int, generator: torch.Generator | None,
+                 device: torch.device) -> None:
+        self.S = -(-num_configurations // K) * K  # a multiple of K: every k_s equally often
         self.K = K
         self.k_S = torch.arange(self.S, device=device) % K
         self.log_joint_S_K = torch.zeros(self.S, K, dtype=torch.float64, device=device)
@@ -299,7 +352,7 @@ class _Draws:
         self.device = device
 
     def uniforms(self, C: int) -> Tensor:
-        # drawn on the CPU from the CPU generator, so every device sees the same draws
+        # drawn on the CPU from the CPU generator (or the global one), so every device sees the same draws
         return torch.rand(self.S, C, generator=self.generator, dtype=torch.float64).to(self.device)
 
     def bits(self, log_pos_K_C: Tensor, u_S_C: Tensor) -> Tensor:
@@ -326,26 +379,40 @@ def multilabel_batchbald(
     log_probs_N_K_C: Tensor,
     batch_size: int,
     *,
-    max_configurations: int = DEFAULT_MAX_CONFIGURATIONS,
-    num_samples: int = DEFAULT_NUM_SAMPLES,
-    seed: int = 0,
+    num_configurations: int | None = None,
+    max_exact_configs: int | None = None,
+    generator: torch.Generator | int | None = None,
     chunk_elements: int = 2**22,
+    chunk_size: int | None = None,
     device: torch.device | str | None = None,
+    progress: bool = False,
+    num_samples: int | None = None,
+    max_configurations: int | None = None,
+    seed: int | None = None,
 ) -> Selection:
     """Greedy BatchBALD on label vectors: ``batch_size`` items of ``log_probs_N_K_C`` (see the module docstring).
 
     Args:
         log_probs_N_K_C: ``log P(y_c = 1)`` per item, function sample and label.
         batch_size: items to pick (at most N).
-        max_configurations: exact while batch + candidate have at most this many label
-            configurations ``2^(C·(b+1))``; beyond, sampled.
-        num_samples: joint draws S of the sampled estimate (rounded up to a multiple of K).
-        seed: seeds the draws.
+        num_configurations: joint draws S of the sampled estimate, the sampled label
+            configurations (rounded up to a multiple of K; default 2,000).
+        max_exact_configs: exact while batch + candidate have at most this many label
+            configurations ``2^(C·(b+1))`` (default 4,096); beyond, sampled (0: always).
+        generator: seeds the draws: a ``torch.Generator`` (CPU), an int seed, or ``None``
+            for torch's global generator (as :func:`~activebayes.acquisition.batchbald`).
         chunk_elements: candidates are scored in chunks of about this many float64
             work elements (memory bound).
+        chunk_size: candidates per chunk instead (overrides ``chunk_elements``).
         device: where the joint entropies are computed (e.g. ``"cuda"``); by default the
             device of ``log_probs_N_K_C``. The draws come from a CPU generator, so a seed
             picks the same batch on every device (up to float64 rounding in near ties).
+        progress: show a tqdm bar over the picks.
+        num_samples: deprecated name of ``num_configurations``;
+        max_configurations: deprecated name of ``max_exact_configs``;
+        seed: deprecated: ``seed=s`` is ``generator=torch.Generator().manual_seed(s)``
+            (each a ``DeprecationWarning``; removed in the next release; passing a
+            deprecated name with its new name raises).
 
     Returns:
         a :class:`~activebayes.acquisition.selection.Selection` named ``"multilabel_batchbald"``;
@@ -363,11 +430,13 @@ def multilabel_batchbald(
     batch_size = check_positive_int(batch_size, "batch_size")
     if batch_size > N:
         raise InvalidArgumentError(f"batch_size must be <= the pool size N={N}, got {batch_size}")
-    max_configurations, num_samples = _check_budget_args(max_configurations, num_samples)
+    num_configurations, max_exact_configs, generator = _check_budget_args(
+        num_configurations, max_exact_configs, generator, num_samples, max_configurations, seed)
     chunk_elements = check_positive_int(chunk_elements, "chunk_elements")
-    generator = torch.Generator().manual_seed(int(seed))
+    rows = None if chunk_size is None else check_positive_int(chunk_size, "chunk_size")
     conditional_N = _conditional_entropy_N(log_pos, log_neg)
-    bits_Y_C = _bit_table(C, compute_device) if C <= math.log2(max_configurations) else None
+    exact_bits = _exact_bits(max_exact_configs)
+    bits_Y_C = _bit_table(C, compute_device) if C <= exact_bits else None
     available_N = torch.ones(N, dtype=torch.bool, device=compute_device)
     picked: list[int] = []
     scores: list[float] = []
@@ -375,19 +444,20 @@ def multilabel_batchbald(
     # the exact configurations of the batch so far
     log_joint_M_K = torch.zeros(1, K, dtype=torch.float64, device=compute_device)
     draws: _Draws | None = None
+    bar = tqdm(total=batch_size, desc="multi-label BatchBALD", disable=not progress, leave=False)
     for step in range(batch_size):
-        exact = draws is None and bits_Y_C is not None and C * (step + 1) <= math.log2(max_configurations)
+        exact = draws is None and bits_Y_C is not None and C * (step + 1) <= exact_bits
         if exact:
             assert bits_Y_C is not None
-            joint_N = _exact_joint_N(log_pos, log_neg, log_joint_M_K, bits_Y_C, chunk_elements)
+            joint_N = _exact_joint_N(log_pos, log_neg, log_joint_M_K, bits_Y_C, chunk_elements, rows)
             u_S_C = None
         else:
             if draws is None:  # switch to sampling: draw the batch so far afresh
-                draws = _Draws(K, num_samples, generator, compute_device)
+                draws = _Draws(K, num_configurations, generator, compute_device)
                 for index in picked:
                     draws.extend(log_pos[index], log_neg[index], draws.uniforms(C))
             u_S_C = draws.uniforms(C)
-            joint_N = _sampled_joint_N(log_pos, log_neg, draws, u_S_C, chunk_elements)
+            joint_N = _sampled_joint_N(log_pos, log_neg, draws, u_S_C, chunk_elements, rows)
         scores_N = joint_N - batch_conditional - conditional_N
         if K == 1:  # one function sample: every joint mutual information is exactly 0
             scores_N.zero_()
@@ -401,15 +471,17 @@ def multilabel_batchbald(
             if draws is not None:
                 assert u_S_C is not None
                 draws.extend(log_pos[index], log_neg[index], u_S_C)
-            elif bits_Y_C is not None and C * (step + 2) <= math.log2(max_configurations):
+            elif bits_Y_C is not None and C * (step + 2) <= exact_bits:
                 log_y_Y_K = _log_configurations(log_pos[index], log_neg[index], bits_Y_C)
                 log_joint_M_K = (log_joint_M_K[:, None, :] + log_y_Y_K[None]).reshape(-1, K)
+        bar.update(1)
+    bar.close()
     return Selection(torch.tensor(picked, dtype=torch.long), torch.tensor(scores, dtype=torch.float64),
                      "multilabel_batchbald")
 
 
 def _exact_joint_N(log_pos: Tensor, log_neg: Tensor, log_joint_M_K: Tensor, bits_Y_C: Tensor,
-                   chunk_elements: int) -> Tensor:
+                   chunk_elements: int, rows: int | None = None) -> Tensor:
     """``H[y_A, y_n]`` for every candidate n, enumerating all configurations: ``[N]``."""
     N, K, C = log_pos.shape
     M, Y = log_joint_M_K.shape[0], bits_Y_C.shape[0]
@@ -417,7 +489,7 @@ def _exact_joint_N(log_pos: Tensor, log_neg: Tensor, log_joint_M_K: Tensor, bits
     # log q(m, y) = logsumexp_k (log P_k(m) + log P_k(y)) - log K, as a stable product of exps
     shift_M = log_joint_M_K.max(dim=1, keepdim=True).values.clamp_min(-1e300)
     weights_M_K = (log_joint_M_K - shift_M).exp() / K
-    rows = max(1, chunk_elements // max(1, M * Y + Y * K))
+    rows = rows or max(1, chunk_elements // max(1, M * Y + Y * K))
     for start in range(0, N, rows):
         end = min(N, start + rows)
         log_y_n_Y_K = torch.stack([_log_configurations(log_pos[i], log_neg[i], bits_Y_C) for i in range(start, end)])
@@ -428,12 +500,13 @@ def _exact_joint_N(log_pos: Tensor, log_neg: Tensor, log_joint_M_K: Tensor, bits
     return joint_N
 
 
-def _sampled_joint_N(log_pos: Tensor, log_neg: Tensor, draws: _Draws, u_S_C: Tensor, chunk_elements: int) -> Tensor:
+def _sampled_joint_N(log_pos: Tensor, log_neg: Tensor, draws: _Draws, u_S_C: Tensor, chunk_elements: int,
+                     rows: int | None = None) -> Tensor:
     """Unbiased estimate of ``H[y_A, y_n]`` for every candidate n on shared draws: ``[N]``."""
     N, K, C = log_pos.shape
     S = draws.S
     joint_N = log_pos.new_empty(N)
-    rows = max(1, chunk_elements // (S * (K + C)))
+    rows = rows or max(1, chunk_elements // (S * (K + C)))
     for start in range(0, N, rows):
         end = min(N, start + rows)
         lp, ln = log_pos[start:end], log_neg[start:end]

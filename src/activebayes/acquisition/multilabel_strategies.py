@@ -11,9 +11,16 @@
   ``(p̄ - ŷ) ⊗ h`` (:func:`~activebayes.acquisition.multilabel.multilabel_gradient_factors`);
   reads the model's features like ``badge``;
 - ``multilabel_batchbald``: greedy BatchBALD on label vectors, exact joint entropy while
-  ``2^(C·|A|)`` configurations fit ``max_configurations``, sampled beyond
-  (:func:`~activebayes.acquisition.multilabel.multilabel_batchbald`); its draws are seeded
-  from ``select``'s generator.
+  ``2^(C·|A|)`` configurations fit ``max_exact_configs``, sampled from ``num_configurations``
+  joint draws beyond (:func:`~activebayes.acquisition.multilabel.multilabel_batchbald`); its
+  draws are seeded from ``select``'s generator (``None``: torch's global generator, as
+  ``batchbald``). It takes ``batchbald``'s options, so the loop, which runs it for
+  ``batchbald`` on a multi-label dataset, accepts the same ``acquisition_options``:
+  ``num_configurations``, ``max_exact_configs``, ``chunk_size``, ``progress``, ``prefilter``
+  (BatchBALD on the items of highest summed BALD), ``cost_aware`` (a cost budget is refused,
+  though); ``num_samples`` and ``max_configurations`` are their deprecated names
+  (a ``DeprecationWarning``), ``chunk_elements`` its own. ``dtype`` is not an option:
+  the joint entropies are always float64.
 
 All of them read ``log_probs_N_K_C`` in the multi-label convention: ``log P(y_c = 1 | x, w_k)``,
 the log-sigmoid of the positive label (:class:`~activebayes.models.multilabel.MultiLabelPosterior`),
@@ -26,11 +33,14 @@ Importing :mod:`activebayes.acquisition` registers them.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
+from activebayes._validation import check_positive_int
 from activebayes.acquisition.multilabel import (
-    DEFAULT_MAX_CONFIGURATIONS,
-    DEFAULT_NUM_SAMPLES,
+    DEFAULT_MAX_EXACT_CONFIGS,
+    DEFAULT_NUM_CONFIGURATIONS,
     multilabel_bald,
     multilabel_batchbald,
     multilabel_entropy,
@@ -39,6 +49,7 @@ from activebayes.acquisition.multilabel import (
 from activebayes.acquisition.badge import badge_from_factors
 from activebayes.acquisition.selection import BudgetPlan, Selection
 from activebayes.acquisition.strategies import (
+    CheckedCall,
     available_strategies,
     register_strategy,
     stochastic_strategy,
@@ -83,18 +94,50 @@ def _batchbald_strategy(
     generator: torch.Generator | None,
     plan: BudgetPlan | None,
     device: object,
-    max_configurations: int = DEFAULT_MAX_CONFIGURATIONS,
-    num_samples: int = DEFAULT_NUM_SAMPLES,
+    num_configurations: int = DEFAULT_NUM_CONFIGURATIONS,
+    max_exact_configs: int = DEFAULT_MAX_EXACT_CONFIGS,
+    cost_aware: bool = False,
+    chunk_size: int | None = None,
+    progress: bool = False,
+    prefilter: int | None = None,
     chunk_elements: int = 2**22,
 ) -> Selection:
-    """Greedy multi-label BatchBALD; the sampled joint entropy is seeded from ``generator``."""
+    """Greedy multi-label BatchBALD with ``batchbald``'s options (see the module docstring).
+
+    The sampled joint entropy draws from a generator seeded by one draw from ``generator``
+    (as it always has, so seeded runs pick what they picked); ``None`` draws from torch's
+    global generator, as ``batchbald`` does.
+    """
     if plan is not None:
         raise InvalidArgumentError("multilabel_batchbald does not support a cost budget (costs_N / cost_budget); "
                                    "use multilabel_bald with cost_aware=True instead")
-    seed = 0 if generator is None else int(torch.randint(0, 2**62, (1,), generator=generator))
-    picked = multilabel_batchbald(predictions, batch_size, max_configurations=max_configurations,
-                                  num_samples=num_samples, seed=seed, chunk_elements=chunk_elements, device=device)
-    return Selection(picked.indices, picked.scores, name)
+    draws = None if generator is None else torch.Generator().manual_seed(
+        int(torch.randint(0, 2**62, (1,), generator=generator)))
+    kept_M = None
+    if prefilter is not None and prefilter < predictions.shape[0]:
+        # the gain of an item, I[y_n; w | y_A] <= I[y_n; w] <= its summed BALD: keep the highest
+        # (ties: the lower index), in index order
+        order = torch.sort(multilabel_bald(predictions), descending=True, stable=True).indices
+        kept_M = order[:prefilter].sort().values.cpu()
+        predictions = predictions[kept_M]
+    picked = multilabel_batchbald(predictions, batch_size, num_configurations=num_configurations,
+                                  max_exact_configs=max_exact_configs, generator=draws,
+                                  chunk_elements=chunk_elements, chunk_size=chunk_size, device=device,
+                                  progress=progress)
+    indices = picked.indices if kept_M is None else kept_M[picked.indices]
+    return Selection(indices, picked.scores, name)
+
+
+def _check_batchbald_options(options: dict[str, Any], call: CheckedCall) -> dict[str, Any]:
+    """``prefilter`` keeps at least a batch (as for ``batchbald``)."""
+    if options.get("prefilter") is not None:
+        prefilter = check_positive_int(options["prefilter"], "prefilter")
+        if prefilter < call.batch_size:
+            raise InvalidArgumentError(
+                f"prefilter must be >= batch_size={call.batch_size} (candidates for the batch), got {prefilter}"
+            )
+        options["prefilter"] = prefilter
+    return options
 
 
 def _register() -> None:
@@ -106,7 +149,9 @@ def _register() -> None:
     if "multilabel_power_bald" not in known:
         register_strategy("multilabel_power_bald", stochastic_strategy(multilabel_bald, "power"))
     if "multilabel_batchbald" not in known:
-        register_strategy("multilabel_batchbald", _batchbald_strategy)
+        register_strategy("multilabel_batchbald", _batchbald_strategy, option_check=_check_batchbald_options,
+                          renamed_options={"num_samples": "num_configurations",
+                                           "max_configurations": "max_exact_configs"})
     if "multilabel_badge" not in known:
         register_strategy("multilabel_badge", _badge_strategy, inputs=("log_probs", "features"), mean_only=True)
 
