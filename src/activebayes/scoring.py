@@ -85,7 +85,7 @@ from activebayes.acquisition.streaming import (
 from activebayes.data.dataset import as_index_tensor
 from activebayes.errors import InvalidArgumentError, InvalidIndexError, InvalidTypeError
 from activebayes.models import FunctionSampler, SAMPLING_MODES, mc_dropout_layers, predict_log_probs, resample_masks
-from activebayes.models.posterior import SampledFunctions
+from activebayes.models.posterior import Posterior, SampledFunctions
 from activebayes.models.predict import hold_functions
 
 __all__ = [
@@ -322,7 +322,7 @@ def _hold_masks(model: nn.Module, mask_generator: torch.Generator | int | None, 
 
 
 def score_pool(
-    model: nn.Module,
+    model: nn.Module | Posterior,
     dataset: object,
     candidates_N: object,
     strategy: str,
@@ -333,7 +333,7 @@ def score_pool(
     selection_seed: int,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     predict_batch_size: int = 512,
-    sampling: str = "batched",
+    sampling: str | None = None,
     device: Device = None,
     costs_N: Tensor | None = None,
     cost_budget: float | None = None,
@@ -368,7 +368,13 @@ def score_pool(
       ``strategy_inputs``, seeded with ``torch.Generator().manual_seed(selection_seed)``.
 
     Args:
-        model: an ``nn.Module`` with consistent MC dropout, or an ensemble.
+        model: an ``nn.Module`` with consistent MC dropout, or an ensemble; or a
+            :class:`~activebayes.models.Posterior` (a network posterior, an adapter's:
+            scikit-learn, Lightning, Hugging Face), whose :attr:`~activebayes.models.Posterior.module`
+            is what runs: ``score_pool(posterior, ...)`` is ``score_pool(posterior.module,
+            ...)`` with the posterior's ``sampling`` (if it has one, as the loop passes it).
+            ``num_samples`` is passed as given: ``None`` for a posterior with a fixed
+            ``num_functions`` (an ensemble, a scikit-learn posterior), as the loop does.
         dataset: a dataset whose ``inputs`` support ``len()`` and ``inputs[index
             tensor] -> float tensor [n, ...]`` (in memory or memory-mapped), or an
             input tensor ``[N_all, ...]``.
@@ -380,11 +386,31 @@ def score_pool(
         mask_generator: fixes the K functions once for the whole pool:
             ``resample_masks(model, generator=mask_generator)`` (an int is the mask seed
             itself); ``None`` keeps the masks the model holds.
-        selection_seed: seeds the keyed noise (stochastic, random) and BatchBALD's
-            sampled configurations.
+        selection_seed: an int seeding every random choice of the selection. It is **not**
+            the stream of :func:`~activebayes.acquisition.select`'s ``generator=selection_seed``
+            (that is ``torch.Generator().manual_seed(mix_seed(selection_seed))``, drawn in
+            pool order), so the two pick different batches for a strategy that draws:
+
+            - ``random`` and the stochastic strategies (``power_bald``, ``softmax_entropy``,
+              ...) use noise keyed by ``(selection_seed, original index)``
+              (:func:`activebayes._seeding.keyed_uniform`; Gumbel noise ``-log(-log u)``), the
+              same whatever the chunking; no generator passed to ``select`` reproduces it.
+              The ``random`` batch is the top ``batch_size`` of
+              ``keyed_uniform(selection_seed, candidates)`` (ties to the lower index).
+            - Every other strategy that draws (BatchBALD, BADGE, EPIG, typicality, one of
+              your own without a plan) draws from
+              ``torch.Generator().manual_seed(selection_seed)``: ``select(predictions of the
+              sorted candidates, strategy, batch_size,
+              generator=torch.Generator().manual_seed(selection_seed), ...)`` picks the same
+              items (as positions in the sorted candidates; for BatchBALD when
+              ``prefilter >= N``), while ``select(..., generator=selection_seed)`` does not.
+
+            The loop's recorded runs are replayed from these streams, so they stay as they are.
         chunk_size: items read, predicted and scored at a time.
         predict_batch_size: items per forward pass inside a chunk.
-        sampling: ``"batched"`` or ``"sequential"`` (see ``predict_log_probs``).
+        sampling: ``"batched"`` or ``"sequential"`` (see ``predict_log_probs``); ``None``
+            (the default): the posterior's own ``sampling`` when ``model`` is a posterior that
+            has one (``as_posterior(net, sampling="sequential")``), else ``"batched"``.
         device: predict and score there (e.g. ``"cuda"``); results on the CPU.
         costs_N: per-candidate labelling cost (in the order of ``candidates_N``);
             option ``cost_aware=True`` ranks by score per unit cost.
@@ -404,8 +430,7 @@ def score_pool(
         dataset indices** in pick order and ``scores`` the scores at pick time (for
         BatchBALD the joint mutual information of the batch so far).
     """
-    if not isinstance(model, nn.Module):
-        raise InvalidTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    model, sampling = _pool_module(model, sampling)
     entry = get_strategy(strategy)
     inputs = pool_inputs(dataset)
     indices_N, costs, order_N = _check_candidates(candidates_N, costs_N, len(inputs))
@@ -424,6 +449,25 @@ def score_pool(
         rows = executor.run(model, inputs, indices_N, costs, plan.work, spec=spec, chunk_size=chunk_size,
                             progress=progress, description=f"{plan.description} ({request.N:,} items)")
     return plan.finish(rows)
+
+
+def _pool_module(model: object, sampling: str | None) -> tuple[nn.Module, str]:
+    """The module :func:`score_pool` runs (``model`` or a posterior's ``.module``) and its sampling mode."""
+    if isinstance(model, nn.Module):
+        return model, "batched" if sampling is None else sampling
+    if isinstance(model, Posterior):
+        module = model.module
+        if not isinstance(module, nn.Module):
+            raise InvalidTypeError(
+                f"model is a posterior ({type(model).__name__}) whose .module is a {type(module).__name__}, not a "
+                "torch.nn.Module: score_pool runs the module chunk by chunk; give the posterior an nn.Module (a "
+                "FunctionSampler for K functions of its own), or pass one as model"
+            )
+        return module, getattr(model, "sampling", "batched") if sampling is None else sampling
+    raise InvalidTypeError(
+        "model must be a torch.nn.Module or an activebayes Posterior (module, num_functions, fit, log_probs, "
+        f"features), got {type(model).__name__}"
+    )
 
 
 def _check_predict_spec(

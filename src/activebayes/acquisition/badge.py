@@ -36,6 +36,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from activebayes._seeding import as_generator
 from activebayes._validation import Device, check_log_probs, check_positive_int, log_probs_tolerance
 from activebayes.acquisition._chunks import check_chunk_sums, iter_chunks, resolve_device, rows_per_chunk
 from activebayes.acquisition._features import check_features
@@ -101,7 +102,7 @@ def badge(
     features_N_D: Tensor,
     batch_size: int,
     *,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | int | None = None,
     costs_N: Tensor | None = None,
     cost_budget: float | None = None,
     plan: BudgetPlan | None = None,
@@ -115,7 +116,10 @@ def badge(
         features_N_D: penultimate features ``h`` of the pool items ``[N, D]`` (the
             input of the last ``nn.Linear``).
         batch_size: picks, ``1 <= batch_size <= N``.
-        generator: seeds the ``D^2`` draws (CPU generator; one uniform per pick).
+        generator: seeds the ``D^2`` draws (one uniform per pick): a CPU
+            ``torch.Generator``, an int seed (``torch.Generator().manual_seed(mix_seed(seed))``,
+            as :func:`~activebayes.acquisition.select` does, so ``badge(..., generator=7)`` is
+            ``select(..., "badge", generator=7)``), or ``None`` for torch's global generator.
         costs_N: optional per-item labelling costs ``[N]`` (with ``cost_budget``): items that
             no longer fit are not drawn; the batch may be smaller.
         cost_budget: total labelling cost (with ``costs_N``).
@@ -133,6 +137,8 @@ def badge(
     torch.Size([3])
     """
     check_log_probs(log_probs_N_K_C, values=False)
+    if generator is not None:  # an int is a seed; a wrong type is named here, not deep in torch
+        generator = as_generator(generator, "generator")
     N = int(log_probs_N_K_C.shape[0])
     features = check_features(features_N_D, "features_N_D", N)
     batch_size = check_positive_int(batch_size, "batch_size")
@@ -152,7 +158,7 @@ def badge_from_factors(
     features_N_D: Tensor,
     batch_size: int,
     *,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | int | None = None,
     plan: BudgetPlan | None = None,
     device: Device = None,
 ) -> Selection:
@@ -161,7 +167,18 @@ def badge_from_factors(
     ``badge(log_probs_N_K_C, features_N_D, ...)`` equals
     ``badge_from_factors(loss_gradient_factors(log_probs_N_K_C), features_N_D, ...)``
     for the same generator; this form needs ``C`` numbers per item instead of ``K × C``.
+
+    Args:
+        factors_N_C: the gradient factors ``p̄ - e_ŷ`` ``[N, C]``.
+        features_N_D: penultimate features ``h`` ``[N, D]``.
+        batch_size: picks, ``1 <= batch_size <= N``.
+        generator: seeds the ``D^2`` draws, as in :func:`badge`: a CPU ``torch.Generator``,
+            an int seed, or ``None`` for torch's global generator.
+        plan: an optional cost budget (one cost per item).
+        device: compute the distances there; results on the CPU.
     """
+    if generator is not None:
+        generator = as_generator(generator, "generator")
     if not isinstance(factors_N_C, Tensor) or factors_N_C.ndim != 2 or not factors_N_C.is_floating_point():
         got = f"{factors_N_C.dtype} {tuple(factors_N_C.shape)}" if isinstance(factors_N_C, Tensor) else type(factors_N_C).__name__
         raise InvalidArgumentError(f"factors_N_C must be a float tensor [N, C], got {got}")

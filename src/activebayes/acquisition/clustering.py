@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from activebayes._seeding import as_generator
 from activebayes._validation import check_positive_int
 from activebayes.acquisition._chunks import iter_chunks
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
@@ -61,7 +62,7 @@ def d2_seeding(
     sq_distances_to: Callable[[int], Tensor],
     *,
     first: int | None,
-    generator: torch.Generator | None,
+    generator: torch.Generator | int | None,
     eligible: Callable[[list[int]], Tensor | None] | None = None,
 ) -> tuple[list[int], list[float]]:
     """``D^2`` seeding of ``k`` distinct items out of ``N``; returns ``(picks, D^2 at each pick)``.
@@ -71,8 +72,12 @@ def d2_seeding(
     uniformly. ``eligible(picks_so_far)`` may return a bool ``[N]`` mask of items that
     may still be picked (a labelling budget), or ``None`` for all; when no item is
     eligible the seeding stops early. The first pick has no earlier centre: its
-    ``D^2`` is reported as ``nan`` (BADGE reports ``|g|^2`` there).
+    ``D^2`` is reported as ``nan`` (BADGE reports ``|g|^2`` there). ``generator``: a CPU
+    ``torch.Generator``, an int seed (:func:`activebayes._seeding.as_generator`, as
+    :func:`~activebayes.acquisition.select` reads it) or ``None`` (torch's global generator).
     """
+    if generator is not None:
+        generator = as_generator(generator, "generator")
     chosen_N = torch.zeros(N, dtype=torch.bool)
     picks: list[int] = []
     d2_at_pick: list[float] = []
@@ -136,15 +141,24 @@ def _sq_distances(points_N_D: Tensor, norms_N: Tensor, centres_k_D: Tensor) -> T
 
 
 def kmeans_plus_plus(
-    points_N_D: Tensor, k: int, *, generator: torch.Generator | None = None
+    points_N_D: Tensor, k: int, *, generator: torch.Generator | int | None = None
 ) -> list[int]:
     """Indices of ``k`` distinct k-means++ centres among the rows of ``points_N_D`` (first uniform).
+
+    Args:
+        points_N_D: the points ``[N, D]``.
+        k: centres, ``1 <= k <= N``.
+        generator: seeds the draws: a CPU ``torch.Generator``, an int seed (as
+            :func:`~activebayes.acquisition.select` reads one: ``torch.Generator().manual_seed(mix_seed(seed))``),
+            or ``None`` for torch's global generator.
 
     >>> x = torch.tensor([[0.0], [0.1], [10.0], [10.1]])
     >>> sorted(i // 2 for i in kmeans_plus_plus(x, 2, generator=torch.Generator().manual_seed(0)))
     [0, 1]
     """
     points = _points(points_N_D, "points_N_D")
+    if generator is not None:  # an int is a seed; a wrong type is named here, not deep in torch
+        generator = as_generator(generator, "generator")
     N = points.shape[0]
     k = check_positive_int(k, "k")
     if k > N:
@@ -160,7 +174,7 @@ def kmeans(
     points_N_D: Tensor,
     k: int,
     *,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | int | None = None,
     max_iter: int = 100,
     device: torch.device | str | None = None,
 ) -> KMeansResult:
@@ -169,7 +183,10 @@ def kmeans(
     Args:
         points_N_D: the points ``[N, D]``.
         k: clusters, ``1 <= k <= N``.
-        generator: seeds the k-means++ seeding (CPU generator).
+        generator: seeds the k-means++ seeding: a CPU ``torch.Generator``, an int seed
+            (as :func:`~activebayes.acquisition.select` reads one:
+            ``torch.Generator().manual_seed(mix_seed(seed))``), or ``None`` for torch's
+            global generator.
         max_iter: at most this many assignment steps.
         device: compute there (the points are copied there in float64).
 
@@ -179,6 +196,8 @@ def kmeans(
     True
     """
     points = _points(points_N_D, "points_N_D")
+    if generator is not None:  # an int is a seed; a wrong type is named here, not deep in torch
+        generator = as_generator(generator, "generator")
     N, D = points.shape
     k = check_positive_int(k, "k")
     if k > N:

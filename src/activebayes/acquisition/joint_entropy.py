@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from activebayes._seeding import as_generator
 from activebayes._validation import check_log_probs, check_positive_int, renamed_keyword
 
 __all__ = [
@@ -102,16 +103,20 @@ def _sample_classes(probs_K_C: Tensor, samples_M: Tensor, generator: torch.Gener
 
 
 def sample_configurations(
-    log_probs_B_K_C: Tensor, num_configurations: int, *, generator: torch.Generator | None = None
+    log_probs_B_K_C: Tensor, num_configurations: int, *, generator: torch.Generator | int | None = None
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Draw configurations of B labels from ``q(m) = 1/K Σ_k P_k(m)``.
 
     The function sample ``k`` is stratified (each ``k`` equally often, so
     ``M = K * ceil(num_configurations / K)`` draws), then ``c_i ~ p_k(i, ·)`` independently.
+    ``generator``: a CPU ``torch.Generator``, an int seed (as :func:`joint_entropy`) or
+    ``None`` (torch's global generator).
 
     Returns ``(classes_M_B, samples_M, log_joint_M_K)``: the drawn classes, the
     function sample of each draw and ``log P_k(m)`` (float64) for every k.
     """
+    if generator is not None:
+        generator = as_generator(generator, "generator")
     B, K, C = log_probs_B_K_C.shape
     M = K * math.ceil(num_configurations / K)
     device = log_probs_B_K_C.device
@@ -155,7 +160,7 @@ def joint_entropy(
     log_probs_B_K_C: Tensor,
     *,
     num_configurations: int | None = None,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | int | None = None,
     num_samples: int | None = None,
 ) -> float:
     r"""Joint entropy ``H[y_1..y_B]`` (nats) of B labels under the K-sample mixture.
@@ -165,11 +170,25 @@ def joint_entropy(
     (standard error about ``std(-log q) / sqrt(M)``). ``num_samples`` is its deprecated
     name (a ``DeprecationWarning``; removed in the next release).
 
+    Args:
+        log_probs_B_K_C: the B labels' predictions ``[B, K, C]``.
+        num_configurations: ``None`` for the exact entropy, else M sampled configurations.
+        generator: seeds the sampled configurations (unused when exact): a CPU
+            ``torch.Generator``, an int seed (``torch.Generator().manual_seed(mix_seed(seed))``,
+            the convention of :func:`~activebayes.acquisition.select`), or ``None`` for
+            torch's global generator.
+        num_samples: deprecated name of ``num_configurations``.
+
+    Returns:
+        The joint entropy in nats.
+
     >>> lp = torch.log(torch.tensor([[[0.5, 0.5]], [[0.5, 0.5]]], dtype=torch.float64))
     >>> round(joint_entropy(lp), 6) == round(2 * math.log(2), 6)
     True
     """
     check_log_probs(log_probs_B_K_C, "log_probs_B_K_C")
+    if generator is not None:  # an int is a seed; a wrong type is named here, not deep in torch
+        generator = as_generator(generator, "generator")
     num_configurations = renamed_keyword(num_configurations, num_samples, "num_configurations", "num_samples", None)
     if num_configurations is None:
         return WeightedConfigurations.from_log_joint(exact_log_joint(log_probs_B_K_C), None).entropy

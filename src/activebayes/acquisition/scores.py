@@ -25,6 +25,7 @@ import math
 import torch
 from torch import Tensor
 
+from activebayes._seeding import as_generator
 from activebayes._validation import Device, check_finite, check_ndim, check_positive_int, check_tensor
 from activebayes.acquisition._chunks import clamp_log, iter_chunks, map_log_probs, resolve_device, rows_per_chunk
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
@@ -307,18 +308,27 @@ def predictive_variance(
 
 
 def random_scores(
-    N: int, *, generator: torch.Generator | None = None, device: Device = None
+    N: int, *, generator: torch.Generator | int | None = None, device: Device = None
 ) -> Tensor:
     """Uniform random scores in ``[0, 1)`` (float64, shape ``[N]``): top-k of them is a random batch.
 
-    Seeded through ``generator`` (a CPU ``torch.Generator``; ``None`` uses torch's
-    global generator). Drawn on the CPU, then moved to ``device``, so the same seed
-    gives the same scores on every device.
+    Drawn on the CPU, then moved to ``device``, so the same seed gives the same scores
+    on every device.
+
+    Args:
+        N: the number of scores (pool items), ``N >= 1``.
+        generator: a CPU ``torch.Generator``, an int seed
+            (``torch.Generator().manual_seed(mix_seed(seed))``, as
+            :func:`~activebayes.acquisition.select` reads one), or ``None`` for torch's
+            global generator.
+        device: where the scores are returned.
 
     >>> g = torch.Generator().manual_seed(0)
     >>> random_scores(3, generator=g).shape
     torch.Size([3])
     """
     N = check_positive_int(N, "N")
+    if generator is not None:  # an int is a seed; a wrong type is named here, not deep in torch
+        generator = as_generator(generator, "generator")
     scores_N = torch.rand(N, generator=generator, dtype=torch.float64)
     return scores_N if device is None else scores_N.to(device)

@@ -1014,6 +1014,12 @@ def select(
         generator: seeds every random choice (random, stochastic, BatchBALD's sampled
             configurations, EPIG's sampled targets, BADGE's and k-means' seeding): a
             ``torch.Generator`` or an int seed; ``None`` uses torch's global generator.
+            An int ``seed`` stands for ``torch.Generator().manual_seed(mix_seed(seed))``
+            (:mod:`activebayes._seeding`). That is not the stream of
+            :func:`~activebayes.scoring.score_pool`'s ``selection_seed``: there, random and
+            stochastic strategies use noise keyed by ``(seed, original index)``, which no
+            generator reproduces, and the other strategies ``torch.Generator().manual_seed(seed)``;
+            pass that generator here to get ``score_pool``'s picks.
         costs_N: optional per-item labelling cost (``[N]``, >= 0), with ``cost_budget``.
         cost_budget: total labelling cost: items are taken in the strategy's order, skipping
             those that no longer fit; the total never exceeds ``cost_budget`` (fewer picks possible).

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from activebayes._seeding import as_generator
 from activebayes._validation import Device, check_positive_int
 from activebayes.acquisition._chunks import iter_chunks
 from activebayes.acquisition._features import check_features
@@ -263,7 +264,7 @@ def typicality(
     labelled_features_L_D: Tensor,
     batch_size: int,
     *,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | int | None = None,
     num_neighbors: int = NUM_NEIGHBORS,
     min_cluster_size: int = MIN_CLUSTER_SIZE,
     max_clusters: int = MAX_CLUSTERS,
@@ -281,7 +282,11 @@ def typicality(
         labelled_features_L_D: representation of the L labelled items ``[L, D]``
             (``L = 0`` allowed: the first round).
         batch_size: picks, ``1 <= batch_size <= N``.
-        generator: seeds k-means' k-means++ seeding (CPU generator).
+        generator: seeds k-means' k-means++ seeding: a CPU ``torch.Generator``, an int
+            seed (``torch.Generator().manual_seed(mix_seed(seed))``, as
+            :func:`~activebayes.acquisition.select` does, so ``typicality(..., generator=7)``
+            is ``select(..., "typicality", generator=7)``), or ``None`` for torch's global
+            generator.
         num_neighbors: k of the typicality (capped at half the cluster's unlabelled items).
         min_cluster_size: clusters of at most this many items are used only when no
             larger one has items left.
@@ -305,6 +310,8 @@ def typicality(
     >>> sorted(int(i) // 30 for i in picks.indices)  # one per blob
     [0, 1, 2]
     """
+    if generator is not None:  # an int is a seed; a wrong type is named here, not deep in torch
+        generator = as_generator(generator, "generator")
     pool = check_features(features_N_D, "features_N_D", None)
     N, D = pool.shape
     if N == 0:
