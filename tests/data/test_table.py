@@ -178,6 +178,20 @@ def test_identity_is_content_not_position():
     assert a.index_of(a.item_ids[3]) == 3
 
 
+def test_identical_rows_with_different_labels_warn_that_only_their_order_tells_them_apart():
+    rows = [{"x": 1.0, "y": "a"}, {"x": 2.0, "y": "b"}, {"x": 1.0, "y": "b"}, {"x": 2.0, "y": "b"}]
+    with pytest.warns(UserWarning, match=r"1 group\(s\) of rows have identical content but different labels "
+                                         r"\(row 1: 'a', row 3: 'b'\).*id_column"):
+        load_table(rows, feature_columns=["x"], label_column="y")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # copies that agree, and copies told apart by an id, are fine
+        load_table(rows[1:], feature_columns=["x"], label_column="y")
+        load_table([{**r, "id": i} for i, r in enumerate(rows)], feature_columns=["x"], label_column="y",
+                   id_column="id")
+
+
 def test_cache_by_content_and_memmap(tmp_path):
     calls = []
 

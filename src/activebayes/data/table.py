@@ -37,7 +37,8 @@ found). ``multilabel=True`` reads each cell as a set of classes separated by
 ``id_column`` (ids must be unique), or else ``"sha256:"`` + the first 16 hex digits
 of the sha256 of the row's input content (the text, or the feature columns as
 canonical JSON; the label is not part of it), with ``"~2"``, ``"~3"``, ... appended
-to the second, third, ... copy of identical content.
+to the second, third, ... copy of identical content. Such copies are told apart only by
+their order, so identical rows with different labels give a warning: give them an id column.
 
 Example:
     >>> pool = load_table([{"x": 1.0, "colour": "red", "y": "a"}, {"x": 3.0, "colour": "blue", "y": "b"}],
@@ -245,6 +246,26 @@ def _warn_if_sets(source: str, column: str, labels: Sequence[str], separator: st
                   f"separated by {separator!r} (e.g. {example!r}), but the table is read as single-label, so "
                   f"each combination is a class of its own ({len(names)} classes); for several classes per row "
                   "pass multilabel=True (--multilabel)", UserWarning, stacklevel=3)
+
+
+def _warn_if_copies_disagree(source: str, column: str, ids: Sequence[str], answers: Sequence[Sequence[str]]) -> None:
+    """Warn when rows of identical content (told apart only by their order: ``X``, ``X~2``) carry
+    different labels: reordering the file would then swap their labels."""
+    rows_of: dict[str, list[int]] = {}
+    for n, item in enumerate(ids, start=1):
+        rows_of.setdefault(item.split("~", 1)[0], []).append(n)
+    clashes = [rows for rows in rows_of.values()
+               if len(rows) > 1 and len({tuple(sorted(answers[n - 1])) for n in rows}) > 1]
+    if not clashes:
+        return
+    rows = clashes[0]
+    shown = ", ".join(f"row {n}: {'|'.join(answers[n - 1])!r}" for n in rows[:3])
+    import warnings
+
+    warnings.warn(f"{source}: column {column!r}: {len(clashes)} group(s) of rows have identical content but "
+                  f"different labels ({shown}); without an id column such copies are told apart only by their "
+                  "order, so reordering the file would swap their labels: give each row an id (id_column, "
+                  "--id-column)", UserWarning, stacklevel=3)
 
 
 @dataclass
@@ -611,6 +632,8 @@ def load_table(
                                     "(--multilabel)")
                 labels = [str(value).strip()]
             answers.append(labels)
+        if id_column is None:
+            _warn_if_copies_disagree(source, label_column, ids, answers)
         if classes is None:
             class_names = tuple(sorted({label for labels in answers for label in labels}))
             if not multilabel:
