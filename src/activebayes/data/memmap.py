@@ -51,6 +51,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -62,7 +63,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .._io import _current_umask, _fsync_dir, atomic_write_text
+from .._io import (NpyWriter, _current_umask, _fsync_dir, atomic_write_text, ensure_folder, pid_alive,
+                   renamed_error)
 from ._core import DataError, MissingSplitError
 from .dataset import ArrayDataset
 from .image_folder import PixelStats
@@ -372,7 +374,11 @@ class MemmapWriter:
 
     Everything goes into a temporary folder next to ``destination`` that is
     renamed into place by :meth:`finish`; on any error (or :meth:`abort`) it is
-    removed and ``destination`` is untouched. Chunks must come in row order; the
+    removed and ``destination`` is untouched. The temporary folders of writers
+    of the same ``destination`` that were killed mid-way are removed as a new
+    one starts. ``inputs.npy`` is written with ordinary writes into space
+    reserved up front, so a full disk is an :class:`OSError` naming
+    ``destination`` (never a ``SIGBUS``), as every other error of the file system is. Chunks must come in row order; the
     content sha256 and the pixel statistics are accumulated as they pass, so the
     pool is never held in memory.
 
@@ -395,13 +401,23 @@ class MemmapWriter:
             raise InvalidArgumentError(f"n_items must be an int >= 0, got {n_items!r}")
         self.n_items = n_items
         self.item_shape = item_shape
-        self.destination.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(dir=self.destination.parent, prefix=f".{self.destination.name}.",
-                                         suffix=".tmp"))
+        ensure_folder(self.destination.parent)
+        _remove_stale_temps(self.destination)
+        try:
+            self.tmp = Path(tempfile.mkdtemp(dir=self.destination.parent, prefix=_temp_prefix(self.destination),
+                                             suffix=_TEMP_SUFFIX))
+        except OSError as error:  # a read-only or full disk: name the folder the user gave, not ours
+            if error.errno is not None:
+                error.filename, error.filename2 = str(self.destination), None
+            raise
         try:
             os.chmod(self.tmp, 0o777 & ~_current_umask())
-            self._array = np.lib.format.open_memmap(self.tmp / INPUTS_FILE, mode="w+", dtype=np.uint8,
-                                                    shape=(n_items, *item_shape))
+            # ordinary writes into space reserved up front: a full disk is an OSError (ENOSPC)
+            # here, never the SIGBUS that kills a process writing through a memory map
+            self._inputs = NpyWriter(self.tmp / INPUTS_FILE, dtype=np.uint8, shape=(n_items, *item_shape))
+        except OSError as error:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise self._named(error) from None
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)
             raise
@@ -421,8 +437,10 @@ class MemmapWriter:
         if self.written + n > self.n_items:
             raise InvalidArgumentError(f"more rows than n_items = {self.n_items}: {self.written} + {n}")
         pixels = np.ascontiguousarray(pixels)
-        self._array[self.written : self.written + n] = pixels
-        _release(self._array, self.written, self.written + n)
+        try:
+            self._inputs.write(pixels)
+        except OSError as error:
+            raise self._named(error) from None
         self._digest.update(pixels)
         self.stats.update(pixels)
         self.written += n
@@ -461,8 +479,7 @@ class MemmapWriter:
                 if not (math.isfinite(mean) and math.isfinite(std) and std > 0):
                     raise InvalidArgumentError(f"normalization must be finite (mean, std) with std > 0, got {normalization!r}")
                 normalization = (mean, std)
-            self._array.flush()
-            del self._array
+            self._inputs.close()
             targets_dtype = targets_sha = None
             if targets is not None:
                 labels = _labels_array(targets, self.n_items, len(class_names))
@@ -496,6 +513,10 @@ class MemmapWriter:
                 _fsync_file(file)
             _fsync_dir(self.tmp)
             _move_into_place(self.tmp, self.destination)
+            del self._inputs
+        except OSError as error:
+            self.abort()
+            raise self._named(error) from None
         except BaseException:
             self.abort()
             raise
@@ -503,8 +524,15 @@ class MemmapWriter:
 
     def abort(self) -> None:
         """Remove the temporary folder (``destination`` stays as it was)."""
-        self.__dict__.pop("_array", None)
+        inputs = self.__dict__.pop("_inputs", None)
+        if inputs is not None:
+            inputs.discard()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _named(self, error: OSError) -> OSError:
+        """``error`` naming ``destination`` (the folder the user gave), not the temporary folder:
+        ``mm: no space left on device``, not ``.mm.123.x1y2.tmp/inputs.npy``."""
+        return renamed_error(error, self.tmp, self.destination)
 
     def __enter__(self) -> MemmapWriter:
         return self
@@ -512,6 +540,35 @@ class MemmapWriter:
     def __exit__(self, exc_type: object, *_: object) -> None:
         if exc_type is not None:
             self.abort()
+
+
+_TEMP_SUFFIX = ".tmp"
+
+
+def _temp_prefix(destination: Path) -> str:
+    """The start of the temporary folder's name: ``.NAME.PID.`` (``mkdtemp`` adds 8 random
+    characters and :data:`_TEMP_SUFFIX`); the pid tells a dead writer's folder from a live one's."""
+    return f".{destination.name}.{os.getpid()}."
+
+
+def _remove_stale_temps(destination: Path) -> None:
+    """Remove the temporary folders that writers of ``destination`` killed mid-way left behind
+    (SIGKILL, a power cut): exactly ``.NAME.PID.XXXXXXXX.tmp`` next to it, of a pid that is
+    not running on this machine. Anything else (another name, a live writer's folder, a link)
+    is left alone."""
+    pattern = re.compile(rf"\.{re.escape(destination.name)}\.([0-9]+)\.[a-z0-9_]{{8}}{re.escape(_TEMP_SUFFIX)}")
+    try:
+        entries = list(os.scandir(destination.parent))
+    except OSError:
+        return
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        try:
+            if match is None or not entry.is_dir(follow_symlinks=False) or pid_alive(int(match.group(1))):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def check_destination(destination: Path, *, overwrite: bool) -> None:

@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from activebayes._io import atomic_write_text
+from activebayes._io import atomic_write_text, ensure_folder, renamed_error
 from activebayes._validation import check_choice
 from activebayes.data import ArrayDataset, MissingSplitError, dataset_contents, image_folder, load_dataset
 from activebayes.data.table import ALL_OTHER_COLUMNS, read_table_rows, resolve_feature_columns
@@ -125,7 +125,11 @@ class LabellingProject:
         missing_parents = [p for p in reversed(target.parents) if not p.exists()]
         staging = target.parent / f".{target.name}.creating-{secrets.token_hex(4)}"
         try:
-            staging.mkdir(parents=True)
+            try:  # a read-only or full disk, a file on the way: name the folder the user gave, not ours
+                ensure_folder(target.parent)
+                staging.mkdir()
+            except OSError as error:
+                raise renamed_error(error, staging, target) from None
             skipped: list[tuple[str, str]] = []
             dataset, files, table = cls._load_source(config, staging, progress=progress, skipped=skipped)
             # a built-in dataset of label sets (mnist_pairs) makes a multi-label project, stored so
@@ -146,11 +150,13 @@ class LabellingProject:
             if target.exists():
                 target.rmdir()  # an empty folder: replaced by the finished project
             os.rename(staging, target)
-        except BaseException:
+        except BaseException as error:
             shutil.rmtree(staging, ignore_errors=True)
             for parent in reversed(missing_parents):
                 with contextlib.suppress(OSError):
                     parent.rmdir()
+            if isinstance(error, OSError) and error.filename is not None:  # a file inside the staging
+                raise renamed_error(error, staging, target) from None  # folder: named inside target
             raise
         store = LabelStore.open(target / STORE_FILE)
         _note_skipped(store, skipped)

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from activebayes._io import NpyWriter, ensure_folder, pid_alive, renamed_error
 from activebayes._validation import check_positive_int
 from activebayes.data.lazy import LazyInputs
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
@@ -375,27 +376,64 @@ def _encode_pool(frozen: FrozenEncoder, inputs: Any, key: str, path: Path | None
 
     data = _Inputs(inputs)
     run_device = next((t.device for t in frozen.parameters()), torch.device(device or "cpu"))
-    out: np.ndarray | None = None
-    tmp = None
-    for start, end, x in data.chunks(batch_size):
-        features = frozen(x.to(run_device)).cpu().numpy()
-        if out is None:
-            shape = (len(data), features.shape[1])
-            if path is None:
-                out = np.empty(shape, dtype=np.float32)
-            else:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
-                out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=shape)
-        out[start:end] = features
-    assert out is not None
     if path is None:
+        out: np.ndarray | None = None
+        for start, end, x in data.chunks(batch_size):
+            features = frozen(x.to(run_device)).cpu().numpy()
+            if out is None:
+                out = np.empty((len(data), features.shape[1]), dtype=np.float32)
+            out[start:end] = features
+        assert out is not None
         result = torch.from_numpy(out)
         _MEMORY_CACHE[key] = result
         while len(_MEMORY_CACHE) > _MEMORY_CACHE_ENTRIES:
             _MEMORY_CACHE.popitem(last=False)
         return result
-    out.flush()  # type: ignore[union-attr]
-    del out
-    os.replace(tmp, path)
+    ensure_folder(path.parent)
+    _remove_stale_temps(path)
+    tmp = path.with_suffix(f".{os.getpid()}{_TEMP_SUFFIX}")
+    writer: NpyWriter | None = None
+    try:
+        for _, _, x in data.chunks(batch_size):
+            features = frozen(x.to(run_device)).cpu().numpy()
+            if writer is None:
+                # ordinary writes into space reserved up front: a full disk is an OSError
+                # (ENOSPC) here, never the SIGBUS of a write through a memory map
+                writer = NpyWriter(tmp, dtype=np.float32, shape=(len(data), features.shape[1]))
+            writer.write(features)
+        assert writer is not None
+        writer.close()
+        os.replace(tmp, path)
+    except OSError as error:
+        if writer is not None:
+            writer.discard()
+        tmp.unlink(missing_ok=True)
+        raise renamed_error(error, tmp, path) from None
+    except BaseException:  # an encoder error, Ctrl-C: no full-size temporary file is left behind
+        if writer is not None:
+            writer.discard()
+        tmp.unlink(missing_ok=True)
+        raise
     return EmbeddingInputs(np.load(path, mmap_mode="r"))
+
+
+#: ``embeddings-<key>.<pid>`` + this: a cache file being written by process ``pid``
+_TEMP_SUFFIX = ".tmp.npy"
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Remove the temporary files of ``path`` left by writers that were killed mid-way (SIGKILL):
+    exactly ``<name>.<pid>.tmp.npy`` next to it, of a pid not running on this machine."""
+    pattern = re.compile(rf"{re.escape(path.stem)}\.([0-9]+){re.escape(_TEMP_SUFFIX)}")
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        try:
+            if match is None or not entry.is_file(follow_symlinks=False) or pid_alive(int(match.group(1))):
+                continue
+            os.unlink(entry.path)
+        except OSError:
+            continue

@@ -54,6 +54,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import io
 import json
 import math
 import os
@@ -68,7 +69,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from activebayes._io import atomic_write_with
+from activebayes._io import atomic_write_bytes, ensure_folder
 from activebayes._seeding import derive_seed, global_rng_seeded, make_generator
 from activebayes._threads import threads_for
 from activebayes._validation import check_nonnegative_float, check_positive_int
@@ -620,8 +621,7 @@ def train_encoder(
             state.seconds += time.perf_counter() - tic
             state.cpu_seconds += time.process_time() - cpu_tic
             if checkpoint_path is not None and state.epoch < config.epochs:
-                blob = _state_dict(state)
-                atomic_write_with(checkpoint_path, lambda handle: torch.save(blob, handle))
+                _save(_state_dict(state), checkpoint_path)
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}")
     encoder.eval()
@@ -737,13 +737,22 @@ class Representation:
         return self.encoder.feature_dim
 
 
+def _save(blob: Any, path: Path) -> None:
+    """``torch.save(blob)`` into memory, then atomically to ``path``: a full disk is then the
+    ``OSError`` (``ENOSPC``, naming ``path``) of an ordinary write, not the ``RuntimeError``
+    ("unexpected pos") that torch's zip writer makes of it when it writes the file itself."""
+    buffer = io.BytesIO()
+    torch.save(blob, buffer)
+    atomic_write_bytes(path, buffer.getbuffer())
+
+
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """An exclusive advisory lock on ``path`` (POSIX); a no-op elsewhere."""
     if fcntl is None:
         yield
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_folder(path.parent)
     with open(path, "a+b") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
@@ -873,8 +882,7 @@ def _train(
             "seconds": result.seconds,
             "cpu_seconds": result.cpu_seconds,
         }
-        blob = {"meta": json.dumps(meta, sort_keys=True), "encoder": encoder.state_dict()}
-        atomic_write_with(path, lambda handle: torch.save(blob, handle))
+        _save({"meta": json.dumps(meta, sort_keys=True), "encoder": encoder.state_dict()}, path)
         if partial is not None:
             partial.unlink(missing_ok=True)
     return Representation(

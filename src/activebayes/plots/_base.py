@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from activebayes._io import atomic_write_bytes
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 
@@ -72,7 +73,7 @@ def palette_png(data: bytes) -> bytes:
 
 
 def save_figure(fig: Any, path: str | os.PathLike[str], *, dpi: int = 100, palette: bool = True) -> Path:
-    """Write ``fig`` to ``path`` atomically: a temporary file in the same folder, then ``os.replace``.
+    """Write ``fig`` to ``path`` atomically: a temporary file in the same folder, fsynced, then ``os.replace``.
 
     A crash mid-write never leaves a truncated image at ``path``. The format comes
     from the suffix (PNG when there is none). Parent folders are created. A PNG is
@@ -87,17 +88,7 @@ def save_figure(fig: Any, path: str | os.PathLike[str], *, dpi: int = 100, palet
     """
     path = Path(path)
     fmt = path.suffix.lstrip(".").lower() or "png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        if fmt == "png" and palette:
-            buffer = io.BytesIO()
-            fig.savefig(buffer, format=fmt, dpi=dpi)
-            tmp.write_bytes(palette_png(buffer.getvalue()))
-        else:
-            fig.savefig(tmp, format=fmt, dpi=dpi)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=fmt, dpi=dpi)
+    data = palette_png(buffer.getvalue()) if fmt == "png" and palette else buffer.getvalue()
+    return atomic_write_bytes(path, data)  # temp file, fsync, rename: the project's one atomic writer
