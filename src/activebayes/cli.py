@@ -27,6 +27,7 @@ from typing import Any
 
 import click
 
+from activebayes import _progress
 from activebayes._threads import automatic_threads
 from activebayes._memory import keep_freed_memory
 from activebayes._validation import check_device, check_positive_int
@@ -142,11 +143,17 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise _Terminated()
 
 
+def _resume_command() -> str:
+    """``activebayes resume DIR``, with the ``--budget N`` the interrupted command was going to
+    (without it, resume would go on to the old budget, or refuse a run already raised)."""
+    budget = _current.get("budget")
+    return f"activebayes resume {_current['directory']}" + (f" --budget {budget}" if budget is not None else "")
+
+
 def _stopped_message(how: str) -> str:
-    directory = _current.get("directory")
-    if directory is None:
+    if _current.get("directory") is None:
         return how
-    return f"{how}; resume with `activebayes resume {directory}`"
+    return f"{how}; resume with `{_resume_command()}`"
 
 
 def _resume_hint() -> str:
@@ -155,7 +162,7 @@ def _resume_hint() -> str:
     directory = _current.get("directory")
     if directory is None or not (is_run(directory) or is_comparison(directory)):
         return ""
-    return f"; once there is space, resume with `activebayes resume {directory}`"
+    return f"; once there is space, resume with `{_resume_command()}`"
 
 
 def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -168,7 +175,10 @@ def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
         if threading.current_thread() is threading.main_thread():
             previous = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
-            return command(*args, **kwargs)
+            # ``--quiet``, or stderr not a terminal: no bars, also from steps deep inside (_progress)
+            bars = _progress.for_command(bool(kwargs.get("quiet")))
+            with _progress.default(bars):
+                return command(*args, **kwargs)
         except click.ClickException:
             raise
         except _USER_ERRORS as error:
@@ -507,7 +517,7 @@ def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int |
             click.echo(f"run: {schedule} on {name}, seed {config.seed}, "
                        f"{config.initial_size} -> {config.budget} labels, {config.batch_size} per round -> {path}")
 
-    result = run_experiment(config, path, progress=not quiet and not finished_before, executor=executor,
+    result = run_experiment(config, path, progress=_progress.shown() and not finished_before, executor=executor,
                             on_start=announce)
     _print_finished(result, path, finished_before=finished_before, quiet=quiet)
     _print_results(path)
@@ -594,7 +604,7 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
         path = root / base.dataset if len(bases) > 1 else root
         if not quiet:
             click.echo(f"compare: {', '.join(strategies)} x seeds {seed_list} on {base.dataset} -> {path}")
-        run_comparison(base, strategies, seed_list, path, progress=not quiet, executor=executor)
+        run_comparison(base, strategies, seed_list, path, progress=_progress.shown(), executor=executor)
         _print_comparison_table(path)
         _warn_if_only_the_cold_start_acquired(path, base)
         _print_results(path)
@@ -634,8 +644,9 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
         check_positive_int(budget, "--budget")
     runtime = {"device": check_device(device, "--device")}
     _current["directory"] = str(path)
+    _current["budget"] = budget
     if is_comparison(path):
-        resume_comparison(path, progress=not quiet, runtime=runtime, executor=executor, budget=budget)
+        resume_comparison(path, progress=_progress.shown(), runtime=runtime, executor=executor, budget=budget)
         _print_comparison_table(path)
     elif is_run(path):
         finished_before = budget is None and RunDirectory(path).is_finished()
@@ -645,7 +656,7 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
             name = Path(stored.table).stem if stored.table is not None else stored.dataset
             click.echo(f"resume: {schedule_name(stored)} on {name}, seed {stored.seed}, at "
                        f"{rounds[-1].n_labelled if rounds else 0} of {budget or stored.budget} labels -> {path}")
-        result = resume_experiment(path, progress=not quiet and not finished_before, runtime=runtime,
+        result = resume_experiment(path, progress=_progress.shown() and not finished_before, runtime=runtime,
                                    executor=executor, budget=budget)
         _print_finished(result, path, finished_before=finished_before, quiet=quiet)
     else:  # a multi-dataset comparison: one comparison directory per dataset
@@ -653,7 +664,7 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
         if not parts:
             raise InvalidArgumentError(f"DIRECTORY: {directory} holds no run (config.json) or comparison (comparison.json)")
         for part in parts:
-            resume_comparison(part, progress=not quiet, runtime=runtime, executor=executor, budget=budget)
+            resume_comparison(part, progress=_progress.shown(), runtime=runtime, executor=executor, budget=budget)
             _print_comparison_table(part)
             _print_results(part)
         return
@@ -796,10 +807,10 @@ def query(project: str, device: str | None, quiet: bool, **settings: Any) -> Non
     The labels of the app (`activebayes label PROJECT`) and of the files share one store.
     """
     device = check_device(device, "--device")  # before a new project is created
-    with _open_project(project, settings, progress=not quiet) as labelling:
+    with _open_project(project, settings, progress=_progress.shown()) as labelling:
         labelling.device = device
         _describe_project(labelling)
-        result = labelling.query(progress=not quiet)
+        result = labelling.query(progress=_progress.shown())
         if result.committed:
             click.echo(f"trained on {result.n_labelled} label(s) ({result.committed} new)")
         click.echo(f"round {result.round}: {len(result.indices)} items to label ({result.strategy}, "
@@ -888,7 +899,7 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
         check_token(token)
     if settings.get("dataset") is not None and not is_project(project):  # before a new project is created
         _check_showable(settings["dataset"], settings.get("data_dir"))
-    with _open_project(project, settings, progress=not quiet) as labelling:
+    with _open_project(project, settings, progress=_progress.shown()) as labelling:
         if labelling.config.dataset is not None:
             _check_showable(labelling.config.dataset, labelling.config.data_dir, labelling.dataset)
         labelling.device = device
@@ -927,7 +938,7 @@ def convert(source: str, destination: str, dataset: str | None, split: str, labe
             source, destination, dataset=dataset, split=split, labels=labels, size=tuple(size),
             grayscale=not rgb, classes=class_list, standardize=not no_standardize,
             normalization=tuple(normalization) if normalization else None, name=name,
-            overwrite=overwrite, chunk_size=chunk_size, progress=not quiet,
+            overwrite=overwrite, chunk_size=chunk_size, progress=_progress.shown(),
         )
     except MissingSplitError as error:  # its advice (download=, data_dir=) is the loaders', not convert's
         found = str(error).split(" Pass download=True")[0]

@@ -25,6 +25,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from activebayes import _progress
 from activebayes.acquisition import get_strategy
 from activebayes.loop import ActiveLearningLoop, check_config_names
 from activebayes.scoring import PoolExecutor
@@ -34,6 +35,7 @@ from activebayes.rundir import (
     COMPARISON_FILE,
     Comparison,
     RunDirectory,
+    InUseError,
     RunDirectoryError,
     config_differences,
 )
@@ -54,6 +56,18 @@ def _runtime_overrides(config: LoopConfig, overrides: Mapping[str, Any] | None) 
     return config.replace(**changes)
 
 
+def _quiet_inside(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``progress=False`` also silences the steps deep inside (a text encoder fitted while a table
+    loads, the representation trained while the loop is built, a download: :mod:`activebayes._progress`)."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with _progress.default(None if kwargs.get("progress", True) else False):
+            return function(*args, **kwargs)
+
+    return wrapper
+
+
 def _factory(loop_factory: Callable[[LoopConfig], ActiveLearningLoop] | None,
              executor: PoolExecutor | None) -> Callable[[LoopConfig], ActiveLearningLoop]:
     if loop_factory is not None:
@@ -61,6 +75,7 @@ def _factory(loop_factory: Callable[[LoopConfig], ActiveLearningLoop] | None,
     return functools.partial(ActiveLearningLoop, executor=executor)
 
 
+@_quiet_inside
 def run_experiment(
     config: LoopConfig,
     run_dir: str | os.PathLike[str],
@@ -94,6 +109,7 @@ def run_experiment(
         return _continue(directory, loop, progress=progress, on_round=on_round, report=report)
 
 
+@_quiet_inside
 def resume_experiment(
     run_dir: str | os.PathLike[str],
     *,
@@ -186,6 +202,7 @@ def _check_items(directory: RunDirectory, loop: ActiveLearningLoop) -> None:
 # --------------------------------------------------------------------------- comparisons
 
 
+@_quiet_inside
 def run_comparison(
     base: LoopConfig,
     strategies: Sequence[str],
@@ -235,6 +252,7 @@ def run_comparison(
         return _run_all(comparison, progress=progress, report=report, on_run=on_run, executor=executor)
 
 
+@_quiet_inside
 def resume_comparison(
     path: str | os.PathLike[str],
     *,
@@ -287,12 +305,22 @@ def _run_all(
     executor: PoolExecutor | None = None,
 ) -> dict[tuple[str, int], LoopResult]:
     results: dict[tuple[str, int], LoopResult] = {}
+    busy: list[str] = []
     pairs = list(comparison.configs())
     for run_dir, config in tqdm(pairs, desc="runs", unit="run", disable=not progress):
-        result = run_experiment(config, run_dir, progress=progress, report=False, executor=executor)
+        try:
+            result = run_experiment(config, run_dir, progress=progress, report=False, executor=executor)
+        except InUseError:  # another process shares the comparison and runs this one: go on with the rest
+            busy.append(f"{config.strategy} seed {config.seed}")
+            continue
         results[(config.strategy, config.seed)] = result
         if on_run is not None:
             on_run(config.strategy, config.seed, result)
+    if busy:
+        raise InUseError(
+            f"{comparison.path}: {len(results)} of {len(pairs)} runs are finished; {len(busy)} are being run by "
+            f"another process ({', '.join(busy)}): once it is done, `activebayes report {comparison.path}` "
+            f"writes the report (or `activebayes resume {comparison.path}` finishes what it left)")
     if report:
         write_report(comparison.path)
     return results

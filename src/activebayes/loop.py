@@ -48,6 +48,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from activebayes import _progress
 from activebayes._seeding import derive_seed, make_generator, seeded_global_rng
 from activebayes._validation import check_choice, check_device
 from activebayes.acquisition import AcquisitionContext, Strategy, get_strategy, select
@@ -197,10 +198,10 @@ class ActiveLearningLoop:
             test = table_test if test is None else test
         if dataset is None:
             dataset = load_dataset(config.dataset, data_dir=config.data_dir, download=config.download, split="train",
-                                   options=config.dataset_options)
+                                   options=config.dataset_options, progress=_progress.shown())
             if test is None and config.evaluate_test:
                 test = load_dataset(config.dataset, data_dir=config.data_dir, download=config.download, split="test",
-                                    options=config.dataset_options)
+                                    options=config.dataset_options, progress=_progress.shown())
         self.dataset = dataset
         self.test = test if config.evaluate_test else None
         #: whether the targets are multi-label 0/1 indicators ``[N, C]`` (per-label Bernoulli posterior)
@@ -313,7 +314,8 @@ class ActiveLearningLoop:
             order = torch.randperm(len(self.dataset), generator=make_generator(config.seed, "representation"))
             inputs = inputs[order[:limit].sort().values]
         return train_or_load_representation(
-            inputs, RepresentationConfig.from_dict(options), seed=config.seed, device=config.device
+            inputs, RepresentationConfig.from_dict(options), seed=config.seed, device=config.device,
+            progress=_progress.shown(),
         )
 
     def _default_model_factory(self, generator: torch.Generator) -> torch.nn.Module:
@@ -864,18 +866,12 @@ class _PhaseTimer:
         return _rounded(self._seconds)
 
 
+# LoopConfig, Proposal, RoundRecord, LoopResult (activebayes.records) and the stopping criteria
+# (activebayes.stopping) are importable from here too, as before; their reference is in their own modules.
 __all__ = [
     "INITIAL_CHOICES",
     "ActiveLearningLoop",
-    "CostBudget",
-    "LabelBudget",
-    "LoopConfig",
-    "LoopResult",
-    "Plateau",
-    "Proposal",
-    "RoundRecord",
-    "StoppingCriterion",
-    "TargetAccuracy",
+    "check_config_names",
 ]
 
 

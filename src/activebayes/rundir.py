@@ -35,6 +35,7 @@ the report and the benchmarks read them through :func:`load_runs`.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import hashlib
 import lzma
@@ -72,6 +73,7 @@ __all__ = [
     "ROUNDS_FILE",
     "SUMMARY_FILE",
     "Comparison",
+    "InUseError",
     "RunDirectory",
     "RunDirectoryError",
     "headline_accuracy",
@@ -104,6 +106,10 @@ _COMPRESSED_FORMS = (".xz", ".gz")  # read both; .gz as earlier versions wrote i
 
 class RunDirectoryError(ActiveBayesError, ValueError):
     """A run directory is missing, corrupt, or belongs to a different config."""
+
+
+class InUseError(RunDirectoryError):
+    """A run or comparison is held by another process (its lock file is locked)."""
 
 
 def _json_text(data: Any) -> str:
@@ -181,12 +187,19 @@ def _flock(folder: Path, name: str, *, shared: bool = False) -> Iterator[None]:
     except ImportError:  # Windows: no advisory locks
         yield
         return
-    with open(folder / name, "a+b") as handle:
+    try:
+        handle = open(folder / name, "a+b")  # noqa: SIM115 (closed below)
+    except OSError as error:
+        if error.errno != errno.EROFS:
+            raise
+        yield  # a read-only file system: no process can write here, so there is nothing to guard
+        return
+    with handle:
         try:
             fcntl.flock(handle.fileno(), (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RunDirectoryError(f"{folder} is in use by another process (it holds {name}); "
-                                    "wait for it to finish, or stop it") from None
+            raise InUseError(f"{folder} is in use by another process (it holds {name}); "
+                             "wait for it to finish, or stop it") from None
         try:
             yield
         finally:

@@ -39,8 +39,7 @@ import gzip
 import json
 import os
 import re
-import sys
-import tempfile
+import errno
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -48,6 +47,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from tqdm.auto import tqdm
 
+from activebayes import _progress
+from activebayes._io import atomic_write_with
 from activebayes.errors import InvalidArgumentError, InvalidTypeError, MissingFileError
 
 from ._core import DataError
@@ -148,7 +149,7 @@ class TfidfEncoder:
         from sklearn.decomposition import TruncatedSVD
         from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer, TfidfVectorizer
 
-        show = sys.stderr.isatty() if self.progress is None else self.progress
+        show = _progress.shown(self.progress)
         with tqdm(total=2, desc=f"TF-IDF + SVD of {len(texts):,} texts",
                   unit="step", leave=False, disable=not show) as bar:
             try:
@@ -271,7 +272,7 @@ class WordVectorEncoder:
                 head = raw.read(2)
             is_gzip = head == b"\x1f\x8b"
             opener = gzip.open if is_gzip else open
-            show = sys.stderr.isatty() if self.progress is None else self.progress
+            show = _progress.shown(self.progress)
             with opener(self.path, "rt", encoding="utf-8") as handle, tqdm(  # type: ignore[operator]
                     total=None if is_gzip else self.path.stat().st_size, desc=f"read {self.path.name}", unit="B",
                     unit_scale=True, leave=False, disable=not show) as bar:
@@ -394,7 +395,7 @@ class LocalModelEncoder:
     def fit_transform(self, texts: Sequence[str]) -> np.ndarray:
         import torch
 
-        show = sys.stderr.isatty() if self.progress is None else self.progress
+        show = _progress.shown(self.progress)
         if (self.path / "modules.json").is_file():
             try:
                 with _offline():
@@ -538,23 +539,13 @@ def encode_texts(
 
 
 def _write_cache(path: Path, features: np.ndarray) -> bool:
-    """Write ``features`` to ``path`` atomically; ``False`` (no cache) when the folder is not writable."""
+    """Write ``features`` to ``path`` atomically (:func:`~activebayes._io.atomic_write_with`: the
+    permissions of any new file, no umask race); ``False`` (no cache) when the folder is not writable."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError:
-        return False
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the cache from other users
-        with os.fdopen(fd, "wb") as handle:
-            np.save(handle, features)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        atomic_write_with(path, lambda handle: np.save(handle, features))
+    except OSError as error:
+        if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return False
         raise
     return True
 
