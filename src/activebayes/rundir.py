@@ -49,7 +49,7 @@ from typing import Any
 
 import torch
 
-from activebayes._io import atomic_write_bytes, atomic_write_text
+from activebayes._io import atomic_write_bytes, atomic_write_text, ensure_folder
 from activebayes.errors import ActiveBayesError, InvalidArgumentError
 from activebayes._validation import check_positive_int
 from activebayes.stopping import LABEL_BUDGET, stop_kind_of
@@ -305,7 +305,7 @@ class RunDirectory:
     def write_config(self, config: LoopConfig) -> None:
         """Store ``config`` with its defaults written out (:meth:`LoopConfig.pinned`) and the
         fingerprint of its settings (:func:`settings_fingerprint`)."""
-        self.path.mkdir(parents=True, exist_ok=True)
+        ensure_folder(self.path)
         data = config.pinned().to_dict()
         atomic_write_text(self.config_path, _json_text({**data, FINGERPRINT_KEY: settings_fingerprint(data)}))
 
@@ -514,7 +514,7 @@ class RunDirectory:
 
     def write_checkpoint(self, round_index: int, model: torch.nn.Module) -> None:
         path = self.checkpoint_path(round_index)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_folder(path.parent)
         buffer = io.BytesIO()
         torch.save(model.state_dict(), buffer)
         atomic_write_bytes(path, buffer.getvalue())
@@ -693,7 +693,7 @@ class Comparison:
         that cannot get it is refused with "PATH is in use by another process"
         (:class:`RunDirectoryError`). An advisory ``flock`` on ``comparison.lock``."""
         path = Path(self.path)
-        path.mkdir(parents=True, exist_ok=True)
+        ensure_folder(path)
         with _flock(path, COMPARISON_LOCK_FILE, shared=shared):
             yield
 
@@ -702,13 +702,13 @@ class Comparison:
         """Wait for the other writers of ``comparison.json`` (a short lock on the folder): hold it
         around reading, merging and writing the file so that no writer's strategies are lost."""
         path = Path(self.path)
-        path.mkdir(parents=True, exist_ok=True)
+        ensure_folder(path)
         with _folder_mutex(path):
             yield
 
     def write(self) -> None:
         path = Path(self.path)
-        path.mkdir(parents=True, exist_ok=True)
+        ensure_folder(path)
         data = {
             "base": self.base.to_dict(),
             "strategies": list(self.strategies),

@@ -255,3 +255,21 @@ def test_save_figure_is_fsynced_before_it_replaces_the_file(tmp_path, monkeypatc
     (tmp_path / "afile").write_text("hello")
     with pytest.raises(NotADirectoryError):
         save_figure(fig, tmp_path / "afile" / "roc.png")
+
+
+def test_a_file_on_the_way_of_a_download_or_a_run_directory_says_not_a_directory(tmp_path):
+    import errno as _errno
+
+    from activebayes.data.idx import download_file
+    from activebayes.loop import LoopConfig
+    from activebayes.rundir import RunDirectory
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("mine")
+    with pytest.raises(NotADirectoryError) as download:
+        download_file("http://127.0.0.1:9/x.gz", blocker / "sub" / "x.gz", md5="0" * 32)
+    with pytest.raises(NotADirectoryError) as run:
+        RunDirectory(blocker / "run").write_config(LoopConfig())
+    for raised in (download.value, run.value):
+        assert raised.errno == _errno.ENOTDIR and raised.filename == str(blocker)
+    assert blocker.read_text() == "mine"

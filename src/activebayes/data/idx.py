@@ -35,6 +35,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ._core import DataError
+from activebayes._io import ensure_folder
 from activebayes.errors import InvalidArgumentError
 
 __all__ = [
@@ -329,7 +330,7 @@ def download_file(
     if not candidates:
         raise InvalidArgumentError("urls must name at least one URL")
     destination = Path(destination)
-    destination.parent.mkdir(parents=True, exist_ok=True)
+    ensure_folder(destination.parent)  # a file on the way: "not a directory", not "file exists"
     failures: list[str] = []
     for url in candidates:
         fd, tmp_name = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".part")
