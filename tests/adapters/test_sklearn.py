@@ -53,6 +53,26 @@ def test_bootstrap_members_are_seeded_and_differ():
     assert not torch.allclose(runs[0][:, 0], runs[0][:, 1])
 
 
+@pytest.mark.parametrize("make", [
+    lambda: make_pipeline(StandardScaler(), RandomForestClassifier(n_estimators=4, max_features=1)),
+    lambda: make_pipeline(StandardScaler(), LogisticRegression(solver="saga", max_iter=5, tol=1e-12)),
+])
+def test_a_wrapped_estimator_is_seeded_by_the_generator_not_numpys_global_state(make):
+    """A random_state nested in a Pipeline left at None would draw from NumPy's global generator."""
+    import warnings
+
+    data = toy_dataset(60)
+    runs = []
+    for global_seed in (1, 2):
+        np.random.seed(global_seed)
+        posterior = SklearnPosterior(make(), num_classes=3, num_functions=3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # saga stopped by max_iter
+            posterior.fit((data.inputs, data.targets), generator=torch.Generator().manual_seed(0))
+        runs.append(posterior.log_probs(data.inputs))
+    torch.testing.assert_close(runs[0], runs[1], rtol=0, atol=0)
+
+
 def bald_reference(log_probs_N_K_C: torch.Tensor) -> np.ndarray:
     p = log_probs_N_K_C.double().exp().numpy()
     mean = p.mean(1)

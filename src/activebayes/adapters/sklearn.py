@@ -109,8 +109,13 @@ def _is_member_ensemble(estimator: Any) -> bool:
 
 
 def _with_seed(estimator: Any, seed: int) -> Any:
-    if "random_state" in estimator.get_params(deep=False):
-        estimator.set_params(random_state=seed % 2**32)
+    """Seed every ``random_state`` of ``estimator``, nested ones included (the forest in a
+    ``Pipeline``, the base estimator of a ``BaggingClassifier``): one left at ``None`` would draw
+    from NumPy's global generator, and the same ``generator`` would not give the same fit."""
+    seeded = {name: seed % 2**32 for name in estimator.get_params(deep=True)
+              if name == "random_state" or name.endswith("__random_state")}
+    if seeded:
+        estimator.set_params(**seeded)
     return estimator
 
 
