@@ -11,6 +11,7 @@ import csv
 import json
 import math
 import random
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -242,7 +243,7 @@ def test_cli_table_flags_need_a_table_and_exclude_a_dataset(tmp_path, capsys):
     assert not any((tmp_path / name).exists() for name in ("a", "b", "c"))
 
 
-def test_cli_multilabel_table(tmp_path, capsys):
+def test_cli_multilabel_table(tmp_path, capsys, monkeypatch):
     table = _texts_csv(tmp_path / "texts.csv", multilabel=True)
     out = tmp_path / "run"
     code, stdout, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
@@ -266,7 +267,8 @@ def test_cli_multilabel_table(tmp_path, capsys):
     rounds = RunDirectory(tmp_path / "default").read_rounds()
     assert [r.strategy for r in rounds] == ["typicality", "multilabel_badge", None]  # the last round: budget reached
     assert all(len(y) == 3 and set(y) <= {0, 1} for r in rounds for y in r.labels)
-    # the progress bar names the headline too
+    # the progress bar names the headline too (bars are drawn on a terminal only)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     code, out, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
                           "--multilabel", "--test-size", "20", "--out", tmp_path / "shown", *FAST[:-1])
     assert code == 0 and "f1=" in err and "acc=" not in err, err
