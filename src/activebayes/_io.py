@@ -17,6 +17,8 @@ from __future__ import annotations
 import errno
 import io
 import os
+import re
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -142,6 +144,29 @@ def ensure_folder(folder: str | os.PathLike[str]) -> Path:
             raise
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(blocker)) from None
     return folder
+
+
+def remove_dead_writers_temps(folder: str | os.PathLike[str], pattern: re.Pattern[str], *, folders: bool) -> None:
+    """Remove the temporary files (``folders=False``) or folders (``True``) in ``folder`` that writers
+    killed mid-way (SIGKILL, a power cut) left behind: names that ``pattern`` matches in full, its
+    first group the writer's pid, of a pid not running on this machine. Anything else (another
+    name, a live writer's, a link, the other kind of entry) is left alone; errors are ignored."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        try:
+            is_kind = entry.is_dir(follow_symlinks=False) if folders else entry.is_file(follow_symlinks=False)
+            if match is None or not is_kind or pid_alive(int(match.group(1))):
+                continue
+            if folders:
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            continue
 
 
 def pid_alive(pid: int) -> bool:

@@ -63,8 +63,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .._io import (NpyWriter, _current_umask, _fsync_dir, atomic_write_text, ensure_folder, pid_alive,
-                   renamed_error)
+from .._io import (NpyWriter, _current_umask, _fsync_dir, atomic_write_text, ensure_folder,
+                   remove_dead_writers_temps, renamed_error)
 from ._core import DataError, MissingSplitError
 from .dataset import ArrayDataset
 from .image_folder import PixelStats
@@ -552,23 +552,10 @@ def _temp_prefix(destination: Path) -> str:
 
 
 def _remove_stale_temps(destination: Path) -> None:
-    """Remove the temporary folders that writers of ``destination`` killed mid-way left behind
-    (SIGKILL, a power cut): exactly ``.NAME.PID.XXXXXXXX.tmp`` next to it, of a pid that is
-    not running on this machine. Anything else (another name, a live writer's folder, a link)
-    is left alone."""
+    """Remove the temporary folders that writers of ``destination`` killed mid-way left behind:
+    exactly ``.NAME.PID.XXXXXXXX.tmp`` next to it, of a pid not running on this machine."""
     pattern = re.compile(rf"\.{re.escape(destination.name)}\.([0-9]+)\.[a-z0-9_]{{8}}{re.escape(_TEMP_SUFFIX)}")
-    try:
-        entries = list(os.scandir(destination.parent))
-    except OSError:
-        return
-    for entry in entries:
-        match = pattern.fullmatch(entry.name)
-        try:
-            if match is None or not entry.is_dir(follow_symlinks=False) or pid_alive(int(match.group(1))):
-                continue
-        except OSError:
-            continue
-        shutil.rmtree(entry.path, ignore_errors=True)
+    remove_dead_writers_temps(destination.parent, pattern, folders=True)
 
 
 def check_destination(destination: Path, *, overwrite: bool) -> None:

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from activebayes._io import NpyWriter, ensure_folder, pid_alive, renamed_error
+from activebayes._io import NpyWriter, ensure_folder, remove_dead_writers_temps, renamed_error
 from activebayes._validation import check_positive_int
 from activebayes.data.lazy import LazyInputs
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
@@ -425,15 +425,4 @@ def _remove_stale_temps(path: Path) -> None:
     """Remove the temporary files of ``path`` left by writers that were killed mid-way (SIGKILL):
     exactly ``<name>.<pid>.tmp.npy`` next to it, of a pid not running on this machine."""
     pattern = re.compile(rf"{re.escape(path.stem)}\.([0-9]+){re.escape(_TEMP_SUFFIX)}")
-    try:
-        entries = list(os.scandir(path.parent))
-    except OSError:
-        return
-    for entry in entries:
-        match = pattern.fullmatch(entry.name)
-        try:
-            if match is None or not entry.is_file(follow_symlinks=False) or pid_alive(int(match.group(1))):
-                continue
-            os.unlink(entry.path)
-        except OSError:
-            continue
+    remove_dead_writers_temps(path.parent, pattern, folders=False)
