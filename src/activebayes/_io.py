@@ -91,14 +91,15 @@ def atomic_write_with(path: str | os.PathLike[str], write: Callable[[BinaryIO], 
 
 def _naming(error: OSError, target: Path, tmp: Path | None = None) -> OSError:
     """``error`` naming ``target``, not the temporary file it was written through (a user knows the
-    one, never the other): ``report.html: read-only file system``, not ``.report.html.x1y2.tmp``."""
+    one, never the other): ``report.html: read-only file system``, not ``.report.html.x1y2.tmp``.
+    Without ``tmp`` (``mkstemp`` failed), a name of its pattern counts as the temporary file."""
+    if tmp is not None:
+        return renamed_error(error, tmp, target)
     named = error.filename
-    is_tmp = named is None or (tmp is not None and os.fsdecode(named) == str(tmp)) or (
-        Path(os.fsdecode(named)).name.startswith(f".{target.name}.") and os.fsdecode(named).endswith(".tmp"))
-    if is_tmp and error.errno is not None:
-        error.filename = str(target)
-        error.filename2 = None
-    return error
+    if named is not None and not (Path(os.fsdecode(named)).name.startswith(f".{target.name}.")
+                                  and os.fsdecode(named).endswith(".tmp")):
+        return error
+    return renamed_error(error, Path(os.fsdecode(named)) if named is not None else target, target)
 
 
 def renamed_error(error: OSError, tmp: Path, target: Path) -> OSError:
