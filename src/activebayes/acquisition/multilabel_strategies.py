@@ -37,7 +37,6 @@ from typing import Any
 
 import torch
 
-from activebayes._validation import check_positive_int
 from activebayes.acquisition.multilabel import (
     DEFAULT_MAX_EXACT_CONFIGS,
     DEFAULT_NUM_CONFIGURATIONS,
@@ -48,6 +47,7 @@ from activebayes.acquisition.multilabel import (
 )
 from activebayes.acquisition.badge import badge_from_factors
 from activebayes.acquisition.selection import BudgetPlan, Selection
+from activebayes.acquisition.strategies import _check_batchbald_options as check_batchbald_options
 from activebayes.acquisition.strategies import (
     CheckedCall,
     available_strategies,
@@ -129,15 +129,10 @@ def _batchbald_strategy(
 
 
 def _check_batchbald_options(options: dict[str, Any], call: CheckedCall) -> dict[str, Any]:
-    """``prefilter`` keeps at least a batch (as for ``batchbald``)."""
-    if options.get("prefilter") is not None:
-        prefilter = check_positive_int(options["prefilter"], "prefilter")
-        if prefilter < call.batch_size:
-            raise InvalidArgumentError(
-                f"prefilter must be >= batch_size={call.batch_size} (candidates for the batch), got {prefilter}"
-            )
-        options["prefilter"] = prefilter
-    return options
+    """``batchbald``'s check (``prefilter`` keeps at least a batch); ``prefilter=None`` is no pre-filter."""
+    if options.get("prefilter", 0) is None:
+        del options["prefilter"]  # the strategy's default
+    return check_batchbald_options(options, call)
 
 
 def _register() -> None:
