@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -493,7 +494,9 @@ def remaining_change(classes_W_S: Any, n_labelled_W: Sequence[int], horizon: int
     if W < 3 or len(np.unique(n_W)) < 2:
         return None
     i_P, j_P = np.triu_indices(W, k=1)
-    d_P = (classes_W_S[i_P] != classes_W_S[j_P]).mean(-1).astype(np.float64)
+    # row by row, in triu_indices' order (indexing all pairs at once copies W(W-1)/2 stop sets)
+    S = classes_W_S.shape[-1]
+    d_P = np.concatenate([np.count_nonzero(classes_W_S[i + 1:] != classes_W_S[i], axis=-1) / S for i in range(W - 1)])
     X_P_2 = np.stack([np.ones(len(i_P)), n_W[j_P] - n_W[i_P]], axis=1)
     coef_2, *_ = np.linalg.lstsq(X_P_2, d_P, rcond=None)
     residual_P = d_P - X_P_2 @ coef_2
@@ -504,6 +507,7 @@ def remaining_change(classes_W_S: Any, n_labelled_W: Sequence[int], horizon: int
     return ChangeFit(value=value, drift=drift, drift_se=drift_se, floor=floor, horizon=int(horizon))
 
 
+@functools.lru_cache(maxsize=4096)
 def exact_interval(correct: int, n: int, confidence: float = AUDIT_CONFIDENCE) -> tuple[float, float]:
     r"""Clopper and Pearson's (1934) exact interval for a proportion from ``correct`` of ``n``.
 
@@ -570,6 +574,15 @@ def decode_classes(text: str) -> Any:
         packed = np.frombuffer(base64.b64decode(data), dtype=np.uint8)
         return np.unpackbits(packed, count=int(count)).astype(np.int64)
     return np.frombuffer(base64.b64decode(text), dtype="<u2").astype(np.int64)
+
+
+@functools.lru_cache(maxsize=64)
+def _decoded(text: str) -> Any:
+    """:func:`decode_classes`, read-only and kept for the next rounds: a window of stored
+    predictions is read again each round (and each threshold, when a run is judged again)."""
+    classes = decode_classes(text)
+    classes.setflags(write=False)
+    return classes
 
 
 def round_signals(
@@ -721,7 +734,7 @@ def _same_stop_set(entry: Mapping[str, Any], stop_set: str | None, size: int) ->
     without a key: when their sizes agree)."""
     if entry.get("stop_set") is not None and stop_set is not None:
         return entry["stop_set"] == stop_set
-    return len(decode_classes(entry["predictions"])) == size
+    return len(_decoded(entry["predictions"])) == size
 
 
 def remaining_change_signal(history: Sequence[RoundRecord], predicted_S: Any, n_labelled: int,
@@ -740,7 +753,7 @@ def remaining_change_signal(history: Sequence[RoundRecord], predicted_S: Any, n_
             continue
         if not entry.get("predictions") or not _same_stop_set(entry, stop_set, len(predicted_S)):
             break  # not kept, or of other items (a project's items changed): the window starts after it
-        window.append((decode_classes(entry["predictions"]), int(record.n_labelled)))
+        window.append((_decoded(entry["predictions"]), int(record.n_labelled)))
     window.reverse()
     if len(window) < CHANGE_WINDOW:
         return {"value": None, "fired": False,
