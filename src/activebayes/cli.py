@@ -904,7 +904,8 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
             _check_showable(labelling.config.dataset, labelling.config.data_dir, labelling.dataset)
         labelling.device = device
         _describe_project(labelling)
-        serve(labelling, host=host, port=port, token=token, worker=worker, echo=click.echo, synchronous=synchronous)
+        serve(labelling, host=host, port=port, token=token, worker=worker, echo=click.echo,
+              warn=lambda line: click.echo(line, err=True), synchronous=synchronous)
 
 
 @cli.command()
@@ -954,9 +955,13 @@ def convert(source: str, destination: str, dataset: str | None, split: str, labe
               help="File to write. [PROJECT/exports/labels.csv, labels.json or labelstudio-tasks.json]")
 @_friendly
 def export(project: str, fmt: str, out: str | None) -> None:
-    """Write a labelling project's items with their labels (what the dashboard's export links give)."""
+    """Write a labelling project's items with their labels (what the dashboard's export links give).
+
+    The project is only read (its label store opened read-only): a read-only project exports
+    with --out pointing somewhere writable.
+    """
     _current["project"] = project
-    with LabellingProject.open(project, rescan=False) as labelling:
+    with LabellingProject.open(project, rescan=False, read_only=True) as labelling:
         path = labelling.export(out, fmt=fmt)
         click.echo(f"exported {len(labelling.store.labels())} label(s) of {len(labelling.store.items())} "
                    f"item(s): {path}")

@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 from activebayes.app import WorkerThread, create_app, serve
 from activebayes.cli import main
 from activebayes.labelling import LabellingProject, ProjectConfig
-from tests.app.app_helpers import FAST_FIT, TOKEN, make_project, wait_for, with_sessions
+from tests.app.app_helpers import FAST_FIT, TOKEN, fast_config, make_project, wait_for, with_sessions
 
 
 def test_images_are_served_by_item_id_from_the_folder(tmp_path):
@@ -102,19 +102,21 @@ class _Stop(Exception):
 def test_serve_prints_the_address_with_a_token_and_warns_beyond_loopback(tmp_path):
     project = make_project(tmp_path / "proj")
     lines: list[str] = []
+    warnings: list[str] = []
 
     def stop(url: str) -> None:
         raise _Stop(url)
 
     with pytest.raises(_Stop) as info:
-        serve(project, port=0, worker="thread", echo=lines.append, ready=stop)
+        serve(project, port=0, worker="thread", echo=lines.append, warn=warnings.append, ready=stop)
     url = info.value.args[0]
     assert url.startswith("http://127.0.0.1:") and "/?token=" in url and len(url.split("token=")[1]) >= 32
-    assert any(url in line for line in lines) and not any("warning" in line for line in lines)
+    assert any(url in line for line in lines) and not warnings
     with pytest.raises(_Stop) as again:
-        serve(project, host="0.0.0.0", port=0, worker="thread", echo=lines.append, ready=stop)
+        serve(project, host="0.0.0.0", port=0, worker="thread", echo=lines.append, warn=warnings.append, ready=stop)
     assert again.value.args[0].split("token=")[1] != url.split("token=")[1]  # a new token each start
-    assert any(line.startswith("warning: listening on 0.0.0.0") for line in lines)
+    assert [w for w in warnings if w.startswith("warning: listening on 0.0.0.0")] and not any("warning" in line
+                                                                                              for line in lines)
     # one server per project: another live process serving it is refused, a dead one is not
     project.store.set_meta("server", {"pid": os.getppid(), "host": "127.0.0.1", "port": 1})
     with pytest.raises(ValueError, match=f"already being served by process {os.getppid()}"):
@@ -124,6 +126,25 @@ def test_serve_prints_the_address_with_a_token_and_warns_beyond_loopback(tmp_pat
         serve(project, port=0, worker="thread", echo=lines.append, ready=stop)
     assert project.store.meta("server") is None  # released on the way out
     project.close()
+
+
+def test_the_label_command_writes_its_warning_and_notices_to_stderr(tmp_path, capsys, monkeypatch):
+    """stdout holds what a script may read (the address, the dashboard, the ``stopped;`` line);
+    the warning about listening beyond this machine and the notices go to stderr."""
+    import uvicorn
+
+    LabellingProject.create(tmp_path / "proj", fast_config()).close()  # no ranking yet: a notice
+
+    def interrupted(self, sockets=None):  # Ctrl-C as soon as the server would start
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(uvicorn.Server, "run", interrupted)
+    code = main(["label", str(tmp_path / "proj"), "--host", "0.0.0.0", "--port", "0", "--worker", "thread", "-q"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "warning: listening on 0.0.0.0: anyone who can reach this machine" in err and "warning" not in out
+    assert "preparing the first ranking ..." in err and "preparing" not in out
+    assert "/?token=" in out and "/dashboard" in out and "stopped; 0 of " in out and "token=" not in err
 
 
 def test_label_command_mistakes_are_one_line(tmp_path, capsys, monkeypatch):

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import random
+import shutil
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -248,6 +251,26 @@ def test_a_version_1_store_opens_and_is_migrated(tmp_path):
         LabelStore.open(path)
 
 
+def test_a_store_opened_read_only_reads_and_never_writes(tmp_path):
+    """``read_only`` (what `export` opens): every label read, a write refused by SQLite itself
+    (root too), and a version 1 store read as it is, not migrated."""
+    path = tmp_path / "labels.sqlite"
+    with LabelStore.create(path, classes=["cat", "dog"]) as store:
+        store.sync_items([ItemFile("a.png", "aa" * 32), ItemFile("b.png", "bb" * 32)])
+        store.answer(1, 1, "ann")
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    db.execute("DELETE FROM meta WHERE key = 'multilabel'")
+    db.commit()
+    db.close()
+    content = path.read_bytes()
+    with LabelStore.open(path, read_only=True) as store:
+        assert store.labels() == {1: 1} and store.multilabel is False and store.meta("schema_version") == 1
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            store.answer(2, 0, "ann")
+    assert path.read_bytes() == content
+
+
 def test_a_multilabel_store_keeps_sets_as_bitmasks(tmp_path):
     store = LabelStore.create(tmp_path / "labels.sqlite", classes=["a", "b", "c"], multilabel=True)
     store.sync_items([ItemFile("x", "aa" * 32), ItemFile("y", "bb" * 32)])
@@ -346,3 +369,55 @@ def test_the_export_command_writes_what_the_dashboard_exports(tmp_path, capsys):
     capsys.readouterr()
     assert main(["export", str(tmp_path / "nothing")]) == 1
     assert "is not a labelling project" in capsys.readouterr().err
+
+
+def _chmod_tree(root: Path, folders: int, files: int) -> None:
+    for path in [root, *root.rglob("*")]:
+        path.chmod(folders if path.is_dir() else files)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_project_exports_and_nothing_in_it_is_written(tmp_path, capsys):
+    """`export` opens the store read-only: a read-only project exports what it exported before,
+    answers still in the write-ahead log of a store that is open are read too, and a log
+    that cannot be read there is a one-line error, never silently left out."""
+    table = write_csv(tmp_path / "t.csv", gloss_rows(2))
+    project = tmp_path / "proj"
+    with LabellingProject.create(project, text_config(table)) as labelling:
+        for k, item in enumerate(labelling.store.items()[:3]):
+            labelling.store.answer(item.id, k % 3, "ann")
+        before = labelling.export(tmp_path / "before.csv").read_text()
+    files = {p: p.stat().st_mtime_ns for p in [project, *project.rglob("*")]}
+    after = tmp_path / "after.csv"
+    _chmod_tree(project, 0o500, 0o400)
+    try:
+        assert main(["export", str(project), "--out", str(after)]) == 0, capsys.readouterr().err
+        assert after.read_text() == before and "exported 3 label(s)" in capsys.readouterr().out
+        assert {p: p.stat().st_mtime_ns for p in [project, *project.rglob("*")]} == files  # nothing written
+        assert main(["export", str(project)]) == 1  # the default file is inside the project
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and "exports" in err[0], err
+    finally:
+        _chmod_tree(project, 0o700, 0o600)
+
+    # a server's answer, saved in the write-ahead log and not yet in the store file
+    with LabellingProject.open(project, rescan=False) as labelling:
+        labelling.store.answer(labelling.store.items()[3].id, 2, "ann")
+        expected = labelling.export_text("csv")
+        copy = tmp_path / "copy"  # a copy without the log's index (-shm): the log cannot be read read-only
+        shutil.copytree(project, copy, ignore=shutil.ignore_patterns("*-shm"))
+        assert (copy / "labels.sqlite-wal").stat().st_size > 0
+        _chmod_tree(project, 0o500, 0o400)
+        _chmod_tree(copy, 0o500, 0o400)
+        try:
+            assert main(["export", str(project), "--out", str(after)]) == 0, capsys.readouterr().err
+            assert after.read_text() == expected != before
+            capsys.readouterr()
+            assert main(["export", str(copy), "--out", str(after)]) == 1
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and "labels.sqlite-wal holds answers not yet in the store" in err[0], err
+        finally:
+            _chmod_tree(project, 0o700, 0o600)
+            _chmod_tree(copy, 0o700, 0o600)
+    assert main(["export", str(copy), "--out", str(after)]) == 0  # the same copy, writable
+    assert after.read_text() == expected

@@ -15,6 +15,7 @@ import os
 import secrets
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -57,14 +58,20 @@ def check_host(host: str) -> str:
     return host.strip()
 
 
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def serve(project: LabellingProject | str | Path, *, host: str = "127.0.0.1", port: int = 8765,
           token: str | None = None, worker: str = "process", echo: Callable[[str], None] = print,
           ready: Callable[[str], None] | None = None, max_body: int = DEFAULT_MAX_BODY,
-          synchronous: str = "full") -> None:
+          synchronous: str = "full", warn: Callable[[str], None] = _to_stderr) -> None:
     """Run the labelling app on ``project`` (an open project, or the directory of one) until interrupted.
 
-    Prints the address with a fresh random ``token`` (``secrets.token_urlsafe``) unless one
+    Prints (``echo``) the address with a fresh random ``token`` (``secrets.token_urlsafe``) unless one
     is given (at least 16 characters); ``ready(url)`` is called once the socket listens.
+    ``warn`` gets the warnings and notices (``warning: listening on ...``, ``preparing the first
+    ranking ...``), stderr by default; ``echo`` the address, the dashboard and the ``stopped;`` line.
     ``worker``: ``"process"`` (supervised, restarted when it dies) or ``"thread"``
     (:mod:`activebayes.app.worker`). ``synchronous``: the durability of the answers,
     ``"full"`` or ``"normal"`` (:meth:`~activebayes.labelling.store.LabelStore.set_synchronous`).
@@ -81,8 +88,8 @@ def serve(project: LabellingProject | str | Path, *, host: str = "127.0.0.1", po
     try:
         _claim(project, host, port)
         try:
-            _serve_claimed(project, host=host, port=port, token=token, worker=worker, echo=echo, ready=ready,
-                           max_body=max_body, synchronous=synchronous)
+            _serve_claimed(project, host=host, port=port, token=token, worker=worker, echo=echo, warn=warn,
+                           ready=ready, max_body=max_body, synchronous=synchronous)
         finally:
             project.store.release_server(os.getpid(), key=SERVER_KEY)
     finally:
@@ -91,11 +98,11 @@ def serve(project: LabellingProject | str | Path, *, host: str = "127.0.0.1", po
 
 
 def _serve_claimed(project: LabellingProject, *, host: str, port: int, token: str, worker: str,
-                   echo: Callable[[str], None], ready: Callable[[str], None] | None, max_body: int,
-                   synchronous: str) -> None:
+                   echo: Callable[[str], None], warn: Callable[[str], None], ready: Callable[[str], None] | None,
+                   max_body: int, synchronous: str) -> None:
     project.store.set_synchronous(synchronous)
     if project.store.proposal(project.store.n_rounds()) is None:
-        echo("preparing the first ranking ...")
+        warn("preparing the first ranking ...")
         project.advance(min_pending=10**12)
     sock = _bind(host, port)
     background: WorkerProcess | WorkerThread = (
@@ -109,7 +116,7 @@ def _serve_claimed(project: LabellingProject, *, host: str, port: int, token: st
         shown_host = host if host not in ("0.0.0.0", "::") else socket.gethostname()
         url = f"http://{_url_host(shown_host)}:{actual_port}/?token={token}"
         if host not in ("127.0.0.1", "localhost", "::1"):
-            echo(f"warning: listening on {host}: anyone who can reach this machine and has the token can "
+            warn(f"warning: listening on {host}: anyone who can reach this machine and has the token can "
                  "label (and read the images); use the default --host 127.0.0.1 unless you mean it")
         echo("labelling app running; open this address in a browser (Ctrl-C stops it):")
         echo(f"    {url}")
@@ -132,7 +139,7 @@ def _serve_claimed(project: LabellingProject, *, host: str, port: int, token: st
             # aborts the process: wait for the round it is training to end
             background.stop(timeout=2.0)
             if background.is_alive():
-                echo("waiting for the round in training to end (the thread worker cannot be interrupted) ...")
+                warn("waiting for the round in training to end (the thread worker cannot be interrupted) ...")
                 background.stop(timeout=None)
         else:
             background.stop(timeout=2.0)

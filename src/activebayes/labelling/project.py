@@ -166,20 +166,23 @@ class LabellingProject:
 
     @classmethod
     def open(cls, directory: str | os.PathLike[str], *, rescan: bool = True,
-             settings: Mapping[str, Any] | None = None) -> LabellingProject:
+             settings: Mapping[str, Any] | None = None, read_only: bool = False) -> LabellingProject:
         """Open an existing project; with ``rescan`` compare its image folder with the store.
 
         ``settings`` (command-line names, see :func:`setting_differences`): the settings a
         command gave; the same as the project's is fine (running the same command again
         continues), any other value raises :class:`ProjectError` naming the setting and
-        both values.
+        both values. ``read_only``: open the store for reading only
+        (:class:`~activebayes.labelling.store.LabelStore`), as ``export`` does, so a
+        project in a read-only folder can be read; no rescan then (it writes).
         """
         path = Path(directory).expanduser().absolute()
         if not is_project(path):
             raise MissingFileError(
                 f"{path} is not a labelling project ({STORE_FILE} is missing); start one with "
                 "`activebayes query DIR --images FOLDER --classes a,b` (or `--dataset NAME`) or `activebayes label ...`")
-        store = LabelStore.open(path / STORE_FILE)
+        store = LabelStore.open(path / STORE_FILE, read_only=read_only)
+        rescan = rescan and not read_only
         try:
             config = ProjectConfig.from_dict(store.meta("project"))
             differ = setting_differences(config, settings or {})

@@ -307,24 +307,31 @@ class LabelStore:
 
     Open with :meth:`create` (a new file) or :meth:`open` (an existing one). One
     connection per instance, shared by threads under a lock; use one instance per
-    process. ``now`` arguments (seconds since the epoch) exist for tests.
+    process. ``now`` arguments (seconds since the epoch) exist for tests. ``read_only``:
+    open it for reading only (:meth:`_connect_read_only`); every write then raises.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self.path = Path(path)
         if not self.path.is_file():
             raise MissingFileError(f"no label store at {self.path}")
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                   timeout=_BUSY_TIMEOUT_MS / 1000)
-        self._db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise LabelStoreError(f"{self.path}: SQLite could not switch to WAL mode (got {mode!r})")
-        self._db.execute("PRAGMA synchronous = FULL")
+        self.read_only = read_only
+        if read_only:
+            self._db = self._connect_read_only()
+        else:
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                       timeout=_BUSY_TIMEOUT_MS / 1000)
+            self._db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise LabelStoreError(f"{self.path}: SQLite could not switch to WAL mode (got {mode!r})")
+            self._db.execute("PRAGMA synchronous = FULL")
         self._db.execute("PRAGMA foreign_keys = ON")
         version = self.meta("schema_version")
-        if version == 1:
+        if version == 1 and read_only:
+            version = SCHEMA_VERSION  # read as it is: version 2 only adds meta "multilabel" (false)
+        elif version == 1:
             self._migrate_from_1()
             version = self.meta("schema_version")
         if version != SCHEMA_VERSION:
@@ -334,6 +341,32 @@ class LabelStore:
         self.classes: tuple[str, ...] = tuple(self.meta("classes"))
         #: whether each label is a set of classes (a bitmask, see the module docstring)
         self.multilabel: bool = bool(self.meta("multilabel", False))
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A connection that never writes the store (``mode=ro``). It reads the write-ahead log
+        too, so it sees every answer a running server has saved; in a writable folder SQLite
+        may leave the log's empty ``-wal`` and ``-shm`` files behind (the next writer removes
+        them). Where SQLite cannot open it so (a read-only folder without the ``-shm`` file,
+        which it cannot create) the file is read ``immutable`` when no answer waits in a
+        ``-wal`` (none there, or empty: nothing to miss, and no writer but root can start in
+        that folder), else refused."""
+        def connect(query: str) -> sqlite3.Connection:
+            return sqlite3.connect(f"{self.path.absolute().as_uri()}?{query}", uri=True, isolation_level=None,
+                                   check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1000)
+
+        db = connect("mode=ro")
+        try:
+            db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.OperationalError:
+            db.close()
+        wal = self.path.with_name(self.path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise LabelStoreError(f"{self.path}: its write-ahead log {wal.name} holds answers not yet in the store, "
+                                  f"which SQLite cannot read here (a read-only folder); read a writable copy "
+                                  f"of the folder (with {wal.name})")
+        return connect("mode=ro&immutable=1")
 
     def _migrate_from_1(self) -> None:
         """Version 1 -> 2: every version 1 store is single-label (the same tables; meta only)."""
@@ -373,8 +406,8 @@ class LabelStore:
         return cls(path)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> LabelStore:
-        return cls(path)
+    def open(cls, path: str | os.PathLike[str], *, read_only: bool = False) -> LabelStore:
+        return cls(path, read_only=read_only)
 
     def set_synchronous(self, mode: str) -> None:
         """This connection's durability: ``"full"`` (default: every commit fsyncs the WAL, so an
