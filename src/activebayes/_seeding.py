@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
+import random
 from collections.abc import Iterator
 
+import numpy as np
 import torch
 from activebayes.errors import InvalidTypeError
 
@@ -66,6 +69,43 @@ def global_rng_seeded(seed: int) -> Iterator[None]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield
+
+
+#: environment variables that trainers set for deterministic runs (transformers'
+#: ``enable_full_determinism``, Lightning's ``deterministic=True``)
+DETERMINISM_ENV = ("CUBLAS_WORKSPACE_CONFIG", "CUDA_LAUNCH_BLOCKING", "FLASH_ATTENTION_DETERMINISTIC",
+                   "ASCEND_LAUNCH_BLOCKING", "HCCL_DETERMINISTIC")
+
+
+@contextlib.contextmanager
+def global_state_restored() -> Iterator[None]:
+    """Leave the caller's global randomness and determinism settings as they were.
+
+    Restores, on exit (an exception included), Python's ``random``, NumPy's global RNG,
+    torch's CPU generator and CUDA's (when CUDA was initialised before the block), and
+    ``torch.use_deterministic_algorithms``, cudnn's ``deterministic`` / ``benchmark`` and
+    :data:`DETERMINISM_ENV`: third-party trainers seed and set them (transformers'
+    ``set_seed``), and a library must not change its user's streams.
+    """
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    cudnn = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
+    env = {name: os.environ.get(name) for name in DETERMINISM_ENV}
+    devices = range(torch.cuda.device_count()) if torch.cuda.is_initialized() else []
+    try:
+        with torch.random.fork_rng(devices=devices):
+            yield
+    finally:
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
+        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = cudnn
+        for name, value in env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def derive_seed(seed: int, *keys: object) -> int:

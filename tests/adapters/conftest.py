@@ -17,3 +17,12 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+@pytest.fixture
+def keep_global_state():
+    """The next tests see the global RNGs and determinism settings as before, whatever a failing test left."""
+    from activebayes._seeding import global_state_restored
+
+    with global_state_restored():
+        yield

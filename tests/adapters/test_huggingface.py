@@ -7,6 +7,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from adapters_toy import determinism_settings, next_draws, seed_globals  # noqa: E402
+
 from activebayes.adapters import HuggingFaceClassifier, HuggingFacePosterior  # noqa: E402
 from activebayes.data import from_arrays  # noqa: E402
 from activebayes.errors import InvalidArgumentError, InvalidTypeError  # noqa: E402
@@ -82,6 +84,38 @@ def test_trainer_fit_is_seeded_and_learns(tmp_path):
     torch.testing.assert_close(weights[0], weights[1], rtol=0, atol=0)
     accuracy = (posterior.log_probs(x_N_L, num_samples=4, generator=0).exp().mean(1).argmax(1) == y_N).float().mean()
     assert accuracy > 0.6  # chance is 1/3
+
+
+class _StopAtFirstStep(transformers.TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        raise RuntimeError("stopped by the test")
+
+
+@pytest.mark.parametrize("full_determinism", [False, True])
+def test_trainer_fit_leaves_the_global_rngs_and_settings_as_they_were(tmp_path, keep_global_state, full_determinism):
+    """The Trainer seeds random / NumPy / torch (set_seed) and, with full_determinism, sets torch's flags
+    and CUDA env variables: fit restores them all, on an error too; its weights do not depend on them."""
+    x_N_L, y_N = token_ids(24)
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), num_train_epochs=1, per_device_train_batch_size=8, report_to="none", use_cpu=True,
+        save_strategy="no", logging_strategy="no", disable_tqdm=True, full_determinism=full_determinism)
+    posteriors = [HuggingFacePosterior(tiny_bert(), training_args=args) for _ in range(2)]
+    failing = HuggingFacePosterior(tiny_bert(), training_args=args, trainer_kwargs={"callbacks": [_StopAtFirstStep()]})
+    seed_globals(11)
+    expected, settings = next_draws(), determinism_settings()
+    seed_globals(11)
+    posteriors[0].fit((x_N_L, y_N), generator=torch.Generator().manual_seed(3))
+    assert next_draws() == expected
+    assert determinism_settings() == settings
+    seed_globals(11)
+    with pytest.raises(RuntimeError, match="stopped by the test"):
+        failing.fit((x_N_L, y_N), generator=torch.Generator().manual_seed(3))
+    assert next_draws() == expected
+    assert determinism_settings() == settings
+    seed_globals(12)  # other global streams: the same fit
+    posteriors[1].fit((x_N_L, y_N), generator=torch.Generator().manual_seed(3))
+    first, second = (p.log_probs(x_N_L, num_samples=3, generator=0) for p in posteriors)
+    torch.testing.assert_close(first, second, rtol=0, atol=0)
 
 
 def test_loop_through_the_adapter_picks_what_the_native_module_picks():

@@ -15,7 +15,7 @@ from activebayes.loop import ActiveLearningLoop, LoopConfig  # noqa: E402
 from activebayes.models import ConsistentMCDropout, mc_dropout, mc_dropout_layers, predict_log_probs  # noqa: E402
 from activebayes.models.dropout import BatchedSamplingError  # noqa: E402
 
-from adapters_toy import toy_dataset  # noqa: E402
+from adapters_toy import determinism_settings, next_draws, seed_globals, toy_dataset  # noqa: E402
 
 
 def make_net(d: int = 6, classes: int = 3) -> nn.Module:
@@ -86,6 +86,42 @@ def test_fit_is_seeded_and_trains():
         assert torch.equal(states[0][key], states[1][key]), key
     accuracy = (posterior.log_probs(x_N_D, num_samples=8, generator=0).exp().mean(1).argmax(1) == y_N).float().mean()
     assert accuracy > 0.8
+
+
+class _StopAtFirstBatch(pl.Callback):
+    def on_train_batch_end(self, *args, **kwargs):
+        raise RuntimeError("stopped by the test")
+
+
+def test_fit_leaves_the_global_rngs_and_settings_as_they_were(keep_global_state):
+    """fit seeds torch for dropout and a Trainer(deterministic=True) sets torch's deterministic flag and
+    CUBLAS_WORKSPACE_CONFIG: fit restores them all, on an error too; its weights do not depend on them."""
+    x_N_D, y_N = toy_dataset(60).inputs, toy_dataset(60).targets
+
+    def deterministic_trainer(*callbacks):
+        return pl.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                          enable_progress_bar=False, enable_model_summary=False, deterministic=True,
+                          callbacks=list(callbacks))
+
+    posteriors = []
+    for factory in (deterministic_trainer, deterministic_trainer, lambda: deterministic_trainer(_StopAtFirstBatch())):
+        torch.manual_seed(0)
+        posteriors.append(LightningPosterior(Classifier(make_net(), lr=0.1), factory, batch_size=16))
+    seed_globals(11)
+    expected, settings = next_draws(), determinism_settings()
+    seed_globals(11)
+    posteriors[0].fit((x_N_D, y_N), generator=torch.Generator().manual_seed(3))
+    assert next_draws() == expected
+    assert determinism_settings() == settings
+    seed_globals(11)
+    with pytest.raises(RuntimeError, match="stopped by the test"):
+        posteriors[2].fit((x_N_D, y_N), generator=torch.Generator().manual_seed(3))
+    assert next_draws() == expected
+    assert determinism_settings() == settings
+    seed_globals(12)  # other global streams: the same fit
+    posteriors[1].fit((x_N_D, y_N), generator=torch.Generator().manual_seed(3))
+    for key, value in posteriors[0].lightning_module.state_dict().items():
+        assert torch.equal(value, posteriors[1].lightning_module.state_dict()[key]), key
 
 
 def test_loop_through_lightning_picks_what_the_native_loop_picks():

@@ -8,7 +8,7 @@ import torch
 
 pytest.importorskip("sklearn")
 
-from adapters_toy import toy_dataset  # noqa: E402
+from adapters_toy import next_draws, seed_globals, toy_dataset  # noqa: E402
 from sklearn.ensemble import RandomForestClassifier  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
@@ -77,6 +77,25 @@ def bald_reference(log_probs_N_K_C: torch.Tensor) -> np.ndarray:
     p = log_probs_N_K_C.double().exp().numpy()
     mean = p.mean(1)
     return -(mean * np.log(mean)).sum(-1) + (p * np.log(p)).sum(-1).mean(1)
+
+
+def test_fits_leave_the_global_rngs_as_they_were(keep_global_state):
+    """A seeded PosteriorClassifier / SklearnPosterior fit neither draws from nor reseeds the global RNGs
+    (the MLP is built under a seeded torch RNG, CUDA's included); the result does not depend on them."""
+    data = toy_dataset(60)
+    X, y = data.inputs.numpy(), data.targets.numpy()
+    seed_globals(11)
+    expected = next_draws()
+    probabilities = []
+    for seed in (11, 12):
+        seed_globals(seed)
+        classifier = PosteriorClassifier(max_epochs=2, random_state=3).fit(X, y)
+        SklearnPosterior(RandomForestClassifier(n_estimators=3), num_classes=3).fit((data.inputs, data.targets),
+                                                                                    generator=0)
+        if seed == 11:
+            assert next_draws() == expected
+        probabilities.append(classifier.predict_proba(X))
+    np.testing.assert_array_equal(probabilities[0], probabilities[1])
 
 
 def test_loop_with_a_forest_picks_the_top_bald_items_of_its_trees():

@@ -18,8 +18,9 @@ as float32, exact for ids below 2**24, and cast back to int64 before the model.
 - The eval batch size is honoured: at most ``per_device_eval_batch_size`` items (or
   ``eval_batch_size=``) per forward, whatever N, and the pool is streamed in chunks.
 - Training: with ``training_args=`` (``transformers.TrainingArguments``) a
-  ``transformers.Trainer`` trains the model (its seed set from the round's generator);
-  without, :func:`activebayes.models.fit` trains it (``fit_options=``).
+  ``transformers.Trainer`` trains the model (its seed set from the round's generator;
+  the global RNGs and determinism settings it sets are restored afterwards); without,
+  :func:`activebayes.models.fit` trains it (``fit_options=``).
 
 Dropout that a model applies functionally (``F.dropout(..., training=self.training)``,
 e.g. BERT's attention-probability dropout) is off in evaluation and so not sampled;
@@ -36,6 +37,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
+from activebayes._seeding import global_state_restored
 from activebayes._validation import check_positive_int
 from activebayes.adapters._common import as_input_tensor, require, sample_by_sample, seed_from
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
@@ -262,7 +264,7 @@ class HuggingFacePosterior:
         if validation is not None:
             check_token_ids(torch.as_tensor(validation[0]), vocab_size, "validation input_ids", max_length=max_length)
         eval_dataset = None if validation is None else _TokenDataset(*validation, pad)
-        with torch.random.fork_rng(devices=[]):
+        with global_state_restored():  # the Trainer seeds random, NumPy and torch (set_seed)
             trainer = transformers.Trainer(model=self.model, args=args, train_dataset=_TokenDataset(*train, pad),
                                            eval_dataset=eval_dataset, **self.trainer_kwargs)
             output = trainer.train()

@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset, RandomSampler, TensorDataset
 
+from activebayes._seeding import global_state_restored
 from activebayes._validation import check_choice, check_positive_int
 from activebayes.adapters._common import as_input_tensor, require, scalar_summary, seed_from
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
@@ -327,8 +328,8 @@ class LightningPosterior:
         val_loader = None
         if validation is not None and type(self.lightning_module).validation_step is not pl.LightningModule.validation_step:
             val_loader = DataLoader(TensorDataset(*validation), batch_size=self.predict_batch_size)
-        trainer = self._trainer()
-        with torch.random.fork_rng(devices=[]):
+        with global_state_restored():  # a Trainer(deterministic=True) sets torch flags
+            trainer = self._trainer()
             torch.manual_seed(seed)
             trainer.fit(self.lightning_module, train_dataloaders=loader, val_dataloaders=val_loader)
         summary = {"epochs_run": int(trainer.current_epoch), "global_step": int(trainer.global_step)}

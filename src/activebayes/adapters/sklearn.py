@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from activebayes._seeding import global_state_restored
 from activebayes._validation import check_choice, check_positive_int
 from activebayes.adapters._common import as_input_tensor, require, seed_from
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
@@ -296,7 +297,7 @@ class PosteriorClassifier(ClassifierMixin, BaseEstimator):
         generator = torch.Generator().manual_seed(self.seed_)
         in_features, num_classes = X.shape[1], len(self.classes_)
         if self.model is None:
-            with torch.random.fork_rng(devices=[]):
+            with global_state_restored():
                 torch.manual_seed(self.seed_)
                 built: Any = MLP(in_features=in_features, num_classes=num_classes, hidden=tuple(self.hidden),
                                  p=self.p)
