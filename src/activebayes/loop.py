@@ -56,6 +56,7 @@ from activebayes.acquisition.multilabel_strategies import MULTILABEL_COUNTERPART
 from activebayes.acquisition.selection import Selection
 from activebayes.data.table_task import table_splits
 from activebayes.metrics.multilabel import DECISION_THRESHOLD, evaluate_multilabel
+from activebayes.metrics.predictive import predictive_probs
 from activebayes.models.multilabel import MultiLabelPosterior
 from activebayes.data import Pool, available_datasets, load_dataset
 from activebayes.metrics import evaluate_classification
@@ -546,7 +547,7 @@ class ActiveLearningLoop:
         if n_labelled == 0 or not len(ranking_N):
             return []
         log_probs = self._predict(self.dataset.inputs[ranking_N], key="ranking", num_samples=self.config.eval_samples)
-        return [[float(p) for p in row] for row in log_probs.exp().mean(1)]
+        return [[float(p) for p in row] for row in predictive_probs(log_probs)]
 
     def commit(self, indices: object, labels: object, *, proposal: Proposal | None = None,
                earlier: Sequence[Proposal] = ()) -> RoundRecord:

@@ -399,8 +399,9 @@ def predicted_decisions(log_probs_S_K_C: Any, *, multilabel: bool = False) -> An
     ``[S * C]`` zeros and ones.
     """
     from activebayes.metrics.multilabel import label_decisions
+    from activebayes.metrics.predictive import predictive_probs
 
-    probs_S_C = log_probs_S_K_C.exp().mean(1)
+    probs_S_C = predictive_probs(log_probs_S_K_C)
     if multilabel:
         return label_decisions(probs_S_C).reshape(-1).numpy().astype("int64")
     return probs_S_C.argmax(-1).numpy()
@@ -418,8 +419,9 @@ def expected_accuracy(log_probs_S_K_C: Any, *, multilabel: bool = False) -> floa
     (:math:`2\,TP / (2\,TP + FP + FN)` with each count replaced by its expectation).
     """
     from activebayes.metrics.multilabel import label_decisions
+    from activebayes.metrics.predictive import predictive_probs
 
-    probs_S_C = log_probs_S_K_C.exp().mean(1).double()
+    probs_S_C = predictive_probs(log_probs_S_K_C).double()
     if multilabel:
         decisions_S_C = label_decisions(probs_S_C).double()
         denominator = float(decisions_S_C.sum() + probs_S_C.sum())

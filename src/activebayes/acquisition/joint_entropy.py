@@ -35,6 +35,7 @@ from torch import Tensor
 
 from activebayes._seeding import as_generator
 from activebayes._validation import check_log_probs, check_positive_int, renamed_keyword
+from activebayes.metrics.predictive import log_mean_exp
 
 __all__ = [
     "WeightedConfigurations",
@@ -64,8 +65,7 @@ class WeightedConfigurations:
     @staticmethod
     def from_log_joint(log_joint_M_K: Tensor, counts_M: Tensor | None) -> WeightedConfigurations:
         """From ``log P_k(m)`` (float64); ``counts_M`` are sample counts, ``None`` for exact."""
-        K = log_joint_M_K.shape[1]
-        log_marginal_M = torch.logsumexp(log_joint_M_K, dim=1) - math.log(K)
+        log_marginal_M = log_mean_exp(log_joint_M_K, dim=1)
         if counts_M is None:
             weights_M = log_marginal_M.exp()
             entropy = float(torch.special.entr(weights_M).sum())

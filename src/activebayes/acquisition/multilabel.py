@@ -100,6 +100,7 @@ from activebayes.acquisition._chunks import resolve_device
 from activebayes.acquisition.selection import Selection
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.metrics.multilabel import label_decisions
+from activebayes.metrics.predictive import log_mean_exp
 
 __all__ = [
     "multilabel_log_probs",
@@ -182,7 +183,7 @@ def _split(log_probs_N_K_C: object) -> tuple[Tensor, Tensor]:
 
 def _mean_log(log_N_K_C: Tensor) -> Tensor:
     """``log(1/K Σ_k exp(x))`` over dim 1."""
-    return torch.logsumexp(log_N_K_C, dim=1) - math.log(log_N_K_C.shape[1])
+    return log_mean_exp(log_N_K_C, dim=1)
 
 
 def _reduce(values_N_C: Tensor, reduce: str) -> Tensor:
@@ -331,12 +332,12 @@ def multilabel_joint_entropy(
         for i in range(B):
             log_y_Y_K = _log_configurations(log_pos[i], log_neg[i], bits)
             log_joint_M_K = (log_joint_M_K[:, None, :] + log_y_Y_K[None]).reshape(-1, K)
-        log_q_M = torch.logsumexp(log_joint_M_K, dim=1) - math.log(K)
+        log_q_M = log_mean_exp(log_joint_M_K, dim=1)
         return float(_entropy_of_log_q(log_q_M, (0,)))
     draws = _Draws(K, num_configurations, generator, log_pos.device)
     for i in range(B):
         draws.extend(log_pos[i], log_neg[i], draws.uniforms(C))
-    return float(-(torch.logsumexp(draws.log_joint_S_K, dim=1) - math.log(K)).mean())
+    return float(-log_mean_exp(draws.log_joint_S_K, dim=1).mean())
 
 
 class _Draws:
@@ -512,6 +513,6 @@ def _sampled_joint_N(log_pos: Tensor, log_neg: Tensor, draws: _Draws, u_S_C: Ten
         lp, ln = log_pos[start:end], log_neg[start:end]
         bits_n_S_C = u_S_C.log()[None] < lp[:, draws.k_S]
         log_y_n_S_K = draws.log_likelihood(lp, ln, bits_n_S_C)
-        log_q_n_S = torch.logsumexp(draws.log_joint_S_K[None] + log_y_n_S_K, dim=2) - math.log(K)
+        log_q_n_S = log_mean_exp(draws.log_joint_S_K[None] + log_y_n_S_K, dim=2)
         joint_N[start:end] = -log_q_n_S.mean(1)
     return joint_N

@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,6 +28,7 @@ from activebayes._seeding import global_state_restored
 from activebayes._validation import check_choice, check_positive_int
 from activebayes.adapters._common import as_input_tensor, require, seed_from
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes.metrics.predictive import predictive_log_probs
 from activebayes.models.posterior import NO_LABELS, FeaturesUnavailableError, Posterior, as_posterior, no_labels
 
 require("sklearn", "scikit-learn", "activebayes.adapters.sklearn")
@@ -99,7 +99,7 @@ class SklearnFunctions(nn.Module):
 
     def forward(self, inputs: Tensor) -> Tensor:
         log_probs_n_K_C = self.forward_samples(inputs, range(len(self.members)))
-        return torch.logsumexp(log_probs_n_K_C, dim=1) - math.log(len(self.members))
+        return predictive_log_probs(log_probs_n_K_C)
 
     def extra_repr(self) -> str:
         return f"{len(self.members)} x {type(self.members[0]).__name__}, num_classes={self.num_classes}"

@@ -48,6 +48,7 @@ from activebayes.metrics.classification import (
 )
 from activebayes.metrics.evaluate import evaluate_classification
 from activebayes.metrics.multilabel import hamming_loss, multilabel_precision_recall_f1
+from activebayes.metrics.predictive import predictive_log_probs, predictive_probs
 
 # The streaming classes subclass torchmetrics.Metric; torchmetrics imports matplotlib.pyplot
 # when it loads, so they are loaded on first access instead of at import time.
@@ -94,6 +95,8 @@ __all__ = [
     "precision_recall_curve",
     "precision_recall_fscore_support",
     "precision_score",
+    "predictive_log_probs",
+    "predictive_probs",
     "recall_score",
     "reliability_bins",
     "roc_auc_score",

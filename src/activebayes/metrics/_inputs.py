@@ -23,6 +23,7 @@ from torch import Tensor
 
 from activebayes._validation import check_finite, check_log_probs
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes.metrics.predictive import predictive_log_probs
 
 _PRED_FORMS = "labels [N], probabilities [N, C] or log-probabilities log_probs_N_K_C [N, K, C]"
 
@@ -104,12 +105,6 @@ def check_probs(value: object, name: str = "probs_N_C", *, atol: float | None = 
     return tensor.double().clamp(0.0, 1.0)
 
 
-def mean_log_probs(log_probs_N_K_C: Tensor) -> Tensor:
-    """Bayesian model average in log space: ``logsumexp_k log p_k - log K`` -> ``[N, C]`` float64."""
-    K = log_probs_N_K_C.shape[1]
-    return torch.logsumexp(log_probs_N_K_C.double(), dim=1) - math.log(K)
-
-
 def to_log_probs(predictions: object, name: str = "predictions") -> Tensor:
     """Predictive log-probabilities ``[N, C]`` (float64) from ``[N, C]`` probs or ``[N, K, C]`` log-probs.
 
@@ -118,7 +113,7 @@ def to_log_probs(predictions: object, name: str = "predictions") -> Tensor:
     """
     tensor = as_tensor(predictions, name)
     if tensor.ndim == 3:
-        return mean_log_probs(check_log_probs(tensor, name))
+        return predictive_log_probs(check_log_probs(tensor, name), dtype=torch.float64)
     if tensor.ndim == 2:
         return check_probs(tensor, name).log()
     if tensor.ndim == 1 and tensor.is_floating_point():
@@ -165,7 +160,7 @@ def to_labels(predictions: object, name: str = "predictions") -> tuple[Tensor, i
         probs = check_probs(tensor, name)
         return probs.argmax(-1), probs.shape[-1]
     if tensor.ndim == 3:
-        log_probs = mean_log_probs(check_log_probs(tensor, name))
+        log_probs = predictive_log_probs(check_log_probs(tensor, name), dtype=torch.float64)
         return log_probs.argmax(-1), log_probs.shape[-1]
     raise InvalidArgumentError(f"{name} must be {_PRED_FORMS}, got shape {tuple(tensor.shape)}")
 

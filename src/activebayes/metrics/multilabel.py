@@ -11,7 +11,6 @@ never enter).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -26,6 +25,7 @@ from activebayes.metrics._inputs import (
     to_labels,
 )
 from activebayes.errors import InvalidArgumentError
+from activebayes.metrics.predictive import predictive_probs
 
 __all__ = ["DECISION_THRESHOLD", "MULTILABEL_HEADLINE", "evaluate_multilabel", "hamming_loss", "label_decisions",
            "multilabel_precision_recall_f1"]
@@ -235,7 +235,7 @@ def evaluate_multilabel(log_probs_N_K_C: object, targets_N_C: object, *,
     check_finite(torch.where(torch.isneginf(lp), torch.zeros_like(lp), lp), "log_probs_N_K_C")
     if float(lp.max()) > 1e-4:
         raise InvalidArgumentError("log_probs_N_K_C must hold log P(y_c = 1) <= 0 (log-sigmoid of the logits)")
-    probs_N_C = (torch.logsumexp(lp, dim=1) - math.log(lp.shape[1])).exp().clamp(0.0, 1.0)
+    probs_N_C = predictive_probs(lp).clamp(0.0, 1.0)
     y, yhat, _ = _indicators(targets_t, probs_N_C, None, threshold, targets_name="targets_N_C")
     n, c = y.shape
     per_class = prf_from_counts((y & yhat).sum(0), yhat.sum(0), y.sum(0), average="none", zero_division=0.0)
