@@ -305,7 +305,7 @@ class LoopConfig:
                 f"dropout head): model must be 'auto' or 'encoder_head', got {self.model!r}"
             )
         check_positive_int(self.predict_batch_size, "predict_batch_size")
-        from activebayes.stopping import ESTIMATED_ACCURACY, normalise_stop_when  # stopping reads records: imported late
+        from activebayes.stopping import ESTIMATED_ACCURACY, MIN_STOP_SET, normalise_stop_when  # stopping reads records: imported late
 
         # one stored form (canonical names, a threshold only where it is not the default), so that
         # equivalent spellings are the same run, also when read back from an earlier config.json
@@ -322,6 +322,11 @@ class LoopConfig:
                 f"spare; got batch_size={self.batch_size}")
         if self.stop_when and not self.stop_set_size:
             raise InvalidArgumentError("stop_when (--stop-when) needs a stop set: stop_set_size must be >= 1, got 0")
+        if self.stop_when and self.stop_set_size < MIN_STOP_SET:
+            raise InvalidArgumentError(
+                f"stop_set_size (--stop-set-size) must be at least {MIN_STOP_SET} when stop_when (--stop-when) is set, "
+                f"got {self.stop_set_size}: the signals on S items move in steps of 1/S, too coarse for a "
+                f"{100 / self.stop_set_size:.3g}% step to tell a settled model from a changing one")
         if any(spec.partition("=")[0] == ESTIMATED_ACCURACY for spec in self.stop_when) and not self.audit_fraction:
             raise InvalidArgumentError(
                 "stop_when (--stop-when) estimated_accuracy needs audited answers: set audit_fraction "

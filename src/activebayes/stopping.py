@@ -238,6 +238,9 @@ CHANGE_MARGIN = 2.0
 DEFAULT_CRITERION = REMAINING_CHANGE
 #: two-sided confidence of the estimated-accuracy interval
 AUDIT_CONFIDENCE = 0.9
+#: the smallest stop set a run that stops on it may ask for: the signals move in steps of
+#: 1 / S, and the default criterion's threshold (a 1% change) needs S >= 100 to be seen
+MIN_STOP_SET = 100
 
 
 def parse_stop_when(specs: Iterable[str] | Mapping[str, float | None] | str | None) -> dict[str, float | None]:

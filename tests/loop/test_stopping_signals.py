@@ -164,6 +164,10 @@ def test_config_refuses_an_estimate_without_audits_and_a_stop_set():
         LoopConfig(stop_when=("estimated_accuracy=0.9",))
     with pytest.raises(InvalidArgumentError, match="stop_set_size"):
         LoopConfig(stop_when=("information",), stop_set_size=0)
+    with pytest.raises(InvalidArgumentError, match=r"stop_set_size \(--stop-set-size\) must be at least 100 .* got 1:"):
+        LoopConfig(stop_when=("remaining_change",), stop_set_size=1)
+    LoopConfig(stop_when=("remaining_change",), stop_set_size=100)
+    LoopConfig(stop_set_size=1)  # signals recorded only: the run never stops on them
     with pytest.raises(InvalidArgumentError, match="audit_fraction"):
         LoopConfig(audit_fraction=1.5)
 
@@ -202,13 +206,13 @@ def test_a_multilabel_run_records_the_signals_on_label_decisions_and_audits_labe
     train, test = data.subset(torch.arange(250)), data.subset(torch.arange(250, 300))
     config = LoopConfig(strategy="multilabel_bald", budget=38, initial_size=8, validation_size=30, batch_size=6,
                         num_samples=6, eval_samples=4, cold_start=None, fit_options={"max_epochs": 2},
-                        stop_set_size=50, audit_fraction=0.5, stop_when=("stable_predictions=0.05",))
+                        stop_set_size=100, audit_fraction=0.5, stop_when=("stable_predictions=0.05",))
     loop = ActiveLearningLoop(config, dataset=train, test=test)
     result = loop.run(progress=False)
     rounds = result.rounds
     for r in rounds:
         assert set(r.signals) >= {STABLE_PREDICTIONS, EXPECTED_ACCURACY, INFORMATION, ESTIMATED_ACCURACY}
-        assert len(decode_classes(r.signals[STABLE_PREDICTIONS]["predictions"])) == 50 * 4
+        assert len(decode_classes(r.signals[STABLE_PREDICTIONS]["predictions"])) == 100 * 4
         assert "micro-F1" in r.signals[EXPECTED_ACCURACY]["detail"]
     # kappa over the decisions of successive models, two classes (as scikit-learn computes it)
     a, b = (decode_classes(r.signals[STABLE_PREDICTIONS]["predictions"]) for r in rounds[:2])
