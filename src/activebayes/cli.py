@@ -675,8 +675,9 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--output", type=click.Path(dir_okay=False), default=None, help="HTML file to write. [DIRECTORY/report.html]")
 @click.option("--targets", multiple=True, callback=_joined, help="Accuracies for the labels-needed table; repeatable. [0.9,0.95; where no run reaches 0.9, two read from random's mean curve]")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @_friendly
-def report(directory: str, output: str | None, targets: str | None) -> None:
+def report(directory: str, output: str | None, targets: str | None, quiet: bool) -> None:
     """Write the HTML report of a run or comparison directory."""
     path = Path(directory)
     if not path.is_dir():
@@ -690,7 +691,7 @@ def report(directory: str, output: str | None, targets: str | None) -> None:
     except ValueError:
         raise InvalidArgumentError(f"--targets must be comma-separated accuracies like 0.9,0.95, got {targets!r}") from None
     try:
-        written = write_report(path, output=output, targets=target_list)
+        written = write_report(path, output=output, targets=target_list, progress=_progress.shown())
     except OSError as error:
         if output is not None or error.filename is None or error.errno not in _UNWRITABLE:
             raise

@@ -99,6 +99,10 @@ def test_class_balance_and_per_class_over_rounds(tmp_path):
     values = rng.random((5, 4))
     fig = P.per_class_over_rounds(values, metric="precision", class_names=list("abcd"))
     np.testing.assert_allclose(fig.axes[0].get_lines()[2].get_ydata(), values[:, 2])
+    fig = P.per_class_over_rounds(values, metric="f1", n_labelled=[8, 14, 20, 26, 32])  # a multi-label run's
+    np.testing.assert_allclose(fig.axes[0].get_lines()[1].get_ydata(), values[:, 1])
+    assert list(fig.axes[0].get_lines()[1].get_xdata()) == [8, 14, 20, 26, 32]
+    assert (fig.axes[0].get_ylabel(), fig.axes[0].get_title()) == ("F1", "F1 (one-vs-rest)")
     with pytest.raises(ValueError, match="class_names"):
         P.per_class_over_rounds(values, class_names=["a"])
 

@@ -223,6 +223,6 @@ def per_class_over_rounds(
     _class_lines(ax, x, values, class_names)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(metric)
+    ax.set_ylabel("F1" if metric == "f1" else metric)
     ax.set_title(f"{'F1' if metric == 'f1' else metric.capitalize()} (one-vs-rest)")
     return fig

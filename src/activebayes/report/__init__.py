@@ -4,8 +4,9 @@
 or a comparison directory (``comparison.json`` + ``<strategy>/seed_<seed>/``) and
 writes ``report.html``: learning curves, the labels needed to reach target
 accuracies, area under the learning curve, final metrics, calibration, class
-balance, per-class precision / recall, confusion matrix, acquired images, time
-per round and the configuration, with every figure embedded as a PNG data URI.
+balance, per-class precision / recall (a multi-label run: per-class F1), confusion
+matrix, acquired images, time per round and the configuration, with every figure
+embedded as a PNG data URI.
 
 Example::
 

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from activebayes import _progress
 from activebayes._io import atomic_write_text
 from activebayes.analysis import check_targets
 from activebayes.errors import MissingFileError
@@ -23,14 +24,14 @@ from activebayes.rundir import REPORT_FILE
 DEFAULT_FILE = REPORT_FILE
 
 
-def render_report(path: Path, targets: Sequence[float] | None) -> str:
-    """The report page of the directory ``path`` as one HTML string."""
+def render_report(path: Path, targets: Sequence[float] | None, *, progress: bool = False) -> str:
+    """The report page of the directory ``path`` as one HTML string (``progress``: a bar over its sections)."""
     data = ReportData(path)
     kind = "comparison" if data.is_comparison else "run"
     # the directory's name only: the page is meant to be sent to others, who have no use for
     # (and should not see) where it lies on this machine
     name = path.resolve().name
-    return page(f"activebayes report: {name}", f"{kind} directory {name}", sections(data, targets))
+    return page(f"activebayes report: {name}", f"{kind} directory {name}", sections(data, targets, progress=progress))
 
 
 def write_report(
@@ -38,6 +39,7 @@ def write_report(
     *,
     output: str | os.PathLike[str] | None = None,
     targets: Iterable[float] | None = None,
+    progress: bool | None = None,
 ) -> Path:
     """Write one self-contained HTML report of a run or comparison directory.
 
@@ -49,9 +51,9 @@ def write_report(
     Brier and ECE (mean ± sd over seeds); calibration: the reliability diagram
     of the final round with bins pooled over seeds, and both the pooled ECE and
     the mean of the seeds' ECEs; the labelled set's class balance and per-class
-    precision / recall (class names from the dataset when it loads); the final
-    confusion matrix; a grid of one round's acquired images with their class
-    counts; time per round; and the configuration. Figures are PNGs embedded as
+    precision / recall (a multi-label run: per-class F1; class names from the
+    dataset when it loads); the final confusion matrix; a grid of one round's
+    acquired images with their class counts; time per round; and the configuration. Figures are PNGs embedded as
     base64 data URIs, so the file needs nothing else (no scripts, no external
     CSS). Without matplotlib (an optional extra) the report is written without
     figures and says so; a figure that cannot be drawn is replaced by a note
@@ -63,6 +65,10 @@ def write_report(
         targets: accuracies in ``(0, 1]`` for the labels-needed table; by default 0.9 and
             0.95, or, where no run reaches 0.9, two read from random's mean curve
             (:func:`~activebayes.analysis.default_targets`).
+        progress: a progress bar over the sections while they are drawn (a report takes
+            seconds); ``None``: only on a terminal, or as the process default says
+            (:mod:`activebayes._progress`: ``run_experiment(progress=False)`` and ``--quiet``
+            silence it).
 
     Returns:
         The path written (atomically: temp file + ``os.replace``).
@@ -78,4 +84,5 @@ def write_report(
         raise MissingFileError(f"path must be a run or comparison directory, got {str(path)!r} (no such directory)")
     target_list = None if targets is None else check_targets(targets)
     destination = Path(output) if output is not None else directory / DEFAULT_FILE
-    return atomic_write_text(destination, render_report(directory, target_list))
+    return atomic_write_text(destination, render_report(directory, target_list,
+                                                          progress=_progress.shown(progress)))

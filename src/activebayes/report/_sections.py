@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from activebayes import plots
 from activebayes.analysis import (
@@ -374,12 +375,31 @@ def _no_bins_reason(data: ReportData) -> str:
 # --------------------------------------------------------------------------- classes
 
 
-def _num_classes(data: ReportData) -> int | None:
-    for strategy in data.runs:
-        stats = final_metric(data.rounds_per_seed(strategy), data.key("recall_per_class"))
-        if stats is not None:
-            return int(stats.values_S.shape[1])
+def _num_classes(data: ReportData, metrics: Sequence[str] = ("recall",)) -> int | None:
+    """C, read from the first of ``metrics``' per-class values a final round holds."""
+    for metric in metrics:
+        for strategy in data.runs:
+            stats = final_metric(data.rounds_per_seed(strategy), data.key(f"{metric}_per_class"))
+            if stats is not None:
+                return int(stats.values_S.shape[1])
     return None
+
+
+def _per_class_metrics(data: ReportData) -> tuple[str, ...]:
+    """What Per-class shows: precision and recall; for a multi-label run its F1 (``f1_per_class``),
+    with precision and recall where the records hold them."""
+    if data.headline == "accuracy":
+        return ("precision", "recall")
+    held = tuple(m for m in ("precision", "recall") if _num_classes(data, (m,)) is not None)
+    return (*held, "f1")
+
+
+def _metric_name(metric: str) -> str:
+    return "F1" if metric == "f1" else metric
+
+
+def _and(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def class_balance(data: ReportData, figures: Figures) -> Section:
@@ -404,27 +424,32 @@ def class_balance(data: ReportData, figures: Figures) -> Section:
 
 
 def per_class(data: ReportData, figures: Figures) -> Section:
-    C = _num_classes(data)
+    multilabel = data.headline != "accuracy"
+    metrics = _per_class_metrics(data)
+    names_shown = _and([_metric_name(m) for m in metrics])
+    C = _num_classes(data, metrics)
     parts = []
     if C is not None:
         names = data.class_names(C) or [str(c) for c in range(C)]
+        how = ("each class its own yes / no decision, predicted when its mean sigmoid is >= 0.5; "
+               "F1 = 2 TP / (2 TP + FP + FN), 0 for a class neither present nor predicted; their mean over "
+               "classes is the macro-F1 under Final metrics" if multilabel else "one class against the rest")
         parts.append(paragraph(
-            f"Per-class {data.split} precision and recall (one class against the rest): the table shows the "
-            f"final round, the figures every round, both as the mean over seeds. {data.class_names_note(C)}"
+            f"Per-class {data.split} {names_shown} ({how}): the table shows the final round, the figures every "
+            f"round, both as the mean over seeds. {data.class_names_note(C)}"
         ))
-        header = ["class", f"{data.split} items"]
+        header = ["class", f"{data.split} items with the class" if multilabel else f"{data.split} items"]
         columns = []
         support = None
         for strategy in data.runs:
             rounds_per_seed = data.rounds_per_seed(strategy)
-            precision = final_metric(rounds_per_seed, data.key("precision_per_class"))
-            recall = final_metric(rounds_per_seed, data.key("recall_per_class"))
+            finals = [final_metric(rounds_per_seed, data.key(f"{m}_per_class")) for m in metrics]
             support = support if support is not None else final_metric(rounds_per_seed, data.key("support_per_class"))
-            if precision is None or recall is None:
+            if any(stats is None for stats in finals):
                 continue
-            header.append(f"{strategy}: precision / recall")
-            columns.append([f"{p:.3f} / {r:.3f}" for p, r in zip(np.atleast_1d(precision.mean),
-                                                                    np.atleast_1d(recall.mean), strict=True)])
+            header.append(f"{strategy}: {' / '.join(_metric_name(m) for m in metrics)}")
+            means = [np.atleast_1d(stats.mean) for stats in finals]
+            columns.append([" / ".join(f"{v:.3f}" for v in values) for values in zip(*means, strict=True)])
         items = [str(int(v)) for v in support.values_S[0]] if support is not None else ["—"] * C
         rows = [[names[c], items[c], *(column[c] for column in columns)] for c in range(C)]
         parts.append(table(header, rows))
@@ -433,23 +458,26 @@ def per_class(data: ReportData, figures: Figures) -> Section:
         runs = data.finished_runs(strategy)
         if not runs:
             continue
-        for metric in ("precision", "recall"):
+        for metric in metrics:
             values = per_round_mean(data.rounds_per_seed(strategy),
                                     lambda r, m=metric: (r.metrics or {}).get(data.key(f"{m}_per_class")))
-            caption = (f"{strategy}: per-class {data.split} {metric} per round "
+            caption = (f"{strategy}: per-class {data.split} {_metric_name(metric)} per round "
                        f"({_seeds_text(len(runs), [r.seed for r in runs])})")
 
             def build(values=values, metric=metric, strategy=strategy):
                 if values is None:
-                    raise _figures.FigureSkipped(f"the rounds hold no per-class {metric}")
-                return _titled(plots.per_class_over_rounds(
+                    raise _figures.FigureSkipped(f"the rounds hold no per-class {_metric_name(metric)}")
+                figure = plots.per_class_over_rounds(
                     values.mean_R, metric=metric, n_labelled=values.n_labelled_R,
                     class_names=data.class_names(values.mean_R.shape[1]),
-                ), strategy)
+                )
+                if multilabel:  # each label its own yes / no decision, not one class against the rest
+                    figure.axes[0].set_title(f"{_metric_name(metric)} per class")
+                return _titled(figure, strategy)
 
             figure_list.append(figures(f"per-class-{metric}-{strategy}", caption, build))
     parts.append(_or_note(figure_list))
-    return Section("per-class", "Per-class precision and recall", "".join(parts))
+    return Section("per-class", f"Per-class {names_shown}", "".join(parts))
 
 
 def confusion(data: ReportData, figures: Figures) -> Section:
@@ -538,16 +566,31 @@ def configuration(data: ReportData) -> Section:
     return Section("config", "Configuration", paragraph(f"From {what}:") + preformatted(data.config_text))
 
 
-def sections(data: ReportData, targets: Sequence[float] | None) -> list[Section]:
-    """Every section of the page, in order."""
+def sections(data: ReportData, targets: Sequence[float] | None, *, progress: bool = False) -> list[Section]:
+    """Every section of the page, in order; ``progress``: a bar over them while they are drawn."""
     figures = Figures()
     curves = Curves(data, targets)
-    result = [
-        overview(data, curves), learning_curves(data, curves, figures), stopping(data, figures), labels_to_reach(data, curves),
-        aulc(data, curves), final_metrics(data), calibration(data, figures), class_balance(data, figures),
-        per_class(data, figures), confusion(data, figures), acquired(data, figures), timing(data, figures),
-        configuration(data),
+    builders: list[tuple[str, Callable[[], Section]]] = [
+        ("overview", lambda: overview(data, curves)),
+        ("learning curves", lambda: learning_curves(data, curves, figures)),
+        ("stopping", lambda: stopping(data, figures)),
+        ("labels to reach", lambda: labels_to_reach(data, curves)),
+        ("AULC", lambda: aulc(data, curves)),
+        ("final metrics", lambda: final_metrics(data)),
+        ("calibration", lambda: calibration(data, figures)),
+        ("class balance", lambda: class_balance(data, figures)),
+        ("per class", lambda: per_class(data, figures)),
+        ("confusion", lambda: confusion(data, figures)),
+        ("acquired", lambda: acquired(data, figures)),
+        ("time", lambda: timing(data, figures)),
+        ("configuration", lambda: configuration(data)),
     ]
+    result = []
+    with tqdm(total=len(builders), desc="report", unit="section", leave=False, disable=not progress) as bar:
+        for name, build in builders:
+            bar.set_postfix_str(name)
+            result.append(build())
+            bar.update()
     if figures.no_matplotlib is not None:
         first = result[0]
         result[0] = Section(first.key, first.title,
