@@ -1,9 +1,11 @@
 """Labelling projects over a table: identity by row id or content, bad input as one-line errors,
-settings, and the label store's schema migration."""
+settings (a project's loop settings are LoopConfig's: its defaults, its checks), and the label
+store's schema migration."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import random
@@ -16,7 +18,9 @@ import pytest
 from activebayes.cli import main
 from activebayes.errors import ActiveBayesError
 from activebayes.labelling import AnswerFileError, LabellingProject, ProjectConfig, ProjectError
+from activebayes.labelling.settings import DIFFERENT_DEFAULTS, LOOP_SETTINGS, TABLE_SETTINGS
 from activebayes.labelling.store import SCHEMA_VERSION, ItemFile, LabelStore, LabelStoreError
+from activebayes.records import LoopConfig
 from tests.app.text_helpers import CLASSES, gloss_rows, text_config, write_csv
 
 
@@ -223,6 +227,131 @@ def test_reopening_with_another_encoder_is_refused_naming_both(tmp_path):
     with pytest.raises(ProjectError, match=r"--encoder \(not set\) \(this command: --encoder hashing\)"):
         LabellingProject.open(tmp_path / "proj", settings={"encoder": "hashing"})
     LabellingProject.open(tmp_path / "proj", settings={"table": str(table), "text_column": "text"}).close()
+
+
+# --------------------------------------------------------------------------- settings: LoopConfig's, once
+
+#: what the code before the settings had one home wrote (``ProjectConfig.to_dict()`` as the label
+#: store keeps it, JSON) and the loop config it ran with: a default digits project (1797 items) ...
+OLD_DEFAULT_STORED = {
+    "dataset": "digits", "images": None, "classes": None, "data_dir": None, "strategy": "badge",
+    "cold_start": "typicality", "model": "auto", "posterior": "mc_dropout", "batch_size": 10, "num_samples": 100,
+    "eval_samples": 20, "seed": 0, "fit_options": {}, "lookahead": 100, "lease_seconds": 300.0,
+    "audit_fraction": 0.0, "stop_when": [], "round_seeds": "per_round", "table": None, "text_column": None,
+    "feature_columns": [], "id_column": None, "table_options": {}}
+OLD_DEFAULT_LOOP = {
+    "dataset": "digits", "data_dir": None, "dataset_options": {}, "download": False, "strategy": "badge",
+    "model": "auto", "ensemble_size": None, "seed": 0, "initial": "empty", "initial_size": 0, "validation_size": 0,
+    "batch_size": 10, "budget": 1797, "cost_budget": None, "costs_file": None, "num_samples": 100,
+    "eval_samples": 20, "mean_samples": 20, "pool_subsample": None, "target_accuracy": None, "stop_when": (),
+    "stop_set_size": 1000, "audit_fraction": 0.0, "plateau_patience": None, "plateau_min_delta": 0.0,
+    "warm_start": False, "round_seeds": "per_round", "evaluate_test": True, "fit_options": {}, "model_options": {},
+    "acquisition_options": {}, "cold_start": "typicality", "cold_start_labels": None, "training": "data",
+    "representation": "none", "representation_options": {}, "posterior": "mc_dropout", "table": None,
+    "text_column": None, "feature_columns": (), "label_column": None, "id_column": None, "table_options": {},
+    "predict_batch_size": 512, "checkpoints": False, "device": None}
+#: ... and a table project with every loop setting given (3 items)
+OLD_TABLE_STORED = {
+    "dataset": None, "images": None, "classes": ["noun", "verb"], "data_dir": None, "strategy": "bald",
+    "cold_start": None, "model": "auto", "posterior": "ensemble", "batch_size": 4, "num_samples": 8,
+    "eval_samples": 4, "seed": 3, "fit_options": {"max_epochs": 2}, "lookahead": 100, "lease_seconds": 300.0,
+    "audit_fraction": 0.25, "stop_when": ["remaining_change"], "round_seeds": "shared",
+    "table": "/data/glosses.csv", "text_column": "text", "feature_columns": [], "id_column": None,
+    "table_options": {"encoder": "hashing"}}
+OLD_TABLE_LOOP = {
+    **OLD_DEFAULT_LOOP, "dataset": "table", "strategy": "bald", "seed": 3, "batch_size": 3, "budget": 3,
+    "num_samples": 8, "eval_samples": 4, "stop_when": ("remaining_change",), "audit_fraction": 0.25,
+    "round_seeds": "shared", "evaluate_test": False, "fit_options": {"max_epochs": 2}, "cold_start": None,
+    "posterior": "ensemble", "table": "/data/glosses.csv", "text_column": "text",
+    "table_options": {"encoder": "hashing", "classes": ["noun", "verb"]}}
+
+
+def _default(f: dataclasses.Field):
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def test_a_projects_loop_settings_default_to_the_loops():
+    """Each setting a project shares with LoopConfig has LoopConfig's default, but the commented
+    deliberate differences (``DIFFERENT_DEFAULTS``), each of which does differ."""
+    loop = {f.name: f for f in dataclasses.fields(LoopConfig)}
+    shared = {f.name: f for f in dataclasses.fields(ProjectConfig) if f.name in loop}
+    assert set(shared) == {"dataset", "data_dir", *LOOP_SETTINGS, *TABLE_SETTINGS}  # a new one is placed
+    for name, f in shared.items():
+        expected = DIFFERENT_DEFAULTS[name] if name in DIFFERENT_DEFAULTS else _default(loop[name])
+        assert _default(f) == expected, f"ProjectConfig.{name}'s default is not LoopConfig's"
+    assert all(_default(loop[name]) != value for name, value in DIFFERENT_DEFAULTS.items())
+
+
+@pytest.mark.parametrize("name, value", [
+    ("dataset", "nope"), ("strategy", "nope"), ("cold_start", "nope"), ("model", "nope"), ("posterior", "nope"),
+    ("batch_size", 0), ("batch_size", "10"), ("num_samples", 0), ("eval_samples", 0), ("seed", -1),
+    ("fit_options", 3), ("audit_fraction", 1.5), ("stop_when", "nope"), ("round_seeds", "nope"),
+    ("text_column", None), ("table_options", {"nope": 1}),
+])  # data_dir, table, feature_columns and id_column: any name will do until the items are read
+def test_an_invalid_loop_setting_is_an_error_naming_it(tmp_path, name, value):
+    """LoopConfig's checks (and the loop's of the names), not copies of them."""
+    source = ({"table": str(tmp_path / "t.csv"), "text_column": "text", "classes": CLASSES}
+              if name in TABLE_SETTINGS else {"dataset": "digits"})
+    with pytest.raises(ActiveBayesError, match=name) as info:
+        ProjectConfig(**{**source, name: value})
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--strategy", "nope"], "error: --strategy: unknown strategy 'nope'"),
+    (["--cold-start", "nope"], "error: --cold-start: unknown strategy 'nope'"),
+    (["--model", "nope"], "error: unknown --model 'nope'"),
+    (["--posterior", "nope"], "error: unknown --posterior 'nope'"),
+    (["--round-seeds", "nope"], "error: unknown --round-seeds 'nope'"),
+    (["--batch-size", "0"], "error: --batch-size must be >= 1, got 0"),
+    (["--audit-fraction", "1.5"], "error: --audit-fraction must be in [0, 1), got 1.5"),
+])
+def test_label_shows_an_invalid_loop_setting_as_one_line_naming_its_flag(tmp_path, capsys, monkeypatch, args,
+                                                                        expected):
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+    import activebayes.app
+
+    monkeypatch.setattr(activebayes.app, "serve", lambda *a, **k: pytest.fail("a bad setting was served"))
+    assert main(["label", str(tmp_path / "p"), "--dataset", "digits", *args, "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(expected) and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_project_takes_the_loops_strategy_names_aliases_too(tmp_path):
+    """typiclust is typicality, as in ``activebayes run``; a multi-label project takes it too."""
+    assert ProjectConfig(dataset="digits", cold_start="typiclust").loop_config(
+        9, name="digits", evaluate_test=False).cold_start == "typiclust"
+    ProjectConfig(table=str(tmp_path / "t.csv"), text_column="text", classes=CLASSES, cold_start="typiclust",
+                  table_options={"multilabel": True})
+
+
+def test_a_default_projects_loop_config_is_the_one_before():
+    config = ProjectConfig(dataset="digits")
+    assert json.loads(json.dumps(config.to_dict())) == OLD_DEFAULT_STORED
+    loop = config.loop_config(1797, name="digits", evaluate_test=True).to_dict()
+    assert list(loop) == list(OLD_DEFAULT_LOOP)
+    for name, value in OLD_DEFAULT_LOOP.items():
+        assert loop[name] == value, name
+
+
+@pytest.mark.parametrize("stored, n_items, name, evaluate_test, expected", [
+    (OLD_DEFAULT_STORED, 1797, "digits", True, OLD_DEFAULT_LOOP),
+    (OLD_TABLE_STORED, 3, "table", False, OLD_TABLE_LOOP),
+])
+def test_a_stored_projects_settings_open_as_before(stored, n_items, name, evaluate_test, expected):
+    """The stored form is unchanged: old settings open to the same settings and the same loop config."""
+    config = ProjectConfig.from_dict(stored)
+    assert json.loads(json.dumps(config.to_dict())) == stored
+    assert config.loop_config(n_items, name=name, evaluate_test=evaluate_test).to_dict() == expected
+
+
+def test_a_new_project_stores_its_settings_as_before(tmp_path):
+    with LabellingProject.create(tmp_path / "p", ProjectConfig(dataset="digits")) as project:
+        assert project.store.meta("project") == OLD_DEFAULT_STORED
+    with LabellingProject.open(tmp_path / "p") as project:
+        assert project.config == ProjectConfig.from_dict(OLD_DEFAULT_STORED)
 
 
 # --------------------------------------------------------------------------- the store

@@ -1,6 +1,8 @@
 """A labelling project's settings: what it labels and how it picks the items, fixed at creation.
 
-:class:`ProjectConfig` holds them and checks each one; :func:`setting_differences`
+:class:`ProjectConfig` holds them and checks each one: the settings it shares with the loop
+(strategy, model, batch size, ...) have :class:`~activebayes.records.LoopConfig`'s defaults
+and checks, its own (the source, classes, lookahead, ...) their own; :func:`setting_differences`
 compares them with the settings a later command gives (a project's settings never
 change: running the same command again continues it, any other value is refused).
 """
@@ -14,19 +16,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from activebayes._validation import check_choice, check_positive_int
-from activebayes.acquisition import available_strategies
-from activebayes.data import available_datasets
-from activebayes.errors import ActiveBayesError
-from activebayes.models import available_models
+from activebayes._validation import check_positive_int
+from activebayes.acquisition import get_strategy
 from activebayes.acquisition.multilabel_strategies import MULTILABEL_COUNTERPARTS, MULTILABEL_STRATEGIES
-from activebayes.records import DEFAULT_STRATEGY, POSTERIOR_CHOICES, ROUND_SEEDS_CHOICES, LoopConfig
+from activebayes.errors import ActiveBayesError
+from activebayes.loop import check_config_names
+from activebayes.records import LoopConfig
 
-__all__ = ["MAX_MULTILABEL_CLASSES", "ProjectConfig", "ProjectError",
-           "setting_differences"]
+__all__ = ["DIFFERENT_DEFAULTS", "LOOP_SETTINGS", "MAX_MULTILABEL_CLASSES", "ProjectConfig", "ProjectError",
+           "TABLE_SETTINGS", "setting_differences"]
 
 #: a multi-label answer is stored as a bitmask of its classes in one SQLite integer
 MAX_MULTILABEL_CLASSES = 62
+
+#: the settings a project passes to its loop as they are (with :data:`TABLE_SETTINGS`, a table project's)
+LOOP_SETTINGS = ("strategy", "cold_start", "model", "posterior", "batch_size", "num_samples", "eval_samples",
+                 "seed", "fit_options", "audit_fraction", "stop_when", "round_seeds")
+TABLE_SETTINGS = ("table", "text_column", "feature_columns", "id_column", "table_options")
+
+#: the settings named as LoopConfig's whose project default deliberately differs, and why
+DIFFERENT_DEFAULTS: dict[str, Any] = {
+    # a project labels the one source it is given (--dataset, --images or --table): LoopConfig's
+    # "digits" would make every image folder and table project a digits project too
+    "dataset": None,
+}
+
+
+def _loop_default(name: str) -> Any:
+    """A project setting whose default is LoopConfig's field ``name``'s (its one home)."""
+    loop_field = next(f for f in dataclasses.fields(LoopConfig) if f.name == name)
+    if loop_field.default_factory is not dataclasses.MISSING:
+        return field(default_factory=loop_field.default_factory)
+    return field(default=loop_field.default)
 
 
 class ProjectError(ActiveBayesError, ValueError):
@@ -51,8 +72,10 @@ class ProjectConfig:
     ``mnist_pairs``) makes a multi-label project with no flag: :meth:`for_dataset` sets
     ``table_options={"multilabel": True}`` when the project is created (the one table option
     a ``dataset`` project takes; given for a single-label dataset it is refused there). The loop settings
-    (``strategy``, ``cold_start``, ``model``, ``batch_size``, ``num_samples``, ``eval_samples``,
-    ``seed``, ``fit_options``, ``posterior``, ``round_seeds``) mean what they mean in :class:`~activebayes.records.LoopConfig`
+    (:data:`LOOP_SETTINGS`: ``strategy``, ``cold_start``, ``model``, ``batch_size``, ``num_samples``,
+    ``eval_samples``, ``seed``, ``fit_options``, ``posterior``, ``audit_fraction``, ``stop_when``,
+    ``round_seeds``, and a table's fields) mean what they mean in :class:`~activebayes.records.LoopConfig`,
+    with its defaults (but :data:`DIFFERENT_DEFAULTS`) and its checks
     (the cold start runs until its default label count, 6 per class);
     the project starts with no labels (the first round picks at random) and holds
     nothing out (``validation_size=0``). ``lookahead``: how far the app's ranking
@@ -61,33 +84,33 @@ class ProjectConfig:
     given to.
     """
 
-    dataset: str | None = None
+    dataset: str | None = DIFFERENT_DEFAULTS["dataset"]
     images: str | None = None
     classes: tuple[str, ...] | None = None
-    data_dir: str | None = None
-    strategy: str = DEFAULT_STRATEGY
-    cold_start: str | None = "typicality"
-    model: str = "auto"
+    data_dir: str | None = _loop_default("data_dir")
+    strategy: str = _loop_default("strategy")
+    cold_start: str | None = _loop_default("cold_start")
+    model: str = _loop_default("model")
     #: the Bayesian head (:attr:`~activebayes.records.LoopConfig.posterior`)
-    posterior: str = "mc_dropout"
-    batch_size: int = 10
-    num_samples: int = 100
-    eval_samples: int = 20
-    seed: int = 0
-    fit_options: Mapping[str, Any] = field(default_factory=dict)
+    posterior: str = _loop_default("posterior")
+    batch_size: int = _loop_default("batch_size")
+    num_samples: int = _loop_default("num_samples")
+    eval_samples: int = _loop_default("eval_samples")
+    seed: int = _loop_default("seed")
+    fit_options: Mapping[str, Any] = _loop_default("fit_options")
     lookahead: int = 100
     lease_seconds: float = 300.0
     #: the loop's ``audit_fraction`` and ``stop_when`` (:mod:`activebayes.stopping`)
-    audit_fraction: float = 0.0
-    stop_when: tuple[str, ...] = ()
+    audit_fraction: float = _loop_default("audit_fraction")
+    stop_when: tuple[str, ...] = _loop_default("stop_when")
     #: each round's model from a fresh random stream, or the same one (steadier stopping signals)
-    round_seeds: str = "per_round"
+    round_seeds: str = _loop_default("round_seeds")
     #: a table of texts / rows (see the class docstring), with LoopConfig's names
-    table: str | None = None
-    text_column: str | None = None
-    feature_columns: tuple[str, ...] = ()
-    id_column: str | None = None
-    table_options: Mapping[str, Any] = field(default_factory=dict)
+    table: str | None = _loop_default("table")
+    text_column: str | None = _loop_default("text_column")
+    feature_columns: tuple[str, ...] = _loop_default("feature_columns")
+    id_column: str | None = _loop_default("id_column")
+    table_options: Mapping[str, Any] = _loop_default("table_options")
 
     def __post_init__(self) -> None:
         sources = [flag for flag, value in (("--dataset", self.dataset), ("--images", self.images),
@@ -101,21 +124,8 @@ class ProjectConfig:
                     raise ProjectError(f"--classes is required with --{name}: the class names a labeller may use")
                 object.__setattr__(self, name, str(Path(getattr(self, name)).expanduser().absolute()))
         self._check_table()
-        if self.dataset is not None:
-            check_choice(self.dataset, "dataset", available_datasets())
         if self.data_dir is not None:
             object.__setattr__(self, "data_dir", str(Path(self.data_dir).expanduser().absolute()))
-        check_choice(self.strategy, "strategy", available_strategies())
-        if self.cold_start == "none":
-            object.__setattr__(self, "cold_start", None)
-        if self.cold_start is not None:
-            check_choice(self.cold_start, "cold_start", available_strategies())
-        check_choice(self.model, "model", list(dict.fromkeys(["auto", *available_models()])))
-        check_choice(self.posterior, "posterior", POSTERIOR_CHOICES)
-        check_choice(self.round_seeds, "round_seeds", ROUND_SEEDS_CHOICES)
-        for name in ("batch_size", "num_samples", "eval_samples"):
-            check_positive_int(getattr(self, name), name)
-        check_positive_int(self.seed, "seed", allow_zero=True)
         check_positive_int(self.lookahead, "lookahead", allow_zero=True)
         if not isinstance(self.lease_seconds, int | float) or not self.lease_seconds > 0:
             raise ProjectError(f"lease_seconds must be > 0, got {self.lease_seconds!r}")
@@ -124,13 +134,9 @@ class ProjectConfig:
             if len(classes) < 2 or len(set(classes)) != len(classes) or not all(classes):
                 raise ProjectError(f"classes must be two or more distinct names, got {list(classes)}")
             object.__setattr__(self, "classes", classes)
-        if not isinstance(self.fit_options, Mapping):
-            raise ProjectError(f"fit_options must be a mapping, got {type(self.fit_options).__name__}")
-        object.__setattr__(self, "fit_options", dict(self.fit_options))
-        # the loop's own checks (audit needs batches of 2 or more) and its one stored form of stop_when
-        checked = LoopConfig(audit_fraction=self.audit_fraction, stop_when=self.stop_when,
-                             batch_size=self.batch_size, budget=max(self.batch_size, 150))
-        object.__setattr__(self, "stop_when", checked.stop_when)
+        if self.table is not None and self.multilabel and len(self.classes or ()) > MAX_MULTILABEL_CLASSES:
+            raise ProjectError(f"--multilabel: at most {MAX_MULTILABEL_CLASSES} classes, got {len(self.classes or ())}")
+        self._check_loop_settings()
         # checked before anything is created, as the loop would refuse it later; a built-in dataset's
         # kind is known once it is loaded (:meth:`for_dataset`, at creation)
         if self.dataset is None:
@@ -138,16 +144,18 @@ class ProjectConfig:
 
     def _check_strategies(self) -> None:
         """The strategy and cold start fit the project's kind (single- or multi-label)."""
+        given = (("--strategy", self.strategy), ("--cold-start", self.cold_start))
+        canonical = {name: get_strategy(name).name for _, name in given if name is not None}  # aliases too
         if not self.multilabel:
-            for flag, name in (("--strategy", self.strategy), ("--cold-start", self.cold_start)):
-                if name in MULTILABEL_STRATEGIES:
+            for flag, name in given:
+                if canonical.get(name) in MULTILABEL_STRATEGIES:
                     raise ProjectError(f"{flag} {name!r} is for multi-label projects (--table FILE --multilabel, "
                                        "or a multi-label --dataset such as mnist_pairs); this one takes one answer "
                                        "per item: use badge, bald, batchbald, ...")
             return
         takes = (*MULTILABEL_STRATEGIES, *MULTILABEL_COUNTERPARTS, "random", "typicality")
-        for flag, name in (("--strategy", self.strategy), ("--cold-start", self.cold_start)):
-            if name is not None and name not in takes:  # badge, bald, ... run their label-vector versions
+        for flag, name in given:
+            if name is not None and canonical[name] not in takes:  # badge, bald, ... run their label-vector versions
                 raise ProjectError(f"{flag} {name!r} reads single-label predictions; a multi-label project "
                                    f"takes one of {', '.join(takes)}")
 
@@ -176,7 +184,8 @@ class ProjectConfig:
         return config
 
     def _check_table(self) -> None:
-        """The table fields, checked as :class:`~activebayes.records.LoopConfig` checks them."""
+        """The table fields a project refuses (a label column, classes and a test set from the file; table
+        fields without a table); the rest are LoopConfig's checks (:meth:`_check_loop_settings`)."""
         if isinstance(self.feature_columns, str):
             object.__setattr__(self, "feature_columns", tuple(c.strip() for c in self.feature_columns.split(",")
                                                               if c.strip()))
@@ -200,13 +209,26 @@ class ProjectConfig:
                      and not (name == "table_options" and dataset_multilabel)]
             if given:
                 raise ProjectError(f"{', '.join(given)}: only with a table (--table FILE)")
-            return
-        # LoopConfig's own checks (input columns, known options)
-        self.loop_config(2, name="table", evaluate_test=False)
-        if self.multilabel:
-            assert self.classes is not None
-            if len(self.classes) > MAX_MULTILABEL_CLASSES:
-                raise ProjectError(f"--multilabel: at most {MAX_MULTILABEL_CLASSES} classes, got {len(self.classes)}")
+
+    def _loop_settings(self) -> dict[str, Any]:
+        """The settings the loop takes from the project, with LoopConfig's names: a table
+        project's table fields too (no label column: the project's ``classes`` are the table's)."""
+        settings = {name: getattr(self, name) for name in LOOP_SETTINGS}
+        if self.table is not None:
+            settings.update({name: getattr(self, name) for name in TABLE_SETTINGS})
+            settings["table_options"] = {**self.table_options, "classes": list(self.classes or ())}
+        return settings
+
+    def _check_loop_settings(self) -> None:
+        """The loop settings, checked by the loop's own checks (a :class:`LoopConfig` of them and
+        :func:`~activebayes.loop.check_config_names`) and kept in the form the loop stores them in."""
+        settings = self._loop_settings()
+        source = {"dataset": "table"} if self.table is not None else {"dataset": self.dataset} if self.dataset else {}
+        batch = self.batch_size if type(self.batch_size) is int and self.batch_size >= 1 else 1  # else refused
+        checked = LoopConfig(**source, **settings, initial="empty", validation_size=0, budget=batch)
+        check_config_names(checked)
+        for name in settings.keys() - {"table_options"}:  # "none" -> None, stop_when's one form, ...
+            object.__setattr__(self, name, getattr(checked, name))
 
     @property
     def multilabel(self) -> bool:
@@ -239,36 +261,13 @@ class ProjectConfig:
         return cls(**values)
 
     def loop_config(self, n_items: int, *, name: str, evaluate_test: bool) -> LoopConfig:
-        """The loop's config for a pool of ``n_items`` items (budget: label them all). A table
-        project's loop reads the table through LoopConfig's table fields (no label column: the
-        project's ``classes`` are the table's)."""
-        table: dict[str, Any] = {}
-        if self.table is not None:
-            table = {"table": self.table, "text_column": self.text_column, "feature_columns": self.feature_columns,
-                     "id_column": self.id_column,
-                     "table_options": {**self.table_options, "classes": list(self.classes or ())}}
-        return LoopConfig(
-            dataset="table" if self.table is not None else name,
-            **table,
-            strategy=self.strategy,
-            cold_start=self.cold_start,
-            model=self.model,
-            posterior=self.posterior,
-            seed=self.seed,
-            initial="empty",
-            initial_size=0,
-            validation_size=0,
-            batch_size=min(self.batch_size, n_items),
-            budget=n_items,
-            num_samples=self.num_samples,
-            eval_samples=self.eval_samples,
-            evaluate_test=evaluate_test,
-            fit_options=self.fit_options,
-            checkpoints=False,
-            audit_fraction=self.audit_fraction,
-            stop_when=self.stop_when,
-            round_seeds=self.round_seeds,
-        )
+        """The loop's config for a pool of ``n_items`` items (budget: label them all): the project's
+        :data:`LOOP_SETTINGS` (a table's :data:`TABLE_SETTINGS` too), no labels to start with and none
+        held out."""
+        settings = {**self._loop_settings(), "batch_size": min(self.batch_size, n_items)}
+        return LoopConfig(dataset="table" if self.table is not None else name, **settings, initial="empty",
+                          initial_size=0, validation_size=0, budget=n_items, evaluate_test=evaluate_test,
+                          checkpoints=False)
 
 
 def _setting_value(name: str, value: Any) -> Any:
