@@ -716,23 +716,34 @@ _PROJECT_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "missing": ("--missing", {"type": click.Choice(["error", "impute"]), "help": _MISSING_HELP}),
     "classes": ("--classes", {"type": str, "multiple": True, "callback": _joined, "help": "Comma-separated class names (required with --images and --table); repeatable."}),
     "data_dir": ("--data-dir", {"type": click.Path(file_okay=False), "help": "Folder with the dataset's files."}),
-    "strategy": ("--strategy", {"type": str, "help": f"Acquisition strategy. [{DEFAULT_STRATEGY}]"}),
-    "cold_start": ("--cold-start", {"type": str, "help": "Strategy for the first rounds (6 labels per class); 'none' for none. [typicality]"}),
-    "model": ("--model", {"type": str, "help": "Model name, or 'auto'. [auto]"}),
-    "posterior": ("--posterior", {"type": str, "help": f"Bayesian head: {', '.join(POSTERIOR_CHOICES)}. [mc_dropout]"}),
-    "batch_size": ("--batch-size", {"type": int, "help": "Labels per round (the model retrains after each). [10]"}),
-    "num_samples": ("--num-samples", {"type": int, "help": "K, function samples for scoring the pool. [100]"}),
-    "seed": ("--seed", {"type": int, "help": "Random seed. [0]"}),
+    "strategy": ("--strategy", {"type": str, "help": "Acquisition strategy."}),
+    "cold_start": ("--cold-start", {"type": str, "help": "Strategy for the first rounds (6 labels per class); 'none' for none."}),
+    "model": ("--model", {"type": str, "help": "Model name, or 'auto'."}),
+    "posterior": ("--posterior", {"type": str, "help": f"Bayesian head: {', '.join(POSTERIOR_CHOICES)}."}),
+    "batch_size": ("--batch-size", {"type": int, "help": "Labels per round (the model retrains after each)."}),
+    "num_samples": ("--num-samples", {"type": int, "help": "K, function samples for scoring the pool."}),
+    "seed": ("--seed", {"type": int, "help": "Random seed."}),
     "max_epochs": ("--max-epochs", {"type": int, "help": "Training epochs per round (upper bound with early stopping)."}),
-    "audit_fraction": ("--audit-fraction", {"type": float, "help": "Share of each batch drawn uniformly, to estimate accuracy from the answers (the dashboard's stopping panel). [0]"}),
-    "round_seeds": ("--round-seeds", {"type": str, "help": "per_round: each round's model from a fresh random stream; shared: the same one every round (successive models differ by their labels only: steadier stopping signals). [per_round]"}),
+    "audit_fraction": ("--audit-fraction", {"type": float, "help": "Share of each batch drawn uniformly, to estimate accuracy from the answers (the dashboard's stopping panel)."}),
+    "round_seeds": ("--round-seeds", {"type": str, "help": "per_round: each round's model from a fresh random stream; shared: the same one every round (successive models differ by their labels only: steadier stopping signals)."}),
 }
 
 _IMPORT_FLAGS = {"allow_partial": "--allow-partial", "overwrite": "--overwrite"}
 
 
+def _project_default(name: str) -> str:
+    """`` [default]`` for a project setting's help, from :class:`ProjectConfig` (whose shared
+    settings have the loop's defaults): written nowhere else, so the help cannot drift."""
+    found = [f for f in dataclasses.fields(ProjectConfig) if f.name == name]
+    if not found or found[0].default in (None, dataclasses.MISSING) or name in ("fit_options", "table_options"):
+        return ""
+    default = found[0].default
+    return f" [{default:g}]" if isinstance(default, float) else f" [{default}]"
+
+
 def _project_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for name, (flag, kwargs) in reversed(list(_PROJECT_FLAGS.items())):
+        kwargs = {**kwargs, "help": kwargs["help"] + _project_default(name)} if "help" in kwargs else kwargs
         command = click.option(flag, name, default=None, **kwargs)(command)
     return command
 

@@ -65,3 +65,22 @@ def test_floors_come_from_the_config_worded_one_way(argv, message):
 def test_every_setting_is_a_field_with_help():
     for f, _ in cli_settings(LoopConfig):
         assert f.metadata["help"].strip() and f.name in {g.name for g in dataclasses.fields(LoopConfig)}
+
+
+@pytest.mark.parametrize("command", ["label", "query"])
+def test_a_project_commands_help_shows_the_projects_defaults(command):
+    """The ``[default]`` of each project flag is read from ProjectConfig (whose shared settings
+    have the loop's defaults), not written again in the help: a changed default shows."""
+    from activebayes import cli
+    from activebayes.labelling import ProjectConfig
+
+    options = {p.name: p for p in getattr(cli, command).params}
+    checked = 0
+    for f in dataclasses.fields(ProjectConfig):
+        if f.name not in options or not isinstance(f.default, str | int | float) or isinstance(f.default, bool):
+            continue
+        shown = f"{f.default:g}" if isinstance(f.default, float) else str(f.default)
+        assert options[f.name].help.endswith(f"[{shown}]"), (f.name, options[f.name].help)
+        assert options[f.name].help.count("[") == 1, (f.name, options[f.name].help)
+        checked += 1
+    assert checked >= 8  # strategy, cold_start, model, posterior, batch_size, num_samples, seed, audit_fraction, ...
