@@ -8,6 +8,15 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_MNIST = ROOT.parent / "shared" / "data" / "mnist"
 
 
+def pytest_collection_modifyitems(config, items):
+    """Grouped tests first (``xdist_group``: the Ray tests, each docs page's examples): they are
+    the longest units of the parallel run (``--dist loadgroup`` gives each to one worker), and
+    one scheduled last keeps a worker busy while the other waits. Order is kept within each part."""
+    grouped = [item for item in items if item.get_closest_marker("xdist_group")]
+    rest = [item for item in items if not item.get_closest_marker("xdist_group")]
+    items[:] = grouped + rest
+
+
 @pytest.fixture(scope="session")
 def mnist_dir() -> Path:
     if not (SHARED_MNIST / "t10k-labels-idx1-ubyte.gz").exists():

@@ -351,7 +351,7 @@ def test_multilabel_loop_resumes_exactly(tmp_path):
     train, test = data.subset(torch.arange(200)), data.subset(torch.arange(200, 240))
     config = LoopConfig(strategy="multilabel_batchbald", budget=26, initial_size=8, validation_size=30,
                         batch_size=6, num_samples=8, eval_samples=4, cold_start=None,
-                        fit_options={"max_epochs": 2}, acquisition_options={"num_samples": 200})
+                        fit_options={"max_epochs": 2}, acquisition_options={"num_configurations": 200})
 
     def factory(c):
         return ActiveLearningLoop(c, dataset=train, test=test)
