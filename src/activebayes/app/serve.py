@@ -101,10 +101,14 @@ def _serve_claimed(project: LabellingProject, *, host: str, port: int, token: st
                    echo: Callable[[str], None], warn: Callable[[str], None], ready: Callable[[str], None] | None,
                    max_body: int, synchronous: str) -> None:
     project.store.set_synchronous(synchronous)
-    if project.store.proposal(project.store.n_rounds()) is None:
-        warn("preparing the first ranking ...")
-        project.advance(min_pending=10**12)
-    sock = _bind(host, port)
+    sock = _bind(host, port)  # first: a taken port is an error before any work (bound, not yet listening)
+    try:
+        if project.store.proposal(project.store.n_rounds()) is None:
+            warn("preparing the first ranking ...")
+            project.advance(min_pending=10**12)
+    except BaseException:
+        sock.close()
+        raise
     background: WorkerProcess | WorkerThread = (
         WorkerProcess(project.directory, device=project.device) if worker == "process"
         else WorkerThread(project.directory, device=project.device))
