@@ -325,8 +325,8 @@ class LoopConfig:
         if self.stop_when and self.stop_set_size < MIN_STOP_SET:
             raise InvalidArgumentError(
                 f"stop_set_size (--stop-set-size) must be at least {MIN_STOP_SET} when stop_when (--stop-when) is set, "
-                f"got {self.stop_set_size}: the signals on S items move in steps of 1/S, too coarse for a "
-                f"{100 / self.stop_set_size:.3g}% step to tell a settled model from a changing one")
+                f"got {self.stop_set_size}: the signals on S items move in steps of 1/S "
+                f"({100 / self.stop_set_size:.3g}% here), too coarse to tell a settled model from a changing one")
         if any(spec.partition("=")[0] == ESTIMATED_ACCURACY for spec in self.stop_when) and not self.audit_fraction:
             raise InvalidArgumentError(
                 "stop_when (--stop-when) estimated_accuracy needs audited answers: set audit_fraction "
