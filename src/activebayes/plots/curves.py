@@ -189,6 +189,7 @@ def per_class_over_rounds(
     metric: str = "precision",
     n_labelled: object | None = None,
     class_names: Sequence[str] | None = None,
+    title: str | None = None,
     ax: Any = None,
 ) -> Any:
     """One-vs-rest precision / recall / F1 of each class over rounds (seed 000's plots).
@@ -198,6 +199,8 @@ def per_class_over_rounds(
             (rows truth) from which ``metric`` is computed (0/0 -> 0).
         metric: "precision", "recall" or "f1" (names the plot; selects the value
             computed from confusion matrices).
+        title: the axes' title (default: the metric, "one-vs-rest"; a multi-label run's
+            classes are each their own yes / no decision instead).
 
     Example:
         >>> fig = per_class_over_rounds([[[5, 1], [2, 4]], [[6, 0], [1, 5]]], metric="recall")
@@ -224,5 +227,5 @@ def per_class_over_rounds(
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("F1" if metric == "f1" else metric)
-    ax.set_title(f"{'F1' if metric == 'f1' else metric.capitalize()} (one-vs-rest)")
+    ax.set_title(title if title is not None else f"{'F1' if metric == 'f1' else metric.capitalize()} (one-vs-rest)")
     return fig

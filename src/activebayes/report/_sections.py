@@ -467,13 +467,12 @@ def per_class(data: ReportData, figures: Figures) -> Section:
             def build(values=values, metric=metric, strategy=strategy):
                 if values is None:
                     raise _figures.FigureSkipped(f"the rounds hold no per-class {_metric_name(metric)}")
-                figure = plots.per_class_over_rounds(
+                return _titled(plots.per_class_over_rounds(
                     values.mean_R, metric=metric, n_labelled=values.n_labelled_R,
                     class_names=data.class_names(values.mean_R.shape[1]),
-                )
-                if multilabel:  # each label its own yes / no decision, not one class against the rest
-                    figure.axes[0].set_title(f"{_metric_name(metric)} per class")
-                return _titled(figure, strategy)
+                    # multi-label: each label its own yes / no decision, not one class against the rest
+                    title=f"{_metric_name(metric)} per class" if multilabel else None,
+                ), strategy)
 
             figure_list.append(figures(f"per-class-{metric}-{strategy}", caption, build))
     parts.append(_or_note(figure_list))
