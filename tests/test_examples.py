@@ -139,7 +139,7 @@ model = _build_model("gal_cnn", num_classes=10, input_shape=(1, 28, 28), generat
 candidates_N = _torch.arange(0, 60, 2)          # the items to score
 """,
     "docs/concepts/posteriors.md": _DIGITS + """
-images = _digits.inputs[:300]                   # the pool's images, for the encoder (few: it trains fast)
+images = _digits.inputs[:64]                    # the pool's images, for the encoder (few: it trains fast)
 pool = x_pool                                   # the inputs to score
 """,
     "docs/data.md": """
