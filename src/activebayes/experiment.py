@@ -181,8 +181,8 @@ def _continue(
     result = loop.run(progress=progress, on_round=save)
     if not directory.is_finished():
         directory.write_summary(result)
-    if report:
-        write_report(directory.path)
+    if report:  # a dataset given from Python is shown as it is (config.json names only the default one)
+        write_report(directory.path, dataset=loop.dataset if "dataset" in loop.given else None)
     return result
 
 

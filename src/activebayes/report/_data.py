@@ -16,7 +16,14 @@ import torch
 
 from activebayes.data import ArrayDataset, load_dataset
 from activebayes.records import LoopConfig, RoundRecord, headline_name
-from activebayes.rundir import Comparison, headline_metric, is_comparison, load_runs, read_config_text
+from activebayes.rundir import (
+    Comparison,
+    RunDirectory,
+    headline_metric,
+    is_comparison,
+    load_runs,
+    read_config_text,
+)
 
 
 class DatasetUnavailable(Exception):
@@ -55,9 +62,15 @@ class ReportData:
         config_text: the stored configuration, pretty-printed JSON.
         listed_strategies: the strategies ``comparison.json`` lists (the run's own for one run).
         missing: ``(strategy, seed)`` runs ``comparison.json`` lists that are not there (yet).
+        given_dataset: how the runs' own dataset, given from Python instead of named by the
+            config (``ActiveLearningLoop(dataset=...)``), was described when it ran; ``None``
+            when the config names it.
+
+    ``dataset``: the training split the runs' indices point into, for runs given their own
+    data (class names and the acquired items' pictures); ``None`` loads the one the config names.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, dataset: ArrayDataset | None = None) -> None:
         self.path = path
         self.is_comparison = is_comparison(path)
         self.runs: dict[str, list[SeedRun]] = {}
@@ -73,7 +86,9 @@ class ReportData:
         self.split, self.headline = headline_metric(all_metrics).split("_", 1)  # "test", "accuracy" / "micro_f1"
         #: how the headline reads in the report ("accuracy", or "micro-F1" for a multi-label run)
         self.metric_name = headline_name(f"{self.split}_{self.headline}")
-        self._dataset: ArrayDataset | None = None
+        run_dirs = [run_dir for run_dir, _ in comparison.configs()] if comparison else [path]
+        self.given_dataset = next((given["dataset"] for given in map(_given, run_dirs) if "dataset" in given), None)
+        self._dataset: ArrayDataset | None = dataset
         self._dataset_error: str | None = None
 
     # ----------------------------------------------------------------- runs
@@ -118,6 +133,11 @@ class ReportData:
                 self._dataset_error = "there are no runs"
             elif config.table is not None:
                 self._dataset_error = "the items are rows of a table, which the report does not show as pictures"
+            elif self.given_dataset is not None:
+                # config.dataset is only its default then: loading it would show another dataset's items
+                self._dataset_error = (
+                    f"the runs were given their own dataset from Python ({self.given_dataset}), which the "
+                    "report cannot load by name; write_report(DIR, dataset=...) shows it")
             else:
                 try:
                     self._dataset = load_dataset(config.dataset, data_dir=config.data_dir, split="train")
@@ -173,3 +193,9 @@ class ReportData:
         if images.ndim == 4:  # [B, channels, H, W]
             images = images[:, 0] if images.shape[1] == 1 else images.permute(0, 2, 3, 1)
         return images.numpy()
+
+
+def _given(run_dir: Path) -> dict[str, str]:
+    """What the run in ``run_dir`` was given beyond its config (``{}`` for a run not started yet)."""
+    directory = RunDirectory(run_dir)
+    return directory.read_given() if directory.exists() else {}

@@ -15,6 +15,7 @@ from pathlib import Path
 from activebayes import _progress
 from activebayes._io import atomic_write_text
 from activebayes.analysis import check_targets
+from activebayes.data import ArrayDataset
 from activebayes.errors import MissingFileError
 from activebayes.report._data import ReportData
 from activebayes.report._html import page
@@ -24,9 +25,11 @@ from activebayes.rundir import REPORT_FILE
 DEFAULT_FILE = REPORT_FILE
 
 
-def render_report(path: Path, targets: Sequence[float] | None, *, progress: bool = False) -> str:
-    """The report page of the directory ``path`` as one HTML string (``progress``: a bar over its sections)."""
-    data = ReportData(path)
+def render_report(path: Path, targets: Sequence[float] | None, *, progress: bool = False,
+                  dataset: ArrayDataset | None = None) -> str:
+    """The report page of the directory ``path`` as one HTML string (``progress``: a bar over its sections;
+    ``dataset``: the runs' own training split, see :func:`write_report`)."""
+    data = ReportData(path, dataset)
     kind = "comparison" if data.is_comparison else "run"
     # the directory's name only: the page is meant to be sent to others, who have no use for
     # (and should not see) where it lies on this machine
@@ -40,6 +43,7 @@ def write_report(
     output: str | os.PathLike[str] | None = None,
     targets: Iterable[float] | None = None,
     progress: bool | None = None,
+    dataset: ArrayDataset | None = None,
 ) -> Path:
     """Write one self-contained HTML report of a run or comparison directory.
 
@@ -69,6 +73,11 @@ def write_report(
             seconds); ``None``: only on a terminal, or as the process default says
             (:mod:`activebayes._progress`: ``run_experiment(progress=False)`` and ``--quiet``
             silence it).
+        dataset: the training split the runs' indices point into, for runs given their own
+            data from Python (``ActiveLearningLoop(config, dataset=...)``): the report then
+            shows its class names and acquired items. ``None``: the dataset the config names;
+            for runs given their own data the report shows class ids and no pictures
+            (:func:`~activebayes.experiment.run_experiment` passes the run's own).
 
     Returns:
         The path written (atomically: temp file + ``os.replace``).
@@ -85,4 +94,4 @@ def write_report(
     target_list = None if targets is None else check_targets(targets)
     destination = Path(output) if output is not None else directory / DEFAULT_FILE
     return atomic_write_text(destination, render_report(directory, target_list,
-                                                          progress=_progress.shown(progress)))
+                                                          progress=_progress.shown(progress), dataset=dataset))
