@@ -106,6 +106,25 @@ def test_micro_f1_of_no_positives_and_no_predictions_is_zero_everywhere():
         skm.f1_score(Y, Yhat, average="micro", zero_division=1) == 1.0
 
 
+def test_per_class_precision_recall_f1_and_support_are_scikit_learns():
+    """A class never predicted (precision 0/0) and one never present (recall 0/0) included."""
+    from activebayes.metrics.multilabel import evaluate_multilabel
+
+    rng = np.random.default_rng(3)
+    Y = (rng.random((40, 5)) < 0.4).astype(int)
+    Y[:, 4] = 0  # never present
+    P_N_K_C = rng.random((40, 6, 5))
+    P_N_K_C[:, :, 3] *= 0.4  # mean below 0.5: never predicted
+    got = evaluate_multilabel(torch.log(torch.tensor(P_N_K_C)), Y)
+    Yhat = (P_N_K_C.mean(1) >= 0.5).astype(int)
+    precision, recall, f1, support = skm.precision_recall_fscore_support(Y, Yhat, average=None, zero_division=0)
+    np.testing.assert_allclose(got["precision_per_class"], precision, atol=1e-12)
+    np.testing.assert_allclose(got["recall_per_class"], recall, atol=1e-12)
+    np.testing.assert_allclose(got["f1_per_class"], f1, atol=1e-12)
+    assert got["support_per_class"] == support.tolist()
+    assert got["precision_per_class"][3] == 0.0 and got["recall_per_class"][4] == 0.0
+
+
 @pytest.mark.parametrize("threshold", [1.5, 0.0, 1.0, -0.2, float("nan"), float("inf"), "0.5", True, None])
 def test_threshold_must_be_a_finite_number_between_zero_and_one(threshold):
     from activebayes.metrics.multilabel import evaluate_multilabel

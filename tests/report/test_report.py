@@ -547,7 +547,8 @@ def test_comparison_still_running(comparison_dir, tmp_path, fast_figures, monkey
 
 
 def test_write_is_atomic(comparison_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr(_report, "render_report", lambda path, targets, progress=False: "<html>new</html>")
+    monkeypatch.setattr(_report, "render_report",
+                        lambda path, targets, progress=False, dataset=None: "<html>new</html>")
     out = tmp_path / "sub" / "r.html"
     assert write_report(comparison_dir, output=out) == out
     assert out.read_text() == "<html>new</html>"
@@ -557,7 +558,8 @@ def test_write_is_atomic(comparison_dir, tmp_path, monkeypatch):
     def broken_replace(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(_report, "render_report", lambda path, targets, progress=False: "<html>newer</html>")
+    monkeypatch.setattr(_report, "render_report",
+                        lambda path, targets, progress=False, dataset=None: "<html>newer</html>")
     monkeypatch.setattr("os.replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
         write_report(comparison_dir, output=out)

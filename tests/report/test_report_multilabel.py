@@ -1,9 +1,11 @@
-"""The per-class section of a real multi-label comparison: per-class F1, checked against scikit-learn.
+"""The per-class section of a real multi-label comparison: per-class precision, recall and F1,
+checked against scikit-learn.
 
 Two strategies x two seeds on a small multi-label dataset, written by the product's own
 runner. Each final model is rebuilt from its checkpoint and predicts the test set again;
-scikit-learn's ``f1_score(average=None)`` of those predictions is what the table must
-show (mean over seeds), and the figures are drawn from every round's ``f1_per_class``.
+scikit-learn's ``precision_recall_fscore_support(average=None)`` of those predictions is
+what the table must show (mean over seeds), and the figures are drawn from every round's
+``precision_per_class``, ``recall_per_class`` and ``f1_per_class``.
 """
 
 from __future__ import annotations
@@ -71,8 +73,9 @@ def multilabel_report(multilabel_run, tmp_path_factory):
     return page, calls
 
 
-def _sklearn_f1(multilabel_run, strategy: str, seed: int) -> np.ndarray:
-    """``[C]`` scikit-learn's per-class F1 of the final model, rebuilt from its checkpoint, on the test set."""
+def _sklearn_prf(multilabel_run, strategy: str, seed: int) -> np.ndarray:
+    """``[3, C]`` scikit-learn's per-class precision, recall and F1 of the final model, rebuilt from its
+    checkpoint, on the test set."""
     metrics = pytest.importorskip("sklearn.metrics")
     path, factory, test = multilabel_run
     run = RunDirectory(path / strategy / f"seed_{seed}")
@@ -84,31 +87,43 @@ def _sklearn_f1(multilabel_run, strategy: str, seed: int) -> np.ndarray:
     log_probs = loop.posterior.log_probs(test.inputs, num_samples=config.eval_samples,
                                          generator=make_generator(config.seed, r, "test"))
     predicted = (log_probs.double().exp().mean(1).numpy() >= 0.5).astype(int)
-    return metrics.f1_score(test.targets.numpy(), predicted, average=None, zero_division=0)
+    precision, recall, f1, _ = metrics.precision_recall_fscore_support(test.targets.numpy(), predicted,
+                                                                       average=None, zero_division=0)
+    return np.stack([precision, recall, f1])
 
 
-def test_the_table_is_scikit_learns_per_class_f1_of_the_final_models(multilabel_run, multilabel_report):
+def _sklearn_f1(multilabel_run, strategy: str, seed: int) -> np.ndarray:
+    return _sklearn_prf(multilabel_run, strategy, seed)[2]
+
+
+def test_the_table_is_scikit_learns_per_class_scores_of_the_final_models(multilabel_run, multilabel_report):
     path, _, test = multilabel_run
     page, _ = multilabel_report
     section = _section(page, "per-class")
-    assert "<h2>Per-class F1</h2>" in section and "macro-F1 under Final metrics" in _text(section)
+    assert "<h2>Per-class precision, recall and F1</h2>" in section
+    assert "macro-F1 under Final metrics" in _text(section)
     rows = _table(section)
-    assert [row["class"] for row in rows] == [str(c) for c in range(CLASSES)]  # the toy's 'abcd' are not stored
+    # the report was written without the runs' own dataset: the toy's 'abcd' are not stored
+    assert [row["class"] for row in rows] == [str(c) for c in range(CLASSES)]
     support = test.targets.sum(0).tolist()
     for strategy in STRATEGIES:
-        f1_S_C = np.array([_sklearn_f1(multilabel_run, strategy, seed) for seed in SEEDS])
-        stored = np.array([_rounds(path / strategy / f"seed_{seed}")[-1]["metrics"]["test_f1_per_class"]
-                           for seed in SEEDS])
-        np.testing.assert_allclose(stored, f1_S_C, atol=1e-12)
+        prf_S_3_C = np.array([_sklearn_prf(multilabel_run, strategy, seed) for seed in SEEDS])
+        for m, metric in enumerate(("precision", "recall", "f1")):
+            stored = np.array([_rounds(path / strategy / f"seed_{seed}")[-1]["metrics"][f"test_{metric}_per_class"]
+                               for seed in SEEDS])
+            np.testing.assert_allclose(stored, prf_S_3_C[:, m], atol=1e-12)
         for c, row in enumerate(rows):
             assert row["test items with the class"] == str(support[c])
-            assert row[f"{strategy}: F1"] == f"{f1_S_C[:, c].mean():.3f}"
+            assert row[f"{strategy}: precision / recall / F1"] == " / ".join(
+                f"{v:.3f}" for v in prf_S_3_C[:, :, c].mean(0))
 
 
 def test_the_figures_are_every_rounds_per_class_f1_over_labels(multilabel_run, multilabel_report):
     path, _, _ = multilabel_run
     page, calls = multilabel_report
-    assert len(calls) == len(STRATEGIES)  # one F1 figure per strategy; no precision / recall recorded
+    # a precision, a recall and an F1 figure per strategy
+    assert [kwargs["metric"] for _, kwargs in calls] == ["precision", "recall", "f1"] * len(STRATEGIES)
+    calls = [call for call in calls if call[1]["metric"] == "f1"]
     slots = _figure_slots(page)
     for (args, kwargs), strategy in zip(calls, STRATEGIES, strict=True):
         runs = [_rounds(path / strategy / f"seed_{seed}") for seed in SEEDS]
@@ -124,7 +139,7 @@ def test_the_figures_are_every_rounds_per_class_f1_over_labels(multilabel_run, m
 
 
 def test_stored_precision_and_recall_are_shown_beside_the_f1(multilabel_run, tmp_path):
-    """Records that also hold per-class precision and recall get them in the table and a figure each."""
+    """The table shows the records' per-class precision and recall (planted here) beside the F1."""
     path, _, _ = multilabel_run
     copy = tmp_path / "compare"
     shutil.copytree(path, copy)

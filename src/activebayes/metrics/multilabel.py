@@ -203,7 +203,8 @@ def evaluate_multilabel(log_probs_N_K_C: object, targets_N_C: object, *,
       label and no positive prediction in the whole set), as scikit-learn's default
       ``zero_division`` and :func:`multilabel_precision_recall_f1`'s;
     - ``macro_f1``: the mean over classes of ``2 TP_c / (2 TP_c + FP_c + FN_c)`` (0 for a
-      class never present nor predicted); ``f1_per_class``;
+      class never present nor predicted); ``f1_per_class``, ``precision_per_class``
+      (``TP_c / (TP_c + FP_c)``) and ``recall_per_class`` (``TP_c / (TP_c + FN_c)``), 0 where 0/0;
     - ``samples_f1``: the mean over items of ``2 |y ∩ ŷ| / (|y| + |ŷ|)`` (1 for an item
       with neither, as scikit-learn's ``zero_division=1``);
     - ``hamming_loss``: the share of wrong label decisions; ``subset_accuracy``: the share
@@ -255,5 +256,7 @@ def evaluate_multilabel(log_probs_N_K_C: object, targets_N_C: object, *,
         "subset_accuracy": float((y == yhat).all(1).double().mean()),
         "nll": float(bce_N.mean()),
         "f1_per_class": [float(v) for v in per_class.f1],
+        "precision_per_class": [float(v) for v in per_class.precision],
+        "recall_per_class": [float(v) for v in per_class.recall],
         "support_per_class": [int(v) for v in per_class.support],
     }

@@ -8,6 +8,7 @@ shown. matplotlib is imported lazily, inside the functions. Save with
 - :func:`learning_curves`: labels vs accuracy, mean and spread over seeds per strategy
 - :func:`class_balance`: labelled-set class counts over rounds
 - :func:`per_class_over_rounds`: one-vs-rest precision / recall / F1 per class over rounds
+  (:func:`metric_label`: how a metric's name reads)
 - :func:`image_grid`: a round's acquired images titled with class counts
 - :func:`confusion_matrix_plot`, :func:`reliability_diagram`, :func:`roc_plot`, :func:`pr_plot`
 """
@@ -20,6 +21,7 @@ from activebayes.plots.curves import (
     aggregate_curves,
     class_balance,
     learning_curves,
+    metric_label,
     per_class_over_rounds,
 )
 from activebayes.plots.diagnostics import confusion_matrix_plot, pr_plot, reliability_diagram, roc_plot
@@ -33,6 +35,7 @@ __all__ = [
     "confusion_matrix_plot",
     "image_grid",
     "learning_curves",
+    "metric_label",
     "per_class_over_rounds",
     "pr_plot",
     "reliability_diagram",

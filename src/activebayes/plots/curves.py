@@ -14,7 +14,7 @@ from activebayes.metrics._core import prf_from_confusion
 from activebayes.plots._base import LINE_STYLES, as_array, colour_cycle, new_axes
 from activebayes.errors import InvalidArgumentError
 
-__all__ = ["CurveBand", "aggregate_curves", "class_balance", "learning_curves", "per_class_over_rounds"]
+__all__ = ["CurveBand", "aggregate_curves", "class_balance", "learning_curves", "metric_label", "per_class_over_rounds"]
 
 
 @dataclass(frozen=True, eq=False)  # holds tensors / arrays: no elementwise ==
@@ -226,6 +226,19 @@ def per_class_over_rounds(
     _class_lines(ax, x, values, class_names)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("F1" if metric == "f1" else metric)
-    ax.set_title(title if title is not None else f"{'F1' if metric == 'f1' else metric.capitalize()} (one-vs-rest)")
+    ax.set_ylabel(metric_label(metric))
+    ax.set_title(title if title is not None else f"{metric_label(metric, capitalize=True)} (one-vs-rest)")
     return fig
+
+
+def metric_label(metric: str, *, capitalize: bool = False) -> str:
+    """How a per-class metric's name reads in a figure or table: ``"f1"`` -> ``"F1"``, else the
+    name itself (``capitalize``: ``"Precision"``).
+
+    Example:
+        >>> metric_label("f1"), metric_label("recall"), metric_label("recall", capitalize=True)
+        ('F1', 'recall', 'Recall')
+    """
+    if metric == "f1":
+        return "F1"
+    return metric.capitalize() if capitalize else metric

@@ -394,10 +394,6 @@ def _per_class_metrics(data: ReportData) -> tuple[str, ...]:
     return (*held, "f1")
 
 
-def _metric_name(metric: str) -> str:
-    return "F1" if metric == "f1" else metric
-
-
 def _and(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
@@ -426,7 +422,7 @@ def class_balance(data: ReportData, figures: Figures) -> Section:
 def per_class(data: ReportData, figures: Figures) -> Section:
     multilabel = data.headline != "accuracy"
     metrics = _per_class_metrics(data)
-    names_shown = _and([_metric_name(m) for m in metrics])
+    names_shown = _and([plots.metric_label(m) for m in metrics])
     C = _num_classes(data, metrics)
     parts = []
     if C is not None:
@@ -447,7 +443,7 @@ def per_class(data: ReportData, figures: Figures) -> Section:
             support = support if support is not None else final_metric(rounds_per_seed, data.key("support_per_class"))
             if any(stats is None for stats in finals):
                 continue
-            header.append(f"{strategy}: {' / '.join(_metric_name(m) for m in metrics)}")
+            header.append(f"{strategy}: {' / '.join(plots.metric_label(m) for m in metrics)}")
             means = [np.atleast_1d(stats.mean) for stats in finals]
             columns.append([" / ".join(f"{v:.3f}" for v in values) for values in zip(*means, strict=True)])
         items = [str(int(v)) for v in support.values_S[0]] if support is not None else ["—"] * C
@@ -461,17 +457,17 @@ def per_class(data: ReportData, figures: Figures) -> Section:
         for metric in metrics:
             values = per_round_mean(data.rounds_per_seed(strategy),
                                     lambda r, m=metric: (r.metrics or {}).get(data.key(f"{m}_per_class")))
-            caption = (f"{strategy}: per-class {data.split} {_metric_name(metric)} per round "
+            caption = (f"{strategy}: per-class {data.split} {plots.metric_label(metric)} per round "
                        f"({_seeds_text(len(runs), [r.seed for r in runs])})")
 
             def build(values=values, metric=metric, strategy=strategy):
                 if values is None:
-                    raise _figures.FigureSkipped(f"the rounds hold no per-class {_metric_name(metric)}")
+                    raise _figures.FigureSkipped(f"the rounds hold no per-class {plots.metric_label(metric)}")
                 return _titled(plots.per_class_over_rounds(
                     values.mean_R, metric=metric, n_labelled=values.n_labelled_R,
                     class_names=data.class_names(values.mean_R.shape[1]),
                     # multi-label: each label its own yes / no decision, not one class against the rest
-                    title=f"{_metric_name(metric)} per class" if multilabel else None,
+                    title=f"{plots.metric_label(metric)} per class" if multilabel else None,
                 ), strategy)
 
             figure_list.append(figures(f"per-class-{metric}-{strategy}", caption, build))
