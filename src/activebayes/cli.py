@@ -332,8 +332,19 @@ def _stored_encoder(encoder: str) -> str:
     return encoder if encoder in ("tfidf", "hashing") else str(Path(encoder).expanduser().resolve())
 
 
+def _explicit_threads() -> int | None:
+    """The thread count this command was given (``--threads N``, else ``OMP_NUM_THREADS`` /
+    ``MKL_NUM_THREADS``); ``None`` when it chooses automatically. A run stores it
+    (``LoopConfig.threads``), so that its resumption computes on as many threads."""
+    context = click.get_current_context(silent=True)  # None: called from Python, outside a command
+    obj = (context.find_root().obj if context is not None else None) or {}
+    choice = obj.get("threads")
+    return None if choice is None or choice.source == "auto" else choice.threads
+
+
 def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **overrides: Any) -> Any:
     values = dict(file_values)
+    overrides = {**overrides, "threads": _explicit_threads()}  # the command's; else a config file's
     values.update({k: v for k, v in flags.items() if v is not None})
     values.update({k: v for k, v in overrides.items() if v is not None})
     check_device(values.get("device"), "--device")
@@ -461,7 +472,8 @@ def cli(threads: int | None) -> None:
     # The thread count for the whole command (restored when it ends): --threads N, else
     # OMP_NUM_THREADS / MKL_NUM_THREADS, else chosen per fit / predict from the work and the
     # free cores (activebayes._threads explains the rule and what was measured).
-    click.get_current_context().with_resource(automatic_threads(threads))
+    context = click.get_current_context()
+    context.obj = {"threads": context.with_resource(automatic_threads(threads))}
     keep_freed_memory()  # MC prediction in passes reuses the heap (activebayes._memory)
 
 
@@ -642,7 +654,8 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
         raise MissingFileError(f"DIRECTORY: no such run directory {directory}")
     if budget is not None:
         check_positive_int(budget, "--budget")
-    runtime = {"device": check_device(device, "--device")}
+    # --threads N (or OMP_NUM_THREADS) replaces the thread count the run stored; without it, the stored one
+    runtime = {"device": check_device(device, "--device"), "threads": _explicit_threads()}
     _current["directory"] = str(path)
     _current["budget"] = budget
     if is_comparison(path):

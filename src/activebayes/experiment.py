@@ -26,6 +26,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from activebayes import _progress
+from activebayes._threads import automatic_threads
 from activebayes.acquisition import get_strategy
 from activebayes.loop import ActiveLearningLoop, check_config_names
 from activebayes.scoring import PoolExecutor
@@ -54,6 +55,11 @@ def _runtime_overrides(config: LoopConfig, overrides: Mapping[str, Any] | None) 
             f"got {', '.join(unknown)}"
         )
     return config.replace(**changes)
+
+
+def _config_threads(config: LoopConfig) -> contextlib.AbstractContextManager[Any]:
+    """Torch computes on ``config.threads`` CPU threads inside (restored after); ``None``: unchanged."""
+    return contextlib.nullcontext() if config.threads is None else automatic_threads(config.threads)
 
 
 def _quiet_inside(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -100,13 +106,14 @@ def run_experiment(
     check_config_names(config)  # a misspelt name is reported as such, not as a config mismatch
     if directory.exists():
         directory.check_config(config)  # runtime settings (device, ...) may differ
-    loop = _factory(loop_factory, executor)(config)  # validates names, loads data; nothing written yet
-    if on_start is not None:
-        on_start(loop)
-    if not directory.exists():
-        directory.write_config(config)
-    with directory.lock():  # one writer at a time: a second run or resume of it is refused
-        return _continue(directory, loop, progress=progress, on_round=on_round, report=report)
+    with _config_threads(config):
+        loop = _factory(loop_factory, executor)(config)  # validates names, loads data; nothing written yet
+        if on_start is not None:
+            on_start(loop)
+        if not directory.exists():
+            directory.write_config(config)
+        with directory.lock():  # one writer at a time: a second run or resume of it is refused
+            return _continue(directory, loop, progress=progress, on_round=on_round, report=report)
 
 
 @_quiet_inside
@@ -138,14 +145,15 @@ def resume_experiment(
             "resumed without them it would go on with other ones: resume it from Python, "
             "resume_experiment(DIR, loop_factory=...), with the same ones")
     with directory.lock():
-        config = directory.read_config()
+        config = _runtime_overrides(directory.read_config(), runtime)
         if budget is not None:
             config = config.replace(budget=budget)  # written by raise_budget once the data is checked
-        loop = _factory(loop_factory, executor)(_runtime_overrides(config, runtime))
-        _check_items(directory, loop)
-        if budget is not None:
-            directory.raise_budget(budget)
-        return _continue(directory, loop, progress=progress, on_round=None, report=report)
+        with _config_threads(config):  # the stored thread count, unless runtime changes it
+            loop = _factory(loop_factory, executor)(config)
+            _check_items(directory, loop)
+            if budget is not None:
+                directory.raise_budget(budget)
+            return _continue(directory, loop, progress=progress, on_round=None, report=report)
 
 
 def _continue(

@@ -10,7 +10,7 @@ Two kinds of config fields:
 * **identity**: everything that changes a run's results (dataset, strategy,
   model, seed, sizes, K, ...). A run directory is tied to these.
 * **runtime** (:data:`RUNTIME_FIELDS`): how the run executes, not what it
-  computes: ``device``, ``predict_batch_size``, ``download``, ``checkpoints``.
+  computes: ``device``, ``threads``, ``predict_batch_size``, ``download``, ``checkpoints``.
   They may differ between the start of a run and its resumption, so a run
   started on a CPU continues on a GPU (``activebayes resume DIR --device cuda``).
 
@@ -74,7 +74,7 @@ DEFAULT_STRATEGY = "badge"
 LABEL_BUDGET_REACHED = "label budget reached"
 
 #: Config fields that do not change a run's results (not part of its identity).
-RUNTIME_FIELDS = ("device", "predict_batch_size", "download", "checkpoints")
+RUNTIME_FIELDS = ("device", "threads", "predict_batch_size", "download", "checkpoints")
 #: the key in a run directory's ``config.json`` holding the SHA-256 of its settings
 #: (:func:`activebayes.rundir.settings_fingerprint`); not a setting itself
 FINGERPRINT_KEY = "settings_sha256"
@@ -283,6 +283,10 @@ class LoopConfig:
     predict_batch_size: int = 512
     checkpoints: bool = True
     device: str | None = setting(None, "torch device, e.g. cuda (default: cpu).")
+    #: CPU threads torch computes with during the run (``None``: as the caller has it). The last
+    #: bits of a convolution depend on it, so the command line stores an explicit ``--threads N``
+    #: (or ``OMP_NUM_THREADS``) here and a resumed run computes on as many.
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.cold_start_labels == 0 and self.cold_start in (None, "none"):  # how configs before 0.x wrote "no cold start"
@@ -305,6 +309,8 @@ class LoopConfig:
                 f"dropout head): model must be 'auto' or 'encoder_head', got {self.model!r}"
             )
         check_positive_int(self.predict_batch_size, "predict_batch_size")
+        if self.threads is not None:
+            check_positive_int(self.threads, "threads (--threads)")
         from activebayes.stopping import ESTIMATED_ACCURACY, MIN_STOP_SET, normalise_stop_when  # stopping reads records: imported late
 
         # one stored form (canonical names, a threshold only where it is not the default), so that

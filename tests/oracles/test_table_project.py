@@ -249,7 +249,8 @@ OLD_DEFAULT_LOOP = {
     "acquisition_options": {}, "cold_start": "typicality", "cold_start_labels": None, "training": "data",
     "representation": "none", "representation_options": {}, "posterior": "mc_dropout", "table": None,
     "text_column": None, "feature_columns": (), "label_column": None, "id_column": None, "table_options": {},
-    "predict_batch_size": 512, "checkpoints": False, "device": None}
+    "predict_batch_size": 512, "checkpoints": False, "device": None,
+    "threads": None}  # a runtime setting added since (a labelling project's rounds use the app's count)
 #: ... and a table project with every loop setting given (3 items)
 OLD_TABLE_STORED = {
     "dataset": None, "images": None, "classes": ["noun", "verb"], "data_dir": None, "strategy": "bald",
