@@ -209,3 +209,32 @@ def test_a_head_freezes_its_encoder_in_place():
     head = build_head("ensemble", encoder=encoder, num_classes=3, feature_dim=4, ensemble_size=2, generator=0)
     assert head.members[0][0].encoder is encoder
     assert not encoder.training and not any(p.requires_grad for p in encoder.parameters())
+
+
+def test_one_encoding_of_a_pool_for_the_cache_and_the_representation(tmp_path):
+    """encode_pool is the one pass over a pool: compute_embeddings (in memory and to a file) and
+    the self-supervised representation's features (representation.features) are it, bit for bit,
+    and each equals the encoder's own eval-mode output chunk by chunk."""
+    from activebayes.models import encode_pool
+    from activebayes.models.representation import ConvEncoder, features
+
+    torch.manual_seed(0)
+    encoder = ConvEncoder(image_size=8, width=4, feature_dim=6)
+    encoder.train()
+    images = torch.randn(23, 1, 8, 8)
+    encoder.eval()
+    with torch.no_grad():  # the reference: the module itself, in eval mode, in chunks of 5
+        expected = torch.cat([encoder(images[i:i + 5]) for i in range(0, 23, 5)]).flatten(1).float()
+    encoder.train()
+    pooled = encode_pool(encoder, images, batch_size=5)
+    assert pooled.dtype == torch.float32 and torch.equal(pooled, expected)
+    assert encoder.training and all(p.requires_grad for p in encoder.parameters())  # left as it was
+    assert torch.equal(features(encoder, images, batch_size=5), expected)
+    assert torch.equal(compute_embeddings(encoder, images, batch_size=5), expected)
+    assert torch.equal(compute_embeddings(encoder, images, batch_size=5, cache_dir=tmp_path)[:], expected)
+    # a Dataset of (x, y) pairs and a callable encoder go the same way
+    dataset = torch.utils.data.TensorDataset(images, torch.zeros(23))
+    assert torch.equal(encode_pool(encoder, dataset, batch_size=5), expected)
+    assert torch.equal(encode_pool(lambda x: x.flatten(1) * 2, images, batch_size=4), images.flatten(1) * 2)
+    with pytest.raises(InvalidArgumentError, match="batch_size"):
+        encode_pool(encoder, images, batch_size=0)

@@ -60,7 +60,7 @@ from activebayes.models.representation import (
     train_or_load_representation,
 )
 from activebayes.models.training import OPTIMIZERS, EpochRecord, FitResult, fit, reset_parameters
-from activebayes.models.encoders import FrozenEncoder, compute_embeddings, embeddings_dataset
+from activebayes.models.encoders import FrozenEncoder, compute_embeddings, embeddings_dataset, encode_pool
 from activebayes.models.laplace import LastLayerLaplace, probit_predictive
 from activebayes.models.heads import POSTERIORS, build_head, build_posterior, last_layer_laplace
 
@@ -97,6 +97,7 @@ __all__ = [
     "build_model",
     "build_posterior",
     "compute_embeddings",
+    "encode_pool",
     "embeddings_dataset",
     "last_layer_laplace",
     "probit_predictive",

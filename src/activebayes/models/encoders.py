@@ -13,8 +13,8 @@ Three ways to give the features ``phi(x) [n, D]`` a head sits on:
 :class:`FrozenEncoder` runs an encoder without gradients, in eval mode, and remembers
 each item's features by the content of its input row (blake2b of its bytes), so ``fit``
 pays for the encoder once per labelled item and the pool is encoded once per run, not
-once per epoch or round. :func:`compute_embeddings` encodes a whole pool once, chunk by
-chunk, and caches the result by content: a fingerprint of the inputs' bytes and of the
+once per epoch or round. :func:`encode_pool` encodes a whole pool, chunk by chunk;
+:func:`compute_embeddings` does so once and caches the result by content: a fingerprint of the inputs' bytes and of the
 encoder's weights (or a ``name`` for a callable) names an ``.npy`` file in
 ``cache_dir``, memory-mapped when read back.
 """
@@ -35,6 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from activebayes._io import NpyWriter, ensure_folder, remove_dead_writers_temps, renamed_error
+from activebayes._threads import threads_for
 from activebayes._validation import check_positive_int
 from activebayes.data.lazy import LazyInputs
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
@@ -45,6 +46,7 @@ __all__ = [
     "as_encoder_module",
     "compute_embeddings",
     "embeddings_dataset",
+    "encode_pool",
     "encoder_fingerprint",
     "split_frozen",
 ]
@@ -328,6 +330,46 @@ def _cached_embeddings(key: str, path: Path | None) -> Tensor | EmbeddingInputs 
     return None
 
 
+def encode_pool(
+    encoder: Any,
+    inputs: Any,
+    *,
+    batch_size: int = 1024,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """The encoder's features of every input, ``[N, ...] -> features_N_D`` (float32, CPU), kept nowhere.
+
+    The one place a whole pool is encoded: :func:`compute_embeddings` caches what this
+    computes, and :func:`activebayes.models.representation.features` is this for the
+    self-supervised encoder. The encoder runs in eval mode without gradients, ``batch_size``
+    items per call (inside :func:`activebayes._threads.threads_for`); a module's train/eval
+    flags, ``requires_grad`` flags and device are restored afterwards.
+
+    Args:
+        encoder: a Representation, an ``nn.Module`` or a callable ``[n, ...] -> [n, D]``.
+        inputs: a tensor ``[N, ...]``, lazy inputs (a memory-mapped pool) or a Dataset.
+        batch_size: items per encoder call.
+        device: run the encoder there.
+
+    Example:
+        >>> encode_pool(torch.nn.Flatten(), torch.ones(5, 2, 3)).shape
+        torch.Size([5, 6])
+    """
+    check_positive_int(batch_size, "batch_size")
+    module = as_encoder_module(encoder)
+    with _module_state_kept(module, moved=device is not None):
+        frozen = _frozen(module, device)
+        out: np.ndarray | None = None
+        data = _data(inputs)
+        with contextlib.closing(_encoded_chunks(frozen, data, batch_size, device)) as chunks:
+            for start, end, features in chunks:
+                if out is None:
+                    out = np.empty((len(data), features.shape[1]), dtype=np.float32)
+                out[start:end] = features
+        assert out is not None
+        return torch.from_numpy(out)
+
+
 def compute_embeddings(
     encoder: Any,
     inputs: Any,
@@ -336,7 +378,7 @@ def compute_embeddings(
     cache_dir: str | os.PathLike[str] | None = None,
     device: torch.device | str | None = None,
 ) -> Tensor | EmbeddingInputs:
-    """The encoder's features of every input, computed once and cached by content.
+    """The encoder's features of every input, computed once (:func:`encode_pool`) and cached by content.
 
     The key is ``blake2b(inputs bytes) + encoder_fingerprint(encoder)``. With ``cache_dir``
     the features are written chunk by chunk to ``cache_dir/<key>.npy`` (memory holds one
@@ -360,47 +402,55 @@ def compute_embeddings(
     cached = _cached_embeddings(key, path)
     if cached is not None:
         return cached
-    module = as_encoder_module(encoder)
-    with _module_state_kept(module, moved=device is not None):
-        frozen = FrozenEncoder(module, cache=False)
-        if device is not None:
-            frozen.to(device)
-        return _encode_pool(frozen, inputs, key, path, batch_size, device)
-
-
-def _encode_pool(frozen: FrozenEncoder, inputs: Any, key: str, path: Path | None, batch_size: int,
-                 device: torch.device | str | None) -> Tensor | EmbeddingInputs:
-    """:func:`compute_embeddings`' work: every input encoded chunk by chunk, into memory
-    (kept under ``key``) or into the ``.npy`` file at ``path``."""
-    from activebayes.models.predict import _Inputs
-
-    data = _Inputs(inputs)
-    run_device = next((t.device for t in frozen.parameters()), torch.device(device or "cpu"))
     if path is None:
-        out: np.ndarray | None = None
-        for start, end, x in data.chunks(batch_size):
-            features = frozen(x.to(run_device)).cpu().numpy()
-            if out is None:
-                out = np.empty((len(data), features.shape[1]), dtype=np.float32)
-            out[start:end] = features
-        assert out is not None
-        result = torch.from_numpy(out)
+        result = encode_pool(encoder, inputs, batch_size=batch_size, device=device)
         _MEMORY_CACHE[key] = result
         while len(_MEMORY_CACHE) > _MEMORY_CACHE_ENTRIES:
             _MEMORY_CACHE.popitem(last=False)
         return result
+    module = as_encoder_module(encoder)
+    with _module_state_kept(module, moved=device is not None):
+        return _encode_to_file(_frozen(module, device), _data(inputs), path, batch_size, device)
+
+
+def _frozen(module: nn.Module, device: torch.device | str | None) -> FrozenEncoder:
+    frozen = FrozenEncoder(module, cache=False)
+    if device is not None:
+        frozen.to(device)
+    return frozen
+
+
+def _data(inputs: Any) -> Any:
+    from activebayes.models.predict import _Inputs
+
+    return _Inputs(inputs)
+
+
+def _encoded_chunks(frozen: FrozenEncoder, data: Any, batch_size: int,
+                    device: torch.device | str | None) -> Iterator[tuple[int, int, np.ndarray]]:
+    """``(start, end, features [end - start, D] float32)`` of consecutive chunks of ``data``."""
+    run_device = next((t.device for t in frozen.parameters()), torch.device(device or "cpu"))
+    with threads_for(frozen.encoder, lambda: tuple(data.get(0, 1).shape[1:]), min(len(data), batch_size)):
+        for start, end, x in data.chunks(batch_size):
+            yield start, end, frozen(x.to(run_device)).cpu().numpy()
+
+
+def _encode_to_file(frozen: FrozenEncoder, data: Any, path: Path, batch_size: int,
+                    device: torch.device | str | None) -> EmbeddingInputs:
+    """:func:`compute_embeddings`' work with a ``cache_dir``: every input encoded chunk by chunk
+    into the ``.npy`` file at ``path`` (written under a temporary name, then renamed)."""
     ensure_folder(path.parent)
     _remove_stale_temps(path)
     tmp = path.with_suffix(f".{os.getpid()}{_TEMP_SUFFIX}")
     writer: NpyWriter | None = None
     try:
-        for _, _, x in data.chunks(batch_size):
-            features = frozen(x.to(run_device)).cpu().numpy()
-            if writer is None:
-                # ordinary writes into space reserved up front: a full disk is an OSError
-                # (ENOSPC) here, never the SIGBUS of a write through a memory map
-                writer = NpyWriter(tmp, dtype=np.float32, shape=(len(data), features.shape[1]))
-            writer.write(features)
+        with contextlib.closing(_encoded_chunks(frozen, data, batch_size, device)) as chunks:
+            for _, _, features in chunks:
+                if writer is None:
+                    # ordinary writes into space reserved up front: a full disk is an OSError
+                    # (ENOSPC) here, never the SIGBUS of a write through a memory map
+                    writer = NpyWriter(tmp, dtype=np.float32, shape=(len(data), features.shape[1]))
+                writer.write(features)
         assert writer is not None
         writer.close()
         os.replace(tmp, path)

@@ -640,16 +640,19 @@ def features(
 ) -> Tensor:
     """The encoder's features of every item: ``[N, ...] -> features_N_D`` (float32, CPU).
 
-    Runs ``encoder`` in eval mode without gradients in chunks of ``batch_size``
-    (its train/eval flag is restored).  ``encoder`` may also be a
-    :class:`Representation`.  These are the features SimCLR evaluates (before the
-    projection head); the typicality and BADGE strategies cluster / embed them.
+    :func:`activebayes.models.encoders.encode_pool` for a module or :class:`Representation`:
+    ``encoder`` runs in eval mode without gradients in chunks of ``batch_size`` (its
+    train/eval flags, ``requires_grad`` flags and device are restored).  These are the
+    features SimCLR evaluates (before the projection head); the typicality and BADGE
+    strategies cluster / embed them.
 
     Example:
         >>> enc = ConvEncoder(image_size=8, width=4, feature_dim=6)
         >>> features(enc, torch.randn(10, 1, 8, 8)).shape
         torch.Size([10, 6])
     """
+    from activebayes.models.encoders import encode_pool  # encoders reads Representation: imported here
+
     if isinstance(encoder, Representation):
         encoder = encoder.encoder
     if not isinstance(encoder, nn.Module):
@@ -658,20 +661,9 @@ def features(
         got = tuple(inputs.shape) if isinstance(inputs, Tensor) else type(inputs).__name__
         raise InvalidArgumentError(f"inputs must be a tensor [N, ...], got {got}")
     check_positive_int(batch_size, "batch_size")
-    if device is not None:
-        encoder.to(device)
-    run_device = next((p.device for p in encoder.parameters()), torch.device("cpu"))
-    was_training = encoder.training
-    encoder.eval()
-    chunks = []
-    try:
-        with torch.no_grad(), threads_for(encoder, tuple(inputs.shape[1:]), batch_size):
-            for start in range(0, inputs.shape[0], batch_size):
-                out = encoder(inputs[start : start + batch_size].to(run_device))
-                chunks.append(out.float().flatten(1).cpu())
-    finally:
-        encoder.train(was_training)
-    return torch.cat(chunks) if chunks else torch.empty(0, 0)
+    if inputs.shape[0] == 0:
+        return torch.empty(0, 0)
+    return encode_pool(encoder, inputs, batch_size=batch_size, device=device)
 
 
 # --------------------------------------------------------------------------- cache
