@@ -56,7 +56,7 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -443,6 +443,8 @@ class TablePool:
         preprocessing: JSON-able record of the transform (encoder fingerprint, feature
             statistics, final standardisation): store it with the run.
         feature_columns: the feature columns read, in order (``"*"`` resolved to the names).
+        text_column: the column the texts were read from (text pools), else ``None``.
+        text_encoder: the text encoder (text pools), for :meth:`transform`.
     """
 
     dataset: ArrayDataset
@@ -453,9 +455,53 @@ class TablePool:
     multilabel: bool
     preprocessing: dict[str, Any]
     feature_columns: tuple[str, ...] = ()
+    text_column: str | None = None
+    text_encoder: Any = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.dataset)
+
+    def transform(self, rows: Sequence[Mapping[str, Any]], *, source: str = "rows") -> Tensor:
+        """The model's inputs ``[n, D]`` (float32) for new rows with the pool's columns: the
+        pool's whole transform, as its own rows went through it.
+
+        The text column is encoded by the pool's encoder fitted on the pool's texts
+        (:func:`~activebayes.data.text.encode_texts` with ``fit_texts``), the feature columns
+        by the pool's :class:`TablePreprocessor` (``preprocessing["table"]``), and the joined
+        vector standardised with the pool's statistics (``preprocessing["standardize"]``).
+        A missing or empty text, a missing cell (unless imputed), a non-number in a numeric
+        column or an unseen category raises :class:`DataError` naming the row and column.
+
+        Example:
+            >>> pool = load_table([{"x": 1.0, "c": "a"}, {"x": 3.0, "c": "b"}], feature_columns=["x", "c"])
+            >>> torch.equal(pool.transform([{"x": 1.0, "c": "a"}]), pool.dataset.inputs[:1])
+            True
+        """
+        if isinstance(rows, Mapping) or not isinstance(rows, Sequence) or not rows:
+            raise InvalidArgumentError(f"rows must be a non-empty sequence of rows (mappings of column to value), "
+                                       f"got {type(rows).__name__}")
+        numbers = range(1, len(rows) + 1)
+        blocks = []
+        if self.text_column is not None:
+            texts = []
+            for n, row in zip(numbers, rows, strict=True):
+                value = row.get(self.text_column)
+                where = _where(source, n, self.text_column)
+                if value is not None and not isinstance(value, str):
+                    raise DataError(f"{where}: expected a text, got {type(value).__name__}")
+                if _is_missing(value):
+                    raise DataError(f"{where}: empty text")
+                texts.append(value)
+            if self.texts is None or self.text_encoder is None:
+                raise InvalidArgumentError("this pool keeps no text encoder to encode new texts with")
+            blocks.append(encode_texts(texts, self.text_encoder, fit_texts=self.texts))
+        if self.feature_columns:
+            prep = TablePreprocessor.from_dict(self.preprocessing["table"])
+            blocks.append(prep.transform(rows, source=source))
+        x_n_D = np.concatenate(blocks, axis=1) if len(blocks) > 1 else blocks[0]
+        mean_D = np.asarray(self.preprocessing["standardize"]["mean"], dtype=np.float64)
+        std_D = np.asarray(self.preprocessing["standardize"]["std"], dtype=np.float64)
+        return torch.from_numpy(((x_n_D - mean_D) / std_D).astype(np.float32))
 
     def index_of(self, item_id: str) -> int:
         """The row of item ``item_id`` in :attr:`dataset`."""
@@ -700,5 +746,6 @@ def load_table(
     dataset = ArrayDataset(inputs=inputs, targets=targets_N_C if multilabel else targets, classes=class_names,
                            name=name or default_name, item_ids=tuple(ids))
     return TablePool(dataset=dataset, item_ids=tuple(ids), kind=kind, texts=texts, targets_N_C=targets_N_C,
-                     multilabel=bool(multilabel), preprocessing=record, feature_columns=tuple(features))
+                     multilabel=bool(multilabel), preprocessing=record, feature_columns=tuple(features),
+                     text_column=text_column, text_encoder=enc if text_column is not None else None)
 
