@@ -179,7 +179,7 @@ def test_identity_is_content_not_position():
 
 
 def test_identical_rows_with_different_labels_warn_that_only_their_order_tells_them_apart():
-    rows = [{"x": 1.0, "y": "a"}, {"x": 2.0, "y": "b"}, {"x": 1.0, "y": "b"}, {"x": 2.0, "y": "b"}]
+    rows = [{"x": 1.0, "y": "a"}, {"x": 2.0, "y": "b"}, {"x": 1.0, "y": "b"}, {"x": 2.0, "y": "b"}, {"x": 3.0, "y": "a"}]
     with pytest.warns(UserWarning, match=r"1 group\(s\) of rows have identical content but different labels "
                                          r"\(row 1: 'a', row 3: 'b'\).*id_column"):
         load_table(rows, feature_columns=["x"], label_column="y")
@@ -266,6 +266,10 @@ def test_a_multilabel_table_dataset_goes_into_the_loop():
      r"^table: row 2, column 'i': id '1' is used twice \(rows 1 and 2\); ids must be unique$"),
     ([{"t": "a b", "y": "x"}, {"t": "c d", "y": " | "}], {"text_column": "t", "label_column": "y", "multilabel": True},
      r"^table: row 2, column 'y': a multi-label answer needs at least one class, got none$"),
+    ([{"t": "a b", "y": "x"}, {"t": "c d", "y": "x"}], {"text_column": "t", "label_column": "y"},
+     r"^table: column 'y': every row has the class 'x'; a classifier needs two or more classes"),
+    ([{"t": "a b", "y": "x"}, {"t": "c d", "y": "x"}], {"text_column": "t", "label_column": "y", "multilabel": True},
+     r"^table: column 'y': every row has the class 'x'; a classifier needs two or more classes"),
 ])
 def test_bad_input_is_one_line_naming_row_and_column(rows, kwargs, message):
     with pytest.raises(ActiveBayesError, match=message) as info:

@@ -684,6 +684,9 @@ def load_table(
             class_names = tuple(sorted({label for labels in answers for label in labels}))
             if not multilabel:
                 _warn_if_sets(source, label_column, [labels[0] for labels in answers], label_separator)
+            if len(class_names) < 2:  # a classifier of one class learns nothing, and scores a perfect 1.0
+                raise DataError(f"{source}: column {label_column!r}: every row has the class {class_names[0]!r}; "
+                                "a classifier needs two or more classes (is it the label column?)")
         index = {c: j for j, c in enumerate(class_names)}
         for n, labels in zip(row_numbers, answers, strict=True):
             for label in labels:
