@@ -663,7 +663,9 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
         _print_comparison_table(path)
     elif is_run(path):
         finished_before = budget is None and RunDirectory(path).is_finished()
-        if not quiet and not finished_before:
+        # a run given its own data or model from Python is refused below (resume_experiment says why):
+        # no "resume: ..." line first, which would name the config's default dataset
+        if not quiet and not finished_before and not RunDirectory(path).read_given():
             stored = RunDirectory(path).read_config()
             rounds = RunDirectory(path).read_rounds()
             name = Path(stored.table).stem if stored.table is not None else stored.dataset

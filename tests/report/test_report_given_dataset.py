@@ -50,6 +50,7 @@ def test_the_report_does_not_load_the_configs_default_dataset_in_place_of_the_ru
         raise AssertionError("the report loaded another dataset's items")
     page = write_report(tmp_path / "run", output=tmp_path / "plain.html", progress=False).read_text()
     assert "given their own dataset from Python" in page and "kind-a" not in page
+    assert "dataset digits" not in page and "a dataset given from Python (ArrayDataset &#x27;grey-levels&#x27;" in page
 
 
 def test_given_the_dataset_the_report_shows_its_names_and_items(tmp_path):
@@ -61,9 +62,21 @@ def test_given_the_dataset_the_report_shows_its_names_and_items(tmp_path):
     page = write_report(tmp_path / "run", output=tmp_path / "own.html", progress=False,
                         dataset=data.subset(torch.arange(150))).read_text()
     assert "kind-a" in page and "given their own dataset" not in page
+    assert "dataset grey-levels (given from Python)" in page and "dataset digits" not in page
 
 
 def test_run_experiment_writes_the_report_with_the_runs_own_dataset(tmp_path):
     _run(tmp_path, report=True)
     page = (tmp_path / "run" / "report.html").read_text()
     assert "Classes are named as in the dataset." in page and "kind-a" in page
+
+
+def test_resume_of_such_a_run_on_the_command_line_is_one_error_line_and_names_no_dataset(tmp_path, capsys):
+    from activebayes.cli import main
+
+    _run(tmp_path, report=False)
+    capsys.readouterr()
+    assert main(["resume", str(tmp_path / "run"), "--budget", "40"]) != 0
+    out, err = capsys.readouterr()
+    assert out == ""  # not "resume: ... on digits ...", a resume that does not start
+    assert err.startswith("error: ") and err.count("\n") == 1 and "resume it from Python" in err

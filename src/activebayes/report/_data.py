@@ -149,6 +149,20 @@ class ReportData:
             raise DatasetUnavailable(self._dataset_error)
         return self._dataset
 
+    def data_label(self) -> str:
+        """What the runs' items are, for the overview: ``"dataset digits"``, ``"table tickets.csv"``, or
+        the dataset given from Python (its name when passed to the report, else how the run described it)."""
+        config = self.first_config
+        if config is None:
+            return "no runs"
+        if config.table is not None:
+            return f"table {Path(config.table).name}"
+        if self.given_dataset is not None:
+            if self._dataset is not None and getattr(self._dataset, "name", None):
+                return f"dataset {self._dataset.name} (given from Python)"
+            return f"a dataset given from Python ({self.given_dataset})"
+        return f"dataset {config.dataset}"
+
     def class_names(self, num_classes: int) -> list[str] | None:
         """The dataset's C class names when it loads and has ``num_classes`` classes, else ``None``."""
         try:

@@ -151,9 +151,8 @@ def _unfinished_note(data: ReportData) -> str:
 
 def overview(data: ReportData, curves: Curves) -> Section:
     n_runs = sum(len(r) for r in data.runs.values())
-    first = data.first_config
     kind = "comparison" if data.is_comparison else "single run"
-    dataset = f"dataset {first.dataset}" if first is not None else "no runs"
+    dataset = data.data_label()
     strategies = data.listed_strategies
     parts = [paragraph(
         f"{kind.capitalize()} of {len(strategies)} strateg{'y' if len(strategies) == 1 else 'ies'} "
