@@ -19,6 +19,7 @@ import re
 import signal
 import sqlite3
 import sys
+import warnings
 import threading
 import tomllib
 from collections.abc import Callable, Mapping
@@ -477,8 +478,24 @@ def cli(threads: int | None) -> None:
     keep_freed_memory()  # MC prediction in passes reuses the heap (activebayes._memory)
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """A warning as the command line shows it: ``warning: MESSAGE`` on stderr, one line; not the
+    library's file and source line. Another package's warning also names its kind and module."""
+    text = " ".join(str(message).split())
+    if not Path(filename).resolve().is_relative_to(Path(__file__).resolve().parent):
+        text = f"{text} ({category.__name__}, {Path(filename).name})"
+    click.echo(f"warning: {text}", err=True)
+
+
 def main(args: list[str] | None = None) -> int:
-    """Entry point: every error a user can cause ends in one line on stderr."""
+    """Entry point: every error a user can cause ends in one line on stderr, every warning too."""
+    with warnings.catch_warnings():  # restores the caller's showwarning (main() is also called in-process)
+        warnings.showwarning = _show_warning
+        return _main(args)
+
+
+def _main(args: list[str] | None) -> int:
     try:
         cli.main(args=args, prog_name="activebayes", standalone_mode=False)
     except click.exceptions.Abort:
