@@ -505,6 +505,11 @@ def _main(args: list[str] | None) -> int:
         return done.exit_code
     except click.ClickException as error:
         hint = ""
+        if isinstance(error, click.NoSuchOption) and error.option_name == "--threads" and error.ctx is not None:
+            # an option of the whole program, not of the command: say where it goes
+            click.echo(f"error: --threads goes before the command: activebayes --threads N "
+                       f"{error.ctx.info_name} ...", err=True)
+            return error.exit_code
         if isinstance(error, click.UsageError) and error.ctx is not None:
             hint = f" (see `{error.ctx.command_path} --help`)"
         click.echo(f"error: {error.format_message()}{hint}", err=True)

@@ -1,5 +1,6 @@
 """The command line shows a warning as one line, ``warning: MESSAGE``, not Python's
-``FILE:LINE: UserWarning: ...`` followed by the library's source line."""
+``FILE:LINE: UserWarning: ...`` followed by the library's source line; and a program option given
+after the command says where it goes."""
 
 from __future__ import annotations
 
@@ -45,3 +46,10 @@ def test_another_packages_warning_names_its_kind_and_file(capsys):
     assert capsys.readouterr().err == "warning: old api (DeprecationWarning, mod.py)\n"
     cli._show_warning(UserWarning("ours"), UserWarning, cli.__file__, 3)
     assert capsys.readouterr().err == "warning: ours\n"
+
+
+def test_threads_after_the_command_says_where_it_goes(capsys):
+    for argv, command in ((["run", "--threads", "1"], "run"), (["resume", "somewhere", "--threads=2"], "resume")):
+        assert main(argv) == 2
+        expected = f"error: --threads goes before the command: activebayes --threads N {command} ...\n"
+        assert capsys.readouterr().err == expected
