@@ -20,6 +20,7 @@ from activebayes.loop import ActiveLearningLoop
 from activebayes.models import MLP
 from activebayes.records import RUNTIME_FIELDS, LoopConfig
 from activebayes.rundir import RunDirectory
+from tests.cli.test_cli import FAST_TOML
 from tests.conftest import FAST_LOOP
 
 
@@ -68,18 +69,6 @@ def test_a_resumed_run_computes_on_the_stored_thread_count(tmp_path):
 def test_threads_must_be_a_positive_int(threads):
     with pytest.raises((ValueError, TypeError), match=r"^threads \(--threads\) must be"):
         LoopConfig(threads=threads)
-
-
-FAST_TOML = """
-initial_size = 20
-validation_size = 50
-num_samples = 4
-eval_samples = 4
-cold_start = "none"
-[fit_options]
-max_epochs = 1
-min_samples_per_epoch = 64
-"""
 
 
 def test_the_command_line_stores_an_explicit_count_and_resume_may_replace_it(tmp_path, monkeypatch, capsys):
