@@ -905,7 +905,13 @@ def import_(answers: str, project: str, allow_partial: bool, overwrite: bool) ->
             click.echo(f"{sum(result.earlier.values())} row(s) answer items of earlier queries ({rounds})")
         if result.unannotated:
             click.echo(f"{result.unannotated} task(s) without an annotation were left alone")
-        click.echo(f"next batch: activebayes query {project}")
+        pending = labelling.unanswered()
+        if pending is not None:  # `query` refuses until they are answered: no hint that fails
+            path, missing = pending
+            click.echo(f"{missing} item(s) of {path} have no label yet: fill them in and import it again; "
+                       f"then the next batch: activebayes query {project}")
+        else:
+            click.echo(f"next batch: activebayes query {project}")
 
 
 @cli.command()

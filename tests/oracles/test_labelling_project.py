@@ -285,3 +285,18 @@ def test_a_project_trains_the_posterior_it_was_created_with(tmp_path, capsys):
     assert code != 0 and "--posterior" in err and "laplace" in err and "ensemble" in err
     code, out, err = run(capsys, "query", tmp_path / "other", "--dataset", "digits", "--posterior", "gaussian")
     assert code != 0 and "posterior" in err and "mc_dropout" in err and "Traceback" not in err
+
+
+def test_a_partial_import_says_to_finish_the_file_before_the_next_batch(digits_project, capsys):
+    project, first, targets = digits_project
+    fill_truth(first, targets, **{"2": ""})
+    code, out, err = run(capsys, "import", first, "--project", project, "--allow-partial")
+    assert code == 0, err
+    # `query` refuses while an item is unanswered: the hint says so instead of suggesting it
+    assert out.rstrip().endswith(f"1 item(s) of {first} have no label yet: fill them in and import it again; "
+                                 f"then the next batch: activebayes query {project}")
+    code, _, err = run(capsys, "query", project, "--quiet")
+    assert code != 0 and "have no label yet" in err
+    fill_truth(first, targets)
+    code, out, err = run(capsys, "import", first, "--project", project)
+    assert code == 0 and out.rstrip().endswith(f"next batch: activebayes query {project}"), err

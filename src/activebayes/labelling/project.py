@@ -515,6 +515,11 @@ class LabellingProject:
         """
         return roundtrip.query(self)
 
+    def unanswered(self) -> tuple[Path, int] | None:
+        """The latest query file and how many of its items have no label yet; ``None`` when all are
+        answered (:func:`activebayes.labelling.roundtrip.unanswered`)."""
+        return roundtrip.unanswered(self)
+
     def import_answers(self, path: str | os.PathLike[str], *, allow_partial: bool = False,
                        overwrite: bool = False, annotator: str = "file") -> ImportResult:
         """Validate a filled-in query file or a Label Studio export and store its labels, all or

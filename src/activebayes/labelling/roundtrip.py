@@ -137,6 +137,18 @@ def queries_of(project: LabellingProject) -> dict[int, list[int]]:
     return {int(r): list(items) for r, items in (project.store.meta(QUERIES_KEY) or {}).items()}
 
 
+def unanswered(project: LabellingProject) -> tuple[Path, int] | None:
+    """The latest query file and how many of its items have no label yet (``None``: all answered,
+    or no query yet): while any has none, :func:`query` refuses to pick the next batch."""
+    queries = queries_of(project)
+    if not queries:
+        return None
+    r = max(queries)
+    missing = sum(1 for item in queries[r] if project.store.label_of(item) is None
+                  and project.index_of(item) is not None)
+    return (query_path(project, r), missing) if missing else None
+
+
 def query(project: LabellingProject) -> QueryResult:
     """Commit the labels imported so far, pick the next batch, write its query file.
 
