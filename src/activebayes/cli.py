@@ -33,8 +33,8 @@ from activebayes._threads import automatic_threads
 from activebayes._memory import keep_freed_memory
 from activebayes._validation import check_device, check_positive_int
 from activebayes.acquisition import available_strategies
-from activebayes.data import (ArrayDataset, MissingSplitError, available_datasets, convert_to_memmap, has_contents,
-                              load_dataset)
+from activebayes.data import (ArrayDataset, DataError, MissingSplitError, available_datasets, convert_to_memmap,
+                              has_contents, load_dataset)
 from activebayes.distributed import RayExecutor
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
 from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
@@ -107,7 +107,7 @@ def _flag_wording(message: str) -> str:
 
     def flag_only(match: re.Match[str]) -> str:
         name, flag = match.group(1), match.group(2)
-        return flag if flag == "--" + name.replace("_", "-") else match.group(0)
+        return flag if flag in ("--" + name.replace("_", "-"), _SETTING_FLAGS.get(name)) else match.group(0)
 
     message = re.sub(r"\b([a-z_]+) \((--[a-z-]+)\)", flag_only, message)
 
@@ -130,6 +130,10 @@ _SETTINGS_WITH_FLAGS = frozenset(
     {f.name for f, flag in cli_settings(LoopConfig) if flag.split("/")[0] == "--" + f.name.replace("_", "-")}
     | {"strategy", "seed", "max_epochs"}
 )
+
+
+#: The flag of each config setting that is a command-line option (``costs_file`` -> ``--costs``).
+_SETTING_FLAGS = {f.name: flag.split("/")[0] for f, flag in cli_settings(LoopConfig)}
 
 
 #: Where a command's results go, for the interruption messages (set as a command starts).
@@ -343,7 +347,10 @@ def _explicit_threads() -> int | None:
     return None if choice is None or choice.source == "auto" else choice.threads
 
 
-def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **overrides: Any) -> Any:
+def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], *, config_file: str | None = None,
+                  **overrides: Any) -> Any:
+    """The run's config from the ``--config`` file's values (read from ``config_file``), the
+    flags and the command's own settings (flags win over the file)."""
     values = dict(file_values)
     overrides = {**overrides, "threads": _explicit_threads()}  # the command's; else a config file's
     values.update({k: v for k, v in flags.items() if v is not None})
@@ -380,7 +387,12 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], **ov
             raise InvalidArgumentError(f"--max-epochs must be >= 1, got {max_epochs}")
         values["fit_options"] = {**dict(values.get("fit_options", {})), "max_epochs": max_epochs}
     _check_names(values)
-    config = LoopConfig.from_dict(values)
+    try:
+        config = LoopConfig.from_dict(values)
+    except InvalidArgumentError as error:  # flags have known names: an unknown key came from the file
+        if config_file is None or not str(error).startswith("unknown config key"):
+            raise
+        raise InvalidArgumentError(f"--config {config_file}: {error}") from None
     check_config_names(config)  # before a command prints its plan or creates a directory
     return config
 
@@ -538,8 +550,8 @@ def run(quiet: bool, out: str | None, config_file: str | None, max_epochs: int |
                                    f"`activebayes compare --strategies {strategy}` runs several")
     if seed is not None and seed < 0:
         raise InvalidArgumentError(f"--seed must be >= 0, got {seed}")
-    config = _build_config(file_values, flags, strategy=strategy, seed=seed, max_epochs=max_epochs,
-                           warm_start=warm_start, download=download)
+    config = _build_config(file_values, flags, config_file=config_file, strategy=strategy, seed=seed,
+                           max_epochs=max_epochs, warm_start=warm_start, download=download)
     schedule = schedule_name(config)
     name = Path(config.table).stem if config.table is not None else config.dataset
     path = Path(out or Path(DEFAULT_RUNS_DIR) / f"{name}-{schedule}-seed{config.seed}")
@@ -625,7 +637,7 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
                             or file_values.pop("dataset", None) or "digits", "--dataset")
     file_values.pop("dataset", None)
     bases = [
-        _build_config(file_values, flags, dataset=name, strategy=strategies[0], seed=0,
+        _build_config(file_values, flags, config_file=config_file, dataset=name, strategy=strategies[0], seed=0,
                       max_epochs=max_epochs, warm_start=warm_start, download=download)
         for name in datasets
     ]  # every config is validated before any run starts
@@ -802,6 +814,7 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) 
     max_epochs = given.pop("max_epochs", None)
     if max_epochs is not None:
         given["fit_options"] = {"max_epochs": max_epochs}
+    _check_names({"dataset": given.get("dataset")})  # `query` too: as `run` names it
     if "images" in given and not Path(given["images"]).is_dir():
         raise MissingFileError(f"--images: no such folder {given['images']}")
     if "table" in given and not Path(given["table"]).is_file():
@@ -812,7 +825,12 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) 
     if options:
         given["table_options"] = options
     config = ProjectConfig(**given)  # the loop's checks too (audit_fraction needs batches of 2 or more)
-    return LabellingProject.create(project, config, progress=progress)
+    try:
+        return LabellingProject.create(project, config, progress=progress)
+    except DataError as error:  # "image folder F holds no images ...": name the flag that gave F
+        if config.images is None or not str(error).startswith("image folder "):
+            raise
+        raise DataError(f"--images: {str(error)[len('image folder '):]}") from None
 
 
 def _check_showable(name: str, data_dir: str | None, dataset: ArrayDataset | None = None) -> None:
@@ -953,6 +971,7 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
     if token is not None:
         check_token(token)
     if settings.get("dataset") is not None and not is_project(project):  # before a new project is created
+        _check_names({"dataset": settings["dataset"]})  # as `run` names it: --dataset, a close name, the list
         _check_showable(settings["dataset"], settings.get("data_dir"))
     with _open_project(project, settings, progress=_progress.shown()) as labelling:
         if labelling.config.dataset is not None:

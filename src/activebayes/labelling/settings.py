@@ -132,7 +132,7 @@ class ProjectConfig:
         if self.classes is not None:
             classes = tuple(str(c).strip() for c in self.classes)
             if len(classes) < 2 or len(set(classes)) != len(classes) or not all(classes):
-                raise ProjectError(f"classes must be two or more distinct names, got {list(classes)}")
+                raise ProjectError(f"classes (--classes) must be two or more distinct names, got {list(classes)}")
             object.__setattr__(self, "classes", classes)
         if self.table is not None and self.multilabel and len(self.classes or ()) > MAX_MULTILABEL_CLASSES:
             raise ProjectError(f"--multilabel: at most {MAX_MULTILABEL_CLASSES} classes, got {len(self.classes or ())}")
