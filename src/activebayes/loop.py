@@ -810,11 +810,12 @@ def _read_costs(path: str) -> Tensor:
     """Per-item labelling costs from a ``.npy`` file or a text file with one number per line."""
     file = Path(path)
     if not file.is_file():
-        raise MissingFileError(f"costs_file: no such file {path}")
+        raise MissingFileError(f"costs_file (--costs): no such file {path}")
     try:
         values = np.load(file) if file.suffix == ".npy" else np.loadtxt(file, dtype=np.float64, ndmin=1)
     except (ValueError, OSError) as error:
-        raise InvalidArgumentError(f"costs_file: {path} is not a .npy array or a text file of numbers ({error})") from None
+        raise InvalidArgumentError(f"costs_file (--costs): {path} is not a .npy array or a text file of numbers "
+                                   f"({error})") from None
     return torch.as_tensor(np.asarray(values, dtype=np.float64).reshape(-1))
 
 

@@ -23,6 +23,7 @@ A multi-label run's headline is its micro-averaged F1 (test, else validation).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -453,8 +454,12 @@ class LoopConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
+            hints = []
+            for key in unknown:  # a misspelt setting: the one close to it
+                close = difflib.get_close_matches(str(key).lower(), sorted(known), n=1, cutoff=0.6)
+                hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
             raise InvalidArgumentError(
-                f"unknown config key(s) {', '.join(map(repr, unknown))}; expected some of: {', '.join(sorted(known))}"
+                f"unknown config key(s) {', '.join(hints)}; expected some of: {', '.join(sorted(known))}"
             )
         return cls(**dict(data))
 

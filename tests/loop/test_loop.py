@@ -147,7 +147,7 @@ def test_unknown_strategy_fails_before_any_work():
 def test_config_round_trip_and_unknown_key():
     config = LoopConfig(strategy="bald", **FAST_LOOP)
     assert LoopConfig.from_dict(config.to_dict()) == config
-    with pytest.raises(ValueError, match="unknown config key"):
+    with pytest.raises(ValueError, match=r"unknown config key\(s\) 'bugdet' \(did you mean 'budget'\?\); expected"):
         LoopConfig.from_dict({**config.to_dict(), "bugdet": 3})
 
 

@@ -26,6 +26,18 @@ def test_a_misspelt_fit_option_in_a_toml_config_fails_before_the_run_directory_i
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_an_unknown_key_in_a_toml_config_names_the_file_and_the_close_key(tmp_path, capsys, command):
+    config = tmp_path / "bad.toml"
+    config.write_text("budgett = 3\nzzz = 1\n")
+    out = tmp_path / "runs"
+    assert main([command, "--config", str(config), "--out", str(out), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --config {config}: unknown config key(s) 'budgett' (did you mean 'budget'?), "
+                          "'zzz'; expected some of: ") and err.count("\n") == 1, err
+    assert not out.exists()
+
+
 def test_a_misspelt_fit_option_fails_when_the_loop_is_built():
     with pytest.raises(InvalidArgumentError, match=r"^fit_options \(--config \[fit_options\]\) has unknown key "
                                                    r"'max_epoch' \(did you mean 'max_epochs'\?\); expected keys "

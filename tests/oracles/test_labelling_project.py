@@ -96,6 +96,17 @@ def test_folder_change_keeps_every_label_on_its_image(tmp_path, capsys, monkeypa
             assert project.classes[label] == truth(project.dataset.paths[index])
 
 
+def test_an_images_folder_without_images_names_the_flag(tmp_path, capsys):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("no pictures here")
+    for command in ("query", "label"):
+        code, out, err = run(capsys, command, tmp_path / "proj", "--images", folder, "--classes", "a,b", *FAST)
+        assert code == 1 and err.startswith(f"error: --images: {folder} holds no images (.bmp, ") \
+            and err.count("\n") == 1, err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]  # nothing half-made
+
+
 def test_a_failed_first_query_leaves_nothing_behind(tmp_path, capsys):
     folder = tmp_path / "images"
     folder.mkdir()
