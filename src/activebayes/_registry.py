@@ -13,7 +13,7 @@ suggests the closest registered name and lists them all:
 >>> shapes.get("circel")
 Traceback (most recent call last):
 ...
-activebayes.errors.InvalidArgumentError: unknown shape 'circel'; did you mean 'circle'?; expected one of: circle, round
+activebayes.errors.InvalidArgumentError: unknown shape 'circel' (did you mean 'circle'?); expected one of: circle, round
 """
 
 from __future__ import annotations

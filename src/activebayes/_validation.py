@@ -135,10 +135,12 @@ def check_positive_int(value: object, name: str, *, allow_zero: bool = False) ->
 
 
 def unknown_name_message(what: str, value: object, choices: Iterable[str]) -> str:
-    """``unknown <what> 'x'; did you mean 'y'? expected one of: ...`` (the hint only when one is close)."""
+    """``unknown <what> 'x' (did you mean 'y'?); expected one of: ...`` (the hint only when one is close).
+
+    The one wording of an unknown name, in the library and the CLI alike."""
     choices = sorted(choices)
     close = difflib.get_close_matches(value.lower(), choices, n=1, cutoff=0.6) if isinstance(value, str) else []
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
     return f"unknown {what} {value!r}{hint}; expected one of: {', '.join(choices)}"
 
 

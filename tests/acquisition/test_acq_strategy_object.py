@@ -40,7 +40,7 @@ def test_registry_registers_replaces_lists_and_suggests():
         shapes.register("oval", 3, aliases=("round",))
     shapes.register("circle", 4, replace=True)  # replacing drops the old entry's aliases
     assert shapes.get("circle") == 4 and "round" not in shapes
-    with pytest.raises(InvalidArgumentError, match="unknown shape 'sqare'; did you mean 'square'"):
+    with pytest.raises(InvalidArgumentError, match=r"unknown shape 'sqare' \(did you mean 'square'"):
         shapes.get("sqare")
     with pytest.raises(InvalidArgumentError, match="unknown shape 'xyz'; expected one of: circle, square$"):
         shapes.get("xyz")
@@ -55,9 +55,9 @@ def test_strategies_models_and_datasets_share_the_registry_type():
     assert available_models() == MODELS.names() and "auto" in available_models()
     assert available_datasets() == tuple(DATASETS.names())
     assert available_strategies() == REGISTRY.names()
-    with pytest.raises(ValueError, match="unknown model name 'mpl'; did you mean 'mlp'"):
+    with pytest.raises(ValueError, match=r"unknown model name 'mpl' \(did you mean 'mlp'"):
         build_model("mpl", num_classes=3, input_shape=(4,))
-    with pytest.raises(ValueError, match="unknown dataset 'digit'; did you mean 'digits'"):
+    with pytest.raises(ValueError, match=r"unknown dataset 'digit' \(did you mean 'digits'"):
         load_dataset("digit")
 
 

@@ -52,7 +52,7 @@ def test_run_directory_contents(tmp_path):
         run_experiment(config.replace(cold_start="typicalty"), run, progress=False, report=False)
     with pytest.raises(InvalidArgumentError, match="balld"):
         run_experiment(config.replace(strategy="balld"), run, progress=False, report=False)
-    with pytest.raises(InvalidArgumentError, match=r"model \(--model\) 'mllp'; did you mean 'mlp'"):
+    with pytest.raises(InvalidArgumentError, match=r"model \(--model\) 'mllp' \(did you mean 'mlp'"):
         run_experiment(config.replace(model="mllp"), run, progress=False, report=False)
     assert sorted((p.name, p.stat().st_mtime_ns) for p in run.rglob("*")) == before
     # nor is a new directory made for a misspelt name, so the corrected config can use it

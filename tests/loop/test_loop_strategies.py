@@ -68,7 +68,7 @@ def test_cold_start_strategy_acquires_until_its_label_count_then_the_main_one():
 @pytest.mark.parametrize("options, message", [
     (dict(cold_start_labels=30), r"cold_start_labels \(--cold-start-labels\) needs a cold_start strategy"),
     (dict(cold_start=3), "cold_start must be a strategy name or None, got int"),
-    (dict(cold_start="typicallity", cold_start_labels=30), r"cold_start \(--cold-start\): unknown strategy 'typicallity'; did you mean 'typicality'"),
+    (dict(cold_start="typicallity", cold_start_labels=30), r"cold_start \(--cold-start\): unknown strategy 'typicallity' \(did you mean 'typicality'"),
     (dict(cold_start="random", cold_start_labels=-1), r"cold_start_labels \(--cold-start-labels\) must be >= 1"),
     # at or below the initial labels the cold-start strategy would never acquire
     (dict(cold_start="typicality", cold_start_labels=20), r"must be larger than initial_size \(20\)"),

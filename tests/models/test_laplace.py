@@ -357,11 +357,11 @@ def test_a_wrong_input_shape_for_the_probe_names_input_shape():
 
 
 def test_a_misspelt_head_option_names_the_close_match():
-    with pytest.raises(InvalidArgumentError, match="unknown laplace head option 'structre'; did you mean 'structure'"):
+    with pytest.raises(InvalidArgumentError, match=r"unknown laplace head option 'structre' \(did you mean 'structure'"):
         build_posterior("laplace", encoder=nn.Identity(), num_classes=3, feature_dim=4, structre="kron")
     with pytest.raises(InvalidArgumentError, match="did you mean 'p_features'"):
         build_posterior("mc_dropout", encoder=nn.Identity(), num_classes=3, feature_dim=4, p_feature=0.1)
-    with pytest.raises(InvalidArgumentError, match="unknown laplace option 'structre'; did you mean 'structure'"):
+    with pytest.raises(InvalidArgumentError, match=r"unknown laplace option 'structre' \(did you mean 'structure'"):
         build_posterior("laplace", network=nn.Sequential(nn.Linear(4, 3)), num_classes=3, structre="kron")
     with pytest.raises(InvalidArgumentError, match="unknown laplace option 'priorprecision'"):
         last_layer_laplace(nn.Sequential(nn.Linear(4, 3)), priorprecision=1.0)
