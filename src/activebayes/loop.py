@@ -218,9 +218,10 @@ class ActiveLearningLoop:
                 f"dataset {getattr(dataset, 'name', '')!r} has {len(dataset)} items, fewer than "
                 f"initial_size + validation_size + batch_size = {needed}"
             )
+        costs_name = "costs_N"
         if costs_N is None and config.costs_file is not None:
-            costs_N = _read_costs(config.costs_file)
-        self.costs_N = self._check_costs(costs_N, len(dataset))
+            costs_N, costs_name = _read_costs(config.costs_file), f"costs_file (--costs) {config.costs_file}"
+        self.costs_N = self._check_costs(costs_N, len(dataset), costs_name)
         self.pool = Pool.create(
             dataset,
             validation_size=config.validation_size,
@@ -291,14 +292,20 @@ class ActiveLearningLoop:
     # ----------------------------------------------------------------- helpers
 
     @staticmethod
-    def _check_costs(costs_N: Tensor | None, n: int) -> Tensor | None:
+    def _check_costs(costs_N: Tensor | None, n: int, name: str = "costs_N") -> Tensor | None:
+        """The per-item costs as float64 ``[n]``; ``name`` is what an error calls them (the argument, or the file)."""
         if costs_N is None:
             return None
         costs_N = torch.as_tensor(costs_N, dtype=torch.float64)
         if costs_N.shape != (n,):
-            raise InvalidArgumentError(f"costs_N must have shape [{n}] (one cost per dataset item), got {tuple(costs_N.shape)}")
+            if name == "costs_N":
+                raise InvalidArgumentError(f"costs_N must have shape [{n}] (one cost per dataset item), got {tuple(costs_N.shape)}")
+            raise InvalidArgumentError(f"{name} must hold {n} numbers, one cost per dataset item in dataset order, "
+                                       f"got {costs_N.numel()}")
         if not bool(torch.isfinite(costs_N).all()) or bool((costs_N <= 0).any()):
-            raise InvalidArgumentError("costs_N must be finite and > 0 for every item")
+            bad = int((~torch.isfinite(costs_N) | (costs_N <= 0)).nonzero()[0, 0])
+            raise InvalidArgumentError(f"{name} must be finite and > 0 for every item, got {costs_N[bad].item()} "
+                                       f"for item {bad}")
         return costs_N
 
     def _learn_representation(self) -> Representation:

@@ -303,7 +303,13 @@ def test_cost_budget_from_a_costs_file(tmp_path, fast_config, capsys):
     # a costs file of the wrong length or without numbers: one-line errors
     (tmp_path / "short.txt").write_text("1\n2\n")
     code, _, err = _run(capsys, "run", "--costs", tmp_path / "short.txt", "--cost-budget", 5, "--out", tmp_path / "x")
-    assert code != 0 and "costs_N must have shape [1297]" in err and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"error: --costs {tmp_path / 'short.txt'} must hold 1297 numbers, one cost per dataset item")
+    assert code != 0 and "got 2" in err and "costs_N" not in err and len(err.strip().splitlines()) == 1
+    np.save(tmp_path / "zero.npy", np.where(np.arange(1297) == 7, 0.0, 1.0))
+    code, _, err = _run(capsys, "run", "--costs", tmp_path / "zero.npy", "--cost-budget", 5, "--out", tmp_path / "z")
+    assert code != 0 and err.startswith(f"error: --costs {tmp_path / 'zero.npy'} must be finite and > 0 for every item, "
+                                        "got 0.0 for item 7")
+    assert not (tmp_path / "z").exists() and not (tmp_path / "x").exists()
     (tmp_path / "words.txt").write_text("cheap\n")
     code, _, err = _run(capsys, "run", "--costs", tmp_path / "words.txt", "--cost-budget", 5, "--out", tmp_path / "y")
     assert code != 0 and err.startswith(f"error: --costs: {tmp_path / 'words.txt'} is not a .npy array or a text file")
