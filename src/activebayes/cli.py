@@ -522,11 +522,29 @@ def _main(args: list[str] | None) -> int:
             click.echo(f"error: --threads goes before the command: activebayes --threads N "
                        f"{error.ctx.info_name} ...", err=True)
             return error.exit_code
+        if isinstance(error, click.NoSuchOption) and error.ctx is not None and error.ctx.parent is None:
+            placed = _command_option_placement(error.option_name, args)
+            if placed:  # a command's option given before the command
+                click.echo(f"error: {placed}", err=True)
+                return error.exit_code
         if isinstance(error, click.UsageError) and error.ctx is not None:
             hint = f" (see `{error.ctx.command_path} --help`)"
         click.echo(f"error: {error.format_message()}{hint}", err=True)
         return error.exit_code
     return 0
+
+
+def _command_option_placement(option: str, args: list[str] | None) -> str | None:
+    """Where ``option`` goes when a command's option was given before the command
+    (``activebayes -q run``): ``None`` when no command takes it."""
+    commands = [name for name, command in cli.commands.items()
+                if any(option in (*param.opts, *param.secondary_opts) for param in command.params)]
+    if not commands:
+        return None
+    given = [arg for arg in (sys.argv[1:] if args is None else args) if arg in cli.commands]
+    command = given[0] if given and given[0] in commands else commands[0] if len(commands) == 1 else "COMMAND"
+    return (f"{option} goes after the command: activebayes {command} {option} ... "
+            f"(an option of {', '.join(sorted(commands))})")
 
 
 @cli.command()

@@ -53,3 +53,19 @@ def test_threads_after_the_command_says_where_it_goes(capsys):
         assert main(argv) == 2
         expected = f"error: --threads goes before the command: activebayes --threads N {command} ...\n"
         assert capsys.readouterr().err == expected
+
+
+def test_a_commands_option_before_the_command_says_where_it_goes(capsys):
+    """``activebayes -q run`` (a command's option given to the program) names the command it belongs after."""
+    cases = ((["-q", "run", "--budget", "30"], "error: -q goes after the command: activebayes run -q ... "
+              "(an option of compare, convert, label, query, report, resume, run)\n"),
+             (["--threads", "1", "--out", "x", "compare"], "error: --out goes after the command: activebayes compare "
+              "--out ... (an option of compare, export, run)\n"),
+             (["--out", "x"], "error: --out goes after the command: activebayes COMMAND --out ... "
+              "(an option of compare, export, run)\n"))
+    for argv, expected in cases:
+        assert main(argv) == 2
+        assert capsys.readouterr().err == expected
+    # an option no command has keeps click's own message
+    assert main(["--frob", "run"]) == 2
+    assert capsys.readouterr().err == "error: No such option '--frob'. (see `activebayes --help`)\n"
