@@ -135,11 +135,19 @@ def run_activebayes(folder: Path, args: argparse.Namespace, workers: int | None)
                            selection_seed=SEED, chunk_size=args.chunk_size, executor=executor,
                            progress=not args.quiet)
         seconds = time.perf_counter() - start
+        row: dict = {}
+        if executor is not None:  # a loop's next round: the same pass again, on the replicas already started
+            start = time.perf_counter()
+            again = score_pool(model, dataset, candidates, "bald", PICKS, num_samples=K, mask_generator=SEED,
+                               selection_seed=SEED, chunk_size=args.chunk_size, executor=executor,
+                               progress=not args.quiet)
+            row["second_pass_seconds"] = time.perf_counter() - start
+            row["second_pass_same_picks"] = again.indices.tolist() == picks.indices.tolist()
     finally:
         if executor is not None:
             executor.close()
     return {"seconds": seconds, "startup_seconds": startup, "baseline_rss_bytes": baseline,
-            "top_indices": picks.indices.tolist(), "top_scores": [round(s, 6) for s in picks.scores.tolist()]}
+            "top_indices": picks.indices.tolist(), "top_scores": [round(s, 6) for s in picks.scores.tolist()], **row}
 
 
 class _ItemDataset(torch.utils.data.Dataset):
@@ -420,21 +428,24 @@ def annotate(rows: list[dict]) -> None:
 
 def markdown(rows: list[dict]) -> str:
     """The docs table (``--markdown``): one row per (pool size, executor), as measured."""
-    lines = ["| items | executor | seconds | items / s | peak RSS | time vs in-process | load at start | note |",
-             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = ["| items | executor | seconds | items / s | peak RSS | time vs in-process | next pass, seconds | load at start | note |",
+             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     by = {(r["n_items"], r["executor"]): r for r in rows if r.get("status") == "ok"}
     for row in rows:
         n = f"{row['n_items']:,}"
         if row.get("status") != "ok":
-            lines.append(f"| {n} | {row['executor']} | - | - | - | - | - | {row.get('status')}: {row.get('reason')} |")
+            lines.append(f"| {n} | {row['executor']} | - | - | - | - | - | - | {row.get('status')}: {row.get('reason')} |")
             continue
         reference = by.get((row["n_items"], "activebayes"))
         ratio = f"{row['seconds'] / reference['seconds']:.1f}x" if reference else "-"
         load = row.get("run", {}).get("load_average_at_start", [None])[0]
         same = row.get("same_picks_as_in_process")
         note = "; ".join(x for x in (row.get("note", ""), "same picks" if same else ("DIFFERENT picks" if same is False else "")) if x)
+        again = f"{row['second_pass_seconds']:,.1f}" if "second_pass_seconds" in row else "-"
+        if row.get("second_pass_same_picks") is False:
+            note = "; ".join(x for x in (note, "next pass: DIFFERENT picks") if x)
         lines.append(f"| {n} | {row['executor']} | {row['seconds']:,.1f} | {row['items_per_second']:,.0f} | "
-                     f"{row['peak_rss_bytes'] / 2**30:.2f} GiB | {ratio} | {load if load is not None else '-'} | {note} |")
+                     f"{row['peak_rss_bytes'] / 2**30:.2f} GiB | {ratio} | {again} | {load if load is not None else '-'} | {note} |")
     return "\n".join(lines)
 
 

@@ -1,10 +1,11 @@
 r"""Score a pool on a Ray cluster, with exactly the picks of one process.
 
-:class:`RayExecutor` runs the chunks of :func:`activebayes.scoring.score_pool` as a
-Ray Data pipeline: a dataset of candidate index blocks (one row per chunk of candidate
-indices, with their costs), ``map_batches`` on a pool of actors (each holds a copy of
-the model with its MC dropout mask seeds and a reader of the pool's items), and the
-driver merges what the chunks return::
+:class:`RayExecutor` runs the chunks of :func:`activebayes.scoring.score_pool` on a pool
+of Ray actors, the model replicas: the candidates' chunks are dealt into blocks, each
+free actor takes the next block (with the pass's model, its MC dropout mask seeds and a
+reader of the pool's items, put into the object store once per pass), and the driver
+merges what the blocks return. The actors live as long as the executor, so only its
+first pass pays for starting them::
 
     from activebayes.distributed import RayExecutor
     from activebayes.scoring import score_pool
@@ -24,10 +25,10 @@ without a cost budget), every score (cost budgets, softrank), or its top-``M`` B
 items with their ``[m, K, C]`` predictions (BatchBALD, whose greedy steps then run on
 the driver on the cluster-wide top ``M``).
 
-Fault tolerance: Ray Data restarts actors that die (``max_restarts=-1``) and retries
-their tasks (``max_task_retries=-1``); the input blocks live on the driver's node, so
-losing a worker node mid-scoring costs only the chunks in flight there, and the result
-is unchanged.
+Fault tolerance: Ray restarts an actor that dies (``max_restarts=-1``) and retries
+its block (``max_task_retries=-1``); the blocks are sent from the driver, so losing a
+worker node mid-scoring costs only the blocks in flight there, and the result is
+unchanged.
 
 Items are read on the workers: an in-memory tensor of inputs is put into Ray's object
 store once (as a NumPy array, read zero-copy by every actor on a node); a NumPy memmap is
@@ -63,16 +64,16 @@ _ITEMS = "_items"  # output column: how many pool items a returned batch covered
 def _import_ray() -> Any:
     try:
         import ray
-        import ray.data
+        import ray.util
     except ImportError as error:
         raise ImportError(
-            "activebayes.distributed needs Ray (with Ray Data): pip install 'activebayes[ray]'"
+            "activebayes.distributed needs Ray: pip install 'activebayes[ray]'"
         ) from error
     return ray
 
 
 def ray_available() -> bool:
-    """Whether Ray (with Ray Data) can be imported."""
+    """Whether Ray can be imported."""
     try:
         _import_ray()
     except ImportError:
@@ -157,65 +158,56 @@ class _Payload:
 
 
 class ChunkScorer:
-    """Ray Data callable class: one model replica; chunks of candidates -> kept rows.
+    """One model replica (a Ray actor kept for the executor's life): blocks of chunks -> kept rows.
 
-    A row of the input is one chunk: ``"indices"`` (its original indices, padded to
-    ``chunk_size`` with -1), ``"count"`` (how many are real) and, with a cost budget,
-    ``"costs"`` (padded the same way). Only the chunks an actor scores reach it.
+    Each pass puts its :class:`_Payload` (model, item reader, work) into the object store once;
+    an actor fetches it on its first block of the pass and keeps it until the next pass's
+    payload arrives. A block is a list of chunks, each ``(indices, costs or None)``.
     """
 
-    def __init__(self, payload_ref: list) -> None:
-        ray = _import_ray()
-        payload: _Payload = ray.get(payload_ref[0])
-        torch.set_num_threads(payload.threads)
-        self.model = payload.model
-        self.inputs = _reader(payload.inputs)
-        self.work = payload.work
-        self.spec = payload.spec
+    def __init__(self) -> None:
+        self._payload_id: str | None = None
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def score(self, payload_ref: list, block: list[tuple[np.ndarray, np.ndarray | None]]) -> dict[str, np.ndarray]:
+        """The reduced rows of the block's chunks, with how many items it covered (``_items``)."""
+        ray = _import_ray()
+        if payload_ref[0].hex() != self._payload_id:
+            payload: _Payload = ray.get(payload_ref[0])
+            torch.set_num_threads(payload.threads)
+            self.model, self.inputs, self.work, self.spec = payload.model, _reader(payload.inputs), payload.work, payload.spec
+            self._payload_id = payload_ref[0].hex()
         parts: list[Rows] = []
         items = 0
-        for row, count in enumerate(batch["count"].tolist()):
-            indices_n = torch.from_numpy(np.array(batch["indices"][row, :count], dtype=np.int64))
-            costs_n = None
-            if "costs" in batch:
-                costs_n = torch.from_numpy(np.array(batch["costs"][row, :count], dtype=np.float64))
-            parts.append(run_chunk(self.model, self.inputs, indices_n, costs_n, self.work, self.spec))
-            items += count
+        for indices, costs in block:
+            costs_n = None if costs is None else torch.from_numpy(np.array(costs, dtype=np.float64))
+            parts.append(run_chunk(self.model, self.inputs, torch.from_numpy(np.array(indices, dtype=np.int64)),
+                                   costs_n, self.work, self.spec))
+            items += len(indices)
         rows = concat_rows(parts)
         if len(parts) > 1:
             rows = self.work.reduce(rows)
         out = {key: value.numpy() for key, value in rows.items()}
-        counts = np.zeros(len(out["index"]), dtype=np.int64)
-        counts[0] = items
-        out[_ITEMS] = counts
+        out[_ITEMS] = np.array([items], dtype=np.int64)
         return out
 
 
-def _chunk_rows(indices_N: Tensor, costs_N: Tensor | None, chunk_size: int) -> list[dict[str, Any]]:
-    """One row per ``chunk_size`` slice of the (index-sorted) candidates, padded to a fixed shape."""
+def _blocks(indices_N: Tensor, costs_N: Tensor | None, chunk_size: int,
+            n_blocks: int) -> list[list[tuple[np.ndarray, np.ndarray | None]]]:
+    """The ``chunk_size`` slices of the (index-sorted) candidates, dealt into ``n_blocks`` runs of
+    consecutive chunks (the chunks are the same as in one process; only their grouping differs)."""
     indices = indices_N.numpy()
     costs = None if costs_N is None else costs_N.numpy()
-    rows = []
-    for start in range(0, len(indices), chunk_size):
-        count = min(chunk_size, len(indices) - start)
-        padded = np.full(chunk_size, -1, dtype=np.int64)
-        padded[:count] = indices[start : start + count]
-        row: dict[str, Any] = {"indices": padded, "count": count}
-        if costs is not None:
-            padded_costs = np.zeros(chunk_size, dtype=np.float64)
-            padded_costs[:count] = costs[start : start + count]
-            row["costs"] = padded_costs
-        rows.append(row)
-    return rows
+    chunks = [(indices[start : start + chunk_size], None if costs is None else costs[start : start + chunk_size])
+              for start in range(0, len(indices), chunk_size)]
+    bounds = np.linspace(0, len(chunks), n_blocks + 1).round().astype(int)
+    return [chunks[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
 
 
 # ------------------------------------------------------------------------ the executor
 
 
 class RayExecutor:
-    """Runs :func:`~activebayes.scoring.score_pool`'s passes on Ray (Ray Data on an actor pool).
+    """Runs :func:`~activebayes.scoring.score_pool`'s passes on a pool of Ray actors, kept between passes.
 
     Args:
         address: an existing cluster (``"auto"``: the one ``ray start`` runs on this node,
@@ -226,11 +218,13 @@ class RayExecutor:
         cpus_per_worker: CPUs each actor reserves (and torch threads it uses).
         gpus_per_worker: GPUs each actor reserves (then pass ``device="cuda"`` to ``score_pool``).
         object_store_memory: bytes of object store for a local Ray started here.
-        blocks_per_worker: input blocks per actor (more: finer load balancing and retries).
-        ray_remote_args: extra actor options for ``map_batches`` (e.g. ``{"max_restarts": 3}``).
+        blocks_per_worker: blocks of chunks per actor and pass (more: finer load balancing and retries).
+        ray_remote_args: extra actor options (e.g. ``{"max_restarts": 3}``,
+            ``{"scheduling_strategy": "SPREAD"}``).
         init_options: extra ``ray.init`` options for a Ray started here.
 
-    Ray started by this executor is shut down by :meth:`close` (or the ``with`` block).
+    The actors start on the first pass and stay for the next ones; :meth:`close` (or the
+    ``with`` block) stops them, and shuts down a Ray this executor started.
 
     Example::
 
@@ -269,6 +263,8 @@ class RayExecutor:
         self.init_options = dict(init_options or {})
         self._ray = _import_ray()
         self._started = False
+        self._actors: list[Any] = []
+        self._actors_job: str | None = None
 
     def __repr__(self) -> str:
         where = self.address or "local"
@@ -308,10 +304,31 @@ class RayExecutor:
             ray.init(address="local", **options)
         self._started = True
 
+    def _actor_pool(self) -> list[Any]:
+        """The executor's model replicas: started on its first pass and kept for the next ones
+        (started again when Ray was restarted meanwhile)."""
+        ray = self._ray
+        job = ray.get_runtime_context().get_job_id()
+        if self._actors and self._actors_job == job:
+            return self._actors
+        options: dict[str, Any] = {"num_cpus": self.cpus_per_worker, "max_restarts": -1, "max_task_retries": -1,
+                                   **self.ray_remote_args}
+        if self.gpus_per_worker:
+            options.setdefault("num_gpus", self.gpus_per_worker)
+        actor_class = ray.remote(ChunkScorer).options(**options)
+        self._actors = [actor_class.remote() for _ in range(self.num_workers)]
+        self._actors_job = job
+        return self._actors
+
     def close(self) -> None:
-        """Shut Ray down if this executor started it."""
-        if self._started and self._ray.is_initialized():
-            self._ray.shutdown()
+        """Stop the model replicas, and shut Ray down if this executor started it."""
+        ray = self._ray
+        if self._actors and ray.is_initialized() and self._actors_job == ray.get_runtime_context().get_job_id():
+            for actor in self._actors:
+                ray.kill(actor)
+        self._actors, self._actors_job = [], None
+        if self._started and ray.is_initialized():
+            ray.shutdown()
         self._started = False
 
     def __enter__(self) -> RayExecutor:
@@ -338,6 +355,7 @@ class RayExecutor:
         """Run ``work`` over every candidate on the cluster; the reduced rows (see :class:`~activebayes.scoring.PoolExecutor`)."""
         ray = self._ray
         self.start()
+        actors = self._actor_pool()
         N = int(indices_N.shape[0])
         n_chunks = math.ceil(N / chunk_size)
         payload = _Payload(
@@ -348,36 +366,21 @@ class RayExecutor:
             threads=max(1, int(self.cpus_per_worker)),
         )
         payload_ref = ray.put(payload)
-        n_blocks = min(n_chunks, self.num_workers * self.blocks_per_worker)
-        context = ray.data.DataContext.get_current()
-        saved = (context.enable_progress_bars, context.print_on_execution_start)
-        context.enable_progress_bars = False
-        context.print_on_execution_start = False
+        blocks = _blocks(indices_N, costs_N, chunk_size, min(n_chunks, self.num_workers * self.blocks_per_worker))
+        accumulator = RowsAccumulator(work)
         try:
-            # blocks of chunks built here and put into the object store (no tasks): they live on the
-            # driver's node, and each actor maps only the chunks it scores
-            chunks = ray.data.from_items(_chunk_rows(indices_N, costs_N, chunk_size), override_num_blocks=n_blocks)
-            remote_args = {"num_cpus": self.cpus_per_worker, **self.ray_remote_args}
-            if self.gpus_per_worker:
-                remote_args.setdefault("num_gpus", self.gpus_per_worker)
-            scored = chunks.map_batches(
-                ChunkScorer,
-                batch_size=1,
-                batch_format="numpy",
-                compute=ray.data.ActorPoolStrategy(size=self.num_workers),
-                fn_constructor_kwargs={"payload_ref": [payload_ref]},
-                **remote_args,
-            )
-            accumulator = RowsAccumulator(work)
+            # each actor takes the next block as soon as it is free; a block of an actor that dies is
+            # retried on its restarted replica (max_task_retries=-1)
+            results = ray.util.ActorPool(actors).map_unordered(
+                lambda actor, block: actor.score.remote([payload_ref], block), blocks)
             with tqdm(total=N, desc=f"{description} on Ray", unit="item", disable=not progress, leave=False) as bar:
-                for batch in scored.iter_batches(batch_size=None, batch_format="numpy"):
-                    rows = {key: torch.from_numpy(np.array(value)) for key, value in batch.items()}
+                for out in results:
+                    rows = {key: torch.from_numpy(np.array(value)) for key, value in out.items()}
                     covered = int(rows.pop(_ITEMS).sum())
                     accumulator.add(rows)
                     bar.update(covered)
                     accumulator.items += covered
         finally:
-            context.enable_progress_bars, context.print_on_execution_start = saved
             del payload_ref
         if accumulator.items != N:
             raise RuntimeError(f"Ray scored {accumulator.items} of {N} candidates")

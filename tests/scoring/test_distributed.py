@@ -125,3 +125,38 @@ def test_missing_ray_names_the_extra(monkeypatch):
 def test_bad_options(kwargs, match):
     with pytest.raises(ValueError, match=match):
         RayExecutor(**kwargs)
+
+
+class PidLoggingMLP(MLP):
+    """An MLP that writes the process id of each forward to a file (run on the actors)."""
+
+    def __init__(self, log: str, seed: int) -> None:
+        torch.manual_seed(seed)
+        super().__init__(in_features=FEATURES, num_classes=C, hidden=(16,), p=0.5)
+        self.log = log
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        import os
+
+        with open(self.log, "a") as handle:
+            handle.write(f"{os.getpid()}\n")
+        return super().forward(inputs)
+
+
+def test_the_replicas_are_kept_between_passes_and_take_each_pass_model(executor, setup, tmp_path):
+    """The second pass runs in the processes of the first (no new actors), with the second pass's model."""
+    import sys
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this file
+    _, pool, _, _, candidates = setup
+    pids = []
+    for seed in (7, 8):
+        log = tmp_path / f"pass{seed}.log"
+        net = PidLoggingMLP(str(log), seed)
+        on_ray = _score(net, Dataset(pool), candidates, "bald", executor=executor)
+        local = _score(net, pool, candidates, "bald")
+        assert on_ray.indices.tolist() == local.indices.tolist() and torch.equal(on_ray.scores, local.scores)
+        pids.append(set(log.read_text().split()) - {str(__import__("os").getpid())})
+    assert pids[0] and pids[1] <= pids[0], pids
+    first = _score(PidLoggingMLP(str(tmp_path / "x.log"), 7), pool, candidates, "bald")
+    assert first.indices.tolist() != on_ray.indices.tolist()  # the two models pick differently: the payload changed
