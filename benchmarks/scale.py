@@ -41,7 +41,6 @@ import json
 import os
 import platform
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path

@@ -368,20 +368,17 @@ class RayExecutor:
         payload_ref = ray.put(payload)
         blocks = _blocks(indices_N, costs_N, chunk_size, min(n_chunks, self.num_workers * self.blocks_per_worker))
         accumulator = RowsAccumulator(work)
-        try:
-            # each actor takes the next block as soon as it is free; a block of an actor that dies is
-            # retried on its restarted replica (max_task_retries=-1)
-            results = ray.util.ActorPool(actors).map_unordered(
-                lambda actor, block: actor.score.remote([payload_ref], block), blocks)
-            with tqdm(total=N, desc=f"{description} on Ray", unit="item", disable=not progress, leave=False) as bar:
-                for out in results:
-                    rows = {key: torch.from_numpy(np.array(value)) for key, value in out.items()}
-                    covered = int(rows.pop(_ITEMS).sum())
-                    accumulator.add(rows)
-                    bar.update(covered)
-                    accumulator.items += covered
-        finally:
-            del payload_ref
+        # each actor takes the next block as soon as it is free; a block of an actor that dies is
+        # retried on its restarted replica (max_task_retries=-1)
+        results = ray.util.ActorPool(actors).map_unordered(
+            lambda actor, block: actor.score.remote([payload_ref], block), blocks)
+        with tqdm(total=N, desc=f"{description} on Ray", unit="item", disable=not progress, leave=False) as bar:
+            for out in results:
+                rows = {key: torch.from_numpy(np.array(value)) for key, value in out.items()}
+                covered = int(rows.pop(_ITEMS).sum())
+                accumulator.add(rows)
+                bar.update(covered)
+                accumulator.items += covered
         if accumulator.items != N:
             raise RuntimeError(f"Ray scored {accumulator.items} of {N} candidates")
         return accumulator.result()
