@@ -327,6 +327,8 @@ def _watch(process: psutil.Popen, executor: str, n_items: int, args: argparse.Na
         "top_indices": result["top_indices"],
         "top_scores": result["top_scores"],
         "largest_processes": _largest(peaks),
+        **({"second_pass_seconds": round(result["second_pass_seconds"], 2),
+            "second_pass_same_picks": result["second_pass_same_picks"]} if "second_pass_seconds" in result else {}),
     }
 
 

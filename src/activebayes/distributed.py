@@ -59,6 +59,7 @@ from activebayes.errors import InvalidArgumentError
 __all__ = ["RayExecutor", "ray_available"]
 
 _ITEMS = "_items"  # output column: how many pool items a returned batch covered (progress)
+_IN_FLIGHT = 2  # blocks queued at each actor at a time
 
 
 def _import_ray() -> Any:
@@ -308,7 +309,8 @@ class RayExecutor:
         """The executor's model replicas: started on its first pass and kept for the next ones
         (started again when Ray was restarted meanwhile)."""
         ray = self._ray
-        job = ray.get_runtime_context().get_job_id()
+        context = ray.get_runtime_context()
+        job = f"{context.get_node_id()}/{context.get_job_id()}"  # a restarted Ray numbers its jobs from 1 again
         if self._actors and self._actors_job == job:
             return self._actors
         options: dict[str, Any] = {"num_cpus": self.cpus_per_worker, "max_restarts": -1, "max_task_retries": -1,
@@ -323,9 +325,11 @@ class RayExecutor:
     def close(self) -> None:
         """Stop the model replicas, and shut Ray down if this executor started it."""
         ray = self._ray
-        if self._actors and ray.is_initialized() and self._actors_job == ray.get_runtime_context().get_job_id():
-            for actor in self._actors:
-                ray.kill(actor)
+        if self._actors and ray.is_initialized():
+            context = ray.get_runtime_context()
+            if self._actors_job == f"{context.get_node_id()}/{context.get_job_id()}":
+                for actor in self._actors:
+                    ray.kill(actor)
         self._actors, self._actors_job = [], None
         if self._started and ray.is_initialized():
             ray.shutdown()
@@ -368,13 +372,23 @@ class RayExecutor:
         payload_ref = ray.put(payload)
         blocks = _blocks(indices_N, costs_N, chunk_size, min(n_chunks, self.num_workers * self.blocks_per_worker))
         accumulator = RowsAccumulator(work)
-        # each actor takes the next block as soon as it is free; a block of an actor that dies is
-        # retried on its restarted replica (max_task_retries=-1)
-        results = ray.util.ActorPool(actors).map_unordered(
-            lambda actor, block: actor.score.remote([payload_ref], block), blocks)
+        todo = iter(blocks)
+        pending: dict[Any, Any] = {}  # result ref -> the actor scoring that block
+
+        def give(actor: Any) -> None:
+            block = next(todo, None)
+            if block is not None:
+                pending[actor.score.remote([payload_ref], block)] = actor
+
+        # each actor holds _IN_FLIGHT blocks (no idle round trip between two) and takes the next one as
+        # soon as it returns one; a block of an actor that dies is retried on its restarted replica
+        for actor in actors * _IN_FLIGHT:
+            give(actor)
         with tqdm(total=N, desc=f"{description} on Ray", unit="item", disable=not progress, leave=False) as bar:
-            for out in results:
-                rows = {key: torch.from_numpy(np.array(value)) for key, value in out.items()}
+            while pending:
+                [done], _ = ray.wait(list(pending), num_returns=1)
+                give(pending.pop(done))
+                rows = {key: torch.from_numpy(np.array(value)) for key, value in ray.get(done).items()}
                 covered = int(rows.pop(_ITEMS).sum())
                 accumulator.add(rows)
                 bar.update(covered)
