@@ -65,7 +65,6 @@ _IN_FLIGHT = 2  # blocks queued at each actor at a time
 def _import_ray() -> Any:
     try:
         import ray
-        import ray.util
     except ImportError as error:
         raise ImportError(
             "activebayes.distributed needs Ray: pip install 'activebayes[ray]'"

@@ -1,4 +1,4 @@
-"""A worker node lost mid-scoring: Ray Data restarts its actor elsewhere and the picks do not change.
+"""A worker node lost mid-scoring: Ray restarts its actor elsewhere and the picks do not change.
 
 Two nodes on this machine (``ray.cluster_utils.Cluster``): the head (2 CPUs) and a worker
 (1 CPU). The two model replicas are spread over both; once the worker node has scored a
