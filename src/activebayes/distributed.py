@@ -304,12 +304,17 @@ class RayExecutor:
             ray.init(address="local", **options)
         self._started = True
 
+    def _session(self) -> str:
+        """Which Ray this process is connected to: its node and job (a Ray started again in the
+        same process numbers its jobs from 1 again, so the job alone does not tell)."""
+        context = self._ray.get_runtime_context()
+        return f"{context.get_node_id()}/{context.get_job_id()}"
+
     def _actor_pool(self) -> list[Any]:
         """The executor's model replicas: started on its first pass and kept for the next ones
         (started again when Ray was restarted meanwhile)."""
         ray = self._ray
-        context = ray.get_runtime_context()
-        job = f"{context.get_node_id()}/{context.get_job_id()}"  # a restarted Ray numbers its jobs from 1 again
+        job = self._session()
         if self._actors and self._actors_job == job:
             return self._actors
         options: dict[str, Any] = {"num_cpus": self.cpus_per_worker, "max_restarts": -1, "max_task_retries": -1,
@@ -324,11 +329,9 @@ class RayExecutor:
     def close(self) -> None:
         """Stop the model replicas, and shut Ray down if this executor started it."""
         ray = self._ray
-        if self._actors and ray.is_initialized():
-            context = ray.get_runtime_context()
-            if self._actors_job == f"{context.get_node_id()}/{context.get_job_id()}":
-                for actor in self._actors:
-                    ray.kill(actor)
+        if self._actors and ray.is_initialized() and self._actors_job == self._session():
+            for actor in self._actors:
+                ray.kill(actor)
         self._actors, self._actors_job = [], None
         if self._started and ray.is_initialized():
             ray.shutdown()
