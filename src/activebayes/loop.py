@@ -36,6 +36,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import math
 import time
@@ -256,6 +257,7 @@ class ActiveLearningLoop:
         self.pending: Proposal | None = None
         self._executor = executor
         self.representation: Representation | None = None
+        self._frozen_encoder: torch.nn.Module | None = None
         self._representation_features: Tensor | None = None
         if config.representation == "self-supervised":
             self.representation = self._learn_representation()
@@ -326,6 +328,19 @@ class ActiveLearningLoop:
             progress=_progress.shown(),
         )
 
+    @property
+    def frozen_encoder(self) -> torch.nn.Module:
+        """The representation's encoder, frozen, shared by every round's head: its feature cache
+        encodes each pool item once per run (made on first use; the representation's own encoder
+        is never changed)."""
+        if self.representation is None:
+            raise InvalidArgumentError("frozen_encoder needs a representation (config.representation='self-supervised')")
+        if self._frozen_encoder is None:
+            from activebayes.models.encoders import FrozenEncoder
+
+            self._frozen_encoder = FrozenEncoder(copy.deepcopy(self.representation.encoder))
+        return self._frozen_encoder
+
     def _default_model_factory(self, generator: torch.Generator) -> torch.nn.Module:
         config = self.config
         options = dict(config.model_options)
@@ -338,7 +353,11 @@ class ActiveLearningLoop:
             # encoded once per run, not once per round
             from activebayes.models.heads import loop_model
 
-            return loop_model(self, generator)
+            frozen, feature_dim = None, None
+            if self.representation is not None:
+                frozen, feature_dim = self.frozen_encoder, self.representation.feature_dim
+            return loop_model(config, int(self.dataset.num_classes), tuple(self.dataset.input_shape), generator,
+                              frozen_encoder=frozen, feature_dim=feature_dim)
         if config.ensemble_size is not None:
             options["ensemble_size"] = config.ensemble_size
         if self.representation is not None:

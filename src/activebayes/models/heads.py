@@ -323,25 +323,21 @@ def build_posterior(
     return NetworkPosterior(last_layer_laplace(network, input_shape=input_shape, **options), **fit_options)
 
 
-def loop_model(loop: Any, generator: torch.Generator) -> nn.Module:
-    """Round model of :class:`~activebayes.loop.ActiveLearningLoop`: a ``config.posterior``
-    head on the self-supervised representation (one :class:`FrozenEncoder` shared by every
-    round, so the pool is encoded once per run), or, without one, the configured network
-    made an ensemble / split for last-layer Laplace."""
+def loop_model(config: Any, num_classes: int, input_shape: Sequence[int], generator: torch.Generator, *,
+               frozen_encoder: FrozenEncoder | None = None, feature_dim: int | None = None) -> nn.Module:
+    """A round's model for :class:`~activebayes.loop.ActiveLearningLoop`'s ``config`` (its
+    ``posterior``, ``model``, ``model_options`` and ``ensemble_size``): a posterior head on
+    ``frozen_encoder`` (the self-supervised representation's encoder, ``feature_dim`` features;
+    the loop passes the same one every round, so the pool is encoded once per run), or,
+    without one, the configured network made an ensemble / split for last-layer Laplace."""
     from activebayes.models.networks import build_model
 
-    config = loop.config
     options = dict(config.model_options)
-    num_classes = int(loop.dataset.num_classes)
-    input_shape = tuple(loop.dataset.input_shape)
+    input_shape = tuple(input_shape)
     size = config.ensemble_size or DEFAULT_ENSEMBLE_SIZE
-    if loop.representation is not None:
-        frozen = getattr(loop, "_frozen_encoder", None)
-        if frozen is None:
-            frozen = loop._frozen_encoder = FrozenEncoder(copy.deepcopy(loop.representation.encoder))
-        return build_head(config.posterior, encoder=frozen, num_classes=num_classes,
-                          feature_dim=loop.representation.feature_dim, ensemble_size=size, generator=generator,
-                          **options)
+    if frozen_encoder is not None:
+        return build_head(config.posterior, encoder=frozen_encoder, num_classes=num_classes,
+                          feature_dim=feature_dim, ensemble_size=size, generator=generator, **options)
     if config.posterior == "ensemble":
         return build_model(config.model, num_classes=num_classes, input_shape=input_shape, ensemble_size=size,
                            generator=generator, **options)
