@@ -416,12 +416,16 @@ def _parse_seeds(text: str | list[int] | int) -> list[int]:
         part = part.strip()
         try:
             if "-" in part[1:]:
-                lo, hi = part.split("-", 1)
-                seeds.extend(range(int(lo), int(hi) + 1))
+                lo, hi = (int(end) for end in part.split("-", 1))
             elif part:
-                seeds.append(int(part))
+                lo = hi = int(part)
+            else:
+                continue
         except ValueError:
             raise InvalidArgumentError(f"--seeds must be a comma-separated list of integers or a range like 0-4, got {text!r}") from None
+        if hi < lo:
+            raise InvalidArgumentError(f"--seeds: the range {part!r} runs backwards; write {hi}-{lo}")
+        seeds.extend(range(lo, hi + 1))
     if not seeds or any(s < 0 for s in seeds):
         raise InvalidArgumentError(f"--seeds must name one or more non-negative integers, got {text!r}")
     return seeds
@@ -452,7 +456,7 @@ def _print_results(path: Path) -> None:
 
 
 def _print_comparison_table(path: Path) -> None:
-    """A line per strategy of a finished comparison, in the order given: its seeds, the area under its
+    """A line per strategy of a comparison, in the order given: its seeds, the area under its
     learning curve (:func:`~activebayes.analysis.area_under_learning_curve`, mean ± sd over the seeds)
     and its final headline metric (mean over the seeds)."""
     from activebayes.analysis import summarise_runs
@@ -463,12 +467,20 @@ def _print_comparison_table(path: Path) -> None:
     summaries = summarise_runs(runs, metric=metric, targets=())
     if not summaries:
         return
+    # a run that has not stopped (interrupted, or still running) ends early: its area and final value are not
+    # comparable with a finished run's, so the line is marked and the runs are named below
+    unfinished = {key: rounds[-1].n_labelled for key, (_, rounds) in runs.items()
+                  if rounds and rounds[-1].stop_reason is None}
     width = max(len("strategy"), *(len(name) for name in summaries))
     click.echo(f"{'strategy':<{width}}  seeds  AULC (mean ± sd)  final {_measured_on(metric)}")
     for name, summary in summaries.items():
         spread = f"± {summary.aulc_std:.4f}" if summary.n_seeds > 1 else "        "  # no spread from one seed
+        mark = "  *" if any(strategy == name for strategy, _ in unfinished) else ""
         click.echo(f"{name:<{width}}  {summary.n_seeds:>5}  {summary.aulc_mean:.4f} {spread}   "
-                   f"{summary.final_accuracy_mean:.4f}")
+                   f"{summary.final_accuracy_mean:.4f}{mark}")
+    if unfinished:
+        named = ", ".join(f"{strategy} seed {seed} (at {labels} labels)" for (strategy, seed), labels in unfinished.items())
+        click.echo(f"* includes runs not finished: {named}; `activebayes resume {path}` finishes them")
 
 
 # --------------------------------------------------------------------------- commands
@@ -645,15 +657,17 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
     executor = _executor(flags)
     file_values = _read_toml(config_file)
     out = out or file_values.pop("out", None)
-    strategies = _parse_strategies(strategy or file_values.pop("strategies", None) or file_values.pop("strategy", None)
-                                   or "random,entropy,bald,batchbald")
+    # a flag replaces the file's value, in either spelling (strategies / strategy, seeds / seed, datasets / dataset)
+    file_strategies = file_values.pop("strategies", None) or file_values.pop("strategy", None)
     file_values.pop("strategy", None)
-    seed_list = _parse_seeds(seeds if seeds is not None else file_values.pop("seeds", "0,1,2"))
-    file_values.pop("seeds", None)
-    file_values.pop("seed", None)
-    datasets = _parse_names(flags.pop("dataset", None) or file_values.pop("datasets", None)
-                            or file_values.pop("dataset", None) or "digits", "--dataset")
+    strategies = _parse_strategies(strategy or file_strategies or "random,entropy,bald,batchbald")
+    file_seeds = file_values.pop("seeds", None)
+    file_seed = file_values.pop("seed", None)
+    file_seeds = file_seeds if file_seeds is not None else file_seed
+    seed_list = _parse_seeds(seeds if seeds is not None else file_seeds if file_seeds is not None else "0,1,2")
+    file_datasets = file_values.pop("datasets", None) or file_values.pop("dataset", None)
     file_values.pop("dataset", None)
+    datasets = _parse_names(flags.pop("dataset", None) or file_datasets or "digits", "--dataset")
     bases = [
         _build_config(file_values, flags, config_file=config_file, dataset=name, strategy=strategies[0], seed=0,
                       max_epochs=max_epochs, warm_start=warm_start, download=download)

@@ -235,29 +235,44 @@ def run_comparison(
     if len(set(strategies)) != len(strategies) or len(set(seeds)) != len(seeds):
         raise InvalidArgumentError(f"strategies and seeds must not repeat, got {list(strategies)} and {list(seeds)}")
     comparison = Comparison(Path(out), base, tuple(strategies), tuple(int(s) for s in seeds))
-    with comparison.lock(shared=True):  # refused while `resume COMPARISON --budget N` changes it
-        with comparison.updating():  # one reader-merger-writer of comparison.json at a time
-            if (comparison.path / COMPARISON_FILE).is_file():
-                stored = Comparison.read(comparison.path)
-                # a comparison has no single strategy or seed: its runs are strategies x seeds
-                mine = base.replace(strategy=stored.base.strategy, seed=stored.base.seed)
-                if not stored.base.same_run(mine):
-                    differences = stored.base.differences(mine)
-                    values = config_differences(stored.base, mine)
-                    if differences == ["budget"] and base.budget > stored.base.budget:
-                        advice = (f"`activebayes resume {comparison.path} --budget {base.budget}` continues it to "
-                                  "the larger budget; or choose another --out")
-                    else:
-                        advice = "choose another --out for these settings, or delete the directory to start again"
-                    raise RunDirectoryError(f"{comparison.path} holds a comparison with other settings ({values}); {advice}")
-                comparison = Comparison(
-                    comparison.path,
-                    mine,  # the stored first strategy and seed: comparison.json keeps its base
-                    tuple(dict.fromkeys([*stored.strategies, *strategies])),
-                    tuple(dict.fromkeys([*stored.seeds, *comparison.seeds])),
-                )
-            comparison.write()
-        return _run_all(comparison, progress=progress, report=report, on_run=on_run, executor=executor)
+    created, new = not comparison.path.exists(), False
+    try:
+        with comparison.lock(shared=True):  # refused while `resume COMPARISON --budget N` changes it
+            with comparison.updating():  # one reader-merger-writer of comparison.json at a time
+                new = not (comparison.path / COMPARISON_FILE).is_file()
+                comparison = _merged_comparison(comparison, base, strategies)
+                comparison.write()
+            return _run_all(comparison, progress=progress, report=report, on_run=on_run, executor=executor)
+    except BaseException:
+        if new:  # a new comparison whose first run failed before writing anything (data that does not
+            # load: a wrong --data-dir): leave nothing behind, so the corrected command starts afresh
+            comparison.withdraw_if_empty(remove_folder=created)
+        raise
+
+
+def _merged_comparison(comparison: Comparison, base: LoopConfig, strategies: Sequence[str]) -> Comparison:
+    """``comparison`` joined with the one stored at its path (more strategies and seeds), or itself when
+    none is stored; a stored one of other settings is refused."""
+    if (comparison.path / COMPARISON_FILE).is_file():
+        stored = Comparison.read(comparison.path)
+        # a comparison has no single strategy or seed: its runs are strategies x seeds
+        mine = base.replace(strategy=stored.base.strategy, seed=stored.base.seed)
+        if not stored.base.same_run(mine):
+            differences = stored.base.differences(mine)
+            values = config_differences(stored.base, mine)
+            if differences == ["budget"] and base.budget > stored.base.budget:
+                advice = (f"`activebayes resume {comparison.path} --budget {base.budget}` continues it to "
+                          "the larger budget; or choose another --out")
+            else:
+                advice = "choose another --out for these settings, or delete the directory to start again"
+            raise RunDirectoryError(f"{comparison.path} holds a comparison with other settings ({values}); {advice}")
+        comparison = Comparison(
+            comparison.path,
+            mine,  # the stored first strategy and seed: comparison.json keeps its base
+            tuple(dict.fromkeys([*stored.strategies, *strategies])),
+            tuple(dict.fromkeys([*stored.seeds, *comparison.seeds])),
+        )
+    return comparison
 
 
 @_quiet_inside

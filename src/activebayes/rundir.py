@@ -697,6 +697,28 @@ class Comparison:
         with _flock(path, COMPARISON_LOCK_FILE, shared=shared):
             yield
 
+    def withdraw_if_empty(self, *, remove_folder: bool) -> bool:
+        """Remove ``comparison.json`` and ``comparison.lock`` when no run of the comparison was
+        started (no run folder in it) and no other process holds it; the folder too, when
+        ``remove_folder`` and it is then empty. For a new comparison whose first run failed
+        before writing anything (data that does not load): the same command, corrected, then
+        starts afresh instead of meeting a comparison with the wrong settings. Whether it was removed."""
+        path = Path(self.path)
+        if not path.is_dir():
+            return False
+        try:
+            with self.lock():  # exclusive: no other process has joined it
+                if any(child.is_dir() for child in path.iterdir()):
+                    return False
+                (path / COMPARISON_FILE).unlink(missing_ok=True)
+                (path / COMPARISON_LOCK_FILE).unlink(missing_ok=True)
+        except InUseError:
+            return False
+        if remove_folder:
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        return True
+
     @contextlib.contextmanager
     def updating(self) -> Iterator[None]:
         """Wait for the other writers of ``comparison.json`` (a short lock on the folder): hold it

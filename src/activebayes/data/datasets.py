@@ -505,6 +505,8 @@ for _name, _contents in (("wordnet_nouns", _wordnet_contents), ("rand_hie", _ran
 DATASET_OPTIONS: dict[str, tuple[str, ...]] = {name: () for name in DATASETS.names()}
 DATASET_OPTIONS["wordnet_nouns"] = ("encoder",)
 _BUILTIN_LOADERS = {DATASETS.get(name): name for name in DATASETS.names()}
+#: built-in datasets shipped with the package or its extras: they read no ``data_dir``
+_EMBEDDED = frozenset({"digits", "breast_cancer", "wine", "iris", "rand_hie"})
 
 
 def register_dataset(name: str, loader: Callable[..., ArrayDataset], *, replace: bool = False,
@@ -586,7 +588,8 @@ def load_dataset(
             indicators ``[N, 10]`` of the digits shown: :mod:`activebayes.data.multilabel_mnist`).
         data_dir: folder holding the IDX files, directly or in ``<data_dir>/<name>``
             or the torchvision layout ``<data_dir>/MNIST/raw``; default
-            :func:`default_data_dir`. Ignored for digits. For ``"memmap"`` (required):
+            :func:`default_data_dir`. An embedded dataset (digits, the scikit-learn and
+            statsmodels tables) reads none and refuses one. For ``"memmap"`` (required):
             the dataset folder (split ``"train"``) or a folder holding ``train/`` and
             ``test/`` dataset folders.
         download: fetch missing files from the official mirrors into
@@ -615,4 +618,8 @@ def load_dataset(
         unknown = ", ".join(map(repr, sorted(set(options) - set(DATASET_OPTIONS[builtin]))))
         takes = ", ".join(DATASET_OPTIONS[builtin]) or "none"
         raise InvalidArgumentError(f"dataset {name!r} takes no option {unknown} (dataset_options; it takes: {takes})")
+    if builtin in _EMBEDDED and data_dir is not None:  # a folder given for a dataset that reads none: a slip
+        raise InvalidArgumentError(
+            f"dataset {name!r} is built in and reads no folder, but data_dir={data_dir} was given; "
+            "name the dataset the folder holds (e.g. mnist, fashion_mnist, memmap, wordnet_nouns), or drop the folder")
     return loader(split, data_dir=data_dir, download=download, mirrors=mirrors, progress=progress, **options)

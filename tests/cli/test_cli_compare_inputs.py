@@ -1,0 +1,98 @@
+"""`activebayes compare`: a flag replaces the --config file's value in either spelling; a new comparison
+whose data does not load leaves nothing behind; the printed table marks runs not finished; seeds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from activebayes.cli import _parse_seeds, main
+from tests.cli.test_cli import FAST_TOML
+
+
+def _run(capsys, *args: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_a_flag_replaces_the_files_strategies_seeds_and_datasets(tmp_path, capsys):
+    config = tmp_path / "compare.toml"
+    config.write_text('strategies = ["bald", "entropy"]\nseeds = [3, 4]\ndatasets = ["digits"]\n' + FAST_TOML)
+    out = tmp_path / "cmp"
+    code, _, err = _run(capsys, "compare", "--config", config, "--strategy", "random", "--seeds", "1",
+                        "--dataset", "digits", "--budget", 30, "--out", out, "--quiet")
+    assert code == 0, err
+    stored = json.loads((out / "comparison.json").read_text())
+    assert stored["strategies"] == ["random"] and stored["seeds"] == [1] and stored["base"]["dataset"] == "digits"
+    # the singular spellings in a file are read too, and replaced by the flags the same way
+    config.write_text('strategy = "bald"\nseed = 2\ndataset = "digits"\n' + FAST_TOML)
+    code, _, err = _run(capsys, "compare", "--config", config, "--budget", 30, "--out", tmp_path / "single", "--quiet")
+    stored = json.loads((tmp_path / "single" / "comparison.json").read_text())
+    assert code == 0 and stored["strategies"] == ["bald"] and stored["seeds"] == [2], err
+
+
+def test_a_new_comparison_whose_data_does_not_load_leaves_nothing(tmp_path, capsys):
+    out = tmp_path / "m11"
+    code, _, err = _run(capsys, "compare", "--dataset", "mnist", "--data-dir", tmp_path / "nowhere", "--seeds", 0,
+                        "--strategy", "random", "--budget", 30, "--out", out)
+    assert code != 0 and err.startswith("error: mnist split 'train': data files not found"), err
+    assert not out.exists()
+    # the command again with another folder meets the data's error, not "holds a comparison with other settings"
+    code, _, err = _run(capsys, "compare", "--dataset", "mnist", "--data-dir", tmp_path / "elsewhere", "--seeds", 0,
+                        "--strategy", "random", "--budget", 30, "--out", out)
+    assert code != 0 and "data files not found" in err and "other settings" not in err, err
+    # an existing comparison's folder is left as it was
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    code, _, err = _run(capsys, "compare", "--dataset", "mnist", "--data-dir", tmp_path / "nowhere", "--seeds", 0,
+                        "--strategy", "random", "--budget", 30, "--out", out)
+    assert code != 0 and sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def test_the_printed_table_marks_strategies_with_runs_not_finished(tmp_path, capsys):
+    config = tmp_path / "fast.toml"
+    config.write_text(FAST_TOML)
+    out = tmp_path / "cmp"
+    code, stdout, err = _run(capsys, "compare", "--config", config, "--strategy", "bald,random", "--seeds", "0",
+                             "--budget", 30, "--out", out, "--quiet")
+    assert code == 0 and "*" not in stdout.split("strategy", 1)[1].split("results:")[0], err
+    rounds = out / "bald" / "seed_0" / "rounds.jsonl"  # as if interrupted after its first round
+    rounds.write_text(rounds.read_text().splitlines()[0] + "\n")
+    code, stdout, err = _run(capsys, "report", out)
+    assert code == 0, err
+    lines = stdout.splitlines()
+    bald = next(line for line in lines if line.startswith("bald"))
+    random = next(line for line in lines if line.startswith("random"))
+    assert bald.endswith("  *") and not random.endswith("*")
+    assert f"* includes runs not finished: bald seed 0 (at 20 labels); `activebayes resume {out}` finishes them" in lines
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("2-0", "--seeds: the range '2-0' runs backwards; write 0-2"),
+    ("0-x", "--seeds must be a comma-separated list of integers or a range like 0-4, got '0-x'"),
+    ("-1", "--seeds must name one or more non-negative integers, got '-1'"),
+])
+def test_seeds_that_are_not_seeds(text, message):
+    from activebayes.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError) as error:
+        _parse_seeds(text)
+    assert str(error.value) == message
+    assert _parse_seeds("0-2, 5") == [0, 1, 2, 5] and _parse_seeds([1, 2]) == [1, 2]
+
+
+def test_a_data_dir_for_an_embedded_dataset_is_refused_before_anything_is_written(tmp_path, capsys):
+    out = tmp_path / "m22"
+    code, _, err = _run(capsys, "run", "--data-dir", tmp_path, "--out", out)
+    assert code != 0 and err == (f"error: dataset 'digits' is built in and reads no folder, but --data-dir {tmp_path} "
+                                 "was given; name the dataset the folder holds (e.g. mnist, fashion_mnist, memmap, "
+                                 "wordnet_nouns), or drop the folder\n")
+    assert not out.exists()
+    from activebayes.data import load_dataset
+    from activebayes.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="dataset 'iris' is built in and reads no folder"):
+        load_dataset("iris", data_dir=Path("x"))
