@@ -36,7 +36,7 @@ from activebayes.acquisition import available_strategies
 from activebayes.data import (ArrayDataset, DataError, MissingSplitError, available_datasets, convert_to_memmap,
                               has_contents, load_dataset)
 from activebayes.distributed import RayExecutor
-from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
+from activebayes.errors import ActiveBayesError, InvalidArgumentError, InvalidTypeError, MissingFileError
 from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
 from activebayes.labelling.interchange import AnswerFileError, is_picture_shape
 from activebayes.labelling.project import LabellingProject, is_project
@@ -96,6 +96,8 @@ _FLAG_WORDS: tuple[tuple[str, str], ...] = (
     (r"\bdata_dir=<([^>]*)>", r"--data-dir <\1>"),
     (r"\bdata_dir=", "--data-dir "),
     (r"\bdownload=True\b", "--download"),
+    (r"\boverwrite=True \(--overwrite\)", "--overwrite"),
+    (r"\boverwrite=True\b", "--overwrite"),
 )
 
 
@@ -128,7 +130,7 @@ def _flag_wording(message: str) -> str:
 #: config's command-line settings (:func:`activebayes.records.setting`) and the commands' own.
 _SETTINGS_WITH_FLAGS = frozenset(
     {f.name for f, flag in cli_settings(LoopConfig) if flag.split("/")[0] == "--" + f.name.replace("_", "-")}
-    | {"strategy", "seed", "max_epochs"}
+    | {"strategy", "seed", "max_epochs", "size", "targets"}  # and the commands' own (run, convert, report)
 )
 
 
@@ -389,10 +391,16 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], *, c
     _check_names(values)
     try:
         config = LoopConfig.from_dict(values)
-    except InvalidArgumentError as error:  # flags have known names: an unknown key came from the file
-        if config_file is None or not str(error).startswith("unknown config key"):
+    except (InvalidArgumentError, InvalidTypeError) as error:  # flags have known names: an unknown key came from the file
+        if config_file is None:
             raise
-        raise InvalidArgumentError(f"--config {config_file}: {error}") from None
+        first = re.match(r"[a-z][a-z_]*", str(error))
+        from_flags = {name for name, value in {**flags, **overrides}.items() if value is not None}
+        # an unknown key, or a bad value the file gave (not a flag): the error names the file and its key
+        if str(error).startswith("unknown config key") or (
+                first and first.group() in file_values and first.group() not in from_flags):
+            raise type(error)(f"--config {config_file}: {error}") from None
+        raise
     check_config_names(config)  # before a command prints its plan or creates a directory
     return config
 
@@ -731,6 +739,8 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
         finished_before = budget is None and RunDirectory(path).is_finished()
         # a run given its own data or model from Python is refused below (resume_experiment says why):
         # no "resume: ..." line first, which would name the config's default dataset
+        if budget is not None:
+            RunDirectory(path).check_budget_raise(budget)  # a smaller budget: the error, before any "resume:" line
         if not quiet and not finished_before and not RunDirectory(path).read_given():
             stored = RunDirectory(path).read_config()
             rounds = RunDirectory(path).read_rounds()

@@ -63,12 +63,14 @@ def _config_threads(config: LoopConfig) -> contextlib.AbstractContextManager[Any
 
 
 def _quiet_inside(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``progress=False`` also silences the steps deep inside (a text encoder fitted while a table
-    loads, the representation trained while the loop is built, a download: :mod:`activebayes._progress`)."""
+    """``progress=None`` (the default) draws bars only when stderr is a terminal (not into a pipe or a
+    log file); ``progress=False`` also silences the steps deep inside (a text encoder fitted while a
+    table loads, the representation trained while the loop is built, a download: :mod:`activebayes._progress`)."""
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with _progress.default(None if kwargs.get("progress", True) else False):
+        kwargs["progress"] = _progress.shown(kwargs.get("progress"))
+        with _progress.default(None if kwargs["progress"] else False):
             return function(*args, **kwargs)
 
     return wrapper
@@ -86,7 +88,7 @@ def run_experiment(
     config: LoopConfig,
     run_dir: str | os.PathLike[str],
     *,
-    progress: bool = True,
+    progress: bool | None = None,
     loop_factory: Callable[[LoopConfig], ActiveLearningLoop] | None = None,
     on_round: Callable[[RoundRecord], None] | None = None,
     report: bool = True,
@@ -120,7 +122,7 @@ def run_experiment(
 def resume_experiment(
     run_dir: str | os.PathLike[str],
     *,
-    progress: bool = True,
+    progress: bool | None = None,
     loop_factory: Callable[[LoopConfig], ActiveLearningLoop] | None = None,
     report: bool = True,
     runtime: Mapping[str, Any] | None = None,
@@ -217,7 +219,7 @@ def run_comparison(
     seeds: Sequence[int],
     out: str | os.PathLike[str],
     *,
-    progress: bool = True,
+    progress: bool | None = None,
     report: bool = True,
     on_run: Callable[[str, int, LoopResult], None] | None = None,
     executor: PoolExecutor | None = None,
@@ -279,7 +281,7 @@ def _merged_comparison(comparison: Comparison, base: LoopConfig, strategies: Seq
 def resume_comparison(
     path: str | os.PathLike[str],
     *,
-    progress: bool = True,
+    progress: bool | None = None,
     report: bool = True,
     runtime: Mapping[str, Any] | None = None,
     executor: PoolExecutor | None = None,

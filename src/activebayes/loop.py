@@ -809,10 +809,11 @@ class ActiveLearningLoop:
         while not self.finished:
             yield self.step()
 
-    def run(self, *, progress: bool = True, on_round: Callable[[RoundRecord], None] | None = None) -> LoopResult:
+    def run(self, *, progress: bool | None = None, on_round: Callable[[RoundRecord], None] | None = None) -> LoopResult:
+        """Run rounds until a stopping rule fires; ``progress``: a bar of rounds (``None``: when stderr is a terminal)."""
         config = self.config
         total = math.ceil((config.budget - config.initial_size) / config.batch_size) + 1
-        with tqdm(total=total, initial=len(self.history), disable=not progress,
+        with tqdm(total=total, initial=len(self.history), disable=not _progress.shown(progress),
                   desc=f"{schedule_name(config)} seed {config.seed}", unit="round", leave=False) as bar:
             for record in self.rounds():
                 if on_round is not None:

@@ -40,6 +40,7 @@ from .datasets import IDX_DATASETS, SPLITS, _find_idx_files
 from .idx import IdxStream, check_idx_checksums, file_md5, read_idx
 from .image_folder import _check_size, decode_image, list_images
 from .memmap import MemmapWriter, check_destination, load_memmap
+from activebayes import _progress
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["convert_to_memmap", "load_memmap"]
@@ -60,7 +61,7 @@ def convert_to_memmap(
     name: str | None = None,
     overwrite: bool = False,
     chunk_size: int = 1024,
-    progress: bool = True,
+    progress: bool | None = None,
 ) -> Path:
     """Convert ``source`` to a memory-mapped dataset folder ``destination`` (atomic, streaming).
 
@@ -95,12 +96,13 @@ def convert_to_memmap(
         name: dataset name; default the dataset's, the folder's or the file's.
         overwrite: replace an existing memmap dataset folder.
         chunk_size: items decoded and written per step (memory is ~ one chunk).
-        progress: a tqdm progress bar; ``False`` for quiet.
+        progress: a tqdm progress bar; ``False`` for quiet; ``None`` (default): when stderr is a terminal.
 
     Returns the destination folder. Raises :class:`~activebayes.data.DataError`
     naming the file for missing, corrupt or unverifiable input; nothing is left
     at ``destination`` (or the old folder stays) when it raises.
     """
+    progress = _progress.shown(progress)
     for value, what in ((source, "source"), (destination, "destination")):
         if not isinstance(value, str | os.PathLike):
             hint = ("; to write arrays or a loaded dataset, use activebayes.data.write_memmap(destination, pixels, "

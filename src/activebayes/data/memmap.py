@@ -69,6 +69,7 @@ from ._core import DataError, MissingSplitError
 from .dataset import ArrayDataset
 from .image_folder import PixelStats
 from .lazy import MemmapInputs, _release
+from activebayes import _progress
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
@@ -621,7 +622,7 @@ def write_memmap(
     source: str = "",
     overwrite: bool = False,
     chunk_items: int = 8192,
-    progress: bool = True,
+    progress: bool | None = None,
 ) -> Path:
     """Write uint8 pixels (one array, or chunks of rows) as a memmap dataset folder, atomically.
 
@@ -635,10 +636,12 @@ def write_memmap(
         paths: one source path per item, or ``None``.
         normalization: ``(mean, std)``, ``None`` (inputs = pixels / 255) or
             ``"standardize"`` (the pixels' own exact mean and std).
-        progress: a progress bar over the items written.
+        progress: a progress bar over the items written (``None``, the default: when stderr is
+            a terminal).
 
     Returns the destination folder.
     """
+    progress = _progress.shown(progress)
     destination = Path(destination).expanduser()
     if isinstance(pixels, np.ndarray):
         if n_items is not None and n_items != pixels.shape[0]:

@@ -1,0 +1,56 @@
+"""Errors of `convert`, `report`, `resume` and `--config` name the flag or the file the value came from."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from activebayes.cli import main
+from tests.cli.test_cli import FAST_TOML
+
+
+def _run(capsys, *args: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def photos(tmp_path):
+    from PIL import Image
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(3):
+        Image.fromarray((rng.random((8, 8)) * 255).astype(np.uint8)).save(folder / f"{i}.png")
+    return folder
+
+
+def test_convert_names_size_and_overwrite(tmp_path, photos, capsys):
+    code, _, err = _run(capsys, "convert", photos, tmp_path / "pool", "--size", 0, 0)
+    assert code != 0 and err == "error: --size must be (height, width) with positive ints, got (0, 0)\n"
+    assert not (tmp_path / "pool").exists()
+    assert _run(capsys, "convert", photos, tmp_path / "pool")[0] == 0
+    code, _, err = _run(capsys, "convert", photos, tmp_path / "pool")
+    assert code != 0 and err == f"error: {tmp_path / 'pool'} already exists; pass --overwrite to replace it\n"
+
+
+def test_report_targets_resume_budget_and_a_config_files_value(tmp_path, capsys):
+    config = tmp_path / "fast.toml"
+    config.write_text(FAST_TOML)
+    out = tmp_path / "run"
+    assert _run(capsys, "run", "--config", config, "--budget", 30, "--out", out, "--quiet")[0] == 0
+    code, _, err = _run(capsys, "report", out, "--targets", 1.5)
+    assert code != 0 and err == "error: --targets must be an accuracy in (0, 1], got 1.5\n"
+    # a smaller budget: the error alone, no "resume: ... at 30 of 20 labels" line before it
+    code, stdout, err = _run(capsys, "resume", out, "--budget", 25)
+    assert code != 0 and stdout == "" and err.startswith("error: --budget must be larger than the run's budget (30)")
+    # a bad value from the file names the file; the same value from a flag names the flag
+    bad = tmp_path / "bad.toml"
+    bad.write_text('budget = "abc"\n')
+    code, _, err = _run(capsys, "run", "--config", bad, "--out", tmp_path / "x")
+    assert code != 0 and err.startswith(f"error: --config {bad}: ") and "must be an int, got str 'abc'" in err, err
+    code, _, err = _run(capsys, "run", "--config", bad, "--budget", 40, "--initial-size", 60, "--out", tmp_path / "y")
+    assert code != 0 and err.startswith("error: --budget must be larger than initial_size") and "--config" not in err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
