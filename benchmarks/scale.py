@@ -439,10 +439,14 @@ def markdown(rows: list[dict]) -> str:
             continue
         reference = by.get((row["n_items"], "activebayes"))
         ratio = f"{row['seconds'] / reference['seconds']:.1f}x" if reference else "-"
+        if reference and row is not reference and row.get("run", {}).get("date") != reference.get("run", {}).get("date"):
+            ratio += " (another run)"  # not side by side: machine load and versions may differ
         load = row.get("run", {}).get("load_average_at_start", [None])[0]
         same = row.get("same_picks_as_in_process")
         note = "; ".join(x for x in (row.get("note", ""), "same picks" if same else ("DIFFERENT picks" if same is False else "")) if x)
         again = f"{row['second_pass_seconds']:,.1f}" if "second_pass_seconds" in row else "-"
+        if row["executor"].startswith("ray-") and "second_pass_seconds" not in row:  # measured before passes were timed twice
+            note = "; ".join(x for x in ("the earlier RayExecutor (a Ray Data pipeline: new replicas every pass)", note) if x)
         if row.get("second_pass_same_picks") is False:
             note = "; ".join(x for x in (note, "next pass: DIFFERENT picks") if x)
         lines.append(f"| {n} | {row['executor']} | {row['seconds']:,.1f} | {row['items_per_second']:,.0f} | "
