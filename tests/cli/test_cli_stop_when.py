@@ -109,10 +109,10 @@ def test_a_toml_mapping_keeps_its_thresholds(tmp_path):
 
 
 @pytest.mark.parametrize(("line", "message"), [
-    ("stop_when = 5", "error: --stop-when takes criteria NAME or NAME=THRESHOLD"),
-    ("stop_when = [5]", "error: --stop-when takes criteria NAME or NAME=THRESHOLD"),
+    ("stop_when = 5", "--stop-when takes criteria NAME or NAME=THRESHOLD"),
+    ("stop_when = [5]", "--stop-when takes criteria NAME or NAME=THRESHOLD"),
     ('stop_when = {remaining_change = "0.02"}', "remaining_change's threshold must be a number, got str '0.02'"),
-    ('audit_fraction = "0.2"', "error: --audit-fraction must be a number in [0, 1), got str '0.2'"),
+    ('audit_fraction = "0.2"', "--audit-fraction must be a number in [0, 1), got str '0.2'"),
 ])
 def test_a_wrongly_typed_toml_value_is_a_one_line_error(capsys, tmp_path, line, message):
     path = tmp_path / "c.toml"
@@ -120,6 +120,7 @@ def test_a_wrongly_typed_toml_value_is_a_one_line_error(capsys, tmp_path, line, 
     code, _, err = _run(capsys, "run", "-q", "--budget", 30, "--out", tmp_path / "r", "--config", path)
     assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
     assert message in err
+    assert err.startswith(f"error: --config {path}: "), err  # the value came from the file, which it names
     assert not (tmp_path / "r").exists()
 
 
