@@ -207,11 +207,17 @@ def test_bad_types_raise() -> None:
         acquisition.bald(random_log_probs(3, 2, 2), chunk_size=0)
 
 
-def test_error_names_the_chunk_rows() -> None:
+def test_error_names_the_bad_rows() -> None:
     log_probs = random_log_probs(20, 3, 4)
     log_probs[13, 1, 2] = float("nan")
-    with pytest.raises(ValueError, match="rows 12..15"):
+    with pytest.raises(ValueError, match=r"\(pool row 13\)$"):
         acquisition.bald(log_probs, chunk_size=4)
+    log_probs = random_log_probs(50, 3, 4)
+    log_probs[[41, 7, 9, 12, 30, 33, 49]] += 0.2  # not normalised, in several chunks: the first chunk's are named
+    with pytest.raises(ValueError, match=r"\(pool rows 7, 9, 12 \(3 rows\)\)$"):
+        acquisition.predictive_entropy(log_probs, chunk_size=16)
+    with pytest.raises(ValueError, match=r"\(pool rows 7, 9, 12, 30, 33 and 2 more \(7 rows\)\)$"):
+        acquisition.predictive_entropy(log_probs)
 
 
 def test_docstring_examples() -> None:

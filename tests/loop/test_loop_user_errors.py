@@ -74,8 +74,9 @@ def _moons_loop(mistake: str | None, **config) -> ActiveLearningLoop:
 
 
 @pytest.mark.parametrize(("mistake", "error", "message"), [
-    ("one_output", InvalidArgumentError, r"^model returned logits of shape \[10, 1\] for 2 classes: its last layer "
-                                         r"must have at least 2 outputs \(C = 2\)$"),
+    ("one_output", InvalidArgumentError, r"^train targets hold class id 1, but the model returns logits for C = 1 "
+                                         r"classes \(shape \[10, 1\]\): the model's last layer needs at least "
+                                         r"2 outputs, one per class \(C = 2\)$"),
     ("tuple", InvalidTypeError, r"^model must return logits \[n, C\] \(a tensor\), got tuple$"),
     ("width", InvalidArgumentError, r"^the model cannot read inputs of shape \[10, 2\] \(one item: \(2,\)\): "
                                     r"mat1 and mat2 shapes cannot be multiplied \(10x2 and 5x16\)$"),

@@ -40,8 +40,9 @@ def points():
 
 
 def test_a_last_layer_with_too_few_outputs_is_named(points):
-    with pytest.raises(InvalidArgumentError, match=r"^model returned logits of shape \[10, 1\] for 2 classes: its "
-                                                   r"last layer must have at least 2 outputs \(C = 2\)$"):
+    with pytest.raises(InvalidArgumentError, match=r"^train targets hold class id 1, but the model returns logits for "
+                                                   r"C = 1 classes \(shape \[10, 1\]\): the model's last layer needs "
+                                                   r"at least 2 outputs, one per class \(C = 2\)$"):
         fit(TwoD("one_output"), points, max_epochs=1, generator=0)
 
 
@@ -71,8 +72,20 @@ def test_inputs_the_model_cannot_read_name_their_shape(points):
 
 def test_a_validation_label_the_logits_cannot_hold_is_refused(points):
     x, y = points
-    with pytest.raises(InvalidArgumentError, match=r"for 3 classes: its last layer must have at least 3 outputs"):
+    with pytest.raises(InvalidArgumentError) as caught:
         fit(TwoD(), points, validation=(x, torch.full_like(y, 2)), max_epochs=1, generator=0)
+    assert str(caught.value) == ("val targets hold class id 2, but the model returns logits for C = 2 classes "
+                                 "(shape [10, 2]): the model's last layer needs at least 3 outputs, one per class "
+                                 "(C = 3)")
+
+
+def test_train_labels_counted_from_one_are_named(points):
+    x, y = points
+    with pytest.raises(InvalidArgumentError, match=r"^train targets hold class id 2, but the model returns logits "
+                                                   r"for C = 2 classes \(shape \[10, 2\]\): class ids count from 0 "
+                                                   r"and these start at 1 \(subtract 1\?\), or the model's last "
+                                                   r"layer needs at least 3 outputs$"):
+        fit(TwoD(), (x, y + 1), max_epochs=1, generator=0)
 
 
 def test_more_outputs_than_classes_still_train(points):
@@ -83,7 +96,7 @@ def test_more_outputs_than_classes_still_train(points):
 def test_an_ensemble_of_stackable_members_is_checked_before_training_in_lockstep(points):
     members = [nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1)) for _ in range(3)]
     ensemble = Ensemble(members)
-    with pytest.raises(InvalidArgumentError, match=r"shape \[10, 1\] for 2 classes"):
+    with pytest.raises(InvalidArgumentError, match=r"logits for C = 1 classes \(shape \[10, 1\]\): the model's last layer needs at least 2 outputs"):
         fit(ensemble, points, max_epochs=1, generator=0)
     assert all(m.training for m in members)
     wide = Ensemble([nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 2)) for _ in range(3)])

@@ -61,12 +61,22 @@ def check_chunk_sums(
     ``sums_n_K`` are ``exp(log_probs).sum(-1)``; NaN and +inf make the comparison fail.
     On failure the full validator runs on the chunk to say exactly what is wrong.
     """
-    if bool(((sums_n_K.double() - 1).abs() <= atol).all()):
+    good_n = ((sums_n_K.double() - 1).abs() <= atol).all(-1)  # NaN and +inf compare False: bad
+    if bool(good_n.all()):
         return
     try:  # the full validator (log-sum-exp, in float32 or wider) decides and says what is wrong
         check_log_probs(log_probs_n_K_C, name, atol=atol)
     except ValueError as error:
-        raise InvalidArgumentError(f"{error} (in pool rows {offset}..{offset + len(log_probs_n_K_C) - 1})") from None
+        raise InvalidArgumentError(f"{error} ({_rows_named((~good_n).nonzero().flatten() + offset)})") from None
+
+
+def _rows_named(rows: Tensor, shown: int = 5) -> str:
+    """``"pool row 41234"`` or ``"pool rows 3, 8, 9 and 2 more (5 rows)"``: the bad rows' pool indices."""
+    listed = ", ".join(str(int(r)) for r in rows[:shown])
+    if len(rows) == 1:
+        return f"pool row {listed}"
+    more = f" and {len(rows) - shown} more" if len(rows) > shown else ""
+    return f"pool rows {listed}{more} ({len(rows)} rows)"
 
 
 def clamp_log(log_probs: Tensor) -> Tensor:

@@ -256,11 +256,20 @@ def _first_logits(model: nn.Module, x: Tensor, targets: Tensor, val: tuple[Tenso
                 f"model returned logits of shape {list(logits.shape)} for {targets.shape[1]} labels: its last layer "
                 f"must have {targets.shape[1]} outputs (C = {targets.shape[1]}), one per label")
         return logits
-    classes = 1 + max(int(targets.max()), int(val[1].max()) if val is not None and len(val[1]) else 0)
+    train_max = int(targets.max())
+    val_max = int(val[1].max()) if val is not None and len(val[1]) else -1
+    classes = 1 + max(train_max, val_max)
     if logits.shape[1] < classes:
-        raise InvalidArgumentError(
-            f"model returned logits of shape {list(logits.shape)} for {classes} classes: its last layer must have "
-            f"at least {classes} outputs (C = {classes})")
+        C = logits.shape[1]
+        where = "train" if train_max >= val_max else "val"
+        lowest = min(int(targets.min()), int(val[1].min()) if val is not None and len(val[1]) else classes)
+        said = f"{where} targets hold class id {classes - 1}, but the model returns logits for C = {C} classes " \
+               f"(shape {list(logits.shape)})"
+        if lowest >= 1:  # no class 0 anywhere: most likely ids counted from 1
+            raise InvalidArgumentError(f"{said}: class ids count from 0 and these start at {lowest} (subtract 1?), "
+                                       f"or the model's last layer needs at least {classes} outputs")
+        raise InvalidArgumentError(f"{said}: the model's last layer needs at least {classes} outputs, one per class "
+                                   f"(C = {classes})")
     return logits
 
 
