@@ -72,6 +72,10 @@ class _Inputs:
         self.tensor: Tensor | None = None
         self.array: object | None = None
         self.dataset: Dataset | None = None
+        from activebayes.data.dataset import ArrayDataset
+
+        if isinstance(data, ArrayDataset):  # activebayes' own dataset: its inputs (held or read on demand)
+            data = data.inputs
         if isinstance(data, Tensor):
             self.tensor = data
         elif isinstance(data, (tuple, list)) and len(data) > 2 and all(isinstance(t, Tensor) for t in data):
@@ -91,7 +95,7 @@ class _Inputs:
         else:
             raise InvalidTypeError(
                 "data must be a tensor of inputs [N, ...], a tuple (inputs, targets), lazy inputs "
-                "(activebayes.data.LazyInputs) or a torch Dataset yielding x or (x, y), "
+                "(activebayes.data.LazyInputs), an activebayes ArrayDataset or a torch Dataset yielding x or (x, y), "
                 f"got {type(data).__name__}"
             )
         if self.tensor is not None and self.tensor.ndim == 0:

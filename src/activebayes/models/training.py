@@ -95,9 +95,24 @@ class FitResult:
     members: tuple[FitResult, ...] = ()
 
 
+def _from_array_dataset(data: object, name: str) -> object:
+    """An activebayes :class:`~activebayes.data.ArrayDataset` as the pair ``(inputs, targets)`` it
+    holds (lazy inputs read: a training set is small); anything else as it is."""
+    from activebayes.data.dataset import ArrayDataset
+
+    if not isinstance(data, ArrayDataset):
+        return data
+    if data.targets is None:
+        raise InvalidArgumentError(f"{name} is a dataset without targets ({data.name}): training needs "
+                                   "labels")
+    inputs = data.inputs if isinstance(data.inputs, Tensor) else data.inputs[torch.arange(len(data))]
+    return (inputs, data.targets)
+
+
 def _as_tensors(data: object, name: str, multilabel: bool = False) -> tuple[Tensor, Tensor]:
-    """``(inputs [N, ...], targets [N] long)`` from a tuple or a Dataset of ``(x, y)``
-    (``multilabel``: targets ``[N, C]`` 0/1 indicators, returned as float32)."""
+    """``(inputs [N, ...], targets [N] long)`` from a tuple, an activebayes ``ArrayDataset`` or a Dataset of
+    ``(x, y)`` (``multilabel``: targets ``[N, C]`` 0/1 indicators, returned as float32)."""
+    data = _from_array_dataset(data, name)
     if multilabel:
         return _multilabel_tensors(data, name)
     if isinstance(data, TensorDataset):
@@ -114,8 +129,8 @@ def _as_tensors(data: object, name: str, multilabel: bool = False) -> tuple[Tens
         targets = torch.as_tensor([int(item[1]) for item in items], dtype=torch.long)
     else:
         raise InvalidTypeError(
-            f"{name} must be a tuple (inputs, targets) of tensors or a torch Dataset of (x, y), "
-            f"got {type(data).__name__}"
+            f"{name} must be a tuple (inputs, targets) of tensors, an activebayes ArrayDataset or a torch Dataset "
+            f"of (x, y), got {type(data).__name__}"
         )
     if inputs.ndim == 0 or inputs.shape[0] == 0:
         raise InvalidArgumentError(f"{name} is empty: it has no items")
