@@ -175,3 +175,20 @@ def test_image_folder_errors(tmp_path):
     (tmp_path / "broken.png").write_bytes(b"\x89PNG not really")
     with pytest.raises(DataError, match="broken.png: cannot read image"):
         image_folder(tmp_path)
+
+
+def test_class_names_as_targets_say_how_to_pass_them():
+    import numpy as np
+
+    from activebayes.data import from_arrays
+    from activebayes.errors import InvalidTypeError
+
+    x = np.zeros((4, 2), dtype=np.float32)
+    with pytest.raises(InvalidTypeError, match=r"^targets must be a numeric array, got dtype <U3 \(class names\? pass "
+                                               r"integer class ids and the names as classes=\.\.\."):
+        from_arrays(x, np.array(["cat", "dog", "cat", "dog"]))
+    with pytest.raises(InvalidTypeError, match=r"^targets must hold numbers, got a sequence of dtype <U3 \(class "
+                                               r"names\?"):
+        from_arrays(x, ["cat", "dog", "cat", "dog"])
+    names, ids = np.unique(["cat", "dog", "cat", "dog"], return_inverse=True)  # what the hint suggests
+    assert from_arrays(x, ids, classes=tuple(names)).targets.tolist() == [0, 1, 0, 1]

@@ -172,3 +172,25 @@ def test_gal_cnn_pads_only_when_one_side_is_too_small():
     assert GalCNN(image_size=(8, 40)).features[0].padding == (0, 0)
     # 5 x 40: the height would vanish, so "same" padding (2) for both sides
     assert GalCNN(image_size=(5, 40)).features[0].padding == (2, 2)
+
+
+@pytest.mark.parametrize(("name", "option", "message"), [
+    ("gal_cnn", {"dropout": 0.3}, "unknown option of model 'gal_cnn' 'dropout'; expected one of: p_conv, p_fc, padding"),
+    ("mlp", {"hiden": (8,)}, "unknown option of model 'mlp' 'hiden' (did you mean 'hidden'?); expected one of: hidden, p"),
+])
+def test_an_option_a_built_in_network_does_not_take_is_named_with_its_options(name, option, message):
+    from activebayes.models import build_model
+
+    with pytest.raises(InvalidArgumentError) as caught:
+        build_model(name, num_classes=10, input_shape=(1, 28, 28), **option)
+    assert str(caught.value) == message + " (model_options, or build_model's keywords)"
+    # a network registered by the user keeps its own TypeError (its options are not known here)
+    from activebayes.models import register_model
+    from activebayes.models.networks import MODELS
+
+    register_model("strict_net", lambda *, num_classes, input_shape: nn.Linear(4, num_classes), replace=True)
+    try:
+        with pytest.raises(TypeError, match="unexpected keyword argument 'width'"):
+            build_model("strict_net", num_classes=3, input_shape=(4,), width=2)
+    finally:
+        MODELS.unregister("strict_net")

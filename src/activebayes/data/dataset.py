@@ -198,13 +198,17 @@ def _to_tensor(values: object, name: str) -> Tensor:
     if isinstance(values, Tensor):
         return values.detach().cpu()
     if isinstance(values, np.ndarray):
-        if values.dtype == object:
-            raise InvalidTypeError(f"{name} must be a numeric array, got dtype object")
+        if values.dtype.kind not in "biuf":  # strings, objects, dates: torch cannot hold them
+            hint = (" (class names? pass integer class ids and the names as classes=..., e.g. "
+                    "np.unique(labels, return_inverse=True))") if values.dtype.kind in "USO" and name == "targets" else ""
+            raise InvalidTypeError(f"{name} must be a numeric array, got dtype {values.dtype}{hint}")
         return torch.from_numpy(np.ascontiguousarray(values))
     if isinstance(values, Sequence) and not isinstance(values, str | bytes):
         array = np.asarray(values)
         if array.dtype.kind not in "biuf":
-            raise InvalidTypeError(f"{name} must hold numbers, got a sequence of dtype {array.dtype}")
+            hint = (" (class names? pass integer class ids and the names as classes=...)"
+                    if array.dtype.kind in "USO" and name == "targets" else "")
+            raise InvalidTypeError(f"{name} must hold numbers, got a sequence of dtype {array.dtype}{hint}")
         return torch.from_numpy(np.ascontiguousarray(array))
     raise InvalidTypeError(f"{name} must be a NumPy array or torch.Tensor, got {type(values).__name__}")
 

@@ -25,7 +25,10 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from activebayes._validation import check_positive_int
+import inspect
+import re
+
+from activebayes._validation import check_positive_int, unknown_name_message
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes._seeding import draw_seed, global_rng_seeded
 from activebayes.models.encoders import cached_rows
@@ -502,6 +505,21 @@ def _build_encoder_head(
     )
 
 
+def _builtin_options(name: str) -> list[str] | None:
+    """The options a built-in network takes through :func:`build_model` (its class's keywords
+    less those the builder sets), or ``None`` for a registered one."""
+    built = {"mlp": (MLP, {"in_features", "num_classes"}),
+             "gal_cnn": (GalCNN, {"num_classes", "in_channels", "image_size"}),
+             "batchbald_cnn": (BatchBALDCNN, {"num_classes", "in_channels", "image_size"}),
+             "encoder_head": (EncoderClassifier, {"num_classes", "input_shape"})}.get(name)
+    if built is None:
+        return None
+    cls, set_by_builder = built
+    keywords = [p.name for p in inspect.signature(cls.__init__).parameters.values()
+                if p.name != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return sorted({*keywords, *(("encoder",) if name == "encoder_head" else ())} - set_by_builder)
+
+
 #: The reference networks by name (:func:`register_model` adds yours).
 MODELS: Registry[ModelFactory] = Registry("model name")
 for _name, _factory in (("mlp", _build_mlp), ("gal_cnn", _build_gal_cnn), ("batchbald_cnn", _build_batchbald_cnn),
@@ -601,7 +619,15 @@ def build_model(
         raise ValueError(f"input_shape must be a non-empty shape of positive sizes, got {input_shape!r}")
 
     def make() -> nn.Module:
-        return factory(num_classes=num_classes, input_shape=shape, **options)
+        try:
+            return factory(num_classes=num_classes, input_shape=shape, **options)
+        except TypeError as error:  # an option the built-in network does not take: name it and list its options
+            bad = re.search(r"unexpected keyword argument '(\w+)'", str(error))
+            accepted = _builtin_options(name)
+            if bad is None or bad.group(1) not in options or accepted is None:
+                raise
+            raise InvalidArgumentError(unknown_name_message(f"option of model {name!r}", bad.group(1), accepted)
+                                       + " (model_options, or build_model's keywords)") from None
 
     if ensemble_size is not None:
         return Ensemble.from_factory(make, ensemble_size, generator=generator)
