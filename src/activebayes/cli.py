@@ -388,14 +388,21 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], *, c
         if max_epochs <= 0:
             raise InvalidArgumentError(f"--max-epochs must be >= 1, got {max_epochs}")
         values["fit_options"] = {**dict(values.get("fit_options", {})), "max_epochs": max_epochs}
-    _check_names(values)
+    from_flags = {name for name, value in {**flags, **overrides}.items() if value is not None}
+    try:
+        _check_names(values)
+    except InvalidArgumentError as error:  # "--cold-start: unknown strategy ...": from the file, say so
+        named = re.match(r"--([a-z-]+):", str(error))
+        key = named.group(1).replace("-", "_") if named else None
+        if config_file is None or key not in file_values or key in from_flags:
+            raise
+        raise InvalidArgumentError(f"--config {config_file}: {key}: {str(error).split(': ', 1)[1]}") from None
     try:
         config = LoopConfig.from_dict(values)
     except (InvalidArgumentError, InvalidTypeError) as error:  # flags have known names: an unknown key came from the file
         if config_file is None:
             raise
         first = re.match(r"[a-z][a-z_]*", str(error))
-        from_flags = {name for name, value in {**flags, **overrides}.items() if value is not None}
         # an unknown key, or a bad value the file gave (not a flag): the error names the file and its key
         if str(error).startswith("unknown config key") or (
                 first and first.group() in file_values and first.group() not in from_flags):

@@ -54,3 +54,17 @@ def test_report_targets_resume_budget_and_a_config_files_value(tmp_path, capsys)
     code, _, err = _run(capsys, "run", "--config", bad, "--budget", 40, "--initial-size", 60, "--out", tmp_path / "y")
     assert code != 0 and err.startswith("error: --budget must be larger than initial_size") and "--config" not in err
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_an_unknown_name_in_a_config_file_names_the_file_and_its_key(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('cold_start = "typicallity"\n')
+    code, _, err = _run(capsys, "run", "--config", bad, "--strategy", "bald", "--out", tmp_path / "x")
+    assert code != 0 and err.startswith(f"error: --config {bad}: cold_start: unknown strategy 'typicallity' "
+                                        "(did you mean 'typicality'?); expected one of: "), err
+    code, _, err = _run(capsys, "run", "--config", bad, "--cold-start", "typicalty", "--out", tmp_path / "x")
+    assert code != 0 and err.startswith("error: --cold-start: unknown strategy 'typicalty'"), err  # the flag's
+    bad.write_text('strategy = "batchbal"\n')
+    code, _, err = _run(capsys, "run", "--config", bad, "--out", tmp_path / "x")
+    assert code != 0 and err.startswith(f"error: --config {bad}: strategy: unknown strategy 'batchbal'"), err
+    assert not (tmp_path / "x").exists()
