@@ -389,23 +389,24 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], *, c
             raise InvalidArgumentError(f"--max-epochs must be >= 1, got {max_epochs}")
         values["fit_options"] = {**dict(values.get("fit_options", {})), "max_epochs": max_epochs}
     from_flags = {name for name, value in {**flags, **overrides}.items() if value is not None}
+
+    def from_the_file(key: str | None) -> bool:  # a bad value the --config file gave, not a flag
+        return config_file is not None and key in file_values and key not in from_flags
+
     try:
         _check_names(values)
     except InvalidArgumentError as error:  # "--cold-start: unknown strategy ...": from the file, say so
-        named = re.match(r"--([a-z-]+):", str(error))
-        key = named.group(1).replace("-", "_") if named else None
-        if config_file is None or key not in file_values or key in from_flags:
+        named = re.match(r"--([a-z-]+): (.*)", str(error), re.DOTALL)
+        if named is None or not from_the_file(named.group(1).replace("-", "_")):
             raise
-        raise InvalidArgumentError(f"--config {config_file}: {key}: {str(error).split(': ', 1)[1]}") from None
+        raise InvalidArgumentError(f"--config {config_file}: {named.group(1).replace('-', '_')}: "
+                                   f"{named.group(2)}") from None
     try:
         config = LoopConfig.from_dict(values)
     except (InvalidArgumentError, InvalidTypeError) as error:  # flags have known names: an unknown key came from the file
-        if config_file is None:
-            raise
         first = re.match(r"[a-z][a-z_]*", str(error))
-        # an unknown key, or a bad value the file gave (not a flag): the error names the file and its key
-        if str(error).startswith("unknown config key") or (
-                first and first.group() in file_values and first.group() not in from_flags):
+        if config_file is not None and (str(error).startswith("unknown config key")
+                                        or from_the_file(first.group() if first else None)):
             raise type(error)(f"--config {config_file}: {error}") from None
         raise
     check_config_names(config)  # before a command prints its plan or creates a directory
