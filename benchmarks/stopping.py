@@ -226,6 +226,18 @@ def flat_from(labels: list[int], accuracy: list[float], final: float, within: fl
     return labels[start]
 
 
+def verdict(below_final: float | None, saved: int, flattened: bool, flat: int, budget: int) -> str:
+    """The goal's verdict on one run's stop: ``"met"``; ``"early"``, more than a point below the
+    final accuracy; or ``"late"``, having saved under a third of the labels spent after the curve
+    flattened at ``flat``. ``below_final`` is ``None`` when the criterion never fired: that meets
+    the goal only where the curve had not flattened before the budget."""
+    if below_final is None:
+        return "late" if flattened else "met"
+    if below_final > 1.0:
+        return "early"
+    return "met" if not flattened or saved >= (budget - flat) / 3 else "late"
+
+
 def hindsight_stop(labels: list[int], budget: int, flat: int) -> int:
     """Index of the round a rule that knew in hindsight where the curve flattens would stop
     at: the last round that still saves a third of the labels spent after ``flat`` (the goal's
@@ -306,15 +318,15 @@ def summarise(write: bool = True) -> dict:
                 i = _fires(rounds, name, threshold, budget)
                 if i is None:
                     rows.append({"seed": seed, "labels": None, "accuracy": None, "below_final": None,
-                                 "below_best": None, "saved": 0, "goal": not run["flattened"]})
+                                 "below_best": None, "saved": 0,
+                                 "goal": verdict(None, 0, run["flattened"], run["flat_from"], budget) == "met"})
                     continue
                 below_final = round(100 * (run["final"] - accuracy[i]), 2)
                 saved = budget - rounds[i]["n_labelled"]
                 rows.append({"seed": seed, "labels": rounds[i]["n_labelled"], "accuracy": accuracy[i],
                              "below_final": below_final, "below_best": round(100 * (run["best"] - accuracy[i]), 2),
                              "saved": saved,
-                             "goal": bool(below_final <= 1.0 and (not run["flattened"]
-                                                                  or saved >= (budget - run["flat_from"]) / 3))})
+                             "goal": verdict(below_final, saved, run["flattened"], run["flat_from"], budget) == "met"})
             fired = [r for r in rows if r["labels"] is not None]
             protocol_out["criteria"][f"{name}={threshold:g}"] = {
                 "threshold": threshold,

@@ -318,3 +318,49 @@ def test_a_model_factory_benchmark_summary_is_rebuilt_from_its_committed_runs(mo
     guide = (ROOT / "docs" / "guides" / "text-and-tables.md").read_text()
     # the table sits in a list item, indented by two spaces
     assert "\n".join("  " + line for line in benchmark.markdown(committed).splitlines()) in guide
+
+
+def test_the_stopping_sensitivity_table_is_the_committed_summary_and_judges_as_the_stopping_benchmark(monkeypatch):
+    """``benchmarks/stopping_sensitivity.py`` re-judges the committed stopping runs at other windows,
+    margins and thresholds. Its docs table is its committed summary; its current setting's counts are
+    ``stopping.json``'s; and its fit fires where ``stopping.py`` fires (one single-label and one
+    multi-label run here; the script checks every run when it is run)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import stopping
+    import stopping_sensitivity as sensitivity
+
+    summary = json.loads((RESULTS / "stopping_sensitivity.json").read_text())
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert text.count(sensitivity.BEGIN) == 1 and text.count(sensitivity.END) == 1
+    block = text.split(sensitivity.BEGIN, 1)[1].split(sensitivity.END, 1)[0]
+    assert block.strip() == sensitivity.markdown(summary).strip()
+
+    protocols = json.loads((RESULTS / "stopping.json").read_text())["protocols"]
+    current = summary["current"]
+    assert (current["window"], current["margin"], current["threshold"]) == sensitivity.current_setting()
+    assert current["all"]["runs"] == summary["runs"] == sum(p["seeds"] for p in protocols.values())
+    assert current["all"]["met"] == sum(int(p["criteria"][stopping.RECOMMENDED]["met_goal"].split(" of ")[0])
+                                        for p in protocols.values())
+    assert current["all"]["early"] == sum(p["criteria"][stopping.RECOMMENDED]["too_early"] for p in protocols.values())
+    assert current["all"]["cut_early"] == sum(p["cut_short"]["too_early"] for p in protocols.values())
+
+    window, margin, threshold = sensitivity.current_setting()
+    for protocol in ("digits", "mnist_pairs-budget800"):
+        seed, rounds = stopping.finished_runs(stopping.RUNS / protocol)[1]
+        budget = rounds[-1]["n_labelled"]
+        drift_R, se_R = sensitivity.drifts(rounds, window)
+        labels_R = [r["n_labelled"] for r in rounds]
+        fired = sensitivity.first_fire(drift_R, se_R, labels_R, budget, margin, threshold)
+        assert fired is not None and fired == stopping._fires(rounds, "remaining_change", threshold, budget)
+        # a looser margin fires no later; a stricter threshold no earlier
+        looser = sensitivity.first_fire(drift_R, se_R, labels_R, budget, margin / 2, threshold)
+        stricter = sensitivity.first_fire(drift_R, se_R, labels_R, budget, margin, threshold / 2)
+        assert looser <= fired and (stricter is None or stricter >= fired)
+    # the concepts page quotes the threshold's trade-off from the same summary
+    concepts = " ".join((ROOT / "docs" / "concepts" / "stopping.md").read_text().split())
+    by_threshold = {s["threshold"]: s["all"] for s in summary["settings"]
+                    if (s["window"], s["margin"]) == (window, margin)}
+    lower, higher = by_threshold[0.0075], by_threshold[0.015]
+    assert (f"0.0075 stopped {lower['early']} more than a point early and met the goal in {lower['met']}, "
+            f"{threshold:g} stopped {current['all']['early']} early and met it in {current['all']['met']}, and "
+            f"0.015 stopped {higher['early']} early and met it in {higher['met']}") in concepts
