@@ -144,6 +144,13 @@ def test_evaluate_classification_record():
         M.evaluate_classification(mean_probs, y, num_classes=C + 1)
     with pytest.raises(ValueError, match="predictions"):
         M.evaluate_classification(torch.zeros(len(y), dtype=torch.long), y, num_classes=C)
+    # the functional metrics take (targets, predictions); this record takes (predictions, targets)
+    for swapped in (mean_probs, mean_probs.numpy().tolist(), log_probs_N_K_C):
+        with pytest.raises(ValueError, match=r"targets look like predictions: the order is "
+                                             r"evaluate_classification\(predictions, targets\)"):
+            M.evaluate_classification(y, swapped, num_classes=C)
+    with pytest.raises(ValueError, match=r"got shape \(\d+,\)$"):  # no hint when the targets are not predictions
+        M.evaluate_classification(y, y, num_classes=C)
 
 
 @pytest.mark.parametrize(

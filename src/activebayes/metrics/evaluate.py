@@ -20,6 +20,14 @@ from activebayes.errors import InvalidArgumentError
 __all__ = ["evaluate_classification"]
 
 
+def _looks_like_predictions(values: object) -> bool:
+    """Whether ``values`` has the shape of predictions, ``[N, C]`` or ``[N, K, C]`` (targets are ``[N]``)."""
+    try:
+        return (values if isinstance(values, torch.Tensor) else torch.as_tensor(values)).ndim in (2, 3)
+    except (TypeError, ValueError, RuntimeError):
+        return False
+
+
 def evaluate_classification(
     predictions: object,
     targets: object,
@@ -54,8 +62,13 @@ def evaluate_classification(
     """
     check_positive_int(num_classes, "num_classes")
     check_positive_int(num_bins, "num_bins")
-    targets_N = check_labels(targets, "targets")
     pred_t = predictions if isinstance(predictions, torch.Tensor) else torch.as_tensor(predictions)
+    if pred_t.ndim == 1 and _looks_like_predictions(targets):
+        raise InvalidArgumentError(
+            f"predictions must be probabilities [N, C] or log_probs_N_K_C [N, K, C], got shape {tuple(pred_t.shape)}, "
+            "and targets look like predictions: the order is evaluate_classification(predictions, targets)"
+        )
+    targets_N = check_labels(targets, "targets")
     if pred_t.ndim not in (2, 3):
         raise InvalidArgumentError(
             "predictions must be probabilities [N, C] or log_probs_N_K_C [N, K, C], "
