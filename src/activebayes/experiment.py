@@ -263,10 +263,11 @@ def _merged_comparison(comparison: Comparison, base: LoopConfig, strategies: Seq
             differences = stored.base.differences(mine)
             values = config_differences(stored.base, mine)
             if differences == ["budget"] and base.budget > stored.base.budget:
-                advice = (f"`activebayes resume {comparison.path} --budget {base.budget}` continues it to "
-                          "the larger budget; or choose another --out")
+                advice = (f"`activebayes resume {comparison.path} --budget {base.budget}` (from Python: "
+                          f"resume_comparison(path, budget={base.budget})) continues it to the larger budget; or "
+                          "choose another folder (--out)")
             else:
-                advice = "choose another --out for these settings, or delete the directory to start again"
+                advice = "choose another folder (--out) for these settings, or delete the directory to start again"
             raise RunDirectoryError(f"{comparison.path} holds a comparison with other settings ({values}); {advice}")
         comparison = Comparison(
             comparison.path,

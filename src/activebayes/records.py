@@ -368,6 +368,10 @@ class LoopConfig:
             raise InvalidArgumentError(
                 f"budget must be at least batch_size, got budget={self.budget} and batch_size={self.batch_size}"
             )
+        if self.pool_subsample is not None and self.pool_subsample < self.batch_size:
+            raise InvalidArgumentError(
+                f"pool_subsample (--pool-subsample) must be at least batch_size (--batch-size): each round picks its "
+                f"batch from the subsample; got pool_subsample={self.pool_subsample} and batch_size={self.batch_size}")
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
             raise InvalidArgumentError(f"target_accuracy must be in (0, 1], got {self.target_accuracy}")
         if self.cost_budget is not None and not self.cost_budget > 0:

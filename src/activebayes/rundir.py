@@ -318,12 +318,13 @@ class RunDirectory:
             if differences == ["budget"] and config.budget > stored.budget:
                 why_not = self.larger_budget_refusal(stored)
                 if why_not is None:
-                    advice = (f"`activebayes resume {self.path} --budget {config.budget}` continues it to the "
-                              "larger budget; or choose another --out")
+                    advice = (f"`activebayes resume {self.path} --budget {config.budget}` (from Python: "
+                              f"resume_experiment(path, budget={config.budget})) continues it to the larger budget; "
+                              "or choose another folder (--out)")
                 else:
-                    advice = f"it cannot go on to a larger budget ({why_not}): choose another --out"
+                    advice = f"it cannot go on to a larger budget ({why_not}): choose another folder (--out)"
             else:  # `resume` would continue the stored config, not this one
-                advice = "choose another --out for this config, or delete the directory to start again"
+                advice = "choose another folder (--out) for this config, or delete the directory to start again"
             raise RunDirectoryError(
                 f"{self.path} already holds a run with a different config ({values}); {advice}"
             )

@@ -151,11 +151,12 @@ def test_a_larger_budget_on_a_cut_run_does_not_advise_a_resume_that_fails(tmp_pa
         run_experiment(config.replace(budget=60), run, progress=False, report=False)
     message = str(raised.value)
     assert "resume" not in message and "cannot go on to a larger budget (round 1 acquired 5 instead of" in message
-    assert message.endswith("choose another --out")
+    assert message.endswith("choose another folder (--out)")
     # a run that ended on a full batch is told how to go on
     full = tmp_path / "full"
     run_experiment(config.replace(budget=40), full, progress=False, report=False)
-    with pytest.raises(RunDirectoryError, match=rf"`activebayes resume {full} --budget 60` continues it"):
+    with pytest.raises(RunDirectoryError, match=rf"`activebayes resume {full} --budget 60` \(from Python: "
+                                                rf"resume_experiment\(path, budget=60\)\) continues it"):
         run_experiment(config.replace(budget=60), full, progress=False, report=False)
 
 
@@ -207,7 +208,7 @@ def test_a_run_with_its_own_model_is_not_resumed_without_it(tmp_path, capsys):
 def test_a_comparison_with_other_settings_names_them(tmp_path):
     base = LoopConfig(**{**FAST_LOOP, "budget": 30})
     run_comparison(base, ["random"], [0], tmp_path / "c", progress=False, report=False)
-    with pytest.raises(RunDirectoryError, match=r"other settings \(batch_size: 10 there, 5 now\); choose another --out"):
+    with pytest.raises(RunDirectoryError, match=r"other settings \(batch_size: 10 there, 5 now\); choose another folder (--out)"):
         run_comparison(base.replace(batch_size=5), ["random"], [0], tmp_path / "c", progress=False, report=False)
     with pytest.raises(RunDirectoryError, match=rf"\(budget: 30 there, 50 now\); `activebayes resume {tmp_path / 'c'} "
                                                 r"--budget 50` continues it"):

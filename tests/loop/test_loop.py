@@ -132,6 +132,9 @@ def test_stopping_criteria_on_synthetic_histories():
         ({"initial": "lots"}, "unknown initial"),
         ({"target_accuracy": 1.5}, "target_accuracy"),
         ({"ensemble_size": 1}, r"ensemble_size \(--ensemble-size\) must be >= 2, got 1"),
+        ({"pool_subsample": 5, "batch_size": 10},
+         r"^pool_subsample \(--pool-subsample\) must be at least batch_size \(--batch-size\): each round picks its "
+         r"batch from the subsample; got pool_subsample=5 and batch_size=10$"),
     ],
 )
 def test_config_errors(changes, match):

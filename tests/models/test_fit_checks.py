@@ -162,3 +162,50 @@ def test_a_model_of_another_dtype_is_named_as_a_dtype_mismatch(points):
     x, y = points
     with pytest.raises(InvalidArgumentError, match=r"inputs of dtype float32: .*dtype.*model\.to\(inputs\.dtype\)"):
         fit(TwoD().double(), (x, y), max_epochs=1, generator=0)
+
+
+class Softmaxed(nn.Module):
+    """A network ending in a softmax (probabilities out) or a log-softmax (log-probabilities out)."""
+
+    def __init__(self, final: nn.Module) -> None:
+        from activebayes.models import ConsistentMCDropout
+
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), ConsistentMCDropout(0.5), nn.Linear(16, 3), final)
+
+    def forward(self, x):
+        return self.net(x)
+
+
+PROBABILITIES = r"look like probabilities \(every row in \[0, 1\], summing to 1\).*remove its final Softmax"
+
+
+def test_a_model_ending_in_softmax_is_refused_in_training_and_prediction(points):
+    """Probabilities read as logits flatten every prediction towards uniform: refused, not predicted."""
+    from activebayes.models import predict_log_probs
+
+    x, _ = points
+    y = torch.arange(10) % 3
+    with pytest.raises(InvalidArgumentError, match="on the first training batch " + PROBABILITIES):
+        fit(Softmaxed(nn.Softmax(dim=-1)), (x, y), max_epochs=1, generator=0)
+    for k in (1, 4):  # one function (no expansion) and the batched MC forward
+        with pytest.raises(InvalidArgumentError, match=PROBABILITIES):
+            predict_log_probs(Softmaxed(nn.Softmax(dim=-1)), x, num_samples=k, generator=0)
+    with pytest.raises(InvalidArgumentError, match=PROBABILITIES):
+        NetworkPosterior(Softmaxed(nn.Softmax(dim=-1))).log_probs(x, num_samples=2, generator=0)
+    # log-probabilities are logits up to a constant per row: accepted, and predicted as the same distribution
+    net = Softmaxed(nn.LogSoftmax(dim=-1))
+    fit(net, (x, y), max_epochs=2, generator=0)
+    log_probs_N_K_C = predict_log_probs(net, x, num_samples=4, generator=0)
+    net.net[-1] = nn.Identity()
+    assert torch.allclose(predict_log_probs(net, x, num_samples=4, generator=0), log_probs_N_K_C, atol=1e-6)
+
+
+def test_training_data_of_the_wrong_types_say_what_came(points):
+    x, y = points
+    with pytest.raises(InvalidTypeError, match=r"^train must be a tuple \(inputs, targets\) of tensors or a Dataset of "
+                                               r"\(x, y\), got a tuple of 2 \(ndarray, ndarray\); convert arrays with "
+                                               r"torch.as_tensor$"):
+        fit(TwoD(), (x.numpy(), y.numpy()), max_epochs=1, generator=0)
+    with pytest.raises(InvalidTypeError, match=r"got a list of 2 \(Tensor, list\)$"):
+        fit(TwoD(), [x, y.tolist()], max_epochs=1, generator=0)

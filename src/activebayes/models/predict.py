@@ -224,10 +224,33 @@ def _plan_chunks(
     return n_chunk, k_chunk
 
 
+def looks_like_probabilities(outputs_n_C: Tensor) -> bool:
+    """Whether a model's outputs ``[n, C]`` are probabilities (every row in [0, 1], summing to 1),
+    as after a final ``Softmax``, not the logits (or log-probabilities) a posterior expects. Logits
+    whose every row lands on a sum of 1 do not happen by chance."""
+    if outputs_n_C.ndim != 2 or outputs_n_C.shape[-1] < 2 or not outputs_n_C.is_floating_point() or not len(outputs_n_C):
+        return False
+    with torch.no_grad():
+        outputs = outputs_n_C.detach().double()
+        return bool((outputs.min() >= 0) & (outputs.max() <= 1)
+                    & ((outputs.sum(dim=-1) - 1).abs().max() < 1e-4))
+
+
+def probabilities_error(where: str) -> InvalidArgumentError:
+    """The error for a model that ends in a softmax: activebayes applies ``log_softmax`` to its
+    outputs, which would flatten every prediction towards uniform (and its uncertainty with it)."""
+    return InvalidArgumentError(
+        f"the model's outputs {where} look like probabilities (every row in [0, 1], summing to 1), but activebayes "
+        "reads them as logits, which would make every prediction nearly uniform; end the model with logits (remove "
+        "its final Softmax) or log-probabilities (nn.LogSoftmax)")
+
+
 def _logits_rows(logits: object, rows: int, what: str) -> Tensor:
     if not isinstance(logits, Tensor) or logits.ndim != 2:
         shape = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
         raise InvalidArgumentError(f"the model must return logits [n, C] for {what}, got {shape}")
+    if looks_like_probabilities(logits):
+        raise probabilities_error(f"for {what}")
     if logits.shape[0] != rows:
         raise InvalidArgumentError(
             f"the model returned {logits.shape[0]} rows for {what}, expected {rows}; "
@@ -513,6 +536,8 @@ def _forward_chunk(
         logits_n_k_C = sampler.forward_samples(x_n, ids)
         if not isinstance(logits_n_k_C, Tensor) or logits_n_k_C.shape[:2] != (n, k):
             raise InvalidArgumentError(f"forward_samples must return [n, k, C] = [{n}, {k}, C]")
+        if looks_like_probabilities(logits_n_k_C.reshape(n * k, -1)):
+            raise probabilities_error("of forward_samples")
         return F.log_softmax(logits_n_k_C.float(), dim=-1)
     if expand:
         try:

@@ -119,7 +119,10 @@ def _as_tensors(data: object, name: str, multilabel: bool = False) -> tuple[Tens
         data = data.tensors
     if isinstance(data, (tuple, list)):
         if len(data) != 2 or not all(isinstance(t, Tensor) for t in data):
-            raise InvalidTypeError(f"{name} must be a tuple (inputs, targets) of tensors or a Dataset of (x, y)")
+            got = ", ".join(type(t).__name__ for t in data)
+            hint = "; convert arrays with torch.as_tensor" if any(type(t).__module__ == "numpy" for t in data) else ""
+            raise InvalidTypeError(f"{name} must be a tuple (inputs, targets) of tensors or a Dataset of (x, y), "
+                                   f"got a {type(data).__name__} of {len(data)} ({got}){hint}")
         inputs, targets = data
     elif isinstance(data, Dataset) and hasattr(data, "__len__"):
         items = [data[i] for i in range(len(data))]  # type: ignore[arg-type]
@@ -271,6 +274,10 @@ def _first_logits(model: nn.Module, x: Tensor, targets: Tensor, val: tuple[Tenso
                 f"model returned logits of shape {list(logits.shape)} for {targets.shape[1]} labels: its last layer "
                 f"must have {targets.shape[1]} outputs (C = {targets.shape[1]}), one per label")
         return logits
+    from activebayes.models.predict import looks_like_probabilities, probabilities_error
+
+    if looks_like_probabilities(logits):
+        raise probabilities_error("on the first training batch")
     train_max = int(targets.max())
     val_max = int(val[1].max()) if val is not None and len(val[1]) else -1
     classes = 1 + max(train_max, val_max)
