@@ -353,6 +353,7 @@ def _run_all(
 
 
 __all__ = [
+    "automatic_threads",
     "resume_comparison",
     "resume_experiment",
     "run_comparison",
