@@ -300,7 +300,7 @@ def test_a_different_config_does_not_suggest_resume(tmp_path, fast_config, capsy
     code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--seed", 3, "--out", out, "-q")
     assert code == 1
     assert "different config (seed: 0 there, 3 now)" in err
-    assert "resume" not in err and "another --out" in err
+    assert "resume" not in err and "another folder (--out)" in err
     code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 40, "--out", out, "-q")
     assert code == 1 and f"`activebayes resume {out} --budget 40`" in err
 

@@ -208,10 +208,12 @@ def test_a_run_with_its_own_model_is_not_resumed_without_it(tmp_path, capsys):
 def test_a_comparison_with_other_settings_names_them(tmp_path):
     base = LoopConfig(**{**FAST_LOOP, "budget": 30})
     run_comparison(base, ["random"], [0], tmp_path / "c", progress=False, report=False)
-    with pytest.raises(RunDirectoryError, match=r"other settings \(batch_size: 10 there, 5 now\); choose another folder (--out)"):
+    with pytest.raises(RunDirectoryError, match=r"other settings \(batch_size: 10 there, 5 now\); choose another folder "
+                                                r"\(--out\)"):
         run_comparison(base.replace(batch_size=5), ["random"], [0], tmp_path / "c", progress=False, report=False)
     with pytest.raises(RunDirectoryError, match=rf"\(budget: 30 there, 50 now\); `activebayes resume {tmp_path / 'c'} "
-                                                r"--budget 50` continues it"):
+                                                r"--budget 50` \(from Python: resume_comparison\(path, budget=50\)\) "
+                                                r"continues it"):
         run_comparison(base.replace(budget=50), ["random"], [0], tmp_path / "c", progress=False, report=False)
 
 
