@@ -47,13 +47,13 @@ class Registry(Generic[T]):
         keys = (name, *aliases)
         for key in keys:
             if not isinstance(key, str) or not key:
-                raise InvalidArgumentError(f"{self.what} names must be non-empty strings, got {key!r}")
+                raise InvalidArgumentError(f"{self._name_phrase()}s must be non-empty strings, got {key!r}")
         if len(set(keys)) != len(keys):
-            raise InvalidArgumentError(f"{self.what} name and aliases must be distinct, got {keys}")
+            raise InvalidArgumentError(f"{self._name_phrase()} and aliases must be distinct, got {keys}")
         taken = [key for key in keys if key in self._names]
         if taken and not replace:
             raise InvalidArgumentError(
-                f"{self.what} name {taken[0]!r} is already registered (pass replace=True to override)"
+                f"{self._name_phrase()} {taken[0]!r} is already registered (pass replace=True to override)"
             )
         for key in taken:
             if key in self._names:
@@ -63,6 +63,10 @@ class Registry(Generic[T]):
         for key in keys:
             self._names[key] = name
         return entry
+
+    def _name_phrase(self) -> str:
+        """``"<what> name"`` for messages, without doubling a ``what`` that already ends in ``name``."""
+        return self.what if self.what.endswith(" name") else f"{self.what} name"
 
     def unregister(self, name: str) -> None:
         """Remove the entry ``name`` (or the one an alias names) and all its aliases."""

@@ -46,7 +46,7 @@ from activebayes.models import available_models
 from activebayes.records import (DEFAULT_STRATEGY, POSTERIOR_CHOICES, LoopConfig, cli_settings, headline_metric,
                                  headline_name, schedule_name)
 from activebayes.report import write_report
-from activebayes.rundir import RunDirectory, is_comparison, is_run
+from activebayes.rundir import COMPARISON_FILE, Comparison, RunDirectory, is_comparison, is_run
 
 DEFAULT_RUNS_DIR = "runs"
 
@@ -335,7 +335,11 @@ def _check_names(values: Mapping[str, Any]) -> None:
 
 def _stored_encoder(encoder: str) -> str:
     """``--encoder`` as a config stores it: a word-vector file or model folder as an absolute
-    path (so the run or project reopens from anywhere), a built-in name as it is."""
+    path (so the run or project reopens from anywhere), a built-in name as it is; a misspelt
+    name is refused (with the built-in names), not taken for a missing file."""
+    from activebayes.data.text import check_encoder_name
+
+    check_encoder_name(encoder, "--encoder")
     return encoder if encoder in ("tfidf", "hashing") else str(Path(encoder).expanduser().resolve())
 
 
@@ -720,6 +724,14 @@ def _warn_if_only_the_cold_start_acquired(path: Path, base: Any) -> None:
                    "(--cold-start-labels; 6 per class by default) or pass --cold-start none", err=True)
 
 
+def _check_stored_table(config: LoopConfig, stored_in: Path) -> None:
+    """Refuse to resume a run (or comparison) whose recorded table was moved or deleted, naming
+    the file that recorded it (the user gave no --table to blame)."""
+    if config.table is not None and not Path(config.table).is_file():
+        raise MissingFileError(f"{stored_in}: the run's table {config.table} is missing (moved or deleted?); "
+                               f"put it back to resume")
+
+
 @cli.command()
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--device", default=None, help="Continue on this torch device (e.g. cuda); results do not depend on it.")
@@ -741,6 +753,7 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
     _current["directory"] = str(path)
     _current["budget"] = budget
     if is_comparison(path):
+        _check_stored_table(Comparison.read(path).base, path / COMPARISON_FILE)
         resume_comparison(path, progress=_progress.shown(), runtime=runtime, executor=executor, budget=budget)
         _print_comparison_table(path)
     elif is_run(path):
@@ -749,6 +762,8 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
         # no "resume: ..." line first, which would name the config's default dataset
         if budget is not None:
             RunDirectory(path).check_budget_raise(budget)  # a smaller budget: the error, before any "resume:" line
+        if not RunDirectory(path).read_given():  # a run given its data from Python has no table to check
+            _check_stored_table(RunDirectory(path).read_config(), RunDirectory(path).config_path)
         if not quiet and not finished_before and not RunDirectory(path).read_given():
             stored = RunDirectory(path).read_config()
             rounds = RunDirectory(path).read_rounds()
@@ -762,6 +777,8 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
         parts = sorted(p for p in path.iterdir() if is_comparison(p))
         if not parts:
             raise InvalidArgumentError(f"DIRECTORY: {directory} holds no run (config.json) or comparison (comparison.json)")
+        for part in parts:
+            _check_stored_table(Comparison.read(part).base, part / COMPARISON_FILE)
         for part in parts:
             resume_comparison(part, progress=_progress.shown(), runtime=runtime, executor=executor, budget=budget)
             _print_comparison_table(part)

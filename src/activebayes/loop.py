@@ -319,6 +319,12 @@ class ActiveLearningLoop:
         config = self.config
         options = dict(config.representation_options)
         inputs = self.dataset.inputs
+        item_shape = tuple(inputs.shape[1:])
+        if len(item_shape) not in (2, 3) or item_shape[-1] != item_shape[-2]:
+            raise InvalidArgumentError(
+                f"representation (--representation) {config.representation!r} learns from square images, but dataset "
+                f"(--dataset) {config.dataset!r} holds items of shape {item_shape}: they already are features; run it without "
+                "a representation")
         if self.dataset.is_lazy:
             limit = options.get("max_items") or _LAZY_REPRESENTATION_ITEMS
             order = torch.randperm(len(self.dataset), generator=make_generator(config.seed, "representation"))

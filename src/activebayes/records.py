@@ -289,6 +289,15 @@ class LoopConfig:
     #: (or ``OMP_NUM_THREADS``) here and a resumed run computes on as many.
     threads: int | None = None
 
+    def _check_representation_data(self) -> None:
+        """A self-supervised representation learns from images: a table's rows (numbers or
+        encoded texts) already are features, refused here, before anything is written."""
+        if self.representation != "none" and self.table is not None:
+            raise InvalidArgumentError(
+                f"representation (--representation) {self.representation!r} needs an image dataset, got table "
+                f"{self.table}: a table or text pool already is features; use the default model or model 'mlp' "
+                f"(--model mlp) without a representation")
+
     def __post_init__(self) -> None:
         if self.cold_start_labels == 0 and self.cold_start in (None, "none"):  # how configs before 0.x wrote "no cold start"
             object.__setattr__(self, "cold_start_labels", None)
@@ -309,6 +318,7 @@ class LoopConfig:
                 f"representation={self.representation!r} builds its own model (the encoder with an MC "
                 f"dropout head): model must be 'auto' or 'encoder_head', got {self.model!r}"
             )
+        self._check_representation_data()
         check_positive_int(self.predict_batch_size, "predict_batch_size")
         if self.threads is not None:
             check_positive_int(self.threads, "threads (--threads)")

@@ -22,6 +22,7 @@ lowest (``activebayes.data.table_task.split_by_item_id``, as ``--test-size`` spl
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +104,7 @@ def _rand_hie_rows() -> tuple[list[dict[str, str]], TablePool, torch.Tensor, tor
     """rand_hie's rows (its feature columns as the CSV writes them, and the label), their
     pool (:func:`~activebayes.data.table.load_table`) and its ``(train, test)`` rows."""
     from ._core import DataError
-    from .table import load_table, read_table_rows
+    from .table import DuplicateRowsWarning, load_table, read_table_rows
     from .table_task import split_by_item_id
 
     path = rand_hie_csv()
@@ -120,8 +121,10 @@ def _rand_hie_rows() -> tuple[list[dict[str, str]], TablePool, torch.Tensor, tor
         except (TypeError, ValueError):
             raise DataError(f"{path}: row {n}, column 'mdvis': expected a number, got {row['mdvis']!r}") from None
         labelled.append({**{c: row[c] for c in RAND_HIE_COLUMNS}, "visit": "visit" if visits > 0 else "no_visit"})
-    pool = load_table(labelled, feature_columns=list(RAND_HIE_COLUMNS), label_column="visit",
-                      classes=("no_visit", "visit"), name="rand_hie")
+    with warnings.catch_warnings():  # identical person-years with different outcomes: the bundled table never
+        warnings.simplefilter("ignore", DuplicateRowsWarning)  # changes order, so content ids stay stable
+        pool = load_table(labelled, feature_columns=list(RAND_HIE_COLUMNS), label_column="visit",
+                          classes=("no_visit", "visit"), name="rand_hie")
     train, test = split_by_item_id(pool.item_ids, RAND_HIE_TEST_SIZE)
     return labelled, pool, train, test
 

@@ -248,6 +248,37 @@ def _warn_if_sets(source: str, column: str, labels: Sequence[str], separator: st
                   "pass multilabel=True (--multilabel)", UserWarning, stacklevel=3)
 
 
+class DuplicateRowsWarning(UserWarning):
+    """Rows of identical content carry different labels, told apart only by their order."""
+
+
+class UninformativeColumnWarning(UserWarning):
+    """A categorical feature column has a different value in nearly every row (a text or an id)."""
+
+
+#: A categorical column with more than this fraction of distinct values, over at least
+#: :data:`_MIN_ROWS_FOR_DISTINCT_CHECK` rows, is warned about (a text or an id, not a category).
+_MOSTLY_DISTINCT = 0.9
+_MIN_ROWS_FOR_DISTINCT_CHECK = 20
+
+
+def _warn_if_mostly_distinct(source: str, prep: TablePreprocessor, n_rows: int) -> None:
+    """Warn, once per column, when a one-hot column has a different value in nearly every row:
+    its categories are each seen about once, so the model learns nothing from them."""
+    if n_rows < _MIN_ROWS_FOR_DISTINCT_CHECK:
+        return
+    for column, categories in prep.categorical.items():
+        distinct = len(categories) - (column in prep.impute)  # the values found, not the imputed category
+        if distinct <= _MOSTLY_DISTINCT * n_rows:
+            continue
+        import warnings
+
+        warnings.warn(f"{source}: column {column!r} has a different value in {distinct} of {n_rows} rows: as a "
+                      f"category it tells the model nothing; a text column? text_column={column!r} "
+                      f"(--text-column {column}); an id? id_column={column!r} (--id-column {column})",
+                      UninformativeColumnWarning, stacklevel=3)
+
+
 def _warn_if_copies_disagree(source: str, column: str, ids: Sequence[str], answers: Sequence[Sequence[str]]) -> None:
     """Warn when rows of identical content (told apart only by their order: ``X``, ``X~2``) carry
     different labels: reordering the file would then swap their labels."""
@@ -265,7 +296,7 @@ def _warn_if_copies_disagree(source: str, column: str, ids: Sequence[str], answe
     warnings.warn(f"{source}: column {column!r}: {len(clashes)} group(s) of rows have identical content but "
                   f"different labels ({shown}); without an id column such copies are told apart only by their "
                   "order, so reordering the file would swap their labels: give each row an id (id_column, "
-                  "--id-column)", UserWarning, stacklevel=3)
+                  "--id-column)", DuplicateRowsWarning, stacklevel=3)
 
 
 @dataclass
@@ -732,6 +763,7 @@ def load_table(
         prep = TablePreprocessor.fit(rows, features, categorical_columns=categorical, missing=missing,
                                      source=source, row_numbers=row_numbers)
         blocks.append(prep.transform(rows, source=source, row_numbers=row_numbers))
+        _warn_if_mostly_distinct(source, prep, len(rows))
         record["table"] = prep.to_dict()
     if memmapped is not None:
         mean_D, std_D = _column_stats(memmapped)

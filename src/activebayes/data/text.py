@@ -49,6 +49,7 @@ from tqdm.auto import tqdm
 
 from activebayes import _progress
 from activebayes._io import atomic_write_with
+from activebayes._validation import unknown_name_message
 from activebayes.errors import InvalidArgumentError, InvalidTypeError, MissingFileError
 
 from ._core import DataError
@@ -462,13 +463,32 @@ def _offline() -> Iterator[None]:
                 os.environ[name] = value
 
 
-def get_encoder(encoder: str | os.PathLike[str] | TextEncoder | None) -> TextEncoder:
+#: The encoders known by name (anything else is a word-vector file or a local model folder).
+BUILTIN_ENCODERS = ("hashing", "tfidf")
+
+
+def check_encoder_name(encoder: object, name: str = "encoder") -> None:
+    """Refuse a string that is neither a built-in encoder nor an existing path and has no
+    path separator: a misspelt name (``tfidff``), not a missing file. ``name``: the argument
+    or flag, first in the message."""
+    if not isinstance(encoder, str) or encoder in BUILTIN_ENCODERS:
+        return
+    looks_like_a_path = any(sep in encoder for sep in ("/", os.sep, "\\")) or encoder.startswith("~")
+    if looks_like_a_path or Path(encoder).exists():
+        return
+    raise InvalidArgumentError(f"{name}: {unknown_name_message('encoder', encoder, BUILTIN_ENCODERS)}, "
+                               "or a local model folder or word-vector file")
+
+
+def get_encoder(encoder: str | os.PathLike[str] | TextEncoder | None, name: str = "encoder") -> TextEncoder:
     """``None`` / ``"tfidf"``: :class:`TfidfEncoder`; ``"hashing"``: hashed TF-IDF; a file:
-    :class:`WordVectorEncoder`; a directory: :class:`LocalModelEncoder`; an encoder object: itself."""
+    :class:`WordVectorEncoder`; a directory: :class:`LocalModelEncoder`; an encoder object: itself.
+    ``name``: the argument in errors (an unknown name such as ``tfidff`` is refused with a suggestion)."""
     if encoder is None or encoder == "tfidf":
         return TfidfEncoder()
     if encoder == "hashing":
         return TfidfEncoder(hashing=True)
+    check_encoder_name(encoder, name)
     if isinstance(encoder, str | os.PathLike):
         if Path(encoder).expanduser().is_file():
             return WordVectorEncoder(encoder)
