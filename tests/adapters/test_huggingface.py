@@ -187,3 +187,24 @@ def test_a_model_returning_tuples_gives_the_same_samples():
     tuples = HuggingFacePosterior(tiny_bert(return_dict=False))
     torch.testing.assert_close(tuples.log_probs(x_N_L, num_samples=3, generator=1), expected, rtol=0, atol=1e-6)
     assert tuples.features(x_N_L).shape == (12, 32)
+
+
+def test_ids_the_model_cannot_read_give_one_line_errors(tmp_path):
+    posterior = HuggingFacePosterior(tiny_bert())
+    x_N_L, y_N = token_ids(5)
+    for bad in (x_N_L[:, 0], x_N_L[..., None]):
+        shape = str(list(bad.shape)).replace("[", r"\[").replace("]", r"\]")
+        with pytest.raises(InvalidArgumentError, match=rf"inputs must be token ids \[N, L\].*, got shape {shape}$"):
+            posterior.log_probs(bad, num_samples=2, generator=0)
+        with pytest.raises(InvalidArgumentError, match=rf"input_ids must be token ids \[n, L\].*, got shape {shape}$"):
+            posterior.fit((bad, y_N), generator=0)
+        args = transformers.TrainingArguments(output_dir=str(tmp_path), num_train_epochs=1, report_to="none",
+                                              use_cpu=True)
+        with pytest.raises(InvalidArgumentError, match=rf"train input_ids must be token ids \[n, L\].*{shape}$"):
+            HuggingFacePosterior(tiny_bert(), training_args=args).fit((bad, y_N), generator=0)
+    # a failure inside the model itself: the native wording, the model's error as the cause
+    empty = torch.zeros(5, 0, dtype=torch.long)
+    with pytest.raises(InvalidArgumentError, match=r"the model cannot read inputs of shape \[5, 0\]") as error:
+        posterior.module(empty)
+    assert "\n" not in str(error.value)
+    assert isinstance(error.value.__cause__, RuntimeError)

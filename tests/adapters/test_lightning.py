@@ -262,3 +262,20 @@ def test_skip_connection_is_a_clear_error_batched_and_sampled_sequentially():
     torch.testing.assert_close(native, log_probs_N_K_C, rtol=0, atol=1e-6)
     with pytest.raises(InvalidArgumentError, match="sampling"):
         LightningPosterior(SkipAroundDropout(), trainer, sampling="one-by-one")
+
+
+@pytest.mark.parametrize("sampling", ["batched", "sequential"])
+def test_inputs_the_module_cannot_read_give_the_native_one_line_error(sampling):
+    posterior = LightningPosterior(Classifier(make_net(d=8)), trainer, sampling=sampling)
+    with pytest.raises(InvalidArgumentError, match=r"the model cannot read inputs of shape \[5, 7\] \(one item: "
+                                                   r"\(7,\)\): mat1 and mat2 shapes cannot be multiplied") as error:
+        posterior.log_probs(torch.randn(5, 7), num_samples=3, generator=0)
+    assert "\n" not in str(error.value)
+    assert isinstance(error.value.__cause__, RuntimeError)  # the module's own failure
+    assert all(layer._context is None for layer in mc_dropout_layers(posterior.module))  # no context left open
+    with pytest.raises(InvalidArgumentError, match=r"the model cannot read inputs of shape \[5, 7\]") as error:
+        posterior.fit((torch.randn(5, 7), torch.arange(5) % 3), generator=0)
+    assert isinstance(error.value.__cause__, RuntimeError)
+    # the native wording
+    with pytest.raises(InvalidArgumentError, match=r"the model cannot read inputs of shape .* \(one item: \(7,\)\)"):
+        predict_log_probs(posterior.module, torch.randn(5, 7), 3, generator=0)

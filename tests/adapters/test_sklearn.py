@@ -10,9 +10,10 @@ pytest.importorskip("sklearn")
 
 from adapters_toy import next_draws, seed_globals, toy_dataset  # noqa: E402
 from sklearn.ensemble import RandomForestClassifier  # noqa: E402
-from sklearn.linear_model import LogisticRegression  # noqa: E402
+from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
+from sklearn.svm import SVC  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 from activebayes.adapters.sklearn import PROBABILITY_FLOOR, PosteriorClassifier, SklearnPosterior  # noqa: E402
@@ -133,6 +134,29 @@ def test_sklearn_errors():
     data = toy_dataset(30)
     with pytest.raises(InvalidArgumentError, match=r"targets must be class ids in \[0, 2\)"):
         SklearnPosterior(LogisticRegression(), num_classes=2).fit((data.inputs, data.targets))
+
+
+@pytest.mark.parametrize("estimator, got", [
+    ("forest", r"got str 'forest'$"),
+    (None, r"got NoneType None$"),
+    (RandomForestClassifier, r"got the class RandomForestClassifier: pass an instance, RandomForestClassifier\(\)$"),
+    (LinearRegression(), r"got LinearRegression, which is not a classifier$"),
+    (SVC(), r"got SVC, which has no predict_proba \(use SVC\(probability=True\)\)$"),
+])
+def test_an_estimator_that_is_not_a_classifier_instance_is_named(estimator, got):
+    expected = (r"^estimator must be a scikit-learn classifier with predict_proba \(an instance, fitted or not, "
+                r"e\.g\. RandomForestClassifier\(\); it is cloned at every fit\), ")
+    with pytest.raises(InvalidTypeError, match=expected + got) as error:
+        SklearnPosterior(estimator, num_classes=3)
+    assert "\n" not in str(error.value)
+
+
+def test_a_fitted_classifier_is_taken_and_refitted():
+    data = toy_dataset(30)
+    fitted = LogisticRegression().fit(data.inputs.numpy(), data.targets.numpy())
+    posterior = SklearnPosterior(fitted, num_classes=3, num_functions=2)
+    posterior.fit((data.inputs, data.targets), generator=0)
+    assert posterior.log_probs(data.inputs).shape == (30, 2, 3)
 
 
 def test_posterior_classifier_in_a_pipeline_predicts_consistently():

@@ -40,7 +40,7 @@ from torch.utils.data import Dataset
 from activebayes._seeding import global_state_restored
 from activebayes._validation import check_positive_int
 from activebayes.adapters._common import as_input_tensor, require, sample_by_sample, seed_from
-from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes.errors import ActiveBayesError, InvalidArgumentError, InvalidTypeError
 from activebayes.models.dropout import mc_dropout, mc_sampling, resample_masks
 from activebayes.models.posterior import NO_LABELS, FeaturesUnavailableError, fit_summary, no_labels
 
@@ -66,6 +66,9 @@ def check_token_ids(input_ids: Tensor, vocab_size: int | None, what: str = "inpu
         raise InvalidTypeError(f"{what} must be a tensor of token ids [n, L], got {type(input_ids).__name__}")
     if input_ids.is_floating_point() and not bool(torch.isfinite(input_ids).all()):
         raise InvalidArgumentError(f"{what} must be token ids (whole numbers), got NaN or inf")
+    if input_ids.ndim != 2:
+        raise InvalidArgumentError(f"{what} must be token ids [n, L] (one row of L tokens per item), "
+                                   f"got shape {list(input_ids.shape)}")
     ids = input_ids.long()
     if max_length is not None and ids.ndim == 2 and ids.shape[1] > max_length:
         raise InvalidArgumentError(f"{what} hold sequences of {ids.shape[1]} tokens, but the model reads at most "
@@ -77,6 +80,15 @@ def check_token_ids(input_ids: Tensor, vocab_size: int | None, what: str = "inpu
         expected = "token ids >= 0" if vocab_size is None else f"token ids in [0, {vocab_size}) (the vocab_size)"
         raise InvalidArgumentError(f"{what} must be {expected}, got ids from {low} to {high}")
     return ids
+
+
+def _check_ids_shape(inputs: Any, what: str = "inputs") -> None:
+    """Token ids ``[N, L]`` (or ``(input_ids, labels)``), else a one-line error with their whole shape."""
+    ids = inputs[0] if isinstance(inputs, (tuple, list)) and len(inputs) == 2 else inputs
+    shape = getattr(ids, "shape", None)
+    if shape is not None and len(shape) != 2:
+        raise InvalidArgumentError(f"{what} must be token ids [N, L] (one row of L tokens per item), "
+                                   f"got shape {list(shape)}")
 
 
 def _config_int(model: nn.Module, name: str) -> int | None:
@@ -125,7 +137,14 @@ class HuggingFaceClassifier(nn.Module):
     def forward(self, input_ids: Tensor) -> Tensor:
         input_ids = check_token_ids(input_ids, _vocab_size(self.model), max_length=_max_length(self.model))
         mask = None if self.pad_token_id is None else (input_ids != self.pad_token_id).long()
-        return sample_by_sample(self, lambda: _logits(self.model(input_ids=input_ids, attention_mask=mask)))
+        try:
+            return sample_by_sample(self, lambda: _logits(self.model(input_ids=input_ids, attention_mask=mask)))
+        except (RuntimeError, ValueError) as error:  # the model cannot read these ids (as predict_log_probs says)
+            if isinstance(error, (ActiveBayesError, torch.cuda.OutOfMemoryError)):
+                raise
+            from activebayes.models.predict import unreadable_inputs
+
+            raise unreadable_inputs(input_ids, error) from error
 
 
 class _TokenDataset(Dataset):
@@ -281,6 +300,7 @@ class HuggingFacePosterior:
         if num_samples is None:
             raise InvalidArgumentError("num_samples is required (K function samples, e.g. num_samples=20), got None")
         batch_size = self.eval_batch_size if batch_size is None else check_positive_int(batch_size, "batch_size")
+        _check_ids_shape(inputs)
         return predict_log_probs(self._module, inputs, num_samples, batch_size=batch_size, generator=generator,
                                  device=device)
 

@@ -49,7 +49,7 @@ from activebayes.models.dropout import (
     unconverted_dropout,
 )
 from activebayes.models.posterior import NO_LABELS, FeaturesUnavailableError, no_labels
-from activebayes.models.predict import SAMPLING_MODES
+from activebayes.models.predict import SAMPLING_MODES, unreadable_inputs
 
 __all__ = ["LightningPosterior", "MCDropoutPredictions", "PredictStepModule"]
 
@@ -231,20 +231,20 @@ def _training_loader(inputs_N: Tensor, targets_N: Tensor, batch_size: int, seed:
     return DataLoader(dataset, batch_size=step, sampler=sampler, generator=generator)
 
 
-def _plain_pass_fails(module: nn.Module, inputs_n: Tensor) -> bool:
-    """Does one plain pass (one function, no expansion) of ``module`` on an item fail?"""
+def _plain_pass_error(module: nn.Module, inputs_n: Tensor) -> RuntimeError | None:
+    """The error of one plain pass (one function, no expansion) of ``module`` on an item, if it fails."""
     flags = {layer: layer.training for layer in module.modules()}
     device = next(module.parameters(), torch.empty(0)).device
     module.eval()
     try:
         with torch.no_grad(), mc_sampling(module, [0], expand=False):
             module(inputs_n[:1].to(device))
-    except RuntimeError:
-        return True
+    except RuntimeError as error:
+        return error
     finally:
         for layer, flag in flags.items():
             layer.training = flag
-    return False
+    return None
 
 
 class LightningPosterior:
@@ -331,7 +331,15 @@ class LightningPosterior:
         with global_state_restored():  # a Trainer(deterministic=True) sets torch flags
             trainer = self._trainer()
             torch.manual_seed(seed)
-            trainer.fit(self.lightning_module, train_dataloaders=loader, val_dataloaders=val_loader)
+            try:
+                trainer.fit(self.lightning_module, train_dataloaders=loader, val_dataloaders=val_loader)
+            except RuntimeError as error:
+                inputs_N = torch.as_tensor(inputs_N)
+                plain = None if isinstance(error, torch.cuda.OutOfMemoryError) else (
+                    _plain_pass_error(self._module, inputs_N))
+                if plain is None:
+                    raise
+                raise unreadable_inputs(inputs_N, plain) from error
         summary = {"epochs_run": int(trainer.current_epoch), "global_step": int(trainer.global_step)}
         summary.update(scalar_summary(dict(trainer.callback_metrics)))
         return summary
@@ -357,10 +365,13 @@ class LightningPosterior:
         try:
             trainer.predict(self.lightning_module, dataloaders=loader, return_predictions=False)
         except RuntimeError as error:
-            if self.sampling != "batched" or isinstance(error, torch.cuda.OutOfMemoryError):
+            if isinstance(error, torch.cuda.OutOfMemoryError) or not len(inputs_N):
                 raise
-            if _plain_pass_fails(self._module, inputs_N):
-                raise  # not the batched path: the module cannot read these inputs at all
+            plain = _plain_pass_error(self._module, inputs_N)
+            if plain is not None:  # not the batched path: the module cannot read these inputs at all
+                raise unreadable_inputs(inputs_N, plain) from error
+            if self.sampling != "batched":
+                raise
             raise self._batched_failure(error) from error
         return callback.log_probs_N_K_C
 

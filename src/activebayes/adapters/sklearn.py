@@ -130,11 +130,34 @@ def stratified_bootstrap(targets_N: np.ndarray, generator: torch.Generator) -> n
     return np.sort(np.concatenate(picks))
 
 
+def _check_estimator(estimator: Any) -> None:
+    """A scikit-learn classifier instance with ``predict_proba`` (fitted or not: it is cloned), or a one-line error."""
+    expected = ("estimator must be a scikit-learn classifier with predict_proba (an instance, fitted or not, "
+                "e.g. RandomForestClassifier(); it is cloned at every fit)")
+    if isinstance(estimator, type):
+        raise InvalidTypeError(f"{expected}, got the class {estimator.__name__}: pass an instance, "
+                               f"{estimator.__name__}()")
+    if not (hasattr(estimator, "fit") and hasattr(estimator, "get_params")):
+        shown = repr(estimator)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise InvalidTypeError(f"{expected}, got {type(estimator).__name__} {shown}")
+    try:
+        classifier = is_classifier(estimator)
+    except (AttributeError, TypeError):
+        classifier = False
+    if not classifier:
+        raise InvalidTypeError(f"{expected}, got {type(estimator).__name__}, which is not a classifier")
+    if not hasattr(estimator, "predict_proba"):
+        name = type(estimator).__name__
+        hint = f" (use {name}(probability=True))" if name in ("SVC", "NuSVC") else ""
+        raise InvalidTypeError(f"{expected}, got {name}, which has no predict_proba{hint}")
+
+
 class SklearnPosterior:
     """A scikit-learn classifier as a :class:`~activebayes.models.Posterior` with K member functions.
 
     Args:
-        estimator: an unfitted classifier with ``predict_proba`` (cloned at every ``fit``).
+        estimator: a classifier instance with ``predict_proba``, fitted or not (cloned at every ``fit``).
         num_classes: C, the number of classes of the pool (labels are ``0..C-1``).
         members: ``"ensemble"``: the fitted members of a ``RandomForestClassifier``,
             ``ExtraTreesClassifier`` or ``BaggingClassifier`` are the K functions (K =
@@ -156,10 +179,7 @@ class SklearnPosterior:
     """
 
     def __init__(self, estimator: Any, *, num_classes: int, members: str = "auto", num_functions: int = 10) -> None:
-        if not (is_classifier(estimator) and hasattr(estimator, "predict_proba")):
-            raise InvalidTypeError(
-                f"estimator must be a scikit-learn classifier with predict_proba, got {type(estimator).__name__}"
-            )
+        _check_estimator(estimator)
         check_choice(members, "members", MEMBER_KINDS)
         if members == "ensemble" and not _is_member_ensemble(estimator):
             raise InvalidArgumentError(
