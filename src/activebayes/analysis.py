@@ -261,7 +261,7 @@ def learning_curves_from_runs(
     *,
     metric: str | None = None,
 ) -> dict[str, list[LearningCurve]]:
-    """Learning curves per strategy from :func:`activebayes.experiment.load_runs` output.
+    """Learning curves per strategy from :func:`activebayes.rundir.load_runs` output.
 
     Args:
         runs: ``(strategy, seed) -> (LoopConfig, [RoundRecord])``. Round records may
@@ -484,7 +484,7 @@ def summarise_runs(
     targets: Iterable[float] | float = (0.9, 0.95),
     metric: str | None = None,
 ) -> dict[str, StrategySummary]:
-    """:func:`summarise_strategy` for every strategy of :func:`~activebayes.experiment.load_runs` output
+    """:func:`summarise_strategy` for every strategy of :func:`~activebayes.rundir.load_runs` output
     (``metric`` as in :func:`learning_curves_from_runs`: by default the runs' headline)."""
     targets = _target_tuple(targets)
     return {

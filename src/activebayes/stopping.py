@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from activebayes._validation import check_positive_int
+from activebayes.errors import InvalidArgumentError
 from activebayes.records import LABEL_BUDGET_REACHED, headline_metric
 
 if TYPE_CHECKING:
@@ -384,13 +386,33 @@ def cohen_kappa(a_S: Any, b_S: Any, num_classes: int) -> float:
     """
     import numpy as np
 
+    check_positive_int(num_classes, "num_classes")
     a_S, b_S = np.asarray(a_S, dtype=np.int64), np.asarray(b_S, dtype=np.int64)
+    if a_S.ndim != 1 or a_S.shape != b_S.shape or not len(a_S):
+        raise InvalidArgumentError(f"a_S and b_S must be two labellings [S] of the same S >= 1 items, got shapes "
+                                   f"{a_S.shape} and {b_S.shape}")
+    if int(min(a_S.min(), b_S.min())) < 0 or int(max(a_S.max(), b_S.max())) >= num_classes:
+        raise InvalidArgumentError(f"a_S and b_S must hold class ids 0..{num_classes - 1} (num_classes={num_classes}), "
+                                   f"got {int(min(a_S.min(), b_S.min()))}..{int(max(a_S.max(), b_S.max()))}")
     n = len(a_S)
     observed = float((a_S == b_S).mean())
     expected = float((np.bincount(a_S, minlength=num_classes) * np.bincount(b_S, minlength=num_classes)).sum()) / n**2
     if expected >= 1.0:
         return 1.0 if observed == 1.0 else 0.0
     return (observed - expected) / (1.0 - expected)
+
+
+def _checked_log_probs(log_probs_S_K_C: Any, multilabel: bool) -> Any:
+    """``log_probs_S_K_C`` checked as the acquisition scores check it: ``[S, K, C]``, finite,
+    log-probabilities (single-label: normalised over C; multi-label: each label's log P(y_c = 1))."""
+    if multilabel:
+        from activebayes.acquisition.multilabel import _check
+
+        return _check(log_probs_S_K_C, "log_probs_S_K_C")
+    from activebayes._validation import check_log_probs
+
+    return check_log_probs(log_probs_S_K_C, "log_probs_S_K_C", shape_doc="[S, K, C] (stop-set items, function "
+                                                                         "samples, classes)")
 
 
 def predicted_decisions(log_probs_S_K_C: Any, *, multilabel: bool = False) -> Any:
@@ -404,7 +426,7 @@ def predicted_decisions(log_probs_S_K_C: Any, *, multilabel: bool = False) -> An
     from activebayes.metrics.multilabel import label_decisions
     from activebayes.metrics.predictive import predictive_probs
 
-    probs_S_C = predictive_probs(log_probs_S_K_C)
+    probs_S_C = predictive_probs(_checked_log_probs(log_probs_S_K_C, multilabel))
     if multilabel:
         return label_decisions(probs_S_C).reshape(-1).numpy().astype("int64")
     return probs_S_C.argmax(-1).numpy()
@@ -424,7 +446,7 @@ def expected_accuracy(log_probs_S_K_C: Any, *, multilabel: bool = False) -> floa
     from activebayes.metrics.multilabel import label_decisions
     from activebayes.metrics.predictive import predictive_probs
 
-    probs_S_C = predictive_probs(log_probs_S_K_C).double()
+    probs_S_C = predictive_probs(_checked_log_probs(log_probs_S_K_C, multilabel)).double()
     if multilabel:
         decisions_S_C = label_decisions(probs_S_C).double()
         denominator = float(decisions_S_C.sum() + probs_S_C.sum())

@@ -74,6 +74,11 @@ def test_same_seed_same_pool_and_generator_equivalent(digits):
     assert a.state_dict() != c.state_dict()
     with pytest.raises(ValueError, match="either seed or generator"):
         Pool.create(digits, seed=1, generator=torch.Generator())
+    # an int generator is a seed, as everywhere else generator= is taken
+    assert Pool.create(digits, validation_size=100, generator=7).state_dict() == a.state_dict()
+    assert torch.equal(a.subsample_unlabelled(50, generator=3), a.subsample_unlabelled(50, seed=3))
+    with pytest.raises(TypeError, match=r"generator must be a torch.Generator or an int seed, got float"):
+        Pool.create(digits, generator=7.0)
 
 
 def test_data_views_map_back_to_dataset(digits):

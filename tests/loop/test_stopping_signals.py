@@ -498,3 +498,23 @@ def test_the_stopping_benchmark_measures_one_rounds_noise_and_the_hindsight_stop
     assert labels[benchmark.hindsight_stop(labels, 300, 240)] == 280
     assert labels[benchmark.hindsight_stop(labels, 300, 200)] == 260
     assert labels[benchmark.hindsight_stop(labels, 300, 20)] == 200  # a third of 280 is 93.3 labels
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: expected_accuracy(torch.randn(5, 3, 4)), r"log_probs_S_K_C must hold log-probabilities \(<= 0\)"),
+        (lambda: expected_accuracy(torch.log_softmax(torch.randn(5, 4), -1)), r"must have 3 dimensions \[S, K, C\]"),
+        (lambda: predicted_decisions(torch.full((2, 3, 4), float("nan"))), "NaN"),
+        (lambda: predicted_decisions(torch.randn(2, 3, 4).abs(), multilabel=True), r"log P\(y_c = 1\) <= 0"),
+        (lambda: cohen_kappa([0, 1], [0, 1, 1], 2), r"two labellings \[S\] of the same S >= 1 items, got shapes "
+                                                   r"\(2,\) and \(3,\)"),
+        (lambda: cohen_kappa([], [], 2), "same S >= 1 items"),
+        (lambda: cohen_kappa([0, 5], [0, 1], 2), r"class ids 0..1 \(num_classes=2\), got 0..5"),
+    ],
+)
+def test_the_signal_helpers_refuse_what_the_acquisition_scores_refuse(call, match):
+    """Not a number from nonsense: expected accuracy of raw logits came out as 2.07, of 2-D input as a mean over
+    classes; kappa of unequal lengths was numpy's broadcast error."""
+    with pytest.raises(InvalidArgumentError, match=match):
+        call()

@@ -197,3 +197,12 @@ def test_bad_input_raises_clear_errors(call, match):
 def test_options_are_keyword_only():
     with pytest.raises(TypeError):
         M.f1_score([0, 1], [0, 1], "macro")  # type: ignore[misc]
+
+
+def test_accuracy_of_probabilities_refuses_a_target_beyond_their_classes():
+    """As log_loss, brier_score and the calibration metrics do (it returned 0.5 here)."""
+    probs_N_C = torch.tensor([[0.9, 0.1], [0.2, 0.8]])
+    with pytest.raises(ValueError, match=r"^targets must be class ids < C=2 \(the predictions' classes\), got 5$"):
+        M.accuracy_score([0, 5], probs_N_C)
+    assert M.accuracy_score([0, 1], probs_N_C) == skm.accuracy_score([0, 1], [0, 1])
+    assert M.accuracy_score([0, 5], [0, 1]) == 0.5  # labels against labels: no number of classes to check against

@@ -194,3 +194,13 @@ def test_an_option_a_built_in_network_does_not_take_is_named_with_its_options(na
             build_model("strict_net", num_classes=3, input_shape=(4,), width=2)
     finally:
         MODELS.unregister("strict_net")
+
+
+def test_the_mlp_takes_one_width_as_the_heads_do():
+    """``hidden=64`` (the heads' spelling) is one hidden layer of 64, as ``hidden=(64,)``; it was a TypeError."""
+    one = MLP(in_features=64, num_classes=10, hidden=64)
+    widths = [m.out_features for m in one.net if isinstance(m, nn.Linear)]
+    assert widths == [64, 10] == [m.out_features for m in MLP(in_features=64, num_classes=10, hidden=(64,)).net
+                                  if isinstance(m, nn.Linear)]
+    built = build_model("mlp", num_classes=10, input_shape=(1, 8, 8), hidden=32, generator=0)
+    assert [m.out_features for m in built.modules() if isinstance(m, nn.Linear)] == [32, 10]

@@ -54,12 +54,15 @@ _STATUS_NAMES = {UNLABELLED: "unlabelled", LABELLED: "labelled", VALIDATION: "va
 _STATE_VERSION = 1
 
 
-def _generator(seed: int | None, generator: torch.Generator | None) -> torch.Generator:
+def _generator(seed: int | None, generator: torch.Generator | int | None) -> torch.Generator:
     if seed is not None and generator is not None:
         raise InvalidArgumentError("pass either seed or generator, not both")
     if generator is not None:
+        if isinstance(generator, int) and not isinstance(generator, bool):  # a seed, as generator= takes elsewhere
+            return torch.Generator().manual_seed(generator)
         if not isinstance(generator, torch.Generator):
-            raise InvalidTypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+            raise InvalidTypeError(f"generator must be a torch.Generator or an int seed, got "
+                                   f"{type(generator).__name__}")
         return generator
     if seed is None:
         seed = 0
@@ -178,7 +181,7 @@ class Pool:
         initial_size: int = 20,
         initial: str = "balanced",
         seed: int | None = None,
-        generator: torch.Generator | None = None,
+        generator: torch.Generator | int | None = None,
     ) -> Pool:
         """Split ``dataset`` into validation, an initial labelled set, and the unlabelled rest.
 
@@ -195,7 +198,7 @@ class Pool:
                 are equal when ``C`` divides ``initial_size``), ``"random"`` (uniform
                 over the non-validation items) or ``"empty"``.
             seed: randomness (default 0); the same seed gives the same pool.
-            generator: a ``torch.Generator`` to draw from instead of ``seed``.
+            generator: a ``torch.Generator`` (or an int seed) to draw from instead of ``seed``.
 
         The initial set is drawn after (and disjoint from) the validation set and is
         labelled with ``dataset.targets`` (a simulated oracle).
@@ -440,7 +443,7 @@ class Pool:
         self._check_unlabelled(index, "indices")
         self._status_N[index] = EXCLUDED
 
-    def subsample_unlabelled(self, n: int, *, generator: torch.Generator | None = None, seed: int | None = None) -> Tensor:
+    def subsample_unlabelled(self, n: int, *, generator: torch.Generator | int | None = None, seed: int | None = None) -> Tensor:
         """A uniform random subset of ``n`` unlabelled original indices (ascending), for scoring huge pools.
 
         Returns all unlabelled indices when ``n >= n_unlabelled``.

@@ -47,7 +47,8 @@ from activebayes.metrics.classification import (
     recall_score,
 )
 from activebayes.metrics.evaluate import evaluate_classification
-from activebayes.metrics.multilabel import hamming_loss, multilabel_precision_recall_f1
+from activebayes.metrics.multilabel import (evaluate_multilabel, hamming_loss, label_decisions,
+                                            multilabel_precision_recall_f1)
 from activebayes.metrics.predictive import predictive_log_probs, predictive_probs
 
 # The streaming classes subclass torchmetrics.Metric; torchmetrics imports matplotlib.pyplot
@@ -86,9 +87,11 @@ __all__ = [
     "brier_score",
     "confusion_matrix",
     "evaluate_classification",
+    "evaluate_multilabel",
     "expected_calibration_error",
     "f1_score",
     "hamming_loss",
+    "label_decisions",
     "log_loss",
     "multilabel_precision_recall_f1",
     "positive_class_weight",

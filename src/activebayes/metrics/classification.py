@@ -104,8 +104,11 @@ def accuracy_score(
     if not isinstance(normalize, bool):
         raise InvalidTypeError(f"normalize must be a bool, got {normalize!r}")
     targets_N = check_labels(targets, "targets")
-    preds_N, _ = to_labels(predictions, "predictions")
+    preds_N, num_classes = to_labels(predictions, "predictions")
     check_same_length(targets_N, preds_N, "targets", "predictions")
+    if num_classes is not None and int(targets_N.max()) >= num_classes:
+        raise InvalidArgumentError(
+            f"targets must be class ids < C={num_classes} (the predictions' classes), got {int(targets_N.max())}")
     correct = int((preds_N == targets_N).sum())
     return correct / targets_N.numel() if normalize else float(correct)
 

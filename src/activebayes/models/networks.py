@@ -267,7 +267,8 @@ class MLP(nn.Module):
     """Flatten, then ``[dense, relu, MC dropout] x len(hidden)``, then dense ``num_classes``.
 
     ``[n, *shape] -> logits [n, num_classes]`` with ``prod(shape) == in_features``.
-    The first dense layer runs once per item in ``predict_log_probs``.
+    ``hidden``: the widths of the hidden layers, or one int for a single hidden layer (as
+    the heads take it). The first dense layer runs once per item in ``predict_log_probs``.
 
     Example:
         >>> MLP(in_features=64, num_classes=10)(torch.randn(3, 1, 8, 8)).shape
@@ -275,12 +276,13 @@ class MLP(nn.Module):
     """
 
     def __init__(
-        self, *, in_features: int, num_classes: int, hidden: Sequence[int] = (128,), p: float = 0.5
+        self, *, in_features: int, num_classes: int, hidden: int | Sequence[int] = (128,), p: float = 0.5
     ) -> None:
         super().__init__()
         check_positive_int(in_features, "in_features")
         check_positive_int(num_classes, "num_classes")
-        hidden = tuple(hidden)
+        # one width, as the heads take it (hidden=128), or one per hidden layer
+        hidden = (hidden,) if isinstance(hidden, int) and not isinstance(hidden, bool) else tuple(hidden)
         for width in hidden:
             check_positive_int(width, "hidden[i]")
         layers: list[nn.Module] = [nn.Flatten()]
