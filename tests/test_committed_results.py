@@ -44,6 +44,13 @@ def _tracked_files() -> list[Path]:
     return [ROOT / name for name in listing.decode().split("\0") if name]
 
 
+def _generated_block(page: Path, begin: str, end: str) -> str:
+    """The text ``page`` holds between its ``begin`` and ``end`` markers (each there once)."""
+    text = page.read_text()
+    assert text.count(begin) == 1 and text.count(end) == 1, f"{page}: {begin} / {end} must be there once each"
+    return text.split(begin, 1)[1].split(end, 1)[0]
+
+
 def test_a_checkout_stays_under_its_size_limit():
     """The files a clone puts on disk (``.git`` aside): what ``git ls-files | xargs du -cb`` adds up."""
     files = [f for f in _tracked_files() if f.is_file()]
@@ -204,13 +211,10 @@ def test_the_stopping_tables_in_the_docs_are_the_committed_summary(monkeypatch):
     import stopping as benchmark
 
     summary = json.loads((RESULTS / "stopping.json").read_text())
-    text = (ROOT / "docs" / "benchmarks.md").read_text()
-    assert text.count(benchmark.BEGIN) == 1 and text.count(benchmark.END) == 1
-    block = text.split(benchmark.BEGIN, 1)[1].split(benchmark.END, 1)[0]
+    block = _generated_block(ROOT / "docs" / "benchmarks.md", benchmark.BEGIN, benchmark.END)
     assert block.strip() == benchmark.markdown(summary).strip()
-    concepts = (ROOT / "docs" / "concepts" / "stopping.md").read_text()
-    assert concepts.count(benchmark.CONCEPTS_BEGIN) == 1 and concepts.count(benchmark.CONCEPTS_END) == 1
-    short = concepts.split(benchmark.CONCEPTS_BEGIN, 1)[1].split(benchmark.CONCEPTS_END, 1)[0]
+    short = _generated_block(ROOT / "docs" / "concepts" / "stopping.md", benchmark.CONCEPTS_BEGIN,
+                             benchmark.CONCEPTS_END)
     assert short.strip() == benchmark.concepts_table(summary).strip()
     # the overview row of every protocol, with the recommended criterion's counts
     for name, data in summary["protocols"].items():
@@ -330,9 +334,7 @@ def test_the_stopping_sensitivity_table_is_the_committed_summary_and_judges_as_t
     import stopping_sensitivity as sensitivity
 
     summary = json.loads((RESULTS / "stopping_sensitivity.json").read_text())
-    text = (ROOT / "docs" / "benchmarks.md").read_text()
-    assert text.count(sensitivity.BEGIN) == 1 and text.count(sensitivity.END) == 1
-    block = text.split(sensitivity.BEGIN, 1)[1].split(sensitivity.END, 1)[0]
+    block = _generated_block(ROOT / "docs" / "benchmarks.md", sensitivity.BEGIN, sensitivity.END)
     assert block.strip() == sensitivity.markdown(summary).strip()
 
     protocols = json.loads((RESULTS / "stopping.json").read_text())["protocols"]
