@@ -279,3 +279,13 @@ def test_inputs_the_module_cannot_read_give_the_native_one_line_error(sampling):
     # the native wording
     with pytest.raises(InvalidArgumentError, match=r"the model cannot read inputs of shape .* \(one item: \(7,\)\)"):
         predict_log_probs(posterior.module, torch.randn(5, 7), 3, generator=0)
+
+
+@pytest.mark.parametrize("sampling", ["batched", "sequential"])
+def test_a_module_ending_in_softmax_is_refused_as_the_native_path_refuses_it(sampling):
+    """Its probabilities read as logits would make every prediction nearly uniform."""
+    net = nn.Sequential(*make_net(), nn.Softmax(dim=-1))
+    posterior = LightningPosterior(Classifier(net), trainer, sampling=sampling)
+    with pytest.raises(InvalidArgumentError, match=r"the model's outputs of predict_step look like probabilities"):
+        posterior.log_probs(torch.randn(5, 6), num_samples=3, generator=0)
+    assert all(layer._context is None for layer in mc_dropout_layers(posterior.module))  # no context left open

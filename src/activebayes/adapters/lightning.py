@@ -49,7 +49,8 @@ from activebayes.models.dropout import (
     unconverted_dropout,
 )
 from activebayes.models.posterior import NO_LABELS, FeaturesUnavailableError, no_labels
-from activebayes.models.predict import SAMPLING_MODES, unreadable_inputs
+from activebayes.models.predict import (SAMPLING_MODES, looks_like_probabilities, probabilities_error,
+                                       unreadable_inputs)
 
 __all__ = ["LightningPosterior", "MCDropoutPredictions", "PredictStepModule"]
 
@@ -196,6 +197,8 @@ class MCDropoutPredictions:
                 else:
                     logits_n_k_C = _sequential_logits(trainer, pl_module, outputs, batch, batch_idx,
                                                       self.num_samples)
+                if looks_like_probabilities(logits_n_k_C.reshape(-1, logits_n_k_C.shape[-1])):
+                    raise probabilities_error("of predict_step")
                 self.batches.append(F.log_softmax(logits_n_k_C, dim=-1).cpu())
 
             def on_predict_end(self, trainer: Any, pl_module: nn.Module) -> None:
