@@ -337,10 +337,10 @@ def _stored_encoder(encoder: str) -> str:
     """``--encoder`` as a config stores it: a word-vector file or model folder as an absolute
     path (so the run or project reopens from anywhere), a built-in name as it is; a misspelt
     name is refused (with the built-in names), not taken for a missing file."""
-    from activebayes.data.text import check_encoder_name
+    from activebayes.data.text import BUILTIN_ENCODERS, check_encoder_name
 
     check_encoder_name(encoder, "--encoder")
-    return encoder if encoder in ("tfidf", "hashing") else str(Path(encoder).expanduser().resolve())
+    return encoder if encoder in BUILTIN_ENCODERS else str(Path(encoder).expanduser().resolve())
 
 
 def _explicit_threads() -> int | None:
@@ -757,16 +757,18 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
         resume_comparison(path, progress=_progress.shown(), runtime=runtime, executor=executor, budget=budget)
         _print_comparison_table(path)
     elif is_run(path):
-        finished_before = budget is None and RunDirectory(path).is_finished()
+        run = RunDirectory(path)
+        finished_before = budget is None and run.is_finished()
         # a run given its own data or model from Python is refused below (resume_experiment says why):
         # no "resume: ..." line first, which would name the config's default dataset
+        given = run.read_given()
         if budget is not None:
-            RunDirectory(path).check_budget_raise(budget)  # a smaller budget: the error, before any "resume:" line
-        if not RunDirectory(path).read_given():  # a run given its data from Python has no table to check
-            _check_stored_table(RunDirectory(path).read_config(), RunDirectory(path).config_path)
-        if not quiet and not finished_before and not RunDirectory(path).read_given():
-            stored = RunDirectory(path).read_config()
-            rounds = RunDirectory(path).read_rounds()
+            run.check_budget_raise(budget)  # a smaller budget: the error, before any "resume:" line
+        if not given:  # a run given its data from Python has no table to check
+            _check_stored_table(run.read_config(), run.config_path)
+        if not quiet and not finished_before and not given:
+            stored = run.read_config()
+            rounds = run.read_rounds()
             name = Path(stored.table).stem if stored.table is not None else stored.dataset
             click.echo(f"resume: {schedule_name(stored)} on {name}, seed {stored.seed}, at "
                        f"{rounds[-1].n_labelled if rounds else 0} of {budget or stored.budget} labels -> {path}")

@@ -403,12 +403,13 @@ def cohen_kappa(a_S: Any, b_S: Any, num_classes: int) -> float:
 
 
 def _checked_log_probs(log_probs_S_K_C: Any, multilabel: bool) -> Any:
-    """``log_probs_S_K_C`` checked as the acquisition scores check it: ``[S, K, C]``, finite,
-    log-probabilities (single-label: normalised over C; multi-label: each label's log P(y_c = 1))."""
+    """``log_probs_S_K_C`` as given, once checked as the acquisition scores check it: ``[S, K, C]``,
+    finite, log-probabilities (single-label: normalised over C; multi-label: each label's log P(y_c = 1))."""
     if multilabel:
         from activebayes.acquisition.multilabel import _check
 
-        return _check(log_probs_S_K_C, "log_probs_S_K_C")
+        _check(log_probs_S_K_C, "log_probs_S_K_C")  # validates (its float64 copy is for the scores)
+        return log_probs_S_K_C
     from activebayes._validation import check_log_probs
 
     return check_log_probs(log_probs_S_K_C, "log_probs_S_K_C", shape_doc="[S, K, C] (stop-set items, function "

@@ -265,14 +265,14 @@ _MIN_ROWS_FOR_DISTINCT_CHECK = 20
 def _warn_if_mostly_distinct(source: str, prep: TablePreprocessor, n_rows: int) -> None:
     """Warn, once per column, when a one-hot column has a different value in nearly every row:
     its categories are each seen about once, so the model learns nothing from them."""
+    import warnings
+
     if n_rows < _MIN_ROWS_FOR_DISTINCT_CHECK:
         return
     for column, categories in prep.categorical.items():
         distinct = len(categories) - (column in prep.impute)  # the values found, not the imputed category
         if distinct <= _MOSTLY_DISTINCT * n_rows:
             continue
-        import warnings
-
         warnings.warn(f"{source}: column {column!r} has a different value in {distinct} of {n_rows} rows: as a "
                       f"category it tells the model nothing; a text column? text_column={column!r} "
                       f"(--text-column {column}); an id? id_column={column!r} (--id-column {column})",

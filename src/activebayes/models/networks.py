@@ -18,15 +18,14 @@ All return logits ``[n, C]``; every dropout is consistent MC dropout.
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 import numbers
+import re
 from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
-
-import inspect
-import re
 
 from activebayes._validation import check_positive_int, unknown_name_message
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
