@@ -204,6 +204,13 @@ def _grid(args: argparse.Namespace):
                              f"got {args.budget}")
         base = base.replace(budget=args.budget)
         name = f"{name}-budget{args.budget}"
+    if args.batch_size is not None and args.batch_size != base.batch_size:
+        # acquire another number of items a round (the same budget, more or fewer rounds), its own cache
+        # (before the cold start's suffix: text_multilabel_summary.py finds <task>-cold-* beside <task>)
+        if args.batch_size < 1:
+            raise SystemExit(f"error: --batch-size must be >= 1, got {args.batch_size}")
+        base = base.replace(batch_size=args.batch_size)
+        name = f"{name}-b{args.batch_size}"
     if args.pool_subsample is not None and args.pool_subsample < 0:
         raise SystemExit(f"error: --pool-subsample must be >= 0 (0: the whole pool), got {args.pool_subsample}")
     if args.pool_subsample is not None and (args.pool_subsample or None) != base.pool_subsample:
@@ -809,6 +816,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--posterior", choices=["mc_dropout", "ensemble", "laplace"], default=None,
                         help="the Bayesian head (default: the protocol's, MC dropout); another caches its runs "
                              "under <dataset>-<posterior>")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="items acquired a round (default: the protocol's); another caches its runs under "
+                             "<dataset>-b<N>")
     parser.add_argument("--pool-subsample", type=int, default=None,
                         help="score a fresh random subsample of this many unlabelled items each round, 0 for "
                              "all of them (default: the protocol's); another value caches its runs under "

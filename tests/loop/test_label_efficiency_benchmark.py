@@ -216,13 +216,21 @@ def test_variant_caches_are_named_by_what_they_change(bench, tmp_path, monkeypat
     assert name == "digits-budget400-cold-typicality100" and comparison.base.budget == 400
     name, _, _ = bench._grid(parse(["--dataset", "digits", "--strategies", "badge", "--seeds", "0", "--budget", "40"]))
     assert name == "digits"
+    # another batch size, named before the cold start's suffix; the protocol's own (10), no variant
+    name, comparison, _ = bench._grid(parse(["--dataset", "digits", "--strategies", "badge", "--seeds", "0",
+                                             "--batch-size", "5", "--cold-start", "typicality"]))
+    assert name == "digits-b5-cold-typicality100" and comparison.base.batch_size == 5
+    name, comparison, _ = bench._grid(parse(["--dataset", "digits", "--strategies", "badge", "--seeds", "0",
+                                             "--batch-size", "10"]))
+    assert name == "digits" and comparison.base.batch_size == 10
 
 
 def test_a_bad_flag_value_is_a_one_line_error_before_anything_is_written(bench, tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "RUNS", tmp_path / "runs")
     for argv, message in [(["--pool-subsample", "-5"], "--pool-subsample must be >= 0 (0: the whole pool), got -5"),
                           (["--num-samples", "0"], "num_samples (--num-samples) must be >= 1, got 0"),
-                          (["--budget", "10"], "--budget must exceed the protocol's 20 initial labels, got 10")]:
+                          (["--budget", "10"], "--budget must exceed the protocol's 20 initial labels, got 10"),
+                          (["--batch-size", "0"], "--batch-size must be >= 1, got 0")]:
         monkeypatch.setattr(sys, "argv", ["label_efficiency.py", "--strategies", "random", "--seeds", "0", *argv])
         with pytest.raises(SystemExit, match="^error: " + re.escape(message)):
             bench.main()
