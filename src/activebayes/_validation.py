@@ -177,6 +177,20 @@ def check_device(device: object, name: str = "device") -> str | None:
     return text
 
 
+def check_torch_device(device: object, name: str = "device") -> torch.device | None:
+    """``device`` as a ``torch.device`` (``None`` stays ``None``), refusing a name torch does not
+    know and an accelerator this machine lacks with :func:`check_device`'s message."""
+    if device is None:
+        return None
+    try:
+        resolved = torch.device(device)  # type: ignore[arg-type]
+    except (RuntimeError, TypeError):
+        resolved = None
+    if resolved is None or (resolved.type in ("cuda", "mps") and str(resolved) not in available_devices()):
+        check_device(device, name)  # raises, naming the devices there are
+    return resolved
+
+
 def renamed_keyword(new: object, old: object, new_name: str, old_name: str, default: object, *,
                     stacklevel: int = 3) -> object:
     """The value of keyword ``new_name`` when its deprecated spelling ``old_name`` may be used instead.

@@ -896,6 +896,9 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) 
     config = ProjectConfig(**given)  # the loop's checks too (audit_fraction needs batches of 2 or more)
     try:
         return LabellingProject.create(project, config, progress=progress)
+    except MissingSplitError as error:  # its advice (download=) is `run`'s: the labelling commands have no --download
+        found = str(error).split(" Pass download=True")[0]
+        raise MissingSplitError(f"{found} Give the folder that holds them with --data-dir.") from None
     except DataError as error:  # "image folder F holds no images ...": name the flag that gave F
         if config.images is None or not str(error).startswith("image folder "):
             raise
@@ -1092,8 +1095,9 @@ def convert(source: str, destination: str, dataset: str | None, split: str, labe
 
 @cli.command()
 @click.argument("project", type=click.Path(file_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["csv", "json", "labelstudio"]), default="csv", show_default=True,
-              help="csv or json (every item with its label), or labelstudio (Label Studio's JSON tasks).")
+@click.option("--format", "fmt", type=click.Choice(["csv", "json", "labelstudio"]), default=None,
+              help="csv or json (every item with its label), or labelstudio (Label Studio's JSON tasks). "
+                   "[from --out's .csv or .json ending, else csv]")
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
               help="File to write. [PROJECT/exports/labels.csv, labels.json or labelstudio-tasks.json]")
 @_friendly
@@ -1104,10 +1108,23 @@ def export(project: str, fmt: str, out: str | None) -> None:
     with --out pointing somewhere writable.
     """
     _current["project"] = project
+    fmt = _export_format(fmt, out)
     with LabellingProject.open(project, rescan=False, read_only=True) as labelling:
         path = labelling.export(out, fmt=fmt)
         click.echo(f"exported {len(labelling.store.labels())} label(s) of {len(labelling.store.items())} "
                    f"item(s): {path}")
+
+
+def _export_format(fmt: str | None, out: str | None) -> str:
+    """``--format``, or the one ``--out``'s ending names; a format the ending contradicts is an error."""
+    ending = Path(out).suffix.lower() if out is not None else ""
+    if fmt is None:
+        return "json" if ending == ".json" else "csv"
+    if (ending == ".json" and fmt == "csv") or (ending == ".csv" and fmt != "csv"):
+        writes = "CSV" if fmt == "csv" else "JSON"
+        raise InvalidArgumentError(f"--format {fmt} writes {writes}, but --out {out} ends {ending}: give --out a name "
+                                   f"ending {'.csv' if fmt == 'csv' else '.json'}, or leave --format out")
+    return fmt
 
 
 @cli.command(name="list")

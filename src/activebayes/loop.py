@@ -121,12 +121,17 @@ def check_config_names(config: LoopConfig) -> None:
 def config_strategies(config: LoopConfig) -> tuple[Strategy, Strategy | None]:
     """The registry entries of ``config.strategy`` and ``config.cold_start`` (``None`` when off).
 
-    Unknown names raise :class:`~activebayes.errors.InvalidArgumentError` naming the argument.
+    Unknown names raise :class:`~activebayes.errors.InvalidArgumentError` naming the argument, and so
+    does ``num_samples=1`` for a strategy that scores the samples' disagreement (BALD's are all 0).
     """
     try:
         strategy = get_strategy(config.strategy)
     except InvalidArgumentError as error:
         raise InvalidArgumentError(f"strategy (--strategy): {error}") from None
+    if strategy.disagreement and config.num_samples == 1:
+        raise InvalidArgumentError(
+            f"num_samples (--num-samples) must be >= 2 for strategy {strategy.name!r} (--strategy), which scores how "
+            "the function samples disagree, got 1 (one sample has no disagreement: every score would be 0)")
     if config.cold_start is None:
         return strategy, None
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -28,9 +29,9 @@ FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthChe
 
 
 @st.composite
-def log_probs_tensors(draw, max_n: int = 8, max_k: int = 5, max_c: int = 4) -> torch.Tensor:
+def log_probs_tensors(draw, max_n: int = 8, max_k: int = 5, max_c: int = 4, min_k: int = 1) -> torch.Tensor:
     N = draw(st.integers(1, max_n))
-    K = draw(st.integers(1, max_k))
+    K = draw(st.integers(min_k, max_k))
     C = draw(st.integers(1, max_c))
     logits = draw(arrays(np.float64, (N, K, C), elements=st.floats(-30, 30, allow_nan=False)))
     return torch.log_softmax(torch.from_numpy(logits), dim=-1)
@@ -105,7 +106,7 @@ def test_bald_bounds(log_probs: torch.Tensor) -> None:
 
 
 @FAST
-@given(log_probs=log_probs_tensors(max_n=10, max_c=5))
+@given(log_probs=log_probs_tensors(max_n=10, max_c=5, min_k=2))  # select refuses K = 1 for both
 def test_batchbald_batch_of_one_is_balds_top_pick(log_probs: torch.Tensor) -> None:
     ours = select(log_probs, "batchbald", 1)
     assert ours.tolist() == select(log_probs, "bald", 1).tolist()
@@ -147,6 +148,10 @@ def test_every_strategy_picks_distinct_indices_and_is_reproducible(log_probs, se
         entry = acquisition.get_strategy(name)
         options = {"num_configurations": 200} if name == "batchbald" else {}
         options |= registry_inputs(entry, log_probs, seed, labelled)
+        if entry.disagreement and log_probs.shape[1] == 1:  # one sample: no disagreement to score
+            with pytest.raises(ValueError, match="holds K = 1"):
+                select(log_probs, name, batch_size, generator=torch.Generator().manual_seed(seed), **options)
+            continue
         first = select(log_probs, name, batch_size, generator=torch.Generator().manual_seed(seed), **options)
         again = select(log_probs, name, batch_size, generator=torch.Generator().manual_seed(seed), **options)
         assert first.strategy == name
@@ -172,6 +177,8 @@ def test_budget_is_never_exceeded(log_probs, costs, budget) -> None:
     for name in ("bald", "batchbald", "softrank_entropy", "random", "margin", "epig", "power_epig", "badge",
                  "typicality"):
         inputs = registry_inputs(acquisition.get_strategy(name), log_probs, 0, 2)
+        if acquisition.get_strategy(name).disagreement and log_probs.shape[1] == 1:
+            continue  # refused (test_every_strategy_picks_distinct_indices_and_is_reproducible)
         picked = select(log_probs, name, N, costs_N=costs_N, cost_budget=budget, generator=torch.Generator().manual_seed(0),
                         **inputs)
         assert float(costs_N[picked.indices].sum()) <= budget * (1 + 1e-9)

@@ -18,7 +18,7 @@ from activebayes.acquisition.joint_entropy import (
     exact_log_joint,
     joint_entropy,
 )
-from activebayes.acquisition.multilabel import multilabel_log_probs
+from activebayes.acquisition.multilabel import multilabel_batchbald, multilabel_log_probs
 from activebayes.errors import InvalidTypeError
 
 
@@ -178,7 +178,7 @@ def test_batchbald_one_hot_and_k1() -> None:
     selection = select(probs.log(), "batchbald", 3)
     expected = [numpy_batch_mi(probs.numpy(), selection.tolist()[:b]) for b in range(1, 4)]
     np.testing.assert_allclose(selection.scores.numpy(), expected, atol=1e-12)
-    k1 = select(random_log_probs(10, 1, 4), "batchbald", 3)
+    k1 = acquisition.batchbald(random_log_probs(10, 1, 4), 3)  # the function; select refuses K = 1
     np.testing.assert_allclose(k1.scores.numpy(), 0.0, atol=1e-12)  # no epistemic uncertainty with one sample
     assert len(set(k1.tolist())) == 3
 
@@ -294,11 +294,11 @@ def test_one_function_sample_scores_exactly_zero_and_ties_go_to_the_lower_index(
     """K = 1: no disagreement between samples, so BALD and every batch's mutual information are 0."""
     log_probs = random_log_probs(12, 1, 4, seed=9)
     assert acquisition.bald(log_probs).tolist() == [0.0] * 12
-    picks = select(log_probs, "batchbald", 4)
+    # the functions compute it (select refuses K = 1 for these strategies: see below)
+    picks = acquisition.batchbald(log_probs, 4)
     assert picks.tolist() == [0, 1, 2, 3] and picks.scores.tolist() == [0.0] * 4
-    assert select(log_probs, "bald", 3).tolist() == [0, 1, 2]
     multilabel = multilabel_log_probs(torch.randn(12, 1, 3, generator=gen(2), dtype=torch.float64))
-    ml_picks = select(multilabel, "multilabel_batchbald", 3)
+    ml_picks = multilabel_batchbald(multilabel, 3)
     assert ml_picks.tolist() == [0, 1, 2] and ml_picks.scores.tolist() == [0.0] * 3
 
 
@@ -576,3 +576,33 @@ def test_a_device_the_machine_lacks_is_named() -> None:
                    lambda lp: acquisition.bald(lp, device="bogus")):
         with pytest.raises(ValueError, match=r"device must be a device this machine has \(.*\), got '(cuda:7|bogus)'"):
             scorer(random_log_probs(10, 4, 3))
+
+
+@pytest.mark.parametrize("strategy", ["bald", "batchbald", "power_bald", "epig", "variation_ratios", "mean_std",
+                                      "jackknife_bald", "multilabel_bald", "multilabel_batchbald"])
+def test_one_function_sample_is_refused_where_the_strategy_scores_disagreement(strategy) -> None:
+    # K = 1: the mutual information is 0 for every item, so top-k would return the pool's first items
+    log_probs = random_log_probs(12, 1, 3)
+    assert torch.equal(acquisition.bald(log_probs), torch.zeros(12, dtype=torch.float64))
+    if strategy.startswith("multilabel"):
+        log_probs = torch.nn.functional.logsigmoid(torch.randn(12, 1, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match=rf"^strategy '{strategy}' scores how the function samples disagree, and "
+                                         r"log_probs_N_K_C \[12, 1, 3\] holds K = 1"):
+        select(log_probs, strategy, 3, generator=0)
+
+
+def test_one_function_sample_is_enough_for_a_strategy_of_the_predictive() -> None:
+    from activebayes.acquisition.strategies import get_strategy, register_strategy
+
+    log_probs = random_log_probs(12, 1, 3)
+    for strategy in ("entropy", "margin", "least_confidence", "power_entropy"):
+        assert not get_strategy(strategy).disagreement
+        assert len(select(log_probs, strategy, 3, generator=0).indices) == 3
+    with pytest.raises(ValueError, match="mean_only and disagreement exclude each other"):
+        register_strategy("both_ways", lambda lp, b, **kw: None, mean_only=True, disagreement=True)
+
+
+def test_a_pool_size_as_a_zero_dimensional_tensor_says_to_pass_an_int() -> None:
+    with pytest.raises(TypeError, match=r"the pool size as an int .* got a 0-d tensor \(300\): pass int\(\.\.\.\)"):
+        select(torch.tensor(300), "random", 5, generator=0)
+    assert len(select(int(torch.tensor(300)), "random", 5, generator=0).indices) == 5

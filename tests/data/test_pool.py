@@ -140,6 +140,8 @@ def test_label_errors_leave_pool_unchanged(digits):
         pool.label(free, [0])
     with pytest.raises(IndexError, match="positions must lie"):
         pool.take([pool.n_unlabelled])
+    with pytest.raises(IndexError, match=r"positions must lie in 0 \.\. .* got \[-1\]"):  # not the last item
+        pool.take([-1])
     with pytest.raises(ValueError, match="has no label"):
         pool.labels_of(free)
     assert pool.state_dict() == state

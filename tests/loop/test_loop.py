@@ -147,6 +147,18 @@ def test_unknown_strategy_fails_before_any_work():
         ActiveLearningLoop(LoopConfig(strategy="telepathy", **FAST_LOOP))
 
 
+def test_one_function_sample_is_refused_for_a_strategy_that_scores_disagreement(tmp_path):
+    # K = 1: every BALD score is 0; the loop would fit a model, then pick the pool's first items
+    from activebayes.cli import main
+
+    with pytest.raises(ValueError, match=r"^num_samples \(--num-samples\) must be >= 2 for strategy 'bald' "):
+        ActiveLearningLoop(LoopConfig(**{**FAST_LOOP, "strategy": "bald", "num_samples": 1}))
+    ActiveLearningLoop(LoopConfig(**{**FAST_LOOP, "strategy": "entropy", "num_samples": 1}))  # the mean of one
+    assert main(["run", "--strategy", "batchbald", "--num-samples", "1", "--out", str(tmp_path / "run"),
+                 "--quiet"]) == 1  # the CLI's one-line error for a bad value
+    assert not (tmp_path / "run").exists()
+
+
 def test_config_round_trip_and_unknown_key():
     config = LoopConfig(strategy="bald", **FAST_LOOP)
     assert LoopConfig.from_dict(config.to_dict()) == config

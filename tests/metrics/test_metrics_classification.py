@@ -206,3 +206,34 @@ def test_accuracy_of_probabilities_refuses_a_target_beyond_their_classes():
         M.accuracy_score([0, 5], probs_N_C)
     assert M.accuracy_score([0, 1], probs_N_C) == skm.accuracy_score([0, 1], [0, 1])
     assert M.accuracy_score([0, 5], [0, 1]) == 0.5  # labels against labels: no number of classes to check against
+
+
+def test_log_probabilities_given_as_probabilities_get_their_own_advice():
+    # not "did you pass logits? Use torch.softmax": these are already normalised, in log space
+    gen = torch.Generator().manual_seed(0)
+    probs_N_C = torch.softmax(3 * torch.randn(50, 4, generator=gen), -1)
+    y = torch.randint(0, 4, (50,), generator=gen)
+    with pytest.raises(ValueError, match=r"these look like log-probabilities: pass their \.exp\(\), or "
+                                         r"log-probabilities \[N, K, C\] \(for one sample, predictions\.unsqueeze"):
+        M.f1_score(y, probs_N_C.log(), average="macro")
+    with pytest.raises(ValueError, match=r"did you pass logits\? Use torch\.softmax"):
+        M.log_loss(y, 3 * torch.randn(50, 4, generator=gen))
+    # both suggested forms give the probabilities' value
+    expected = skm.f1_score(y, probs_N_C.argmax(-1), average="macro")
+    assert M.f1_score(y, probs_N_C.log().exp(), average="macro") == pytest.approx(expected, abs=1e-12)
+    assert M.f1_score(y, probs_N_C.log().unsqueeze(1), average="macro") == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_probabilities_from_a_softmax_are_accepted(dtype):
+    # a bfloat16 softmax row can sum to 1.003 (eps = 2^-7); the tolerance follows the dtype
+    gen = torch.Generator().manual_seed(1)
+    logits = 3 * torch.randn(400, 10, generator=gen)
+    probs = torch.softmax(logits.to(dtype), -1)
+    assert float((probs.double().sum(-1) - 1).abs().max()) > 1e-3 or dtype == torch.float16
+    y = torch.randint(0, 10, (400,), generator=gen)
+    reference = skm.log_loss(y, (probs.double() / probs.double().sum(-1, keepdim=True)).numpy(), labels=range(10))
+    assert M.log_loss(y, probs) == pytest.approx(reference, abs=0.02)
+    unnormalised = probs.double() * 0.9
+    with pytest.raises(ValueError, match=r"rows must sum to 1"):
+        M.log_loss(y, unnormalised.to(dtype))

@@ -99,6 +99,24 @@ def test_metric_collection_and_binary_average():
         M.MetricCollection([M.Accuracy(), M.Accuracy()])
 
 
+def test_a_collection_is_called_like_torchmetrics_one_and_moves_its_metrics():
+    # forward: this batch's values in one flat dict, accumulated for compute(); .to() moves every state
+    log_probs_N_K_C, y = _data(5)
+    coll = M.MetricCollection([M.Accuracy(), M.F1Score(5, average="macro"), M.Calibration()], prefix="val_")
+    assert coll.to("cpu") is coll
+    batches = list(_batches(len(y)))
+    for sl in batches:
+        out = coll(log_probs_N_K_C[sl], y[sl])
+        assert set(out) == {"val_accuracy", "val_f1", "val_nll", "val_brier", "val_ece"}
+        _close(out["val_accuracy"], skm.accuracy_score(y[sl], log_probs_N_K_C[sl].exp().mean(1).argmax(-1)))
+        mean_probs = log_probs_N_K_C[sl].exp().mean(1).numpy()
+        _close(out["val_nll"], -np.log(mean_probs[np.arange(len(mean_probs)), y[sl].numpy()]).mean())
+    total = coll.compute()
+    _close(total["val_accuracy"], skm.accuracy_score(y, log_probs_N_K_C.exp().mean(1).argmax(-1)))
+    _close(total["val_f1"], M.f1_score(y, log_probs_N_K_C, average="macro", labels=list(range(5))))
+    assert len(batches) > 1
+
+
 def test_streaming_bad_input():
     with pytest.raises(ValueError, match="num_classes"):
         M.ConfusionMatrix(3).update(torch.tensor([0, 3]), torch.tensor([0, 1]))

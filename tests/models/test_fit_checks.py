@@ -88,6 +88,36 @@ def test_train_labels_counted_from_one_are_named(points):
         fit(TwoD(), (x, y + 1), max_epochs=1, generator=0)
 
 
+def test_a_negative_label_is_named_with_its_rows_in_train_and_validation(points):
+    # -1 as an "unlabelled" marker: torch's cross-entropy would raise a bare IndexError
+    x, y = points
+    marked = y.clone()
+    marked[[3, 7]] = -1
+    with pytest.raises(InvalidArgumentError, match=r"^train targets must be class ids >= 0, got -1 in 2 item\(s\) "
+                                                   r"\(rows \[3, 7\]\); leave unlabelled items out of training"):
+        fit(TwoD(), (x, marked), max_epochs=1, generator=0)
+    with pytest.raises(InvalidArgumentError, match=r"^validation targets must be class ids >= 0, got -1 in 5 item"):
+        fit(TwoD(), points, validation=(x, y - 1), max_epochs=1, generator=0)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() > 7, reason="the machine has a cuda:7")
+@pytest.mark.parametrize("device", ["cuda:7", "gpu", torch.device("cuda", 7)])
+def test_fit_and_predict_name_a_device_the_machine_lacks(points, device):
+    # torch's own errors here: "Torch not compiled with CUDA enabled", "Expected one of cpu, cuda, ..."
+    from activebayes.models import MLP, mc_dropout, predict_log_probs
+    from activebayes.models.embeddings import penultimate_features
+
+    net = mc_dropout(MLP(in_features=2, num_classes=2, hidden=8))
+    message = r"^device must be a device this machine has \(.*cpu.*\), got '(cuda:7|gpu)'$"
+    with pytest.raises(InvalidArgumentError, match=message):
+        fit(net, points, max_epochs=1, generator=0, device=device)
+    with pytest.raises(InvalidArgumentError, match=message):
+        predict_log_probs(net, points[0], num_samples=2, generator=0, device=device)
+    with pytest.raises(InvalidArgumentError, match=message):
+        penultimate_features(net, points[0], device=device)
+    assert fit(net, points, max_epochs=1, generator=0, device=torch.device("cpu")).epochs_run == 1
+
+
 def test_more_outputs_than_classes_still_train(points):
     # fit cannot know the task's classes; the loop's evaluation refuses "num_classes=2 but predictions have 3"
     assert fit(TwoD(classes=3), points, max_epochs=1, generator=0).epochs_run == 1

@@ -117,6 +117,12 @@ def test_a_failed_first_query_leaves_nothing_behind(tmp_path, capsys):
         (["--images", tmp_path / "typo", "--classes", "a,b"], "typo"),
         (["--images", folder, "--classes", "a,a"], "classes"),
         (["--dataset", "digits", "--strategy", "telepathy"], "telepathy"),
+        # opening it would refuse these classes ever after (the folder would be unusable)
+        (["--dataset", "iris", "--classes", "a,b,c"], "--classes a,b,c differ from the classes of iris, "
+                                                        "['setosa', 'versicolor', 'virginica']"),
+        # the labelling commands have no --download: the advice is --data-dir alone
+        (["--dataset", "mnist", "--data-dir", folder], "(or the same names without .gz, uncompressed). Give the "
+                                                       "folder that holds them with --data-dir."),
     ]:
         code, out, err = run(capsys, "query", project, *args, *FAST)
         assert code != 0

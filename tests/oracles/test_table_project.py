@@ -496,7 +496,15 @@ def test_the_export_command_writes_what_the_dashboard_exports(tmp_path, capsys):
     for fmt in ("json", "labelstudio"):
         assert main(["export", str(tmp_path / "proj"), "--format", fmt, "--out", str(tmp_path / f"{fmt}.json")]) == 0
         assert (tmp_path / f"{fmt}.json").read_text() == expected[fmt]
+    # without --format, --out's ending chooses; a format the ending contradicts is refused, nothing written
+    assert main(["export", str(tmp_path / "proj"), "--out", str(tmp_path / "by_name.json")]) == 0
+    assert (tmp_path / "by_name.json").read_text() == expected["json"]
     capsys.readouterr()
+    for fmt, name in (("csv", "q.json"), ("json", "q.csv"), ("labelstudio", "q.csv")):
+        assert main(["export", str(tmp_path / "proj"), "--format", fmt, "--out", str(tmp_path / name)]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: --format {fmt} writes ") and "leave --format out" in err, err
+        assert not (tmp_path / name).exists()
     assert main(["export", str(tmp_path / "nothing")]) == 1
     assert "is not a labelling project" in capsys.readouterr().err
 

@@ -485,3 +485,14 @@ def test_local_executor_is_the_default(net, pool, candidates):
     assert_same(score(net, pool, candidates, "entropy", 4, executor=LocalExecutor()),
                 score(net, pool, candidates, "entropy", 4))
     assert math.isfinite(float(score(net, pool, candidates, "entropy", 4).scores.sum()))
+
+
+def test_one_function_sample_is_refused_before_the_pool_is_read(net, pool, candidates):
+    # streamed, the predictions come later: the check is on num_samples, before any chunk is predicted
+    inputs = RecordingInputs(pool)
+    with pytest.raises(ValueError, match=r"^num_samples must be >= 2 for strategy 'bald', which scores how the "
+                                         r"function samples disagree, got 1"):
+        score_pool(net, inputs, candidates, "bald", 5, num_samples=1, mask_generator=MASK_SEED, selection_seed=0)
+    assert inputs.reads == []
+    assert len(score_pool(net, pool, candidates, "entropy", 5, num_samples=1, mask_generator=MASK_SEED,
+                          selection_seed=0)) == 5

@@ -15,10 +15,9 @@ import torch
 from torch import Tensor
 
 from activebayes._validation import (
-    available_devices,
-    check_device,
     check_log_probs,
     check_positive_int,
+    check_torch_device,
     log_probs_tolerance,
 )
 from activebayes.errors import InvalidArgumentError
@@ -42,15 +41,7 @@ def iter_chunks(N: int, rows: int) -> Iterator[tuple[int, int]]:
 
 def resolve_device(tensor: Tensor, device: torch.device | str | None) -> torch.device:
     """Where to compute: ``device``, checked to exist on this machine, else the tensor's."""
-    if device is None:
-        return tensor.device
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError):
-        resolved = None
-    if resolved is None or (resolved.type in ("cuda", "mps") and str(resolved) not in available_devices()):
-        check_device(str(device) if isinstance(device, str | torch.device) else device)  # raises, naming them
-    return resolved
+    return tensor.device if device is None else check_torch_device(device)
 
 
 def check_chunk_sums(

@@ -140,13 +140,13 @@ def _register() -> None:
     if "multilabel_entropy" not in known:
         register_strategy("multilabel_entropy", topk_strategy(multilabel_entropy), mean_only=True)
     if "multilabel_bald" not in known:
-        register_strategy("multilabel_bald", topk_strategy(multilabel_bald))
+        register_strategy("multilabel_bald", topk_strategy(multilabel_bald), disagreement=True)
     if "multilabel_power_bald" not in known:
-        register_strategy("multilabel_power_bald", stochastic_strategy(multilabel_bald, "power"))
+        register_strategy("multilabel_power_bald", stochastic_strategy(multilabel_bald, "power"), disagreement=True)
     if "multilabel_batchbald" not in known:
         register_strategy("multilabel_batchbald", _batchbald_strategy, option_check=_check_batchbald_options,
                           renamed_options={"num_samples": "num_configurations",
-                                           "max_configurations": "max_exact_configs"})
+                                           "max_configurations": "max_exact_configs"}, disagreement=True)
     if "multilabel_badge" not in known:
         register_strategy("multilabel_badge", _badge_strategy, inputs=("log_probs", "features"), mean_only=True)
 

@@ -222,6 +222,10 @@ class Strategy:
     predicts the pool with ``LoopConfig.mean_samples`` functions, as many as the
     evaluation's predictive, instead of ``num_samples`` (which a mutual information such
     as BALD's needs).
+
+    ``disagreement`` says the strategy scores how the K function samples disagree (BALD,
+    BatchBALD, EPIG, ...): one sample has no disagreement, every score would be 0, so
+    :func:`check_call` refuses predictions with K = 1.
     """
 
     name: str
@@ -240,6 +244,7 @@ class Strategy:
     option_check: OptionCheck | None = None
     without_labels: str | None = None
     mean_only: bool = False
+    disagreement: bool = False
 
     def input_arguments(self) -> tuple[str, ...]:
         """The keyword arguments of :func:`select` this strategy reads (besides ``log_probs_N_K_C``)."""
@@ -299,7 +304,11 @@ class StrategyRegistry:
         option_check: OptionCheck | None = None,
         without_labels: str | None | type[_Default] = _Default,
         mean_only: bool = False,
+        disagreement: bool = False,
     ) -> Strategy:
+        if mean_only and disagreement:
+            raise InvalidArgumentError("mean_only and disagreement exclude each other: a strategy that reads only "
+                                       "the samples' mean cannot score their disagreement")
         if score_fn is None and mode is None:  # built by topk_strategy / stochastic_strategy
             score_fn, mode = getattr(fn, "score_fn", None), getattr(fn, "mode", None)
         if score_fn is not None:
@@ -325,6 +334,7 @@ class StrategyRegistry:
             name, fn, needs, tuple(aliases), score_fn, mode, inputs, optional_inputs,
             _strategy_options(fn, (*inputs, *optional_inputs)), plan, defaults, tuple(stream_options),
             dict(renamed_options or {}), option_check, without_labels, bool(mean_only),  # type: ignore[arg-type]
+            bool(disagreement),
         )
         return self._registry.register(name, entry, aliases=entry.aliases, replace=replace)
 
@@ -431,6 +441,10 @@ def check_call(
     accepted ones, ``cost_aware`` needs a budget, and the strategy's ``option_check`` runs.
     """
     K_C: tuple[int, int] | None = None
+    if isinstance(predictions, Tensor) and predictions.ndim == 0 and not predictions.is_floating_point():
+        raise InvalidTypeError(
+            f"log_probs_N_K_C must be predictions [N, K, C], or the pool size as an int for a strategy that reads "
+            f"none; got a 0-d tensor ({int(predictions)}): pass int(...)")
     if isinstance(predictions, int) and not isinstance(predictions, bool):
         if entry.needs_predictions and not streamed:
             raise InvalidTypeError(
@@ -441,6 +455,12 @@ def check_call(
         check_log_probs(predictions, values=False)
         N, K, C = (int(size) for size in predictions.shape)
         K_C = (K, C)
+        if K == 1 and entry.disagreement:
+            raise InvalidArgumentError(
+                f"strategy {entry.name!r} scores how the function samples disagree, and log_probs_N_K_C "
+                f"{list(predictions.shape)} holds K = 1: every score would be 0, no item more informative than "
+                "another; predict with num_samples >= 2 (MC dropout or an ensemble), or use a strategy that reads "
+                "the predictive alone (entropy, margin, badge)")
     batch_size = check_positive_int(batch_size, "batch_size")
     if batch_size > N:
         raise InvalidArgumentError(f"batch_size must be <= the pool size N={N}, got {batch_size}")
@@ -906,16 +926,18 @@ def _default_registry() -> StrategyRegistry:
     for score_name in ("bald", "jackknife_bald", "variation_ratios", "mean_std", "margin", "least_confidence"):
         score_fn = getattr(_scores, score_name)
         registry.register(score_name, topk_strategy(score_fn), score_fn=score_fn, mode="topk",
-                          mean_only=score_name in ("margin", "least_confidence"))
+                          mean_only=score_name in ("margin", "least_confidence"),
+                          disagreement=score_name not in ("margin", "least_confidence"))
     registry.register("batchbald", _batchbald_strategy, plan=_batchbald_plan, defaults=_batchbald_defaults,
                       stream_options=("prefilter",), renamed_options={"num_samples": "num_configurations"},
-                      option_check=_check_batchbald_options)
+                      option_check=_check_batchbald_options, disagreement=True)
     for mode in ("power", "softmax", "softrank"):
-        registry.register(f"{mode}_bald", stochastic_strategy(_scores.bald, mode), score_fn=_scores.bald, mode=mode)
+        registry.register(f"{mode}_bald", stochastic_strategy(_scores.bald, mode), score_fn=_scores.bald, mode=mode,
+                          disagreement=True)
         registry.register(f"{mode}_entropy", stochastic_strategy(_scores.predictive_entropy, mode),
                           score_fn=_scores.predictive_entropy, mode=mode, mean_only=True)
-    registry.register("epig", epig_strategy("topk"), optional_inputs=("target_log_probs",))
-    registry.register("power_epig", epig_strategy("power"), optional_inputs=("target_log_probs",))
+    registry.register("epig", epig_strategy("topk"), optional_inputs=("target_log_probs",), disagreement=True)
+    registry.register("power_epig", epig_strategy("power"), optional_inputs=("target_log_probs",), disagreement=True)
     registry.register("badge", _badge_strategy, inputs=("log_probs", "features"), plan=_badge_plan,
                       mean_only=True)
     registry.register("typicality", _typicality_strategy, inputs=("features", "labelled_features"),
@@ -945,6 +967,7 @@ def register_strategy(
     option_check: OptionCheck | None = None,
     without_labels: str | None | type[_Default] = _Default,
     mean_only: bool = False,
+    disagreement: bool = False,
 ) -> Strategy:
     """Register ``fn`` under ``name`` (and ``aliases``) so :func:`select`, ``score_pool``, the loop and the CLI find it.
 
@@ -965,13 +988,15 @@ def register_strategy(
     names the strategy to run before the first label (default: ``"random"`` when the
     strategy reads predictions, else none); ``mean_only=True`` declares that ``fn`` reads
     the K samples only through their mean (the loop then predicts with
-    ``LoopConfig.mean_samples`` functions). Registering a taken name raises unless ``replace``.
+    ``LoopConfig.mean_samples`` functions); ``disagreement=True`` declares that it scores
+    how the K samples disagree (predictions with K = 1 are then refused). Registering a
+    taken name raises unless ``replace``.
     """
     return REGISTRY.register(name, fn, needs_predictions=needs_predictions, aliases=aliases, replace=replace,
                              score_fn=score_fn, mode=mode, inputs=inputs, optional_inputs=optional_inputs,
                              plan=plan, defaults=defaults, stream_options=stream_options,
                              renamed_options=renamed_options, option_check=option_check,
-                             without_labels=without_labels, mean_only=mean_only)
+                             without_labels=without_labels, mean_only=mean_only, disagreement=disagreement)
 
 
 def unregister_strategy(name: str) -> None:

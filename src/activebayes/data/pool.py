@@ -420,7 +420,8 @@ class Pool:
         """
         pos = as_index_tensor(positions, "positions")
         unlabelled = self.unlabelled_indices
-        if pos.numel() and (int(pos.min()) < -len(unlabelled) or int(pos.max()) >= len(unlabelled)):
+        # no Python-style negative positions: an off-by-one -1 would name the last item silently
+        if pos.numel() and (int(pos.min()) < 0 or int(pos.max()) >= len(unlabelled)):
             raise InvalidIndexError(f"positions must lie in 0 .. {len(unlabelled) - 1} (unlabelled items), got {pos.tolist()}")
         return unlabelled[pos]
 

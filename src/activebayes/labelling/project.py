@@ -140,6 +140,11 @@ class LabellingProject:
                 unread = f" ({len(skipped)} file(s) could not be read: {skipped[0][1]})" if skipped else ""
                 raise ProjectError(f"{config.source} holds {n} readable item(s){unread}; "
                                    "a project needs at least 2")
+            if config.classes is not None and tuple(config.classes) != tuple(dataset.classes):
+                # what opening it would refuse ever after: refused before anything is created
+                raise ProjectError(f"--classes {','.join(config.classes)} differ from the classes of "
+                                   f"{config.source}, {list(dataset.classes)}: leave --classes out (the dataset "
+                                   "names its own), or give exactly those, in that order")
             store = LabelStore.create(staging / STORE_FILE, classes=cls._classes(config, dataset),
                                       meta={"project": config.to_dict(), "dataset_name": dataset.name},
                                       multilabel=config.multilabel)

@@ -88,12 +88,18 @@ def check_probs(value: object, name: str = "probs_N_C", *, atol: float | None = 
         raise InvalidArgumentError(f"{name} has a zero-sized dimension: shape {tuple(tensor.shape)}")
     check_finite(tensor, name)
     if atol is None:
-        atol = 1e-6 if tensor.dtype == torch.float64 else 1e-3
+        # rounding each probability moves a row's sum by about eps / 2: four times that, at least 1e-3
+        # below float64 (bfloat16, eps = 2^-7: 0.031; float16: 0.0039)
+        atol = 1e-6 if tensor.dtype == torch.float64 else max(1e-3, 4 * torch.finfo(tensor.dtype).eps)
     lo, hi = float(tensor.min()), float(tensor.max())
     if lo < -atol or hi > 1 + atol:
+        if hi <= atol and abs(float(tensor.double().exp().sum(-1).max()) - 1) <= atol:
+            hint = ("these look like log-probabilities: pass their .exp(), or log-probabilities [N, K, C] "
+                    f"(for one sample, {name}.unsqueeze(1))")
+        else:
+            hint = "did you pass logits? Use torch.softmax(logits, dim=-1)"
         raise InvalidArgumentError(
-            f"{name} must hold probabilities in [0, 1], got values in [{lo:.4g}, {hi:.4g}]; "
-            "did you pass logits? Use torch.softmax(logits, dim=-1)"
+            f"{name} must hold probabilities in [0, 1], got values in [{lo:.4g}, {hi:.4g}]; {hint}"
         )
     sums = tensor.double().sum(-1)
     worst = int((sums - 1).abs().argmax())

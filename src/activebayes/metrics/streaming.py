@@ -262,10 +262,24 @@ class MetricCollection:
         for metric in self._metrics.values():
             metric.update(predictions, targets)
 
+    def __call__(self, predictions: object, targets: object) -> dict[str, Any]:
+        """Each metric's ``forward``: this batch's values (one flat dict), also accumulated."""
+        return self._flat({name: metric(predictions, targets) for name, metric in self._metrics.items()})
+
+    forward = __call__
+
     def compute(self) -> dict[str, Any]:
+        return self._flat({name: metric.compute() for name, metric in self._metrics.items()})
+
+    def to(self, device: torch.device | str) -> MetricCollection:
+        """Move every metric's state to ``device``; returns the collection."""
+        for metric in self._metrics.values():
+            metric.to(device)
+        return self
+
+    def _flat(self, values: Mapping[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name, metric in self._metrics.items():
-            value = metric.compute()
+        for name, value in values.items():
             if isinstance(value, dict):
                 for key, v in value.items():
                     out[f"{self.prefix}{key}" if name == "calibration" else f"{self.prefix}{name}_{key}"] = v

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
-from activebayes._validation import check_positive_int
+from activebayes._validation import check_positive_int, check_torch_device
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.models.ensemble import Ensemble
 from activebayes.models.predict import _Inputs, _model_device
@@ -82,7 +82,7 @@ def penultimate_features(
         raise InvalidArgumentError("layer must be a module of model (one of model.modules())")
     inputs = _Inputs(data)
     if device is not None:
-        model.to(device)
+        model.to(check_torch_device(device, "device"))
     run_device = _model_device(model)
 
     captured: list[Tensor] = []

@@ -36,7 +36,7 @@ from torch import Tensor, nn
 
 from activebayes._io import NpyWriter, ensure_folder, remove_dead_writers_temps, renamed_error
 from activebayes._threads import threads_for
-from activebayes._validation import check_positive_int
+from activebayes._validation import check_positive_int, check_torch_device
 from activebayes.data.lazy import LazyInputs
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
@@ -416,7 +416,7 @@ def compute_embeddings(
 def _frozen(module: nn.Module, device: torch.device | str | None) -> FrozenEncoder:
     frozen = FrozenEncoder(module, cache=False)
     if device is not None:
-        frozen.to(device)
+        frozen.to(check_torch_device(device, "device"))
     return frozen
 
 

@@ -19,7 +19,7 @@ from torch.utils.data import Dataset, TensorDataset
 from tqdm.auto import tqdm
 
 from activebayes._threads import threads_for
-from activebayes._validation import check_choice, check_positive_int
+from activebayes._validation import check_choice, check_positive_int, check_torch_device
 from activebayes.models.dropout import (
     FACTORISE_MIN_SAMPLES,
     BatchedSamplingError,
@@ -408,7 +408,7 @@ def predict_log_probs(
         )
 
     if device is not None:
-        model.to(device)
+        model.to(check_torch_device(device, "device"))
     run_device = _model_device(model)
     if memory_budget_mb is None:
         memory_budget_mb = CPU_MEMORY_BUDGET_MB if run_device.type == "cpu" else DEVICE_MEMORY_BUDGET_MB

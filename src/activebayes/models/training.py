@@ -31,7 +31,7 @@ from torch.nn import functional as F
 from torch.utils.data import Dataset, TensorDataset
 from tqdm.auto import tqdm
 
-from activebayes._validation import check_choice, check_positive_int
+from activebayes._validation import check_choice, check_positive_int, check_torch_device
 from activebayes._seeding import as_generator, draw_seed, global_rng_seeded
 from activebayes._threads import threads_for
 from activebayes.models._lockstep import fit_lockstep, stackable
@@ -143,6 +143,12 @@ def _as_tensors(data: object, name: str, multilabel: bool = False) -> tuple[Tens
         )
     if targets.is_floating_point():
         raise InvalidTypeError(f"{name} targets must be integer class indices, got dtype {targets.dtype}")
+    negative = torch.nonzero(targets < 0).flatten().tolist()
+    if negative:
+        more = f" and {len(negative) - 5} more" if len(negative) > 5 else ""
+        raise InvalidArgumentError(
+            f"{name} targets must be class ids >= 0, got {int(targets[negative[0]])} in {len(negative)} item(s) "
+            f"(rows {negative[:5]}{more}); leave unlabelled items out of training instead of marking them")
     _check_finite_inputs(inputs, name)
     return inputs, targets.long()
 
@@ -446,7 +452,7 @@ def fit(
     val = _as_tensors(validation, "validation", multilabel) if validation is not None else None
     gen = as_generator(generator)
     if device is not None:
-        model.to(device)
+        model.to(check_torch_device(device, "device"))
     split = split_frozen(model)
     if split is not None:  # a head on a frozen encoder: encode each item once, train the head on features
         encode, model = split
