@@ -165,6 +165,12 @@ def test_image_folder_class_subfolders(tmp_path):
     with pytest.warns(UserWarning, match=r"subfolder\(s\) bird hold no image, so they are not classes; the "
                                          r"classes are cat, dog"):
         assert image_folder(tmp_path, size=(4, 4)).classes == ("cat", "dog")
+    # one stray image at the top makes the folder flat: the class subfolders' images are named as left out
+    _write_png(tmp_path / "stray.png", 90)
+    with pytest.warns(UserWarning, match=r"holds 1 image\(s\) directly, so it is read as one flat folder and the 4 "
+                                         r"image\(s\) in its subfolder\(s\) cat, dog are left out"):
+        flat = image_folder(tmp_path, size=(4, 4))
+    assert len(flat) == 1 and flat.targets is None
 
 
 def test_image_folder_errors(tmp_path):
