@@ -559,3 +559,34 @@ def test_a_read_only_project_exports_and_nothing_in_it_is_written(tmp_path, caps
             _chmod_tree(copy, 0o700, 0o600)
     assert main(["export", str(copy), "--out", str(after)]) == 0  # the same copy, writable
     assert after.read_text() == expected
+
+
+def test_export_after_the_table_was_edited_or_moved_keeps_every_label(tmp_path, capsys):
+    # export matches the stored items to the table's rows by key, not through the last scan: it
+    # used to refuse ("changed while the project was open") until `label` rescanned the table
+    rows = gloss_rows(2)
+    table = write_csv(tmp_path / "t.csv", rows)
+    with LabellingProject.create(tmp_path / "proj", text_config(table, id_column=None)) as project:
+        labelled = project.store.items()[:3]
+        for item in labelled:
+            project.store.answer(item.id, 0, "ann")
+        texts = [project.item_content(item.id)["text"] for item in labelled]
+    edited = [dict(row) for row in rows][::-1]
+    next(row for row in edited if row["text"] == texts[0])["text"] += " (edited)"
+    edited.insert(1, {"id": "new", "text": "a row added later", "y": rows[0]["y"]})
+    write_csv(table, edited)
+
+    def exported(name: str) -> tuple[list[dict[str, str]], str]:
+        assert main(["export", str(tmp_path / "proj"), "--out", str(tmp_path / name)]) == 0
+        with open(tmp_path / name, newline="", encoding="utf-8") as handle:
+            return [row for row in csv.DictReader(handle) if row["label"]], capsys.readouterr().err
+
+    after_edit, err = exported("after_edit.csv")
+    assert "1 item(s) of the project are no longer rows of" in err and "their labels are exported" in err
+    assert [row["label"] for row in after_edit] == [CLASSES[0]] * 3
+    assert [row["text"] for row in after_edit] == ["", texts[1], texts[2]]
+    table.rename(tmp_path / "moved.csv")
+    after_move, err = exported("after_move.csv")
+    assert "the export's text / fields columns are empty" in err and "no such file" in err
+    assert [(row["item"], row["label"], row["text"]) for row in after_move] == [
+        (row["item"], row["label"], "") for row in after_edit]

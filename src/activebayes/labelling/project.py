@@ -43,13 +43,14 @@ import math
 import os
 import secrets
 import shutil
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from activebayes._io import atomic_write_text, ensure_folder, renamed_error
 from activebayes._validation import check_choice
-from activebayes.data import ArrayDataset, MissingSplitError, dataset_contents, image_folder, load_dataset
+from activebayes.data import ArrayDataset, DataError, MissingSplitError, dataset_contents, image_folder, load_dataset
 from activebayes.data.table import ALL_OTHER_COLUMNS, read_table_rows, resolve_feature_columns
 from activebayes.errors import MissingFileError
 from activebayes.labelling import roundtrip
@@ -548,13 +549,35 @@ class LabellingProject:
         ``text`` and / or ``fields`` (column -> value), a multi-label one's its ``labels``."""
         rows = self.store.export_rows(root=self.config.images)
         if self.item_kind != "image":
-            rows = [{**row, **self._content_columns(row["item"])} for row in rows]
+            content_of = self._table_contents() if self.config.table is not None else self.item_content
+            rows = [{**row, **self._content_columns(content_of(row["item"]))} for row in rows]
         if fmt == "labelstudio":
             return json.dumps(label_studio_tasks(rows), indent=1, ensure_ascii=False) + "\n"
         return export_text(rows, fmt)
 
-    def _content_columns(self, item: int) -> dict[str, Any]:
-        content = self.item_content(item) or {}
+    def _table_contents(self) -> Callable[[int], dict[str, Any] | None]:
+        """Each stored item's row as the table holds it now, matched by the item's key (row id or
+        content hash), not by the project's last scan: a table edited or moved since still exports
+        every label, with the text / fields of the rows it can still find (a warning counts the rest)."""
+        if self._table is not None:
+            table: TableItems | None = self._table
+        else:
+            try:
+                _, _, table = self._load_source(self.config, self.directory, progress=False, scan=False)
+            except (MissingFileError, DataError, OSError) as error:
+                warnings.warn(f"the export's text / fields columns are empty: {error}", UserWarning, stacklevel=3)
+                table = None
+        by_key = dict(zip(table.keys, table.contents)) if table is not None else {}
+        keys = {item.id: item.key for item in self.store.items()}
+        missing = sum(1 for key in keys.values() if key not in by_key)
+        if table is not None and missing:
+            warnings.warn(f"{missing} item(s) of the project are no longer rows of {self.config.table}: their text / "
+                          "fields columns in the export are empty (their labels are exported)", UserWarning,
+                          stacklevel=3)
+        return lambda item: by_key.get(keys.get(item, ""))
+
+    def _content_columns(self, content: dict[str, Any] | None) -> dict[str, Any]:
+        content = content or {}
         columns: dict[str, Any] = {}
         if self.config.text_column is not None or "text" in content:
             columns["text"] = content.get("text")
