@@ -185,9 +185,11 @@ BAD_REQUESTS = [
      {"Authorization": "Bearer nope"}, 401, "token"),
     ("no token", "GET", "/api/state", None, {"Authorization": ""}, 401, "token"),
     ("unknown class", "POST", "/api/answer", {"annotator": "ann", "item": "ITEM", "label": "banana"}, {}, 422,
-     "not a class"),
+     "expected a class name ('0', '1', '2', "),
+    # the digits' class names are numerals: the message says a number is an id
     ("class id out of range", "POST", "/api/answer", {"annotator": "ann", "item": "ITEM", "label": 10}, {}, 422,
-     "not a class"),
+     "label 10 is not a class of this project; expected a class name ('0', '1', '2', '3', '4', '5', '6', '7', '8', "
+     "'9') or an id 0..9 (a number is an id, a string a name)"),
     ("unknown item", "POST", "/api/answer", {"annotator": "ann", "item": 987654, "label": "1"}, {}, 404, "no item"),
     ("a path for an item id", "POST", "/api/answer", {"annotator": "ann", "item": "../../etc/passwd", "label": "1"},
      {}, 400, "integer item id"),

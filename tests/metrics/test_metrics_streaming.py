@@ -179,3 +179,10 @@ def test_docstring_examples_run(module):
     name = "activebayes.metrics" if module == "__init__" else f"activebayes.metrics.{module}"
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("name", ["ConfusionMatrix", "Precision", "Recall", "F1Score"])
+def test_a_streaming_metric_without_num_classes_names_itself(name):
+    # the default was Python's "_PRF.__init__() missing 1 required positional argument"
+    with pytest.raises(TypeError, match=rf"^{name} needs num_classes, the number of classes C, e.g\. {name}\(10\)$"):
+        getattr(M, name)()

@@ -263,8 +263,10 @@ class LabelApp:
                 return value
         elif isinstance(value, str) and value in self.classes:
             return self.classes.index(value)
-        raise HTTPError(422, f"label {value!r} is not a class of this project; expected one of "
-                             f"[{', '.join(self.classes)}] or an id 0..{len(self.classes) - 1}")
+        # names quoted: with classes named '2', '1' a name and an id look alike (a number is an id)
+        raise HTTPError(422, f"label {value!r} is not a class of this project; expected a class name "
+                             f"({', '.join(map(repr, self.classes))}) or an id 0..{len(self.classes) - 1} "
+                             "(a number is an id, a string a name)")
 
     def label_set(self, item: int, values: object) -> int:
         """A multi-label answer (a list of class names or ids) as its bitmask; an empty set is a 422

@@ -105,8 +105,11 @@ class ConfusionMatrix(_AbMetric):
 
     default_name = "confusion_matrix"
 
-    def __init__(self, num_classes: int, **kwargs: Any) -> None:
+    def __init__(self, num_classes: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if num_classes is None:  # Precision / Recall / F1Score too: not a TypeError naming a private class
+            raise InvalidTypeError(f"{type(self).__name__} needs num_classes, the number of classes C, e.g. "
+                                   f"{type(self).__name__}(10)")
         self.num_classes = check_positive_int(num_classes, "num_classes")
         self.add_state(
             "confmat", default=torch.zeros(num_classes, num_classes, dtype=torch.long), dist_reduce_fx="sum"
@@ -126,7 +129,7 @@ class _PRF(ConfusionMatrix):
 
     def __init__(
         self,
-        num_classes: int,
+        num_classes: int | None = None,
         *,
         average: str | None = "macro",
         zero_division: float = 0.0,
