@@ -128,10 +128,7 @@ def config_strategies(config: LoopConfig) -> tuple[Strategy, Strategy | None]:
         strategy = get_strategy(config.strategy)
     except InvalidArgumentError as error:
         raise InvalidArgumentError(f"strategy (--strategy): {error}") from None
-    if strategy.disagreement and config.num_samples == 1:
-        raise InvalidArgumentError(
-            f"num_samples (--num-samples) must be >= 2 for strategy {strategy.name!r} (--strategy), which scores how "
-            "the function samples disagree, got 1 (one sample has no disagreement: every score would be 0)")
+    strategy.check_num_samples(config.num_samples, "num_samples (--num-samples)")
     if config.cold_start is None:
         return strategy, None
     try:

@@ -437,10 +437,8 @@ def score_pool(
     spec = _check_predict_spec(num_samples, mask_generator, predict_batch_size, sampling, device)
     call = check_call(entry, int(indices_N.shape[0]), batch_size, costs_N=costs, cost_budget=cost_budget,
                       inputs=strategy_inputs, options=options, streamed=True, order_N=order_N)
-    if entry.disagreement and spec.num_samples == 1:
-        raise InvalidArgumentError(f"num_samples must be >= 2 for strategy {entry.name!r}, which scores how the "
-                                   "function samples disagree, got 1 (one sample has no disagreement: every score "
-                                   "would be 0)")
+    if spec.num_samples is not None:  # None: an ensemble's members, its size
+        entry.check_num_samples(spec.num_samples, "num_samples")
     request = PoolRequest(entry.name, indices_N, call.batch_size, call.budget, call.options, call.inputs,
                           _check_seed(selection_seed, "selection_seed"), device, progress)
     chunk_size = check_positive_int(chunk_size, "chunk_size")

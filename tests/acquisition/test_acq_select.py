@@ -586,8 +586,8 @@ def test_one_function_sample_is_refused_where_the_strategy_scores_disagreement(s
     assert torch.equal(acquisition.bald(log_probs), torch.zeros(12, dtype=torch.float64))
     if strategy.startswith("multilabel"):
         log_probs = torch.nn.functional.logsigmoid(torch.randn(12, 1, 3, dtype=torch.float64))
-    with pytest.raises(ValueError, match=rf"^strategy '{strategy}' scores how the function samples disagree, and "
-                                         r"log_probs_N_K_C \[12, 1, 3\] holds K = 1"):
+    with pytest.raises(ValueError, match=r"^K, the function samples of log_probs_N_K_C \[12, 1, 3\], must be >= 2 "
+                                         rf"for strategy '{strategy}', which scores how the function samples disagree"):
         select(log_probs, strategy, 3, generator=0)
 
 

@@ -151,7 +151,7 @@ def test_one_function_sample_is_refused_for_a_strategy_that_scores_disagreement(
     # K = 1: every BALD score is 0; the loop would fit a model, then pick the pool's first items
     from activebayes.cli import main
 
-    with pytest.raises(ValueError, match=r"^num_samples \(--num-samples\) must be >= 2 for strategy 'bald' "):
+    with pytest.raises(ValueError, match=r"^num_samples \(--num-samples\) must be >= 2 for strategy 'bald', which "):
         ActiveLearningLoop(LoopConfig(**{**FAST_LOOP, "strategy": "bald", "num_samples": 1}))
     ActiveLearningLoop(LoopConfig(**{**FAST_LOOP, "strategy": "entropy", "num_samples": 1}))  # the mean of one
     assert main(["run", "--strategy", "batchbald", "--num-samples", "1", "--out", str(tmp_path / "run"),

@@ -246,6 +246,15 @@ class Strategy:
     mean_only: bool = False
     disagreement: bool = False
 
+    def check_num_samples(self, K: int, argument: str) -> None:
+        """Refuse K = 1 function sample (given as ``argument``) for a strategy that scores their disagreement."""
+        if K == 1 and self.disagreement:
+            raise InvalidArgumentError(
+                f"{argument} must be >= 2 for strategy {self.name!r}, which scores how the function samples "
+                "disagree, got 1 (one sample has no disagreement: every score would be 0); predict with more "
+                "samples (MC dropout or an ensemble), or use a strategy that reads the predictive alone (entropy, "
+                "margin, badge)")
+
     def input_arguments(self) -> tuple[str, ...]:
         """The keyword arguments of :func:`select` this strategy reads (besides ``log_probs_N_K_C``)."""
         return tuple(INPUTS[key] for key in (*self.inputs, *self.optional_inputs) if key != "log_probs")
@@ -455,12 +464,7 @@ def check_call(
         check_log_probs(predictions, values=False)
         N, K, C = (int(size) for size in predictions.shape)
         K_C = (K, C)
-        if K == 1 and entry.disagreement:
-            raise InvalidArgumentError(
-                f"strategy {entry.name!r} scores how the function samples disagree, and log_probs_N_K_C "
-                f"{list(predictions.shape)} holds K = 1: every score would be 0, no item more informative than "
-                "another; predict with num_samples >= 2 (MC dropout or an ensemble), or use a strategy that reads "
-                "the predictive alone (entropy, margin, badge)")
+        entry.check_num_samples(K, f"K, the function samples of log_probs_N_K_C {list(predictions.shape)},")
     batch_size = check_positive_int(batch_size, "batch_size")
     if batch_size > N:
         raise InvalidArgumentError(f"batch_size must be <= the pool size N={N}, got {batch_size}")

@@ -185,12 +185,13 @@ def list_images(path: str | os.PathLike[str], *, classes: Sequence[str] | None =
         raise DataError(f"image folder {folder} does not exist or is not a folder")
     files = _images_in(folder)
     if files:
-        nested = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".") and _images_in(p))
+        counts = {p.name: len(_images_in(p)) for p in sorted(folder.iterdir())
+                  if p.is_dir() and not p.name.startswith(".")}
+        nested = {name: count for name, count in counts.items() if count}
         if nested:  # read flat: the subfolders' images would be left out without a word
-            left_out = sum(len(_images_in(folder / name)) for name in nested)
             warnings.warn(f"image folder {folder} holds {len(files)} image(s) directly, so it is read as one flat "
-                          f"folder and the {left_out} image(s) in its subfolder(s) {', '.join(nested)} are left out; "
-                          "to read the subfolders as classes, move the loose images into them (or out)",
+                          f"folder and the {sum(nested.values())} image(s) in its subfolder(s) {', '.join(nested)} "
+                          "are left out; to read the subfolders as classes, move the loose images into them (or out)",
                           UserWarning, stacklevel=2)
         class_names = tuple(str(c) for c in classes) if classes is not None else ()
         return ImageListing(tuple(files), None, class_names)
