@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import numbers
 import os
 import random
 from collections.abc import Iterator
@@ -43,8 +44,8 @@ def draw_seed(generator: torch.Generator | int | None, name: str = "generator") 
         return int(torch.randint(0, 2**62, (), dtype=torch.int64))
     if isinstance(generator, bool):
         raise InvalidTypeError(f"{name} must be a torch.Generator, an int seed or None, got bool")
-    if isinstance(generator, int):
-        return mix_seed(generator)
+    if isinstance(generator, numbers.Integral):  # an int seed, NumPy integers included
+        return mix_seed(int(generator))
     if isinstance(generator, torch.Generator):
         return int(torch.randint(0, 2**62, (), dtype=torch.int64, generator=generator))
     raise InvalidTypeError(
@@ -185,8 +186,9 @@ def keyed_uniform(seed: int, keys_N: torch.Tensor) -> torch.Tensor:
     >>> bool(((u > 0) & (u < 1)).all()), torch.equal(u[2:], keyed_uniform(7, torch.arange(2, 5)))
     (True, True)
     """
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise InvalidTypeError(f"seed must be an int, got {type(seed).__name__}")
+    seed = int(seed)
     if not isinstance(keys_N, torch.Tensor) or keys_N.dtype != torch.int64:
         got = keys_N.dtype if isinstance(keys_N, torch.Tensor) else type(keys_N).__name__
         raise InvalidTypeError(f"keys_N must be an int64 tensor, got {got}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import numbers
 import warnings
 from collections.abc import Iterable
 
@@ -115,8 +116,10 @@ def log_probs_tolerance(dtype: torch.dtype, num_classes: int) -> float:
 
 
 def check_nonnegative_float(value: object, name: str, *, allow_zero: bool = True) -> float:
-    """A finite real number >= 0 (> 0 with ``allow_zero=False``); returns it as float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """A finite real number >= 0 (> 0 with ``allow_zero=False``); returns it as float.
+
+    NumPy scalars (``np.float32(0.5)``) count as real numbers."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     value = float(value)
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
@@ -126,8 +129,13 @@ def check_nonnegative_float(value: object, name: str, *, allow_zero: bool = True
 
 
 def check_positive_int(value: object, name: str, *, allow_zero: bool = False) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    """An int >= 1 (>= 0 with ``allow_zero=True``); returns it as a Python int.
+
+    NumPy integers (``np.int64(5)``, what ``np.arange`` yields) count as ints; bools,
+    floats and tensors do not."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    value = int(value)
     if value < 0 or (value == 0 and not allow_zero):
         expected = ">= 0" if allow_zero else ">= 1"
         raise InvalidArgumentError(f"{name} must be {expected}, got {value}")

@@ -351,6 +351,22 @@ def test_select_errors(strategy: str, kwargs: dict, error: type, message: str) -
         select(random_log_probs(30, 4, 3, seed=12), strategy, batch_size, **kwargs)
 
 
+def test_numpy_integers_count_as_ints() -> None:
+    """``np.arange`` and NumPy arithmetic yield ``np.int64``: as batch size and as seed it is the
+    Python int it holds (it was refused with "batch_size must be an int")."""
+    import numpy as np
+
+    log_probs = random_log_probs(30, 4, 3, seed=13)
+    for strategy in ("bald", "batchbald", "power_bald", "random"):
+        ours = select(log_probs, strategy, np.int64(4), generator=np.int64(7))
+        reference = select(log_probs, strategy, 4, generator=7)
+        assert ours.tolist() == reference.tolist() and len(ours) == 4
+    with pytest.raises(TypeError, match="batch_size must be an int, got float64"):
+        select(log_probs, "bald", np.float64(4.0))
+    with pytest.raises(TypeError, match="batch_size must be an int, got bool"):
+        select(log_probs, "bald", True)
+
+
 def test_select_value_errors() -> None:
     good = random_log_probs(10, 4, 3)
     with pytest.raises(ValueError, match="must have 3 dimensions"):

@@ -37,6 +37,8 @@ Example:
 
 from __future__ import annotations
 
+import numbers
+
 from collections.abc import Mapping
 from typing import Any
 
@@ -58,17 +60,17 @@ def _generator(seed: int | None, generator: torch.Generator | int | None) -> tor
     if seed is not None and generator is not None:
         raise InvalidArgumentError("pass either seed or generator, not both")
     if generator is not None:
-        if isinstance(generator, int) and not isinstance(generator, bool):  # a seed, as generator= takes elsewhere
-            return torch.Generator().manual_seed(generator)
+        if isinstance(generator, numbers.Integral) and not isinstance(generator, bool):  # a seed, as generator= takes elsewhere
+            return torch.Generator().manual_seed(int(generator))
         if not isinstance(generator, torch.Generator):
             raise InvalidTypeError(f"generator must be a torch.Generator or an int seed, got "
                                    f"{type(generator).__name__}")
         return generator
     if seed is None:
         seed = 0
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise InvalidTypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
-    return torch.Generator().manual_seed(seed)
+    return torch.Generator().manual_seed(int(seed))
 
 
 def _proportional(counts_C: Tensor, total: int) -> Tensor:
