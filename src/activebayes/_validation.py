@@ -25,7 +25,8 @@ Device = torch.device | str | None
 
 def check_tensor(value: object, name: str) -> Tensor:
     if not isinstance(value, Tensor):
-        raise InvalidTypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+        hint = f"; convert it with torch.from_numpy({name})" if type(value).__module__ == "numpy" else ""
+        raise InvalidTypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}{hint}")
     return value
 
 
