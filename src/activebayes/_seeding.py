@@ -62,13 +62,19 @@ def as_generator(generator: torch.Generator | int | None, name: str = "generator
 
 @contextlib.contextmanager
 def global_rng_seeded(seed: int) -> Iterator[None]:
-    """Seed torch's global CPU generator inside the block; restore it afterwards.
+    """Seed torch's global generators inside the block; restore them afterwards.
 
     Default initialisers and ``nn.Dropout`` in training draw from the global
-    generator; this makes them reproducible without leaking state.
+    generators; this makes them reproducible without leaking state. CUDA's generators
+    are seeded and restored too when CUDA is already started (a model on a GPU has
+    started it); otherwise they are left alone, so the block neither starts CUDA nor
+    queues a seed for whoever starts it later (``torch.manual_seed`` would).
     """
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    cuda = range(torch.cuda.device_count()) if torch.cuda.is_initialized() else range(0)
+    with torch.random.fork_rng(devices=cuda):
+        torch.default_generator.manual_seed(seed)
+        for device in cuda:
+            torch.cuda.default_generators[device].manual_seed(seed)
         yield
 
 
