@@ -386,7 +386,7 @@ class RayExecutor:
         # soon as it returns one; a block of an actor that dies is retried on its restarted replica
         for actor in actors * _IN_FLIGHT:
             give(actor)
-        with tqdm(total=N, desc=f"{description} on Ray", unit="item", disable=not progress, leave=False) as bar:
+        with tqdm(total=N, desc=f"{description} on Ray", unit="item", disable=not progress, leave=False, delay=1.0) as bar:
             while pending:
                 [done], _ = ray.wait(list(pending), num_returns=1)
                 give(pending.pop(done))

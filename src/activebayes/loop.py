@@ -777,6 +777,7 @@ class ActiveLearningLoop:
             options=options,
             strategy_inputs=inputs,
             executor=self._executor,
+            progress=_progress.shown(),
         )
         return min(batch_size, len(selection.indices)), selection.indices, selection.scores, strategy
 

@@ -67,7 +67,7 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from activebayes._validation import Device, check_choice, check_positive_int
+from activebayes._validation import Device, check_choice, check_positive_int, check_torch_device
 from activebayes.acquisition import get_strategy
 from activebayes.acquisition.selection import Selection
 from activebayes.acquisition.strategies import DEFAULT_PREFILTER, check_call
@@ -86,7 +86,7 @@ from activebayes.data.dataset import as_index_tensor
 from activebayes.errors import InvalidArgumentError, InvalidIndexError, InvalidTypeError
 from activebayes.models import FunctionSampler, SAMPLING_MODES, mc_dropout_layers, predict_log_probs, resample_masks
 from activebayes.models.posterior import Posterior, SampledFunctions
-from activebayes.models.predict import hold_functions
+from activebayes.models.predict import NaNOutputsError, hold_functions
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -171,10 +171,13 @@ def run_chunk(
     log_probs_n_K_C = None
     if work.needs_predictions:
         x_n = read_chunk(inputs, indices_n)
-        log_probs_n_K_C = predict_log_probs(
-            model, x_n, spec.num_samples, batch_size=spec.batch_size, generator=None,
-            device=spec.device, sampling=spec.sampling,
-        )
+        try:
+            log_probs_n_K_C = predict_log_probs(
+                model, x_n, spec.num_samples, batch_size=spec.batch_size, generator=None,
+                device=spec.device, sampling=spec.sampling,
+            )
+        except NaNOutputsError as error:  # name the pool's items, not positions in the chunk
+            raise error.for_items(indices_n) from None
     return work.map(indices_n, costs_n, log_probs_n_K_C)
 
 
@@ -258,7 +261,7 @@ class LocalExecutor:
     ) -> Rows:
         N = int(indices_N.shape[0])
         accumulator = RowsAccumulator(work)
-        with tqdm(total=N, desc=description, unit="item", disable=not progress, leave=False) as bar:
+        with tqdm(total=N, desc=description, unit="item", disable=not progress, leave=False, delay=1.0) as bar:
             for start in range(0, N, chunk_size):
                 end = min(N, start + chunk_size)
                 costs_n = None if costs_N is None else costs_N[start:end]
@@ -423,7 +426,7 @@ def score_pool(
             ``candidates_N``), ``labelled_features_L_D``, ``target_log_probs_M_K_C``.
         executor: where the chunks run: :class:`LocalExecutor` (default) or
             :class:`activebayes.distributed.RayExecutor`.
-        progress: a tqdm bar per pass over the pool.
+        progress: a tqdm bar per pass over the pool (shown once the pass has run for a second).
 
     Returns:
         :class:`~activebayes.acquisition.Selection` whose ``indices`` are **original
@@ -482,4 +485,9 @@ def _check_predict_spec(
         _check_seed(mask_generator, "mask_generator")
     predict_batch_size = check_positive_int(predict_batch_size, "predict_batch_size")
     check_choice(sampling, "sampling", SAMPLING_MODES)
-    return PredictSpec(num_samples, predict_batch_size, sampling, None if device is None else str(torch.device(device)))
+    if device is not None:  # the name only: on a Ray cluster the workers' devices count, not this machine's
+        try:
+            device = str(torch.device(device))
+        except (RuntimeError, TypeError):
+            check_torch_device(device)  # raises, naming the devices this machine has
+    return PredictSpec(num_samples, predict_batch_size, sampling, device)

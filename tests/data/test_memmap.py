@@ -15,6 +15,7 @@ import hashlib
 import json
 import pickle
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -323,6 +324,44 @@ def test_write_memmap_from_chunks_equals_from_array(tmp_path, toy_pair):
     assert ds.targets is None and ds.classes == ()
 
 
+def test_write_memmap_takes_tensors_and_checks_chunk_items_targets_and_layout(tmp_path, toy_pair):
+    _, _, pixels = toy_pair
+    from_array = load_memmap(write_memmap(tmp_path / "a", pixels, progress=False))
+    # a tensor is one array (it was iterated row by row: "item_shape must be (C, H, W) ..., got (6,)")
+    from_tensor = load_memmap(write_memmap(tmp_path / "t", torch.from_numpy(pixels), progress=False))
+    assert torch.equal(from_tensor.inputs[torch.arange(300)], from_array.inputs[torch.arange(300)])
+    chunks = (torch.from_numpy(pixels[i : i + 50]) for i in range(0, 300, 50))
+    from_chunks = load_memmap(write_memmap(tmp_path / "c", chunks, n_items=300, progress=False))
+    assert torch.equal(from_chunks.inputs[torch.arange(300)], from_array.inputs[torch.arange(300)])
+    for bad in (0, -1, 2.5, True):  # 0 was range()'s "arg 3 must not be zero", -1 "0 rows were written"
+        with pytest.raises((ValueError, TypeError), match=rf"chunk_items must be an int >= 1, got {bad!r}"):
+            write_memmap(tmp_path / "bad", pixels, chunk_items=bad, progress=False)
+    # -1 as "unlabelled" was "targets must lie in 0 .. -1 (0 classes)", after every pixel was written
+    targets = np.zeros(300, dtype=np.int64)
+    targets[7] = -1
+    with pytest.raises(ValueError, match=r"targets must be class ids >= 0, got -1 at item 7 .* targets=None"):
+        write_memmap(tmp_path / "neg", pixels, targets=targets, progress=False)
+    assert not (tmp_path / "neg").exists() and not (tmp_path / "bad").exists()
+    # PIL / NumPy images are [N, H, W, 3]: they would be read as 6 channels of 6 x 3 images
+    hwc = np.ascontiguousarray(np.broadcast_to(pixels.transpose(0, 2, 3, 1), (300, 6, 6, 3)))
+    with pytest.warns(UserWarning, match=r"look channels-last .* pixels\.transpose\(0, 3, 1, 2\)"):
+        write_memmap(tmp_path / "hwc", hwc, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        write_memmap(tmp_path / "chw", np.ascontiguousarray(hwc.transpose(0, 3, 1, 2)), progress=False)
+
+
+def test_a_relative_path_is_opened_by_its_absolute_path(tmp_path, toy_pair, monkeypatch):
+    """Ray actors started elsewhere (``ray start``) open the folder by the path the dataset carries."""
+    _, _, pixels = toy_pair
+    write_memmap(tmp_path / "pool", pixels, progress=False)
+    monkeypatch.chdir(tmp_path)
+    ds = load_memmap("pool")
+    monkeypatch.chdir("/")
+    moved = pickle.loads(pickle.dumps(ds))  # what a worker in another folder receives
+    assert torch.equal(moved.inputs[torch.arange(300)], ds.inputs[torch.arange(300)])
+
+
 # ----------------------------------------------------------------------------- the pool and the model
 
 
@@ -432,6 +471,9 @@ def test_missing_truncated_or_wrong_inputs(toy_folder):
         load_memmap(toy_folder)
     np.save(inputs, np.zeros((300, 1, 6, 6), np.float32))
     with pytest.raises(DataError, match=rf"{inputs}: expected uint8 pixels, got dtype float32"):
+        load_memmap(toy_folder)
+    inputs.write_bytes(b"")  # what an interrupted copy leaves (it was a bare EOFError)
+    with pytest.raises(DataError, match=rf"{inputs}: not a readable \.npy array .* holds 0 bytes: truncated"):
         load_memmap(toy_folder)
     inputs.unlink()
     with pytest.raises(DataError, match=rf"{inputs}: file not found \(expected a uint8 \.npy array"):

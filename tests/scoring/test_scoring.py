@@ -462,6 +462,7 @@ def test_keyed_uniform_is_uniform_and_keyed():
         ({"strategy_inputs": {"features_N_D": torch.zeros(50, 2)}}, TypeError, "does not read"),
         ({"strategy": "badge", "strategy_inputs": {"features_N_D": torch.zeros(7, 2)}}, ValueError, "one row per"),
         ({"strategy_inputs": {"embeddings": torch.zeros(50, 2)}}, TypeError, "unknown input"),
+        ({"device": "gpu"}, ValueError, r"device must be a device this machine has \(cpu.*got 'gpu'"),
     ],
 )
 def test_errors_name_the_argument(net, pool, kwargs, error, match):
@@ -471,6 +472,17 @@ def test_errors_name_the_argument(net, pool, kwargs, error, match):
     args.setdefault("selection_seed", 0)
     with pytest.raises(error, match=match):
         score_pool(net, pool, candidates_, strategy, batch_size, num_samples=K, mask_generator=0, **args)
+
+
+@pytest.mark.parametrize("chunk_size", [7, 1000])
+def test_nan_outputs_are_named_by_pool_index(net, pool, chunk_size):
+    """The error named the item's position in its chunk (``[500]`` for dataset item 1500)."""
+    inputs = pool.clone()
+    inputs[[13, 41]] = float("nan")
+    candidates_N = torch.tensor([3, 41, 5, 13, 30, 2])
+    with pytest.raises(ValueError, match=r"outputs are NaN for items \[13, 41\]: their inputs hold NaN"):
+        score_pool(net, inputs, candidates_N, "bald", 2, num_samples=K, mask_generator=0, selection_seed=0,
+                   chunk_size=chunk_size)
 
 
 def test_dataset_without_inputs_is_rejected(net):

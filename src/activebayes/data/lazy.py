@@ -288,7 +288,7 @@ def _open_npy(path: Path) -> np.memmap:
         raise DataError(f"{path}: file not found (expected a uint8 .npy array [N, C, H, W] or [N, H, W])")
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
-    except ValueError as exc:
+    except (ValueError, EOFError) as exc:  # EOFError: an empty file (an interrupted copy)
         size = path.stat().st_size
         raise DataError(
             f"{path}: not a readable .npy array ({exc}); the file holds {size} bytes: "

@@ -50,10 +50,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
 import os
 import re
 import shutil
 import tempfile
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -268,7 +270,7 @@ def load_memmap(path: str | os.PathLike[str], *, verify: bool = False, progress:
     ``paths`` are in memory. Raises :class:`DataError` naming the file, what was
     expected and what was found.
     """
-    folder = Path(path).expanduser()
+    folder = Path(path).expanduser().absolute()  # workers elsewhere (Ray actors) open it by this path
     meta = MemmapMeta.read(folder)
     inputs_path = folder / INPUTS_FILE
     inputs = MemmapInputs(inputs_path, normalization=meta.normalization, scale=meta.scale)
@@ -628,8 +630,10 @@ def write_memmap(
 
     Args:
         destination: the folder to create (see :class:`MemmapWriter` for ``overwrite``).
-        pixels: uint8 ``[N, C, H, W]`` / ``[N, H, W]`` array, or an iterable of such
-            chunks (then ``n_items`` is required; only one chunk is in memory at a time).
+        pixels: uint8 ``[N, C, H, W]`` / ``[N, H, W]`` array (NumPy or torch), or an iterable of
+            such chunks (then ``n_items`` is required; only one chunk is in memory at a time).
+            Channels first: ``[N, H, W, 3]`` images warn (``pixels.transpose(0, 3, 1, 2)``).
+        chunk_items: rows written at a time from one array.
         targets: labels ``[N]`` in ``0 .. C-1`` or ``None``.
         classes: class names; default ``"0" .. str(max(targets))`` (none without targets).
         name: dataset name; default the destination folder's name.
@@ -643,7 +647,13 @@ def write_memmap(
     """
     progress = _progress.shown(progress)
     destination = Path(destination).expanduser()
+    if isinstance(chunk_items, bool) or not isinstance(chunk_items, numbers.Integral) or chunk_items < 1:
+        raise InvalidArgumentError(f"chunk_items must be an int >= 1, got {chunk_items!r}")
+    chunk_items = int(chunk_items)
+    if isinstance(pixels, torch.Tensor):  # one tensor is one array, not an iterable of rows
+        pixels = pixels.detach().cpu().numpy()
     if isinstance(pixels, np.ndarray):
+        _warn_if_channels_last(pixels.shape)
         if n_items is not None and n_items != pixels.shape[0]:
             raise InvalidArgumentError(f"n_items = {n_items} does not match pixels of shape {pixels.shape}")
         n_items = int(pixels.shape[0])
@@ -658,14 +668,20 @@ def write_memmap(
         first = next(chunks, None)
         if first is None:
             raise InvalidArgumentError("pixels yielded no chunk")
-        first = np.asarray(first)
+        first = np.asarray(first.detach().cpu() if isinstance(first, torch.Tensor) else first)
         item_shape = tuple(first.shape[1:])
-    if classes is None:
-        if targets is None:
-            classes = ()
-        else:
-            labels = np.asarray(targets.cpu() if isinstance(targets, torch.Tensor) else targets)
+        _warn_if_channels_last(first.shape)
+    if targets is not None:  # checked before any pixel is written
+        labels = np.asarray(targets.detach().cpu() if isinstance(targets, torch.Tensor) else targets)
+        if labels.dtype.kind in "iu" and labels.size and int(labels.min()) < 0:
+            first_bad = int(np.flatnonzero(labels < 0)[0])
+            raise InvalidArgumentError(
+                f"targets must be class ids >= 0, got {int(labels[first_bad])} at item {first_bad} "
+                "(an 'unlabelled' marker has no place here: write targets=None)")
+        if classes is None:
             classes = tuple(str(c) for c in range(int(labels.max()) + 1 if labels.size else 0))
+    elif classes is None:
+        classes = ()
     with MemmapWriter(destination, n_items=n_items, item_shape=item_shape, overwrite=overwrite) as writer:
         with tqdm(total=n_items, desc=f"write {destination.name}", unit="item", disable=not progress,
                   leave=False) as bar:
@@ -676,7 +692,19 @@ def write_memmap(
                              normalization=normalization, source=source)
 
 
+def _warn_if_channels_last(shape: tuple[int, ...]) -> None:
+    """``[N, H, W, 3]`` (PIL's and most NumPy images' layout) would be read as H channels of
+    W x 3 images; memmap items are channels first."""
+    if len(shape) == 4 and shape[-1] in (1, 3, 4) and shape[1] not in (1, 3, 4):
+        warnings.warn(
+            f"pixels of shape {tuple(shape)} look channels-last ([N, H, W, C]); memmap items are [C, H, W], "
+            f"so these would be {shape[1]} channels of {shape[2]} x {shape[3]} images. "
+            "Pass pixels.transpose(0, 3, 1, 2) (NumPy) or pixels.permute(0, 3, 1, 2) (torch)",
+            UserWarning, stacklevel=3)
+
+
 def _chain(first: np.ndarray | None, rest: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
     if first is not None:
         yield first
-    yield from rest
+    for chunk in rest:
+        yield chunk.detach().cpu().numpy() if isinstance(chunk, torch.Tensor) else chunk

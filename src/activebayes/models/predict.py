@@ -502,15 +502,30 @@ def nonfinite_rows(x_n: Tensor) -> list[int]:
     return torch.nonzero(~torch.isfinite(x_n.reshape(len(x_n), -1)).all(dim=1)).flatten().tolist()
 
 
-def nan_outputs(x_n: Tensor, log_probs_n_k_C: Tensor, offset: int) -> InvalidArgumentError:
+class NaNOutputsError(InvalidArgumentError):
+    """The model's outputs hold NaN for some rows of its input: ``rows`` (positions in that
+    input) and ``why``. :meth:`for_items` names them by the caller's own item ids."""
+
+    def __init__(self, rows: list[int], why: str) -> None:
+        self.rows, self.why = rows, why
+        super().__init__(self._message(rows))
+
+    def _message(self, items: list[int]) -> str:
+        more = f" and {len(items) - 5} more" if len(items) > 5 else ""
+        return f"the model's outputs are NaN for items {items[:5]}{more}: {self.why}"
+
+    def for_items(self, item_ids: Tensor) -> InvalidArgumentError:
+        """The same error naming ``item_ids[row]`` (e.g. dataset indices of a chunk) for each row."""
+        return InvalidArgumentError(self._message([int(item_ids[row]) for row in self.rows]))
+
+
+def nan_outputs(x_n: Tensor, log_probs_n_k_C: Tensor, offset: int) -> NaNOutputsError:
     """The error for a model whose outputs hold NaN: which items, and whether their inputs do."""
     rows = torch.nonzero(torch.isnan(log_probs_n_k_C.reshape(len(log_probs_n_k_C), -1)).any(dim=1)).flatten()
-    items = [offset + int(r) for r in rows[:5]]
-    more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
     bad_inputs = set(nonfinite_rows(x_n))
     why = ("their inputs hold NaN or inf" if all(int(r) in bad_inputs for r in rows) else
            "the model's weights or computation give NaN (trained on NaN inputs, or diverged?)")
-    return InvalidArgumentError(f"the model's outputs are NaN for items {items}{more}: {why}")
+    return NaNOutputsError([offset + int(r) for r in rows], why)
 
 
 def _batched_failure(model: nn.Module, x_n: Tensor, error: RuntimeError) -> Exception:
