@@ -1111,7 +1111,8 @@ def export(project: str, fmt: str, out: str | None) -> None:
     fmt = _export_format(fmt, out)
     with LabellingProject.open(project, rescan=False, read_only=True) as labelling:
         path = labelling.export(out, fmt=fmt)
-        click.echo(f"exported {len(labelling.store.labels())} label(s) of {len(labelling.store.items())} "
+        exported = labelling.store.labels(present_only=fmt == "labelstudio")  # CSV / JSON keep gone items' labels
+        click.echo(f"exported {len(exported)} label(s) of {len(labelling.store.items())} "
                    f"item(s): {path}")
 
 

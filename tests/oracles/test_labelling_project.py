@@ -83,17 +83,30 @@ def test_folder_change_keeps_every_label_on_its_image(tmp_path, capsys, monkeypa
     assert not {r["item"] for r in second} & {r["item"] for r in rows}
 
     with LabellingProject.open(tmp_path / "proj") as project:
-        exported = read_rows(project.export(fmt="csv"))
-        labelled = [r for r in exported if r["label"]]
+        with pytest.warns(UserWarning, match="1 labelled item.s. are no longer items of the project"):
+            exported = read_rows(project.export(fmt="csv"))
+        labelled = [r for r in exported if r["label"] and r["present"] == "true"]
         assert len(labelled) == 3
         for row in labelled:  # every label is the one given to that very image
             assert row["label"] == truth(row["path"])
+        # the removed image's label is exported too, marked as gone
+        assert [(r["key"], r["label"]) for r in exported if r["present"] == "false"] == [(gone.name, rows[0]["label"])]
         assert len(project.store.labels(present_only=False)) == 4  # the removed image's label is kept
         # the dataset positions moved; the loop's labelled set follows the items, not the positions
         loop = project.build_loop()
         for index, label in zip(loop.pool.labelled_indices.tolist(),
                                 loop.pool.labels_of(loop.pool.labelled_indices).tolist(), strict=True):
             assert project.classes[label] == truth(project.dataset.paths[index])
+
+    # the folder moved: naming its new place continues the project (it used to be refused as another
+    # --images); the labels stay on their images, matched by path and content
+    moved = tmp_path / "moved-images"
+    folder.rename(moved)
+    code, out, err = run(capsys, "query", tmp_path / "proj", "--images", moved, "--quiet")
+    assert f"the image folder moved: {folder.resolve()} -> {moved.resolve()} (now stored)" in out, (out, err)
+    with LabellingProject.open(tmp_path / "proj") as project:
+        assert project.config.images == str(moved.resolve()) and not project.changes.any
+        assert len(project.store.labels()) == 3
 
 
 def test_an_images_folder_without_images_names_the_flag(tmp_path, capsys):

@@ -597,7 +597,8 @@ def read_answers(
 
 # --------------------------------------------------------------------------- export formats
 
-EXPORT_COLUMNS = ("item", "key", "path", "sha256", "label", "label_id", "annotator", "time", "source", "round")
+EXPORT_COLUMNS = ("item", "key", "path", "sha256", "label", "label_id", "annotator", "time", "source", "round",
+                  "present")
 
 _FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 _PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -641,6 +642,8 @@ def export_text(rows: Sequence[Mapping[str, Any]], fmt: str) -> str:
 def _csv_value(value: Any) -> Any:
     if value is None:
         return ""
+    if isinstance(value, bool):  # as JSON writes it
+        return "true" if value else "false"
     if isinstance(value, Mapping | list):
         value = json.dumps(value, ensure_ascii=False)
     return csv_cell(value)

@@ -191,6 +191,11 @@ class LabellingProject:
         rescan = rescan and not read_only
         try:
             config = ProjectConfig.from_dict(store.meta("project"))
+            moved_source = _moved_source(config, settings or {})
+            if moved_source is not None and not read_only:
+                # the folder or table was moved: the new place is stored, its items matched by content below
+                config = dataclasses.replace(config, **{moved_source[0]: moved_source[2]})
+                store.set_meta("project", config.to_dict())
             differ = setting_differences(config, settings or {})
             if differ:
                 shown = "; ".join(f"{flag} {old} (this command: {flag} {new})" for flag, old, new in differ)
@@ -213,6 +218,8 @@ class LabellingProject:
                 else:  # a built-in dataset's files could be replaced too: its items are checked by content
                     dataset, _, _ = cls._load_source(config, path, progress=False, scan=False)
                     changes = store.sync_items(scan_dataset(dataset))
+            if moved_source is not None and not read_only:
+                changes.source_moved = moved_source[1:]
         except BaseException:
             store.close()
             raise
@@ -546,35 +553,50 @@ class LabellingProject:
 
     def export_text(self, fmt: str) -> str:
         """The export ``fmt`` as text (see :meth:`export`); a table project's rows carry the item's
-        ``text`` and / or ``fields`` (column -> value), a multi-label one's its ``labels``."""
-        rows = self.store.export_rows(root=self.config.images)
+        ``text`` and / or ``fields`` (column -> value), a multi-label one's its ``labels``.
+
+        Every stored label is exported: a labelled item the last scan no longer found (its file or
+        row deleted or changed since) is a row with ``present`` false (CSV / JSON; Label Studio's
+        tasks leave it out, being items to show), and a warning counts them."""
+        rows = self.store.export_rows(root=self.config.images, gone_labelled=fmt != "labelstudio")
+        gone = len(self.store.labels(present_only=False)) - len(self.store.labels())
+        if gone:
+            where = "rows of the table" if self.config.table is not None else "items of the project"
+            kept = ("left out of the Label Studio tasks (export CSV or JSON to keep them)" if fmt == "labelstudio"
+                    else "exported with present = false")
+            warnings.warn(f"{gone} labelled item(s) are no longer {where} since the last scan (deleted, or their "
+                          f"content changed): their labels are {kept}", UserWarning, stacklevel=3)
         if self.item_kind != "image":
-            content_of = self._table_contents() if self.config.table is not None else self.item_content
-            rows = [{**row, **self._content_columns(content_of(row["item"]))} for row in rows]
+            if self.config.table is not None:
+                content_of = self._table_contents(rows)
+            else:
+                content_of = lambda row: self.item_content(row["item"]) if row["present"] else None  # noqa: E731
+            rows = [{**row, **self._content_columns(content_of(row))} for row in rows]
         if fmt == "labelstudio":
             return json.dumps(label_studio_tasks(rows), indent=1, ensure_ascii=False) + "\n"
         return export_text(rows, fmt)
 
-    def _table_contents(self) -> Callable[[int], dict[str, Any] | None]:
-        """Each stored item's row as the table holds it now, matched by the item's key (row id or
-        content hash), not by the project's last scan: a table edited or moved since still exports
-        every label, with the text / fields of the rows it can still find (a warning counts the rest)."""
+    def _table_contents(self, rows: Sequence[Mapping[str, Any]]) -> Callable[[Mapping[str, Any]], dict[str, Any] | None]:
+        """Each exported row's cells as the table holds them now, matched by the item's key (row id
+        or content hash) and its content hash, not by the project's last scan: a row edited since
+        (same id, other content) or gone is not this item's any more, its text / fields are empty
+        (a warning counts them); the table moved or unreadable empties every row's (a warning says why)."""
         if self._table is not None:
             table: TableItems | None = self._table
         else:
             try:
                 _, _, table = self._load_source(self.config, self.directory, progress=False, scan=False)
             except (MissingFileError, DataError, OSError) as error:
-                warnings.warn(f"the export's text / fields columns are empty: {error}", UserWarning, stacklevel=3)
+                warnings.warn(f"the export's text / fields columns are empty: {error}", UserWarning, stacklevel=4)
                 table = None
-        by_key = dict(zip(table.keys, table.contents)) if table is not None else {}
-        keys = {item.id: item.key for item in self.store.items()}
-        missing = sum(1 for key in keys.values() if key not in by_key)
+        by_item = ({(f.key, f.sha256): content for f, content in zip(table.files, table.contents, strict=True)}
+                   if table is not None else {})
+        missing = sum(1 for row in rows if (row["key"], row["sha256"]) not in by_item)
         if table is not None and missing:
-            warnings.warn(f"{missing} item(s) of the project are no longer rows of {self.config.table}: their text / "
-                          "fields columns in the export are empty (their labels are exported)", UserWarning,
-                          stacklevel=3)
-        return lambda item: by_key.get(keys.get(item, ""))
+            warnings.warn(f"{missing} item(s) of the project are not rows of {self.config.table} as it is now "
+                          "(deleted, or their text / feature cells edited): their text / fields columns in the "
+                          "export are empty (their labels are exported)", UserWarning, stacklevel=4)
+        return lambda row: by_item.get((row["key"], row["sha256"]))
 
     def _content_columns(self, content: dict[str, Any] | None) -> dict[str, Any]:
         content = content or {}
@@ -593,6 +615,21 @@ class LabellingProject:
 
 
 SKIPPED_KEY = "skipped"
+
+
+def _moved_source(config: ProjectConfig, given: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """``(setting, old, new)`` when a command names another image folder / table than the project's
+    and the stored one no longer exists while the new one does: the project's source was moved (its
+    items are matched to the new place by path and content, as in any rescan). ``None`` otherwise
+    (a differing path that is not a move stays an error, :func:`setting_differences`)."""
+    for name in ("images", "table"):
+        stored, wanted = getattr(config, name), given.get(name)
+        if stored is None or wanted is None:
+            continue
+        new = os.path.realpath(Path(str(wanted)).expanduser())
+        if new != os.path.realpath(stored) and not Path(stored).exists() and Path(new).exists():
+            return name, str(stored), new
+    return None
 
 
 def _note_skipped(store: LabelStore, skipped: Sequence[tuple[str, str]]) -> None:

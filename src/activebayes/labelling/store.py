@@ -188,10 +188,13 @@ class ItemChanges:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     #: what an item is called in :meth:`summary` ("image", or "row" for a table)
     noun: str = "image"
+    #: ``(old, new)`` when the project's image folder or table was given at a new place
+    source_moved: tuple[str, str] | None = None
 
     @property
     def any(self) -> bool:
-        return bool(self.added or self.removed or self.changed or self.moved or self.returned or self.skipped)
+        return bool(self.added or self.removed or self.changed or self.moved or self.returned or self.skipped
+                    or self.source_moved)
 
     def summary(self, limit: int = 5) -> list[str]:
         """Human-readable lines, one per kind of change (empty when nothing changed)."""
@@ -201,6 +204,9 @@ class ItemChanges:
             return shown + (f", ... ({len(keys) - limit} more)" if len(keys) > limit else "")
 
         lines = []
+        if self.source_moved:
+            what = "table" if self.noun == "row" else "image folder"
+            lines.append(f"the {what} moved: {self.source_moved[0]} -> {self.source_moved[1]} (now stored)")
         if self.added:
             lines.append(f"{len(self.added)} new {self.noun}(s): {names(self.added)}")
         if self.removed:
@@ -1052,8 +1058,11 @@ class LabelStore:
 
     # ----------------------------------------------------------------- export
 
-    def export_rows(self, *, root: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
-        """One row per present item: ``item, key, path, sha256, label, label_id, annotator, time, source, round``.
+    def export_rows(self, *, root: str | os.PathLike[str] | None = None,
+                    gone_labelled: bool = False) -> list[dict[str, Any]]:
+        """One row per present item: ``item, key, path, sha256, label, label_id, annotator, time,
+        source, round, present``; with ``gone_labelled`` also one per labelled item the last scan no
+        longer found (its file or row deleted, or its content changed), with ``present`` false.
 
         ``label`` is the class name ('' when unlabelled; multi-label: the names joined by ``|``,
         ``label_id`` the bitmask and ``labels`` the list of names); ``path`` the absolute file
@@ -1061,11 +1070,12 @@ class LabelStore:
         committed to the loop in (``None`` if not yet).
         """
         rows = self._read(
-            "SELECT i.id, i.key, i.sha256, l.label, e.annotator, e.time, e.source, r.round FROM items i "
+            "SELECT i.id, i.key, i.sha256, l.label, e.annotator, e.time, e.source, r.round, i.present FROM items i "
             "LEFT JOIN labels l ON l.item = i.id LEFT JOIN events e ON e.id = l.event "
-            "LEFT JOIN round_items r ON r.item = i.id WHERE i.present = 1 ORDER BY i.id")
+            "LEFT JOIN round_items r ON r.item = i.id WHERE i.present = 1 OR (? AND l.label IS NOT NULL) "
+            "ORDER BY i.id", (int(gone_labelled),))
         out = []
-        for item, key, sha, label, annotator, when, source, round_ in rows:
+        for item, key, sha, label, annotator, when, source, round_, present in rows:
             out.append({
                 "item": item,
                 "key": key,
@@ -1079,6 +1089,7 @@ class LabelStore:
                 "time": _iso(when) if when is not None else "",
                 "source": source or "",
                 "round": round_,
+                "present": bool(present),
             })
         return out
 
