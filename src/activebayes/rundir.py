@@ -35,6 +35,7 @@ the report and the benchmarks read them through :func:`load_runs`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import gzip
 import hashlib
@@ -52,7 +53,14 @@ import torch
 from activebayes._io import atomic_write_bytes, atomic_write_text, ensure_folder
 from activebayes.errors import ActiveBayesError, InvalidArgumentError
 from activebayes._validation import check_positive_int
-from activebayes.stopping import LABEL_BUDGET, stop_kind_of
+from activebayes.stopping import (
+    LABEL_BUDGET,
+    REMAINING_CHANGE,
+    SIGNALS,
+    parse_stop_when,
+    rejudge_remaining_change,
+    stop_kind_of,
+)
 from activebayes.records import (
     HEADLINE_METRICS,
     FINGERPRINT_KEY,
@@ -103,6 +111,21 @@ KEEP_CHECKPOINTS = 2
 COMPRESSED = ".xz"  # suffix of a compressed rounds or summary file (xz)
 _COMPRESSED_FORMS = (".xz", ".gz")  # read both; .gz as earlier versions wrote it
 
+
+
+def with_budget_signals(records: Sequence[RoundRecord], config: LoopConfig) -> list[RoundRecord]:
+    """``records`` with their remaining-change signals judged at ``config``'s label budget, whose
+    horizon bounds them (:func:`activebayes.stopping.rejudge_remaining_change`): the rounds of a run
+    continued to a larger budget are then those of a run started with it, signals included."""
+    threshold = parse_stop_when(config.stop_when).get(REMAINING_CHANGE, SIGNALS[REMAINING_CHANGE][0])
+    out = []
+    for record in records:
+        entry = (record.signals or {}).get(REMAINING_CHANGE)
+        if entry is not None:
+            judged = rejudge_remaining_change(entry, record.n_labelled, config.budget, threshold)
+            record = dataclasses.replace(record, signals={**record.signals, REMAINING_CHANGE: judged})
+        out.append(record)
+    return out
 
 class RunDirectoryError(ActiveBayesError, ValueError):
     """A run directory is missing, corrupt, or belongs to a different config."""
@@ -414,7 +437,7 @@ class RunDirectory:
             return
         records, _ = self._rounds_to_go_on(self.read_config())
         self.summary_path.unlink(missing_ok=True)
-        self.write_rounds(records)
+        self.write_rounds(with_budget_signals(records, raised))
         self.write_config(raised)
 
     def check_budget_raise(self, budget: int) -> LoopConfig | None:

@@ -61,6 +61,8 @@ __all__ = [
     "parse_stop_when",
     "per_predicted_label",
     "predicted_decisions",
+    "projected_change",
+    "rejudge_remaining_change",
     "remaining_change",
     "remaining_change_signal",
     "round_signals",
@@ -531,8 +533,14 @@ def remaining_change(classes_W_S: Any, n_labelled_W: Sequence[int], horizon: int
     s2 = float(residual_P @ residual_P) / (len(d_P) - 2)
     drift_se = math.sqrt(max(s2 * float(np.linalg.inv(X_P_2.T @ X_P_2)[1, 1]), 0.0))
     floor, drift = float(coef_2[0]), float(coef_2[1])
-    value = max(drift + margin * drift_se, 0.0) * horizon
+    value = projected_change(drift, drift_se, horizon, margin)
     return ChangeFit(value=value, drift=drift, drift_se=drift_se, floor=floor, horizon=int(horizon))
+
+
+def projected_change(drift: float, drift_se: float, horizon: int, margin: float = CHANGE_MARGIN) -> float:
+    r"""The remaining change's value from its fit: :math:`\max(\hat\delta + m\,\widehat{\mathrm{se}}, 0)\cdot h`
+    (:func:`remaining_change`)."""
+    return max(drift + margin * drift_se, 0.0) * horizon
 
 
 @functools.lru_cache(maxsize=4096)
@@ -794,14 +802,35 @@ def remaining_change_signal(history: Sequence[RoundRecord], predicted_S: Any, n_
         return {"value": None, "fired": False, "detail": "the last models were trained on the same labels"}
     if multilabel:  # changed decisions per predicted label, not per decision: see per_predicted_label
         fit = per_predicted_label(fit, predicted_S)
+    return _change_entry(fit, threshold, "predicted labels" if multilabel else "predictions")
+
+
+def _change_entry(fit: ChangeFit, threshold: float | None, what: str) -> dict[str, Any]:
     fired = threshold is not None and fit.value < threshold
-    what = "predicted labels" if multilabel else "predictions"
     detail = (f"{what} {'have settled' if fired else 'are still changing'}: about "
               f"{shown_beside(fit.value, threshold, 1, percent=True)} of them "
-              f"would change in the next {horizon} labels, beyond the {fit.floor:.1%} that retraining alone "
+              f"would change in the next {fit.horizon} labels, beyond the {fit.floor:.1%} that retraining alone "
               f"changes (stop below {100 * threshold:g}%)")
     return {"value": fit.value, "fired": fired, "detail": detail, "drift": fit.drift, "drift_se": fit.drift_se,
-            "floor": fit.floor, "horizon": horizon}
+            "floor": fit.floor, "horizon": fit.horizon}
+
+
+def rejudge_remaining_change(entry: Mapping[str, Any], n_labelled: int, budget: int | None,
+                             threshold: float | None) -> dict[str, Any]:
+    """A recorded remaining-change entry (:func:`remaining_change_signal`) as a run to label
+    ``budget`` would have recorded it: the fit is the same (the same models), the horizon
+    (:func:`change_horizon`) and so the value and whether it fired are not. How a run continued
+    to a larger budget (``activebayes resume DIR --budget N``) keeps its rounds those of a run
+    started with that budget. Entries without a fit are returned as they are."""
+    if entry.get("value") is None or entry.get("drift") is None:
+        return dict(entry)
+    horizon = change_horizon(n_labelled, budget)
+    if horizon == 0:
+        return {"value": None, "fired": False, "detail": "the label budget is spent: no labels left to change them"}
+    what = str(entry.get("detail", "predictions")).split(" have settled")[0].split(" are still changing")[0]
+    fit = ChangeFit(value=projected_change(entry["drift"], entry["drift_se"], horizon), drift=entry["drift"],
+                    drift_se=entry["drift_se"], floor=entry["floor"], horizon=horizon)
+    return _change_entry(fit, threshold, what)
 
 
 def per_predicted_label(fit: ChangeFit, decisions_D: Any) -> ChangeFit:
@@ -820,8 +849,10 @@ def per_predicted_label(fit: ChangeFit, decisions_D: Any) -> ChangeFit:
 
     decisions_D = np.asarray(decisions_D)
     scale = len(decisions_D) / max(int(decisions_D.sum()), 1)
-    return dataclasses.replace(fit, value=fit.value * scale, drift=fit.drift * scale,
-                               drift_se=fit.drift_se * scale, floor=fit.floor * scale)
+    drift, drift_se = fit.drift * scale, fit.drift_se * scale
+    # the value from the scaled fit, as a run judged again at another budget computes it (rejudge_remaining_change)
+    return dataclasses.replace(fit, value=projected_change(drift, drift_se, fit.horizon), drift=drift,
+                               drift_se=drift_se, floor=fit.floor * scale)
 
 
 @dataclass(frozen=True)
