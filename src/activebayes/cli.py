@@ -767,6 +767,8 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
         if not given:  # a run given its data from Python has no table to check
             _check_stored_table(run.read_config(), run.config_path)
         if not quiet and not finished_before and not given:
+            with run.lock():  # a run another process holds: its refusal, before any "resume:" line
+                pass
             stored = run.read_config()
             rounds = run.read_rounds()
             name = Path(stored.table).stem if stored.table is not None else stored.dataset

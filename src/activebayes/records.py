@@ -338,7 +338,10 @@ class LoopConfig:
                 f"the audit swaps some of each batch's picks for uniformly drawn items, and a batch of one has none to "
                 f"spare; got batch_size={self.batch_size}")
         if self.stop_when and not self.stop_set_size:
-            raise InvalidArgumentError("stop_when (--stop-when) needs a stop set: stop_set_size must be >= 1, got 0")
+            raise InvalidArgumentError(
+                f"stop_when (--stop-when) needs a stop set: stop_set_size (--stop-set-size) must be at least "
+                f"{MIN_STOP_SET}, got 0 (0 measures no stopping signal, estimated_accuracy included: every signal "
+                "is measured in the stop set's pass)")
         if self.stop_when and self.stop_set_size < MIN_STOP_SET:
             raise InvalidArgumentError(
                 f"stop_set_size (--stop-set-size) must be at least {MIN_STOP_SET} when stop_when (--stop-when) is set, "

@@ -296,13 +296,15 @@ def parse_stop_when(specs: Iterable[str] | Mapping[str, float | None] | str | No
 
 def normalise_stop_when(specs: Iterable[str] | Mapping[str, float | None] | str) -> tuple[str, ...]:
     """``stop_when`` in the one form a config stores and compares: each criterion once, in the
-    order given, as its canonical name, followed by ``=THRESHOLD`` only where the threshold is
-    not the default one (so ``remaining-change``, ``" remaining_change"`` and
-    ``remaining_change=0.01`` are all ``"remaining_change"``).
+    order of :data:`SIGNALS` (whatever order they were given in: the same criteria are the same
+    run; when two fire in one round, the first in that order is named), as its canonical name,
+    followed by ``=THRESHOLD`` only where the threshold is not the default one (so
+    ``remaining-change``, ``" remaining_change"`` and ``remaining_change=0.01`` are all
+    ``"remaining_change"``).
 
     Checked as :func:`parse_stop_when` checks it; ``None`` is refused (no criterion: ``()``).
 
-    >>> normalise_stop_when("remaining-change=0.01, information=5e-2")
+    >>> normalise_stop_when("information=5e-2, remaining-change=0.01")
     ('remaining_change', 'information=0.05')
     >>> normalise_stop_when({"stable_predictions": 0.95})
     ('stable_predictions=0.95',)
@@ -312,8 +314,9 @@ def normalise_stop_when(specs: Iterable[str] | Mapping[str, float | None] | str)
     if specs is None:
         raise InvalidTypeError("stop_when (--stop-when) takes criteria NAME or NAME=THRESHOLD (a comma-separated "
                                "string, a list of them or a mapping {name: threshold}; () for none), got None")
-    return tuple(name if threshold == SIGNALS[name][0] else f"{name}={threshold!r}"
-                 for name, threshold in parse_stop_when(specs).items())
+    thresholds = parse_stop_when(specs)
+    return tuple(name if thresholds[name] == SIGNALS[name][0] else f"{name}={thresholds[name]!r}"
+                 for name in SIGNALS if name in thresholds)
 
 
 def _stop_when_specs(specs: Any) -> list[str]:

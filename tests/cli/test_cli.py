@@ -373,3 +373,17 @@ def test_report_on_a_labelling_project_points_to_its_dashboard(tmp_path, capsys)
     lines = [line for line in err.strip().splitlines() if line]
     assert code == 1 and len(lines) == 1 and "Traceback" not in err + stdout, err
     assert "is a labelling project, not a run" in lines[0] and f"activebayes label {tmp_path / 'project'}" in lines[0]
+
+
+def test_a_resume_refused_because_the_run_is_in_use_says_only_that(tmp_path, capsys):
+    # it printed "resume: random on digits, seed 0, at 0 of 50 labels" before the refusal
+    from activebayes.records import LoopConfig
+    from activebayes.rundir import RunDirectory
+    from tests.conftest import FAST_LOOP
+
+    run = RunDirectory(tmp_path / "run")
+    run.write_config(LoopConfig(**{**FAST_LOOP, "strategy": "random"}))
+    with run.lock():  # another process running it
+        code, out, err = _run(capsys, "resume", tmp_path / "run")
+    assert code == 1 and out == "", out
+    assert err.startswith("error: ") and "is in use by another process" in err and err.count("\n") == 1, err

@@ -76,11 +76,22 @@ def test_equivalent_spellings_are_stored_one_way_and_are_the_same_run(spelling):
     assert config.same_run(LoopConfig(stop_when="remaining_change"))
 
 
-def test_the_stored_form_keeps_the_order_and_only_thresholds_that_are_not_the_default():
+def test_the_stored_form_is_in_one_order_and_keeps_only_thresholds_that_are_not_the_default():
+    # the order criteria were given in used to be kept, so the same criteria were two different runs
     assert normalise_stop_when(["information=0.05", "stable-predictions=0.99", "remaining_change=0.02"]) == (
-        "information=0.05", "stable_predictions", "remaining_change=0.02")
-    assert normalise_stop_when(("remaining_change,information",)) == ("remaining_change", "information")
+        "remaining_change=0.02", "stable_predictions", "information=0.05")
+    assert normalise_stop_when(("information,remaining_change",)) == ("remaining_change", "information")
     assert normalise_stop_when(()) == ()
+    given = LoopConfig(stop_when="information,stable_predictions")
+    assert given.same_run(LoopConfig(stop_when=["stable_predictions", "information"]))
+    assert config_differences(given, LoopConfig(stop_when="stable_predictions,information")) == ""
+
+
+def test_stop_when_without_a_stop_set_names_both_flags_and_the_least_size():
+    with pytest.raises(InvalidArgumentError) as info:
+        LoopConfig(stop_when="estimated_accuracy=0.8", audit_fraction=0.2, stop_set_size=0)
+    assert str(info.value).startswith("stop_when (--stop-when) needs a stop set: stop_set_size (--stop-set-size) "
+                                      "must be at least 100, got 0")
 
 
 def test_a_run_directory_stores_the_normalised_form(tmp_path):

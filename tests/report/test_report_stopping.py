@@ -212,3 +212,43 @@ def test_the_stable_predictions_panel_plots_what_its_criterion_compares():
         assert curves.fired[STABLE_PREDICTIONS][i] == (means[i] >= 0.99)  # the run's threshold: the default
     # round 21: one model's kappa 0.991 above the threshold, the mean below it; it did not fire, and is not drawn above it
     assert kappas[21] >= 0.99 and means[21] < 0.99 and not curves.fired[STABLE_PREDICTIONS][21]
+
+
+def test_the_expected_accuracy_panel_draws_the_change_its_criterion_compares_with_the_threshold(stopped_run, drawn):
+    """The panel drew the expected accuracy but no threshold (its criterion compares the change over
+    the window, another scale): a second axis now draws that change and the threshold line."""
+    _, calls = drawn
+    ((args, kwargs),) = calls
+    figure = _stopping.stopping_figure(*args, **kwargs)
+    records = RunDirectory(stopped_run).read_rounds()
+    values = np.array([(r.signals or {})[EXPECTED_ACCURACY]["value"] or np.nan for r in records], dtype=float)
+    change = _stopping.window_change(values)
+    for r in range(len(values)):  # a NumPy reference: the largest step among the last 4 values
+        window = values[max(r - 3, 0): r + 1]
+        expected = np.abs(np.diff(window)).max() if r >= 3 and np.isfinite(window).all() else np.nan
+        assert change[r] == expected or (np.isnan(change[r]) and np.isnan(expected))
+    fired = [bool((r.signals or {})[EXPECTED_ACCURACY]["fired"]) for r in records]
+    assert fired == [bool(c < 0.99) for c in change]  # what the run recorded, from the drawn numbers
+    twin = next(ax for ax in figure.axes[6:] if "largest change over 3 rounds" in ax.get_ylabel())
+    assert "stop below 0.99" in twin.get_ylabel()
+    ys = [line.get_ydata() for line in twin.get_lines()]
+    assert np.allclose(ys[0], change, equal_nan=True) and [0.99, 0.99] in [list(y) for y in ys]
+
+
+def test_a_run_without_a_stop_set_says_so_not_that_it_is_old(tmp_path):
+    out = tmp_path / "run"
+    run_experiment(LoopConfig(**{**FAST_LOOP, "strategy": "random", "budget": 30, "stop_set_size": 0}), out,
+                   progress=False, report=False)
+    section = _plain(_section(write_report(out).read_text()))
+    assert "No stopping signals measured for random, seed 0: run without a stop set (--stop-set-size 0)" in section
+    assert "written before" not in section
+
+
+def test_a_run_killed_before_its_first_round_is_not_finished_on_its_test_split(tmp_path):
+    out = tmp_path / "run"
+    config = LoopConfig(**{**FAST_LOOP, "strategy": "random"})
+    RunDirectory(out).write_config(config)  # what a run killed while fitting its first model leaves
+    page = write_report(out).read_text()
+    overview = _plain(page.split('<section id="overview">')[1].split("</section>")[0])
+    assert "Not finished: random seed 0 (no round finished yet)" in " ".join(overview.split())
+    assert "test accuracy" in overview and "validation accuracy" not in overview

@@ -84,6 +84,8 @@ class ReportData:
         self.config_text = read_config_text(path)
         all_metrics = [r.metrics or {} for runs in self.runs.values() for run in runs for r in run.rounds]
         self.split, self.headline = headline_metric(all_metrics).split("_", 1)  # "test", "accuracy" / "micro_f1"
+        if not any(all_metrics) and not any(run.config.evaluate_test is False for run in self.runs_list()):
+            self.split = "test"  # no round finished yet: the split the runs will evaluate on, not a guess of none
         #: how the headline reads in the report ("accuracy", or "micro-F1" for a multi-label run)
         self.metric_name = headline_name(f"{self.split}_{self.headline}")
         run_dirs = [run_dir for run_dir, _ in comparison.configs()] if comparison else [path]
@@ -92,6 +94,10 @@ class ReportData:
         self._dataset_error: str | None = None
 
     # ----------------------------------------------------------------- runs
+
+    def runs_list(self) -> list[SeedRun]:
+        """Every run, strategy by strategy."""
+        return [run for runs in self.runs.values() for run in runs]
 
     def key(self, name: str) -> str:
         """The stored metric name of ``name`` on the headline split (``"ece"`` -> ``"test_ece"``);

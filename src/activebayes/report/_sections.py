@@ -141,10 +141,11 @@ def _missing_sentence(data: ReportData) -> str:
 
 def _unfinished_note(data: ReportData) -> str:
     """A note naming the runs that have not stopped (their curves are shorter), or nothing."""
-    unfinished = [run for run in data.unfinished() if run.rounds]
+    unfinished = data.unfinished()
     if not unfinished:
         return ""
-    named = ", ".join(f"{run.label} ({run.rounds[-1].n_labelled} labels so far)" for run in unfinished)
+    named = ", ".join(f"{run.label} ({run.rounds[-1].n_labelled} labels so far)" if run.rounds
+                      else f"{run.label} (no round finished yet)" for run in unfinished)
     return note(f"Not finished: {named}. Their curves end early: labels to reach, AULC and final values of these "
                 "seeds cover fewer labels than a finished run's (they are marked in the AULC table).")
 

@@ -24,6 +24,7 @@ from activebayes.stopping import (
     EXPECTED_ACCURACY,
     INFORMATION,
     REMAINING_CHANGE,
+    SIGNAL_WINDOW,
     SIGNALS,
     STABLE_PREDICTIONS,
     parse_stop_when,
@@ -101,6 +102,18 @@ def signal_curves(rounds: Sequence[RoundRecord], seed: int, accuracy_key: str) -
     )
 
 
+def window_change(values_R: np.ndarray) -> np.ndarray:
+    """The expected-accuracy criterion's number each round: the largest change between
+    successive values over the last :data:`~activebayes.stopping.SIGNAL_WINDOW` rounds
+    (``nan`` until the window is full of measured values)."""
+    change_R = np.full(len(values_R), np.nan)
+    for r in range(SIGNAL_WINDOW, len(values_R)):
+        window = values_R[r - SIGNAL_WINDOW: r + 1]
+        if np.isfinite(window).all():
+            change_R[r] = np.abs(np.diff(window)).max()
+    return change_R
+
+
 def thresholds_of(config: Any) -> dict[str, float | None]:
     """Each signal's threshold in a run: its ``stop_when`` one, else the default."""
     chosen = parse_stop_when(getattr(config, "stop_when", ()) or ())
@@ -167,6 +180,16 @@ def stopping_figure(strategy: str, runs: Sequence[SignalCurves], thresholds: dic
                     target.axvline(run.n_labelled_R[first], color=FIRED_COLOUR, ls=":", lw=1)
         if threshold is not None and name in (REMAINING_CHANGE, STABLE_PREDICTIONS, INFORMATION, ESTIMATED_ACCURACY):
             ax.axhline(threshold, color="grey", ls="--", lw=1, label=f"threshold {threshold:g}")
+        if name == EXPECTED_ACCURACY:  # its criterion compares the change over the window, not the value
+            change_ax = ax.twinx()
+            for i, run in enumerate(runs):
+                change_ax.plot(run.n_labelled_R, window_change(run.values[name]), ls="--", lw=1,
+                               color=f"C{i % 10}", alpha=0.6)
+            if threshold is not None:
+                change_ax.axhline(threshold, color="grey", ls=":", lw=1)
+            change_ax.set_ylabel(f"dashed: largest change over {SIGNAL_WINDOW} rounds (stop below "
+                                 f"{threshold:g}, dotted)" if threshold is not None else
+                                 f"dashed: largest change over {SIGNAL_WINDOW} rounds", fontsize="x-small")
         if any(h for h in ax.get_legend_handles_labels()[1]):
             ax.legend(fontsize="x-small", loc="best")
     if len(runs) > 1:
@@ -202,7 +225,7 @@ def stopping(data: Any, figures: Any) -> Section:
         "dotted line at the first, drawn on the learning curve too."
     )
     sentences, rows, figure_list = [], [], []
-    legacy = []
+    legacy, unmeasured = [], []
     for strategy, runs in data.runs.items():
         curves = []
         for run in runs:
@@ -211,7 +234,7 @@ def stopping(data: Any, figures: Any) -> Section:
             sentences.append(stop_sentence(strategy, run.seed, run.rounds))
             found = signal_curves(run.rounds, run.seed, data.key("accuracy"))
             if found is None:
-                legacy.append(f"{strategy}, seed {run.seed}")
+                (unmeasured if run.config.stop_set_size == 0 else legacy).append(f"{strategy}, seed {run.seed}")
                 continue
             curves.append(found)
             rows.append([strategy, str(run.seed),
@@ -235,6 +258,9 @@ def stopping(data: Any, figures: Any) -> Section:
     if legacy:
         body += note(f"No stopping signals recorded for {', '.join(legacy)}: written before activebayes "
                      "recorded them; only the stop reason is shown.")
+    if unmeasured:
+        body += note(f"No stopping signals measured for {', '.join(unmeasured)}: run without a stop set "
+                     "(--stop-set-size 0); only the stop reason is shown.")
     if not sentences:
         body += note("No finished rounds yet.")
     body += figures_block(figure_list) if figure_list else ""
@@ -242,4 +268,4 @@ def stopping(data: Any, figures: Any) -> Section:
 
 
 __all__ = ["SIGNAL_PANELS", "SignalCurves", "signal_curves", "stop_sentence", "stopping", "stopping_figure",
-           "thresholds_of"]
+           "thresholds_of", "window_change"]
