@@ -1032,7 +1032,7 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
     except ImportError as error:  # the optional web stack
         raise click.ClickException(f"the labelling app needs Starlette and uvicorn ({error}); "
                                    "install them with: pip install 'activebayes[app]'") from None
-    from activebayes.app.serve import check_host, check_token
+    from activebayes.app.serve import check_host, check_port, check_token
 
     if token_file is not None:
         try:
@@ -1040,7 +1040,7 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
         except (OSError, UnicodeDecodeError, IndexError) as error:
             raise InvalidArgumentError(f"--token-file: cannot read a token from {token_file} "
                                        f"({getattr(error, 'strerror', None) or 'empty or not text'})") from None
-    check_host(host)  # before a new project is created
+    check_port(check_host(host), port)  # before a new project is created
     device = check_device(device, "--device")
     if token is not None:
         check_token(token)

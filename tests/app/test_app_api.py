@@ -251,3 +251,15 @@ def test_bad_requests_get_a_clean_4xx_and_change_nothing(client, project, name, 
     message = response.json()["error"]
     assert words in message.lower() or words in message
     assert snapshot(project) == before
+
+
+def test_an_item_never_offered_can_be_answered_without_an_answering_time(client, project):
+    # labelling.md: a script may label items it chose itself; only a lease held by another refuses it
+    offered = client.post("/api/next", json={"annotator": "ann"}).json()["item"]["id"]
+    chosen = next(i for i in project.item_ids if i != offered)
+    saved = client.post("/api/answer", json={"annotator": "bob", "item": chosen, "label": truth(project, chosen),
+                                             "next": False})
+    assert saved.status_code == 200 and saved.json()["saved"]["seconds"] is None
+    assert project.store.label_of(chosen) == project.classes.index(truth(project, chosen))
+    refused = client.post("/api/answer", json={"annotator": "bob", "item": offered, "label": 0})
+    assert refused.status_code == 409 and "leased to another annotator" in refused.json()["error"]

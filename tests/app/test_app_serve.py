@@ -158,6 +158,9 @@ def test_label_command_mistakes_are_one_line(tmp_path, capsys, monkeypatch):
         (["label", tmp_path / "new", "--images", tmp_path / "nope", "--classes", "a,b"], "nope"),
         (["label", tmp_path / "proj", "--batch-size", "3"], "settings are fixed"),
         (["label", tmp_path / "proj", "--port", str(busy.getsockname()[1]), "--worker", "thread"], "--port 0"),
+        # a new project used to be created (and left behind) before the taken port was found
+        (["label", tmp_path / "new", "--dataset", "digits", "--port", str(busy.getsockname()[1])], "--port 0"),
+        (["export", tmp_path / "new"], "--table FILE --text-column COL"),
         (["label", tmp_path / "new", "--dataset", "digits", "--host", ""], "--host: expected an address"),
         (["label", tmp_path / "new", "--dataset", "digits", "--token", "x"], "--token: expected at least 16"),
         (["label", tmp_path / "new", "--dataset", "digits", "--token-file", tmp_path / "no-token"], "--token-file"),

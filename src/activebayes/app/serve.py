@@ -191,6 +191,14 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+def check_port(host: str, port: int) -> None:
+    """Refuse a port that cannot be listened on now (taken, or not allowed) with :func:`_bind`'s
+    error, before a command does any work (``activebayes label`` creates a new project after it);
+    port 0 (any free port) always works."""
+    if port:
+        _bind(host, port).close()
+
+
 def _bind(host: str, port: int) -> socket.socket:
     """The listening socket. Created with ``IPPROTO_TCP`` (not 0): asyncio sets ``TCP_NODELAY``
     on accepted connections only then, and a kept-open connection would otherwise wait for

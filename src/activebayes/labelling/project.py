@@ -186,7 +186,8 @@ class LabellingProject:
         if not is_project(path):
             raise MissingFileError(
                 f"{path} is not a labelling project ({STORE_FILE} is missing); start one with "
-                "`activebayes query DIR --images FOLDER --classes a,b` (or `--dataset NAME`) or `activebayes label ...`")
+                "`activebayes label DIR --images FOLDER --classes a,b` (or `--table FILE --text-column COL`, or "
+                "`--dataset NAME`; `activebayes query` for the file round trip)")
         store = LabelStore.open(path / STORE_FILE, read_only=read_only)
         rescan = rescan and not read_only
         try:
