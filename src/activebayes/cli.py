@@ -1040,13 +1040,14 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
         except (OSError, UnicodeDecodeError, IndexError) as error:
             raise InvalidArgumentError(f"--token-file: cannot read a token from {token_file} "
                                        f"({getattr(error, 'strerror', None) or 'empty or not text'})") from None
-    check_port(check_host(host), port)  # before a new project is created
+    host = check_host(host)  # before a new project is created
     device = check_device(device, "--device")
     if token is not None:
         check_token(token)
     if settings.get("dataset") is not None and not is_project(project):  # before a new project is created
         _check_names({"dataset": settings["dataset"]})  # as `run` names it: --dataset, a close name, the list
         _check_showable(settings["dataset"], settings.get("data_dir"))
+    check_port(host, port)  # a taken port: before a new project is created
     with _open_project(project, settings, progress=_progress.shown()) as labelling:
         if labelling.config.dataset is not None:
             _check_showable(labelling.config.dataset, labelling.config.data_dir, labelling.dataset)

@@ -161,7 +161,8 @@ def test_label_accepts_builtin_texts_and_rows_but_refuses_bare_feature_vectors(t
         for args, needle in [
             (["label", tmp_path / "new", "--dataset", name], "are feature vectors of shape (5,) without either"),
             (["label", tmp_path / "vectors"], f"--dataset {name}: the labelling app shows"),
-            # a dataset with contents gets past the check: the project is made, the busy port is the error
+            # a dataset with contents gets past the check: the busy port is the error, found before the
+            # project is made
             (["label", tmp_path / "rows", "--dataset", "breast_cancer", "--port", port, "--worker", "thread"],
              "--port 0"),
         ]:
@@ -169,8 +170,8 @@ def test_label_accepts_builtin_texts_and_rows_but_refuses_bare_feature_vectors(t
             err = capsys.readouterr().err
             lines = err.strip().splitlines()  # one line: a taken port is found before the first ranking
             assert code == 1 and len(lines) == 1 and needle in lines[0], err
-        assert not (tmp_path / "new").exists()
-        with LabellingProject.open(tmp_path / "rows") as made:
+        assert not (tmp_path / "new").exists() and not (tmp_path / "rows").exists()
+        with LabellingProject.create(tmp_path / "rows", fast_config(dataset="breast_cancer")) as made:
             assert made.item_kind == "row" and json.loads(json.dumps(made.item_content(made.item_ids[0])))["fields"]
     finally:
         DATASETS.unregister(name)
