@@ -13,6 +13,7 @@ import gzip
 import importlib
 import hashlib
 import json
+import math
 import pickle
 import shutil
 import warnings
@@ -264,6 +265,38 @@ def test_destination_rules(tmp_path, toy_pair):
     assert (precious / "thesis.tex").read_text() == "do not delete"
 
 
+def test_writer_refuses_a_scale_that_load_memmap_would_refuse(tmp_path, toy_pair):
+    """finish(scale=inf) wrote a meta.json whose pool is a constant (and that load_memmap now refuses)."""
+    from activebayes.data.memmap import MemmapWriter
+
+    _, _, pixels = toy_pair
+    for scale in (math.inf, math.nan, 0.0, -1.0, True):
+        with MemmapWriter(tmp_path / "pool", n_items=300, item_shape=pixels.shape[1:]) as writer:
+            writer.write(pixels)
+            with pytest.raises(ValueError, match=rf"scale must be a finite number > 0, got {scale!r}"):
+                writer.finish(name="toy", classes=(), scale=scale)
+    assert not (tmp_path / "pool").exists() and _leftovers(tmp_path) == []
+
+
+def test_a_folder_that_is_not_a_memmap_folder_is_never_advised_overwrite(tmp_path, toy_pair):
+    """Without overwrite, such a folder was told "pass overwrite=True", which was then refused."""
+    _, _, pixels = toy_pair
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("do not delete")
+    (tmp_path / "notes.txt").write_text("a file")
+    for destination, what in ((precious, "a folder"), (tmp_path / "notes.txt", "a file")):
+        for overwrite in (False, True):
+            with pytest.raises(DataError) as caught:
+                write_memmap(destination, pixels, overwrite=overwrite, progress=False)
+            message = str(caught.value)
+            assert "pass overwrite=True" not in message
+            assert message.startswith(f"{destination} exists and is not a memmap dataset folder ({what}, no meta.json")
+            assert "even with overwrite=True: choose another destination, or remove it yourself" in message
+    assert (precious / "thesis.tex").read_text() == "do not delete" and (tmp_path / "notes.txt").read_text() == "a file"
+    assert _leftovers(tmp_path) == []
+
+
 # ----------------------------------------------------------------------------- lazy inputs behave like the tensor
 
 
@@ -342,6 +375,22 @@ def test_write_memmap_takes_tensors_and_checks_chunk_items_targets_and_layout(tm
     with pytest.raises(ValueError, match=r"targets must be class ids >= 0, got -1 at item 7 .* targets=None"):
         write_memmap(tmp_path / "neg", pixels, targets=targets, progress=False)
     assert not (tmp_path / "neg").exists() and not (tmp_path / "bad").exists()
+    # a wrong number of targets (or paths) was caught by finish(), after every pixel was written
+    consumed = []
+
+    def chunks():
+        for i in range(0, 300, 50):
+            consumed.append(i)
+            yield pixels[i : i + 50]
+
+    with pytest.raises(ValueError, match=r"targets must have shape \[N\] = \[300\] \(one label per item\), got \(299,\)"):
+        write_memmap(tmp_path / "short", chunks(), n_items=300, targets=np.zeros(299, np.int64), progress=False)
+    assert consumed == [0]  # only the first chunk, read for the item shape; nothing written
+    with pytest.raises(ValueError, match=r"targets must have shape \[N\] = \[300\] \(one label per item\), got \(301,\)"):
+        write_memmap(tmp_path / "short", pixels, targets=np.zeros(301, np.int64), progress=False)
+    with pytest.raises(ValueError, match=r"paths must have one entry per item \(300\), got 2"):
+        write_memmap(tmp_path / "short", chunks(), n_items=300, paths=["a", "b"], progress=False)
+    assert consumed == [0, 0] and not (tmp_path / "short").exists() and _leftovers(tmp_path) == []
     # PIL / NumPy images are [N, H, W, 3]: they would be read as 6 channels of 6 x 3 images
     hwc = np.ascontiguousarray(np.broadcast_to(pixels.transpose(0, 2, 3, 1), (300, 6, 6, 3)))
     with pytest.warns(UserWarning, match=r"look channels-last .* pixels\.transpose\(0, 3, 1, 2\)"):
@@ -449,6 +498,21 @@ def test_missing_folder_and_meta(tmp_path, toy_folder):
         ({"targets__dtype": "float32"}, r"'targets\.dtype' must be one of \('uint8', 'int64'\), got 'float32'"),
         ({"normalization__std": 0}, r"normalization std must be > 0, got 0"),
         ({"classes": ["a", "b"]}, r"targets\.npy: labels must lie in 0 \.\. 1 \(2 classes\), got values from 0 to 2"),
+        # was InvalidArgumentError "classes must be unique" from ArrayDataset, naming neither file nor name
+        ({"classes": ["a", "b", "a"]}, r"meta\.json: field 'classes' must hold unique names, got 'a' more than once"),
+        # inf was accepted: every input (pixels / inf - mean) / std, a constant pool
+        ({"normalization__scale": float("inf")},
+         r"meta\.json: field 'normalization\.scale' must be a finite number > 0, got inf"),
+        ({"normalization__scale": float("nan")},
+         r"meta\.json: field 'normalization\.scale' must be a finite number > 0, got nan"),
+        ({"normalization__scale": 0}, r"meta\.json: field 'normalization\.scale' must be a finite number > 0, got 0"),
+        # the files' own fields were never read: a meta.json of other files passed as this folder's
+        ({"inputs__dtype": "float32"}, r"meta\.json: field 'inputs\.dtype' is 'float32', but .*inputs\.npy holds uint8"),
+        ({"inputs__file": "pixels.npy"},
+         r"meta\.json: field 'inputs\.file' is 'pixels\.npy', but the inputs are read from .*pool/inputs\.npy"),
+        ({"inputs__dtype": ...}, r"meta\.json: missing field 'inputs\.dtype'"),
+        ({"targets__file": "labels.npy"},
+         r"meta\.json: field 'targets\.file' is 'labels\.npy', but the targets are read from .*pool/targets\.npy"),
     ],
 )
 def test_bad_meta_is_named(toy_folder, change, match):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -245,12 +247,52 @@ def test_nan_outputs_name_the_items_and_their_inputs():
     net = mc_dropout(nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 3)))
     x = torch.randn(20, 6, generator=torch.Generator().manual_seed(0))
     x[13, 2] = float("nan")
-    with pytest.raises(ValueError, match=r"outputs are NaN for items \[13\]: their inputs hold NaN"):
+    with pytest.raises(ValueError, match=r"outputs are not finite \(NaN\) for items \[13\]: their inputs hold NaN"):
         predict_log_probs(net, x, 4, batch_size=8, generator=0)
     with torch.no_grad():
         net[0].weight[0, 0] = float("nan")  # a model that went NaN itself
-    with pytest.raises(ValueError, match=r"outputs are NaN for items \[0, 1, 2, 3, 4\] and 15 more: the model's weights"):
+    with pytest.raises(ValueError, match=r"outputs are not finite \(NaN\) for items \[0, 1, 2, 3, 4\] and 15 more: the model's weights"):
         predict_log_probs(net, torch.randn(20, 6), 4, generator=0)
+
+
+class _Overflowing(nn.Module):
+    """Linear logits, but ``value`` for class 0 (``every_class``: all classes) of the items whose
+    last input is 1000, and NaN for class 0 of those whose last input is 2000 (``_marked``): the
+    same items in any chunking."""
+
+    def __init__(self, value, every_class=False):
+        super().__init__()
+        self.linear, self.value, self.every_class = nn.Linear(6, 3), value, every_class
+
+    def forward(self, x):
+        logits_n_C = self.linear(x)
+        marked_n = x[:, -1] == 1000
+        if self.every_class:
+            return logits_n_C.masked_fill(marked_n[:, None], self.value)
+        logits_n_C[:, 0] = logits_n_C[:, 0].masked_fill(marked_n, self.value).masked_fill(x[:, -1] == 2000, math.nan)
+        return logits_n_C
+
+
+def _marked(rows, nan_rows=()):
+    x_N_D = torch.randn(20, 6, generator=torch.Generator().manual_seed(0))
+    x_N_D[list(rows), -1] = 1000.0
+    x_N_D[list(nan_rows), -1] = 2000.0
+    return x_N_D
+
+
+def test_infinite_outputs_are_named_as_infinite_not_nan():
+    """A +inf logit was reported as "the model's outputs are NaN" (its log-softmax is NaN)."""
+    with torch.no_grad():
+        with pytest.raises(ValueError, match=r"outputs are not finite \(\+inf\) for items \[11, 13\]: "
+                                             r"the model's weights or computation give \+inf"):
+            predict_log_probs(_Overflowing(math.inf), _marked([11, 13]), 1, batch_size=8)
+        with pytest.raises(ValueError, match=r"outputs are not finite \(-inf for every class\) for items \[7\]"):
+            predict_log_probs(_Overflowing(-math.inf, every_class=True), _marked([7]), 1, batch_size=8)
+        with pytest.raises(ValueError, match=r"outputs are not finite \(NaN and \+inf\) for items \[2, 5\]"):
+            predict_log_probs(_Overflowing(math.inf), _marked([5], nan_rows=[2]), 1)
+        # one class at -inf is a class of probability 0: no error, log p = -inf there
+        log_probs_N_K_C = predict_log_probs(_Overflowing(-math.inf), _marked([4]), 1)
+    assert torch.isneginf(log_probs_N_K_C[4, :, 0]).all() and torch.isfinite(log_probs_N_K_C[4, :, 1:]).all()
 
 
 def test_dict_items_and_lists_of_item_tensors_are_named():

@@ -480,9 +480,32 @@ def test_nan_outputs_are_named_by_pool_index(net, pool, chunk_size):
     inputs = pool.clone()
     inputs[[13, 41]] = float("nan")
     candidates_N = torch.tensor([3, 41, 5, 13, 30, 2])
-    with pytest.raises(ValueError, match=r"outputs are NaN for items \[13, 41\]: their inputs hold NaN"):
+    with pytest.raises(ValueError, match=r"outputs are not finite \(NaN\) for items \[13, 41\]: their inputs hold NaN"):
         score_pool(net, inputs, candidates_N, "bald", 2, num_samples=K, mask_generator=0, selection_seed=0,
                    chunk_size=chunk_size)
+
+
+@pytest.mark.parametrize("chunk_size", [7, 1000])
+def test_infinite_outputs_are_named_as_infinite_by_pool_index(net, pool, chunk_size):
+    """A +inf logit (an overflowing model) was reported as "the model's outputs are NaN"."""
+
+    class Overflowing(torch.nn.Module):  # the MC dropout MLP, with a +inf logit for the marked items
+        def __init__(self):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x):
+            logits_nk_C = self.net(x)  # [n * k, C] item-major: the batched MC forward expands the items
+            marked_nk = (x[:, 0] == 1000).repeat_interleave(len(logits_nk_C) // len(x))
+            return logits_nk_C.masked_fill(marked_nk[:, None] & (torch.arange(C) == 1), math.inf)
+
+    inputs = pool.clone()
+    inputs[[13, 41], 0] = 1000.0
+    candidates_N = torch.tensor([3, 41, 5, 13, 30, 2])
+    with pytest.raises(ValueError, match=r"outputs are not finite \(\+inf\) for items \[13, 41\]: "
+                                         r"the model's weights or computation give \+inf"):
+        score_pool(Overflowing(), inputs, candidates_N, "bald", 2, num_samples=K, mask_generator=0,
+                   selection_seed=0, chunk_size=chunk_size)
 
 
 def test_dataset_without_inputs_is_rejected(net):

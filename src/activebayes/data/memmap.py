@@ -56,6 +56,7 @@ import re
 import shutil
 import tempfile
 import warnings
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +105,7 @@ class MemmapMeta:
     n_items: int
     inputs_shape: tuple[int, ...]
     inputs_sha256: str
+    inputs_dtype: str = "uint8"
     targets_dtype: str | None = None
     targets_sha256: str | None = None
     paths_sha256: str | None = None
@@ -124,7 +126,7 @@ class MemmapMeta:
             "name": self.name,
             "classes": list(self.classes),
             "n_items": self.n_items,
-            "inputs": {"file": INPUTS_FILE, "dtype": "uint8", "shape": list(self.inputs_shape),
+            "inputs": {"file": INPUTS_FILE, "dtype": self.inputs_dtype, "shape": list(self.inputs_shape),
                        "sha256": self.inputs_sha256},
             "targets": targets,
             "paths": None if self.paths_sha256 is None else {"file": PATHS_FILE, "sha256": self.paths_sha256},
@@ -166,8 +168,14 @@ class MemmapMeta:
         classes = field("classes", list)
         if not all(isinstance(c, str) for c in classes):
             raise DataError(f"{path}: field 'classes' must be a list of str, got {classes!r}")
+        duplicated = [c for c, count in Counter(classes).items() if count > 1]
+        if duplicated:
+            raise DataError(f"{path}: field 'classes' must hold unique names, got "
+                            f"{', '.join(map(repr, duplicated))} more than once")
         n_items = field("n_items", int)
         inputs = field("inputs", dict)
+        _check_file_field(path, field("file", str, inputs, "inputs."), "inputs", INPUTS_FILE)
+        inputs_dtype = field("dtype", str, inputs, "inputs.")
         shape = field("shape", list, inputs, "inputs.")
         if len(shape) not in (3, 4) or not all(isinstance(v, int) and v >= 0 for v in shape) or shape[0] != n_items:
             raise DataError(f"{path}: field 'inputs.shape' must be [N, C, H, W] or [N, H, W] with N = n_items "
@@ -178,6 +186,7 @@ class MemmapMeta:
         if targets is not None:
             if not isinstance(targets, dict):
                 raise DataError(f"{path}: field 'targets' must be an object or null, got {targets!r}")
+            _check_file_field(path, field("file", str, targets, "targets."), "targets", TARGETS_FILE)
             targets_dtype = field("dtype", str, targets, "targets.")
             if targets_dtype not in _TARGET_DTYPES:
                 raise DataError(f"{path}: field 'targets.dtype' must be one of {_TARGET_DTYPES}, got {targets_dtype!r}")
@@ -189,6 +198,7 @@ class MemmapMeta:
         if paths is not None:
             if not isinstance(paths, dict):
                 raise DataError(f"{path}: field 'paths' must be an object or null, got {paths!r}")
+            _check_file_field(path, field("file", str, paths, "paths."), "paths", PATHS_FILE)
             paths_sha = field("sha256", str, paths, "paths.")
         norm = field("normalization", dict)
         scale = field("scale", int | float, norm, "normalization.")
@@ -201,14 +211,15 @@ class MemmapMeta:
             if not std > 0:
                 raise DataError(f"{path}: normalization std must be > 0, got {std!r}")
             normalization = (float(mean), float(std))
-        if not scale > 0:
-            raise DataError(f"{path}: normalization scale must be > 0, got {scale!r}")
+        if not (math.isfinite(scale) and scale > 0):  # inf made every input 0, nan every input nan
+            raise DataError(f"{path}: field 'normalization.scale' must be a finite number > 0, got {scale!r}")
         return cls(
             name=name,
             classes=tuple(classes),
             n_items=n_items,
             inputs_shape=tuple(shape),
             inputs_sha256=inputs_sha,
+            inputs_dtype=inputs_dtype,
             targets_dtype=targets_dtype,
             targets_sha256=targets_sha,
             paths_sha256=paths_sha,
@@ -217,6 +228,13 @@ class MemmapMeta:
             source=str(data.get("source", "")),
             version=version,
         )
+
+
+def _check_file_field(path: Path, stored: str, what: str, expected: str) -> None:
+    """``meta.json``'s ``{what}.file`` must name the file this format reads (the names are fixed)."""
+    if stored != expected:
+        raise DataError(f"{path}: field '{what}.file' is {stored!r}, but the {what} are read from "
+                        f"{path.parent / expected}")
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
@@ -278,6 +296,9 @@ def load_memmap(path: str | os.PathLike[str], *, verify: bool = False, progress:
         raise DataError(
             f"{inputs_path}: shape {tuple(inputs.array.shape)}, but {META_FILE} says {meta.inputs_shape}"
         )
+    if str(inputs.array.dtype) != meta.inputs_dtype:
+        raise DataError(f"{folder / META_FILE}: field 'inputs.dtype' is {meta.inputs_dtype!r}, but "
+                        f"{inputs_path} holds {inputs.array.dtype}")
     targets = None
     if meta.targets_dtype is not None:
         targets_path = folder / TARGETS_FILE
@@ -473,6 +494,9 @@ class MemmapWriter:
             class_names = tuple(str(c) for c in classes)
             if len(set(class_names)) != len(class_names):
                 raise InvalidArgumentError(f"classes must be unique, got {list(class_names)}")
+            if (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
+                    or not (math.isfinite(scale) and scale > 0)):
+                raise InvalidArgumentError(f"scale must be a finite number > 0, got {scale!r}")
             if isinstance(normalization, str):
                 if normalization != "standardize":
                     raise InvalidArgumentError(f"normalization must be (mean, std), None or 'standardize', got {normalization!r}")
@@ -567,13 +591,15 @@ def check_destination(destination: Path, *, overwrite: bool) -> None:
         return
     if destination.is_dir() and not any(destination.iterdir()):
         return  # an empty folder made for it: used as it is
+    if not is_memmap_folder(destination):  # never replaced, so overwrite=True is no advice to give
+        what = "a folder" if destination.is_dir() else "a file"
+        raise DataError(
+            f"{destination} exists and is not a memmap dataset folder ({what}, no {META_FILE} of format "
+            f"{MEMMAP_FORMAT!r}); refusing to replace it, even with overwrite=True: choose another "
+            "destination, or remove it yourself if it is not needed"
+        )
     if not overwrite:
         raise DataError(f"{destination} already exists; pass overwrite=True (--overwrite) to replace it")
-    if not is_memmap_folder(destination):
-        raise DataError(
-            f"{destination} exists and is not a memmap dataset folder (no {META_FILE} of format "
-            f"{MEMMAP_FORMAT!r}); refusing to replace it"
-        )
 
 
 def _labels_array(targets: object, n_items: int, n_classes: int) -> np.ndarray:
@@ -673,6 +699,9 @@ def write_memmap(
         _warn_if_channels_last(first.shape)
     if targets is not None:  # checked before any pixel is written
         labels = np.asarray(targets.detach().cpu() if isinstance(targets, torch.Tensor) else targets)
+        if labels.shape != (n_items,):
+            raise InvalidArgumentError(f"targets must have shape [N] = [{n_items}] (one label per item), "
+                                       f"got {labels.shape}")
         if labels.dtype.kind in "iu" and labels.size and int(labels.min()) < 0:
             first_bad = int(np.flatnonzero(labels < 0)[0])
             raise InvalidArgumentError(
@@ -682,6 +711,8 @@ def write_memmap(
             classes = tuple(str(c) for c in range(int(labels.max()) + 1 if labels.size else 0))
     elif classes is None:
         classes = ()
+    if paths is not None and len(paths) != n_items:
+        raise InvalidArgumentError(f"paths must have one entry per item ({n_items}), got {len(paths)}")
     with MemmapWriter(destination, n_items=n_items, item_shape=item_shape, overwrite=overwrite) as writer:
         with tqdm(total=n_items, desc=f"write {destination.name}", unit="item", disable=not progress,
                   leave=False) as bar:

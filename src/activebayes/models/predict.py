@@ -7,6 +7,7 @@ dropout masks, or the k-th ensemble member).
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -457,7 +458,8 @@ def _predict(
         # a sampler's own forward (ensemble members, Laplace weight samples) holds one function's
         # activations at a time; only its logits [n, k, C] grow with k, so take as many samples
         # per call as they fit (its features, e.g. a frozen encoder's, are then computed once)
-        C = _forward_chunk(model, sampler, inputs.get(0, 1).to(device), 1, [0], expand=expand).shape[-1]
+        C = _forward_chunk(model, sampler, inputs.get(0, 1).to(device), 1, [0], expand=expand,
+                           check=False).shape[-1]  # only its shape: the pass below names bad outputs
         n_chunk = batch_size
         k_chunk = max(1, min(K, int(budget_bytes // (2 * 4 * n_chunk * C))))
     else:
@@ -472,9 +474,10 @@ def _predict(
             n = end - start
             for k_start in range(0, K, k_chunk):
                 ids = list(range(k_start, min(K, k_start + k_chunk)))
-                log_probs_n_k_C = _forward_chunk(model, sampler, x_n, n, ids, expand=expand)
-                if bool(torch.isnan(log_probs_n_k_C).any()):
-                    raise nan_outputs(x_n, log_probs_n_k_C, start)
+                try:
+                    log_probs_n_k_C = _forward_chunk(model, sampler, x_n, n, ids, expand=expand)
+                except _NonFiniteOutputs as bad:
+                    raise nan_outputs(x_n, bad, start) from None
                 if log_probs_N_K_C is None:
                     C = log_probs_n_k_C.shape[-1]
                     log_probs_N_K_C = torch.empty(N, K, C, dtype=torch.float32)
@@ -503,29 +506,60 @@ def nonfinite_rows(x_n: Tensor) -> list[int]:
 
 
 class NaNOutputsError(InvalidArgumentError):
-    """The model's outputs hold NaN for some rows of its input: ``rows`` (positions in that
-    input) and ``why``. :meth:`for_items` names them by the caller's own item ids."""
+    """The model's outputs give no probabilities (NaN log-probabilities) for some rows of its
+    input: ``rows`` (positions in that input), ``found`` (what the outputs held there: ``NaN``,
+    ``+inf``, ``-inf for every class``) and ``why``. :meth:`for_items` names them by the
+    caller's own item ids."""
 
-    def __init__(self, rows: list[int], why: str) -> None:
-        self.rows, self.why = rows, why
+    def __init__(self, rows: list[int], why: str, found: str = "NaN") -> None:
+        self.rows, self.why, self.found = rows, why, found
         super().__init__(self._message(rows))
 
     def _message(self, items: list[int]) -> str:
         more = f" and {len(items) - 5} more" if len(items) > 5 else ""
-        return f"the model's outputs are NaN for items {items[:5]}{more}: {self.why}"
+        return f"the model's outputs are not finite ({self.found}) for items {items[:5]}{more}: {self.why}"
 
     def for_items(self, item_ids: Tensor) -> InvalidArgumentError:
         """The same error naming ``item_ids[row]`` (e.g. dataset indices of a chunk) for each row."""
         return InvalidArgumentError(self._message([int(item_ids[row]) for row in self.rows]))
 
 
-def nan_outputs(x_n: Tensor, log_probs_n_k_C: Tensor, offset: int) -> NaNOutputsError:
-    """The error for a model whose outputs hold NaN: which items, and whether their inputs do."""
-    rows = torch.nonzero(torch.isnan(log_probs_n_k_C.reshape(len(log_probs_n_k_C), -1)).any(dim=1)).flatten()
+class _NonFiniteOutputs(Exception):
+    """Raised by :func:`_forward_chunk` for outputs whose log-softmax is NaN: the rows (items of
+    the chunk) and what their outputs held; :func:`_predict` turns it into :class:`NaNOutputsError`."""
+
+    def __init__(self, rows: list[int], found: str) -> None:
+        super().__init__(rows, found)
+        self.rows, self.found = rows, found
+
+
+def _checked_log_softmax(logits: Tensor, n: int) -> Tensor:
+    """``log_softmax(logits)`` over the last axis; :class:`_NonFiniteOutputs` where it is NaN.
+
+    ``logits`` has ``n`` items first (``[n, C]``, ``[n * k, C]`` item-major or ``[n, k, C]``).
+    A ``-inf`` logit is a class of probability 0 (fine); a NaN or ``+inf`` logit, or ``-inf``
+    for every class, leaves no probabilities."""
+    log_probs = F.log_softmax(logits.float(), dim=-1)
+    if not bool(torch.isnan(log_probs).any()):
+        return log_probs
+    C = logits.shape[-1]
+    logits_n_k_C = logits.detach().reshape(n, -1, C)
+    bad_n = torch.isnan(log_probs.reshape(n, -1)).any(dim=1)
+    kinds = [("NaN", torch.isnan(logits_n_k_C).flatten(1).any(dim=1)),
+             ("+inf", (logits_n_k_C == math.inf).flatten(1).any(dim=1)),
+             ("-inf for every class", (logits_n_k_C == -math.inf).all(dim=-1).any(dim=1))]
+    found = " and ".join(name for name, rows_n in kinds if bool((rows_n & bad_n).any()))
+    raise _NonFiniteOutputs(torch.nonzero(bad_n).flatten().tolist(), found or "NaN")
+
+
+def nan_outputs(x_n: Tensor, bad: _NonFiniteOutputs, offset: int) -> NaNOutputsError:
+    """The error for a model whose outputs leave no probabilities: which items, what their
+    outputs held, and whether their inputs hold NaN or inf."""
     bad_inputs = set(nonfinite_rows(x_n))
-    why = ("their inputs hold NaN or inf" if all(int(r) in bad_inputs for r in rows) else
-           "the model's weights or computation give NaN (trained on NaN inputs, or diverged?)")
-    return NaNOutputsError([offset + int(r) for r in rows], why)
+    why = ("their inputs hold NaN or inf" if all(r in bad_inputs for r in bad.rows) else
+           f"the model's weights or computation give {bad.found} (trained on NaN inputs, diverged, "
+           "or overflowed?)")
+    return NaNOutputsError([offset + r for r in bad.rows], why, bad.found)
 
 
 def _batched_failure(model: nn.Module, x_n: Tensor, error: RuntimeError) -> Exception:
@@ -543,17 +577,23 @@ def _batched_failure(model: nn.Module, x_n: Tensor, error: RuntimeError) -> Exce
 
 
 def _forward_chunk(
-    model: nn.Module, sampler: FunctionSampler | None, x_n: Tensor, n: int, ids: list[int], *, expand: bool
+    model: nn.Module, sampler: FunctionSampler | None, x_n: Tensor, n: int, ids: list[int], *, expand: bool,
+    check: bool = True,
 ) -> Tensor:
-    """Log-probabilities ``[n, k, C]`` of samples ``ids`` for one chunk of items."""
+    """Log-probabilities ``[n, k, C]`` of samples ``ids`` for one chunk of items
+    (:class:`_NonFiniteOutputs` where they are NaN, unless not ``check``)."""
     k = len(ids)
+
+    def log_softmax(logits: Tensor) -> Tensor:
+        return _checked_log_softmax(logits, n) if check else F.log_softmax(logits.float(), dim=-1)
+
     if sampler is not None:
         logits_n_k_C = sampler.forward_samples(x_n, ids)
         if not isinstance(logits_n_k_C, Tensor) or logits_n_k_C.shape[:2] != (n, k):
             raise InvalidArgumentError(f"forward_samples must return [n, k, C] = [{n}, {k}, C]")
         if looks_like_probabilities(logits_n_k_C.reshape(n * k, -1)):
             raise probabilities_error("of forward_samples")
-        return F.log_softmax(logits_n_k_C.float(), dim=-1)
+        return log_softmax(logits_n_k_C)
     if expand:
         try:
             with mc_sampling(model, ids, expand=True) as context:
@@ -565,12 +605,12 @@ def _forward_chunk(
             raise _batched_failure(model, x_n, error) from error
         if not expanded:
             logits = _logits_rows(logits, n, "a chunk of items")
-            return F.log_softmax(logits.float(), dim=-1).unsqueeze(1).expand(n, k, logits.shape[-1])
+            return log_softmax(logits).unsqueeze(1).expand(n, k, logits.shape[-1])
         logits = _logits_rows(logits, n * k, f"{n} items x {k} samples")
-        return F.log_softmax(logits.float(), dim=-1).reshape(n, k, -1)
+        return log_softmax(logits).reshape(n, k, -1)
     outputs = []
     for sample_id in ids:
         with mc_sampling(model, [sample_id], expand=False):
             logits = _logits_rows(model(x_n), n, "a chunk of items")
-        outputs.append(F.log_softmax(logits.float(), dim=-1))
+        outputs.append(log_softmax(logits))
     return torch.stack(outputs, dim=1)
