@@ -366,3 +366,32 @@ def test_the_stopping_sensitivity_table_is_the_committed_summary_and_judges_as_t
     assert (f"0.0075 stopped {lower['early']} more than a point early and met the goal in {lower['met']}, "
             f"{threshold:g} stopped {current['all']['early']} early and met it in {current['all']['met']}, and "
             f"0.015 stopped {higher['early']} early and met it in {higher['met']}") in concepts
+
+
+def test_the_stopping_ideas_fits_are_the_librarys_linear_fit_and_a_reference_decaying_one(monkeypatch):
+    """``benchmarks/stopping_ideas.py`` judges other remaining-change rules offline. Its fit with
+    alpha = 0 is the library's drift; with alpha = 1 (drift falling as 1/n) it is a least-squares
+    fit of the disagreements on log(n_j / n_i), checked here against a plain NumPy one."""
+    import numpy as np
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import stopping
+    import stopping_ideas as ideas
+    import stopping_sensitivity as sensitivity
+    from activebayes.stopping import decode_classes
+
+    seed, rounds = stopping.finished_runs(stopping.RUNS / "digits")[1]
+    run = {"labels": np.array([r["n_labelled"] for r in rounds])}
+    run["D"], run["scale"] = ideas.disagreements(rounds)
+    linear = ideas.fits(run, 12, 0.0)
+    drift_R, se_R = sensitivity.drifts(rounds, 12)
+    assert np.allclose(linear[:, 1], drift_R, equal_nan=True, atol=1e-12)
+    assert np.allclose(linear[:, 2], se_R, equal_nan=True, atol=1e-12)
+    t, W = len(rounds) - 1, 10
+    classes = [decode_classes(r["signals"]["stable_predictions"]["predictions"]) for r in rounds[t - W + 1: t + 1]]
+    n = run["labels"][t - W + 1: t + 1].astype(float)
+    pairs = [(i, j) for i in range(W) for j in range(i + 1, W)]
+    d = np.array([np.mean(classes[i] != classes[j]) for i, j in pairs])
+    X = np.array([[1.0, np.log(n[j] / n[i])] for i, j in pairs])
+    coef = np.linalg.solve(X.T @ X, X.T @ d)
+    assert np.allclose(ideas.fits(run, W, 1.0)[t, :2], coef, atol=1e-12)

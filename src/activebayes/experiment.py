@@ -204,9 +204,22 @@ def _check_items(directory: RunDirectory, loop: ActiveLearningLoop) -> None:
         return
     test_ids = None if loop.test is None else getattr(loop.test, "item_ids", None)
     source = f"table {loop.config.table}" if loop.config.table is not None else f"dataset {loop.dataset.name!r}"
-    directory.check_items(source, pool_ids, test_ids)
+    labels = _known_labels(loop.dataset, pool_ids)
+    if labels is not None and test_ids is not None:
+        test_labels = _known_labels(loop.test, test_ids)
+        labels = None if test_labels is None else {**labels, **test_labels}
+    directory.check_items(source, pool_ids, test_ids, labels=labels)
     if directory.read_items() is None:
-        directory.write_items(pool_ids, test_ids)
+        directory.write_items(pool_ids, test_ids, labels=labels)
+
+
+def _known_labels(dataset: Any, item_ids: Sequence[str]) -> dict[str, Any] | None:
+    """Item id -> the dataset's known label (a class id, or a multi-label 0/1 list); ``None``
+    without labels."""
+    targets = getattr(dataset, "targets", None)
+    if targets is None:
+        return None
+    return dict(zip(item_ids, targets.tolist(), strict=True))
 
 
 # --------------------------------------------------------------------------- comparisons

@@ -358,11 +358,15 @@ class RunDirectory:
     def items_path(self) -> Path:
         return self.path / ITEMS_FILE
 
-    def write_items(self, pool_ids: Sequence[str], test_ids: Sequence[str] | None) -> None:
+    def write_items(self, pool_ids: Sequence[str], test_ids: Sequence[str] | None, *,
+                    labels: Mapping[str, Any] | None = None) -> None:
         """Store the id of each pool position (``rounds.jsonl``'s ``acquired`` index it) and of
-        each test item, so that the records name their items and a resume can check them."""
-        atomic_write_text(self.items_path, json.dumps({"pool": list(pool_ids),
-                                                       "test": None if test_ids is None else list(test_ids)}) + "\n")
+        each test item, so that the records name their items and a resume can check them;
+        ``labels``: item id -> known label (a class id, or a multi-label 0/1 list), checked too."""
+        data: dict[str, Any] = {"pool": list(pool_ids), "test": None if test_ids is None else list(test_ids)}
+        if labels is not None:
+            data["labels"] = dict(labels)
+        atomic_write_text(self.items_path, json.dumps(data) + "\n")
 
     def read_items(self) -> dict[str, list[str] | None] | None:
         """The stored ids (``{"pool": [...], "test": [...] or None}``), or ``None`` without ``items.json``."""
@@ -376,10 +380,20 @@ class RunDirectory:
             raise RunDirectoryError(f"{self.items_path} is not a valid items file: {error}") from None
         return data
 
-    def check_items(self, source: str, pool_ids: Sequence[str], test_ids: Sequence[str] | None) -> None:
+    def check_items(self, source: str, pool_ids: Sequence[str], test_ids: Sequence[str] | None, *,
+                    labels: Mapping[str, Any] | None = None) -> None:
         """Raise :class:`RunDirectoryError` unless the run's stored items are ``pool_ids`` /
-        ``test_ids``: a run's pool is fixed when it starts, and its records name pool positions."""
+        ``test_ids`` (and, where both are known, their ``labels`` the stored ones): a run's pool is
+        fixed when it starts, and its records name pool positions."""
         stored = self.read_items()
+        if stored is not None and labels is not None and isinstance(stored.get("labels"), dict):
+            changed = [item for item, label in stored["labels"].items() if item in labels and labels[item] != label]
+            if changed:
+                shown = ", ".join(changed[:3]) + (", ..." if len(changed) > 3 else "")
+                raise RunDirectoryError(
+                    f"{source} changed since the run in {self.path} started (the label of {len(changed)} row(s) "
+                    f"changed: {shown}); a run's labels are fixed when it starts: restore the file, or start a new "
+                    "run with another --out")
         if stored is None:
             if self.rounds_path.is_file():
                 raise RunDirectoryError(

@@ -138,6 +138,20 @@ def test_a_table_run_names_its_items_and_resumes_whatever_the_row_order(tmp_path
     table.write_text("\n".join(lines[:-1]) + "\n")
     code, _, err = _run(capsys, "resume", out, "--budget", "30", "-q")
     assert code == 1 and "1 row(s) gone: r89" in err
+    # labels changed: refused the same way, before the budget is raised (it failed later, naming an
+    # item "not unlabelled", with config.json at the new budget and the last record dropped)
+    config_before = (out / "config.json").read_bytes()
+    def other_topic(line: str) -> str:  # another of the table's classes
+        head, topic = line.rsplit(",", 1)
+        return f"{head},{next(t for t in sorted(TOPICS) if t != topic)}"
+
+    relabelled = [lines[0]] + [other_topic(line) if i in (3, 7) else line for i, line in enumerate(lines[1:], 1)]
+    table.write_text("\n".join(relabelled) + "\n")
+    code, _, err = _run(capsys, "resume", out, "--budget", "30", "-q")
+    changed = ", ".join(line.split(",", 1)[0] for line in (lines[3], lines[7]))
+    assert code == 1 and err.count("\n") == 1, err
+    assert f"table {table} changed since the run" in err and f"the label of 2 row(s) changed: {changed}" in err
+    assert (out / "rounds.jsonl").read_bytes() == before and (out / "config.json").read_bytes() == config_before
 
 
 def test_a_table_run_without_its_items_file_is_not_resumed(tmp_path, capsys):
