@@ -92,3 +92,50 @@ def test_few_rows_or_repeated_categories_do_not_warn(rows):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_table(rows, feature_columns="*", label_column="team", id_column="ticket_id")
+
+
+# --------------------------------------------------------------------------- a newcomer's pass over text-and-tables.md
+
+
+def _patients(n: int = 40) -> list[dict[str, str]]:
+    return [{"id": f"p{i}", "age": str(20 + i), "weight": str(60 + (7 * i) % 30), "smoker": "yes" if i % 3 else "no",
+             "y": "sick" if i % 2 else "well"} for i in range(n)]
+
+
+def test_a_number_column_with_a_stray_cell_names_it_instead_of_one_hot_encoding_every_number():
+    from activebayes.data import DataError
+
+    rows = _patients()
+    rows[3]["weight"] = "NA"  # R's missing marker: the column became 38 categories, silently
+    with pytest.raises(DataError) as info:
+        load_table(rows, feature_columns="age,weight,smoker", label_column="y")
+    message = str(info.value)
+    assert message.startswith("table: row 4, column 'weight': expected a number (39 of the column's 40 values are), "
+                              "got 'NA'") and "categorical_columns" in message
+    pool = load_table(rows, feature_columns="age,weight,smoker", label_column="y", categorical_columns="weight")
+    assert len(pool.preprocessing["table"]["categorical"]["weight"]) == len({r["weight"] for r in rows})
+    assert list(pool.preprocessing["table"]["numeric"]) == ["age"]  # smoker: no numbers, one-hot as before
+
+
+@pytest.mark.parametrize(("column", "flag"), [("id", "--id-column"), ("text", "--text-column")])
+def test_feature_columns_naming_the_id_or_text_column_is_refused(column, flag):
+    rows = [{**r, "text": f"note {i}"} for i, r in enumerate(_patients())]
+    with pytest.raises(InvalidArgumentError, match=rf"feature_columns \(--feature-columns\) must not name the "
+                                                   rf"\w+ '{column}', given as \w+ \({flag}\)"):
+        load_table(rows, text_column="text", feature_columns=f"age,{column}", id_column="id", label_column="y")
+
+
+def test_jsonl_strings_may_hold_unicode_line_separators_and_csv_cells_may_be_long(tmp_path):
+    import csv
+    import json
+
+    from activebayes.data.table import read_table_rows
+
+    rows = [{"id": f"r{i}", "text": f"first part\u2028second part {i}\u0085end", "y": "a"} for i in range(3)]
+    jsonl = tmp_path / "t.jsonl"  # what json.dumps(ensure_ascii=False) writes: the separators unescaped
+    jsonl.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    assert read_table_rows(jsonl)[1] == rows
+    long = "word " * 40_000  # 200,000 characters: over the csv module's default limit of 131,072
+    with open(tmp_path / "t.csv", "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([["id", "text"], ["r0", long], ["r1", "short"]])
+    assert [r["text"] for r in read_table_rows(tmp_path / "t.csv")[1]] == [long, "short"]

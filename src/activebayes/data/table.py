@@ -125,18 +125,24 @@ def read_table_rows(path: str | os.PathLike[str], *, format: str | None = None) 
     if kind == "jsonl":
         rows: list[dict[str, Any]] = []
         columns: dict[str, None] = {}
-        for number, line in enumerate(text.splitlines(), start=1):
+        # lines end at \n only: str.splitlines also breaks at U+2028, U+0085, ..., which JSON
+        # writers (ensure_ascii=False) leave unescaped inside strings
+        for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DataError(f"table {path}: line {number} is not valid JSON ({exc.msg})") from None
+                raise DataError(f"table {path}: line {number} is not valid JSON ({exc.msg}: column {exc.colno})"
+                                ) from None
             if not isinstance(row, dict):
                 raise DataError(f"table {path}: line {number} must be a JSON object, got {type(row).__name__}")
             rows.append(row)
             columns.update(dict.fromkeys(row))
         return list(columns), rows
+    # a cell may be as long as the file (the csv module's default limit, 131,072 characters, is
+    # not a property of CSV: a long document in a cell is data)
+    csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
     reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if kind == "tsv" else ",")
     try:
         header = next(reader, None)
@@ -299,6 +305,11 @@ def _warn_if_copies_disagree(source: str, column: str, ids: Sequence[str], answe
                   "--id-column)", DuplicateRowsWarning, stacklevel=3)
 
 
+#: a feature column whose cells are numbers but for at most this share is refused, naming the
+#: first cell that is not one, instead of being one-hot encoded (a typo, an "NA")
+NUMERIC_STRAYS = 0.1
+
+
 @dataclass
 class TablePreprocessor:
     """The fitted transform of feature columns: standardised numbers, one-hot categories.
@@ -338,7 +349,17 @@ class TablePreprocessor:
             if not present:
                 raise DataError(f"{source}: column {column!r} has no value in any row")
             parsed = [_as_number(v) for _, v in present]
-            if column not in categorical_columns and all(p is not None for p in parsed):
+            strays = [(n, v) for (n, v), p in zip(present, parsed, strict=True) if p is None]
+            if column not in categorical_columns and strays and len(strays) <= NUMERIC_STRAYS * len(present):
+                # a number column with a typo or a missing-value marker ("NA", "-"): one-hot encoding it
+                # would silently turn every number into a category of its own
+                n, value = strays[0]
+                raise DataError(f"{_where(source, n, column)}: expected a number ({len(present) - len(strays)} "
+                                f"of the column's {len(present)} values are), got {_short(value)}"
+                                f"{f' (and {len(strays) - 1} more)' if len(strays) > 1 else ''}; correct it, "
+                                "leave it empty for a missing value, or list the column in categorical_columns "
+                                "(table_options) to one-hot encode its values")
+            if column not in categorical_columns and not strays:
                 for (n, _), p in zip(present, parsed, strict=True):
                     if not math.isfinite(p):
                         raise DataError(f"{_where(source, n, column)}: {p} is not a finite number")
@@ -658,7 +679,12 @@ def load_table(
                 raise InvalidArgumentError(f"{source}: {argument} {column!r} is not a column of the table "
                                            f"(columns: {', '.join(map(str, columns))})")
     if label_column is not None and label_column in features + ([text_column] if text_column else []):
-        raise InvalidArgumentError(f"label_column {label_column!r} must not also be an input column")
+        raise InvalidArgumentError(f"{source}: label_column (--label-column) {label_column!r} must not also be an "
+                                   "input column")
+    for argument, column in (("text_column (--text-column)", text_column), ("id_column (--id-column)", id_column)):
+        if column is not None and column in features:  # read twice, or an id read as a feature
+            raise InvalidArgumentError(f"{source}: feature_columns (--feature-columns) must not name the "
+                                       f"{argument.split(' ')[0]} {column!r}, given as {argument}")
     for column in categorical:
         if column not in features:
             raise InvalidArgumentError(f"categorical_columns: {column!r} is not one of the feature_columns")
