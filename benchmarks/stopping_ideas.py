@@ -29,9 +29,12 @@ budget and cut) than the current setting there; it is no choice, only a ceiling.
 makes each choice the other way round (chosen on the odd seeds, judged on the even ones), as a check
 that a family's gain does not hang on which half chose it.
 
-Prints the tables; writes nothing. Usage::
+Prints the tables; writes nothing. ``--new-seeds-from N`` judges only the current and the chosen
+settings, on the runs of the digits protocols with seeds from N on (run after the choice). Usage::
 
-    python benchmarks/stopping_ideas.py     # about 2 minutes on one CPU core (2m10s measured)
+    python benchmarks/stopping_ideas.py     # about 3 minutes on one CPU core
+    python benchmarks/stopping.py --dataset digits --seeds 12-17   # (and -shared, -b5: see below)
+    python benchmarks/stopping_ideas.py --new-seeds-from 12
 """
 
 from __future__ import annotations
@@ -222,7 +225,39 @@ def line(family: str, key: tuple, picked: str, judged: dict) -> str:
             f"(odd {c['odd']['cut_early']}) |")
 
 
-def main() -> int:
+#: the settings the even-seed choice picked that also won on the held-out odd seeds (docs/benchmarks.md)
+CHOSEN = (("linear drift", "linear drift (the current rule's grid)", None),
+          ("decaying drift, alpha fitted per window", "decaying drift, alpha fitted per window", (16, 2.0, 0.005)),
+          ("decaying drift, alpha 1 (log)", "decaying drift, alpha 1 (log)", (14, 1.5, 0.0075)))
+
+
+def judge_new_seeds(first_seed: int, protocols: list[str]) -> int:
+    """The current setting and the chosen ones on runs of ``protocols`` with seeds from
+    ``first_seed`` on: seeds run after the choice, which took no part in it."""
+    runs = {key: run for key, run in load().items()
+            if key[0] in protocols and int(key[1].removeprefix("seed_")) >= first_seed}
+    print(f"{len(runs)} runs of {', '.join(protocols)}, seeds {first_seed} on\n")
+    print("| rule | setting (window, margin, threshold) | met / early / late | cut budgets stopped early |")
+    print("| --- | --- | --- | --- |")
+    for name, family, setting in CHOSEN:
+        setting = setting or sensitivity.current_setting()
+        c = sensitivity.counts(judge(runs, FAMILIES[family], *setting), "all")
+        print(f"| {name} | ({setting[0]}, {setting[1]:g}, {setting[2]:g}) | {cells(c)} | "
+              f"{c['cut_early']} of {c['cut_budgets']} |")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--new-seeds-from", type=int, default=None,
+                        help="only judge the chosen settings on the runs with seeds from this one on")
+    parser.add_argument("--protocols", default="digits,digits-b5,digits-shared",
+                        help="with --new-seeds-from: the protocols, comma-separated")
+    args = parser.parse_args(argv)
+    if args.new_seeds_from is not None:
+        return judge_new_seeds(args.new_seeds_from, args.protocols.split(","))
     tic = time.perf_counter()
     runs = load()
     current = sensitivity.current_setting()
