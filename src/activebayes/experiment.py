@@ -210,7 +210,7 @@ def _check_items(directory: RunDirectory, loop: ActiveLearningLoop) -> None:
         labels = None if test_labels is None else {**labels, **test_labels}
     directory.check_items(source, pool_ids, test_ids, labels=labels)
     if directory.read_items() is None:
-        directory.write_items(pool_ids, test_ids, labels=labels)
+        directory.write_items(pool_ids, test_ids, labels=labels, classes=getattr(loop.dataset, "classes", None))
 
 
 def _known_labels(dataset: Any, item_ids: Sequence[str]) -> dict[str, Any] | None:

@@ -359,13 +359,16 @@ class RunDirectory:
         return self.path / ITEMS_FILE
 
     def write_items(self, pool_ids: Sequence[str], test_ids: Sequence[str] | None, *,
-                    labels: Mapping[str, Any] | None = None) -> None:
+                    labels: Mapping[str, Any] | None = None, classes: Sequence[str] | None = None) -> None:
         """Store the id of each pool position (``rounds.jsonl``'s ``acquired`` index it) and of
         each test item, so that the records name their items and a resume can check them;
-        ``labels``: item id -> known label (a class id, or a multi-label 0/1 list), checked too."""
+        ``labels``: item id -> known label (a class id, or a multi-label 0/1 list), checked too;
+        ``classes``: the class names the label ids stand for (the report names classes with them)."""
         data: dict[str, Any] = {"pool": list(pool_ids), "test": None if test_ids is None else list(test_ids)}
         if labels is not None:
             data["labels"] = dict(labels)
+        if classes is not None:
+            data["classes"] = [str(c) for c in classes]
         atomic_write_text(self.items_path, json.dumps(data) + "\n")
 
     def read_items(self) -> dict[str, list[str] | None] | None:

@@ -8,6 +8,7 @@ directory's resume contract (a resumed run equals an uninterrupted one).
 from __future__ import annotations
 
 import csv
+import html
 import json
 import math
 import random
@@ -110,6 +111,12 @@ def test_a_table_run_names_its_items_and_resumes_whatever_the_row_order(tmp_path
     assert code == 0, err
     items = json.loads((out / "items.json").read_text())
     assert len(items["pool"]) == 70 and len(items["test"]) == 20
+    # the class names are kept with the items: the report names classes by them, not by ids 0-2
+    assert items["classes"] == sorted(TOPICS)
+    from activebayes.report import write_report
+
+    page = html.unescape(write_report(out, output=tmp_path / "report.html").read_text())
+    assert "Classes are named as in the dataset." in page and "Classes are shown by their ids" not in page
     assert sorted(items["pool"] + items["test"]) == sorted(rows)
     config = json.loads((out / "config.json").read_text())
     classes = config["classes"] if "classes" in config else sorted({r["label"] for r in rows.values()})

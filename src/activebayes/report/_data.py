@@ -19,6 +19,7 @@ from activebayes.records import LoopConfig, RoundRecord, headline_name
 from activebayes.rundir import (
     Comparison,
     RunDirectory,
+    RunDirectoryError,
     headline_metric,
     is_comparison,
     load_runs,
@@ -89,6 +90,7 @@ class ReportData:
         #: how the headline reads in the report ("accuracy", or "micro-F1" for a multi-label run)
         self.metric_name = headline_name(f"{self.split}_{self.headline}")
         run_dirs = [run_dir for run_dir, _ in comparison.configs()] if comparison else [path]
+        self._run_dirs = [Path(d) for d in run_dirs]
         self.given_dataset = next((given["dataset"] for given in map(_given, run_dirs) if "dataset" in given), None)
         self._dataset: ArrayDataset | None = dataset
         self._dataset_error: str | None = None
@@ -170,12 +172,27 @@ class ReportData:
         return f"dataset {config.dataset}"
 
     def class_names(self, num_classes: int) -> list[str] | None:
-        """The dataset's C class names when it loads and has ``num_classes`` classes, else ``None``."""
-        try:
-            classes = self.dataset().classes
-        except DatasetUnavailable:
-            return None
-        return list(classes) if len(classes) == num_classes else None
+        """The dataset's C class names when it loads and has ``num_classes`` classes (a table run:
+        the names its ``items.json`` keeps), else ``None``."""
+        if self.first_config is not None and self.first_config.table is not None:
+            classes = self._table_classes()
+        else:
+            try:
+                classes = list(self.dataset().classes)
+            except DatasetUnavailable:
+                return None
+        return list(classes) if classes is not None and len(classes) == num_classes else None
+
+    def _table_classes(self) -> list[str] | None:
+        """The class names a table run stored with its items (runs of earlier versions did not)."""
+        for run_dir in self._run_dirs:
+            try:
+                items = RunDirectory(run_dir).read_items()
+            except RunDirectoryError:
+                continue
+            if items is not None and isinstance(items.get("classes"), list):
+                return [str(c) for c in items["classes"]]
+        return None
 
     def class_names_note(self, num_classes: int) -> str:
         """Where the class names shown come from (a sentence)."""
@@ -183,7 +200,7 @@ class ReportData:
             return "Classes are named as in the dataset."
         reason = self._dataset_error or f"the dataset does not have {num_classes} classes"
         if self.first_config is not None and self.first_config.table is not None:
-            reason = "the report does not read a table run's class names"
+            reason = "the run was made before activebayes kept a table run's class names"
         return f"Classes are shown by their ids 0–{num_classes - 1}: {reason}."
 
     def thumbnails(self, indices: Sequence[int]) -> np.ndarray:
