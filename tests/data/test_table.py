@@ -258,7 +258,7 @@ def test_a_multilabel_table_dataset_goes_into_the_loop():
 
 
 @pytest.mark.parametrize("rows,kwargs,message", [
-    ([{"t": "a b"}], {"text_column": "text"}, r"^table: text_column 'text' is not a column of the table \(columns: t\)$"),
+    ([{"t": "a b"}], {"text_column": "text"}, r"^table: text_column \(--text-column\) 'text' is not a column of the table \(columns: t\)$"),
     ([{"t": "a b"}, {"t": "  "}], {"text_column": "t"}, r"^table: row 2, column 't': empty text$"),
     ([{"t": "red apple", "y": "x"}, {"t": "green pear", "y": "z"}], {"text_column": "t", "label_column": "y", "classes": ["x", "y"]},
      r"^table: row 2, column 'y': label 'z' is not among the classes \(x, y\)$"),

@@ -139,3 +139,17 @@ def test_jsonl_strings_may_hold_unicode_line_separators_and_csv_cells_may_be_lon
     with open(tmp_path / "t.csv", "w", newline="", encoding="utf-8") as handle:
         csv.writer(handle).writerows([["id", "text"], ["r0", long], ["r1", "short"]])
     assert [r["text"] for r in read_table_rows(tmp_path / "t.csv")[1]] == [long, "short"]
+
+
+def test_a_text_column_of_numbers_and_a_multilabel_column_without_sets_warn_and_jsonl_whole_floats_are_ints():
+    rows = [{"t": f"note number {i}", "n": str(i * 3), "y": ["a", "b"][i % 2]} for i in range(20)]
+    with pytest.warns(UserWarning, match=r"table: text_column \(--text-column\) 'n' holds only numbers"):
+        load_table(rows, text_column="n", label_column="y")
+    with pytest.warns(UserWarning, match=r"multilabel=True \(--multilabel\), but every row has exactly one class"):
+        load_table(rows, text_column="t", label_column="y", multilabel=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a real multi-label column does not warn
+        load_table([{**r, "y": "a|b" if i % 3 else "a"} for i, r in enumerate(rows)], text_column="t",
+                   label_column="y", multilabel=True)
+    numbered = [{"t": f"text {i}", "y": [1, 0, 1.0, 0.0][i % 4]} for i in range(40)]  # JSONL's 1 and 1.0
+    assert load_table(numbered, text_column="t", label_column="y").preprocessing["classes"] == ["0", "1"]

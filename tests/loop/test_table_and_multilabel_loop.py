@@ -223,14 +223,14 @@ def test_cli_imputes_missing_cells_with_every_other_column(tmp_path, capsys):
 
 @pytest.mark.parametrize("content, args, expected", [
     ("id,text,label\nr1,hello,a\n", ["--text-column", "body", "--label-column", "label"],
-     "text_column 'body' is not a column of the table (columns: id, text, label)"),
+     "--text-column 'body' is not a column of the table (columns: id, text, label)"),
     ("text,label\nhello there,a\n,b\n", ["--text-column", "text", "--label-column", "label"],
      "row 2, column 'text': empty text"),
     (b"text,label\nhello,a\n\xff\xfe bad,b\n", ["--text-column", "text", "--label-column", "label"],
      "line 3 is not valid UTF-8"),
     ("text,label\nhello,a\nhi,b\n", ["--text-column", "text"], "a run needs known labels"),
     ("a,y\n1,p\nx,q\n", ["--feature-columns", "a,missing", "--label-column", "y"],
-     "feature_columns 'missing' is not a column of the table"),
+     "--feature-columns 'missing' is not a column of the table"),
     ("a,y\n1,p\n,q\n", ["--feature-columns", "a", "--label-column", "y"], "row 2, column 'a': missing value"),
     ("text,label\nhello,a\nhi,b\n", ["--text-column", "text", "--label-column", "label", "--model", "batchbald_cnn"],
      "--model 'batchbald_cnn' needs images, input_shape (C, H, W) or (H, W); got items of shape (1,)"),

@@ -185,7 +185,7 @@ def test_label_flags_take_every_other_column_and_impute_missing_cells(tmp_path):
 
 
 @pytest.mark.parametrize("case, expected", [
-    ("no-column", "text_column 'text' is not a column of the table"),
+    ("no-column", "'text' is not a column of the table"),
     ("empty", "row 5, column 'text': empty text"),
     ("twice", "row 6, column 'id': id"),
     ("latin", "line 3 is not valid UTF-8"),

@@ -120,8 +120,9 @@ def read_table_rows(path: str | os.PathLike[str], *, format: str | None = None) 
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise DataError(f"table {path}: line {line} is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
-                        f"{exc.start}); save the file as UTF-8") from None
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise DataError(f"table {path}: line {line} is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at byte "
+                        f"{column} of the line, file offset {exc.start}); save the file as UTF-8") from None
     if kind == "jsonl":
         rows: list[dict[str, Any]] = []
         columns: dict[str, None] = {}
@@ -676,7 +677,8 @@ def load_table(
     for argument, names in named.items():
         for column in names:
             if column not in columns:
-                raise InvalidArgumentError(f"{source}: {argument} {column!r} is not a column of the table "
+                flag = "--" + argument.replace("_", "-")
+                raise InvalidArgumentError(f"{source}: {argument} ({flag}) {column!r} is not a column of the table "
                                            f"(columns: {', '.join(map(str, columns))})")
     if label_column is not None and label_column in features + ([text_column] if text_column else []):
         raise InvalidArgumentError(f"{source}: label_column (--label-column) {label_column!r} must not also be an "
@@ -733,10 +735,18 @@ def load_table(
                     raise DataError(f"{where}: expected one class name, got {type(value).__name__} "
                                     f"{_short(value)}; a row with several classes needs multilabel=True "
                                     "(--multilabel)")
-                labels = [str(value).strip()]
+                # a JSONL 1.0 is the class "1", as 1 is (json reads whole floats as floats)
+                whole = isinstance(value, float) and value.is_integer()
+                labels = [str(int(value)) if whole else str(value).strip()]
             answers.append(labels)
         if id_column is None:
             _warn_if_copies_disagree(source, label_column, ids, answers)
+        if multilabel and len(rows) > 1 and all(len(labels) == 1 for labels in answers):
+            import warnings
+
+            warnings.warn(f"{source}: column {label_column!r}: multilabel=True (--multilabel), but every row has "
+                          f"exactly one class (no {label_separator!r} in any cell): is it a multi-label column? "
+                          "A single-label task is modelled better without --multilabel", UserWarning, stacklevel=2)
         if classes is None:
             class_names = tuple(sorted({label for labels in answers for label in labels}))
             if not multilabel:
@@ -777,6 +787,12 @@ def load_table(
                 raise DataError(f"{_where(source, n, text_column)}: empty text")
             text_list.append(value)
         texts = tuple(text_list)
+        if len(texts) > 1 and all(_as_number(t) is not None for t in texts):
+            import warnings
+
+            warnings.warn(f"{source}: text_column (--text-column) {text_column!r} holds only numbers, which are "
+                          "encoded as words; a number column is a feature column (--feature-columns)",
+                          UserWarning, stacklevel=2)
         enc = get_encoder(encoder)
         encoded = encode_texts(texts, enc, cache_dir=cache_dir, mmap_bytes=mmap_bytes)
         record["encoder"] = json.loads(enc.fingerprint())
