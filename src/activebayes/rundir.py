@@ -112,7 +112,6 @@ COMPRESSED = ".xz"  # suffix of a compressed rounds or summary file (xz)
 _COMPRESSED_FORMS = (".xz", ".gz")  # read both; .gz as earlier versions wrote it
 
 
-
 def with_budget_signals(records: Sequence[RoundRecord], config: LoopConfig) -> list[RoundRecord]:
     """``records`` with their remaining-change signals judged at ``config``'s label budget, whose
     horizon bounds them (:func:`activebayes.stopping.rejudge_remaining_change`): the rounds of a run
@@ -126,6 +125,7 @@ def with_budget_signals(records: Sequence[RoundRecord], config: LoopConfig) -> l
             record = dataclasses.replace(record, signals={**record.signals, REMAINING_CHANGE: judged})
         out.append(record)
     return out
+
 
 class RunDirectoryError(ActiveBayesError, ValueError):
     """A run directory is missing, corrupt, or belongs to a different config."""
