@@ -111,6 +111,16 @@ _run_comparison(_LoopConfig(dataset="digits", initial_size=20, budget=30, batch_
                 ["random", "bald"], [0, 1], "runs/compare")
 """
 
+# runs/stop-remaining: a finished run with its stop set (stopping.md reads its stored predictions)
+_STOP_RUN = """
+from activebayes.experiment import run_experiment as _run_experiment
+from activebayes.records import LoopConfig as _LoopConfig
+
+_run_experiment(_LoopConfig(dataset="digits", initial_size=20, budget=40, batch_size=10, cold_start=None,
+                            eval_samples=4, num_samples=4, stop_set_size=100), "runs/stop-remaining",
+                progress=False, report=False)
+"""
+
 PRELUDES: dict[str, str] = {
     "README.md": _DIGITS_28 + """
 y_true = y_pool                               # the pool's labels
@@ -138,6 +148,7 @@ def make_chunk(i):                            # the user's chunk of pixels: 100,
 model = _build_model("gal_cnn", num_classes=10, input_shape=(1, 28, 28), generator=0)
 candidates_N = _torch.arange(0, 60, 2)          # the items to score
 """,
+    "docs/concepts/stopping.md": _STOP_RUN,
     "docs/concepts/posteriors.md": _DIGITS + """
 images = _digits.inputs[:64]                    # the pool's images, for the encoder (few: it trains fast)
 pool = x_pool                                   # the inputs to score
@@ -235,6 +246,8 @@ SHOWN: dict[tuple[str, int], list[str]] = {
     ("docs/guides/your-own-model.md", 6): ["log_probs_N_E_C.shape == (200, 5, 10)"],
     ("docs/guides/label-your-images.md", 1): ["Path('cats-dogs/exports/labels.csv').is_file()"],
     ("docs/report.md", 1): ["Path('runs/compare/report.html').is_file()"],
+    ("docs/concepts/stopping.md", 2): ["predicted_S.shape == (100,) and stop_set_N.shape == (100,)",
+                                       "record.n_labelled == 40"],
     ("docs/guides/text-and-tables.md", 3): ["Path('tickets-labels.csv').read_text().count(',billing,') == 1"],
     ("docs/representation.md", 1): ["features_N_D.shape == (200, 128)"],
 }
