@@ -57,7 +57,7 @@ from activebayes.labelling import roundtrip
 from activebayes.labelling.interchange import export_text, label_studio_tasks
 from activebayes.labelling.items import ItemIndex, TableItems, dataset_keys, scan_dataset, scan_folder, scan_table
 from activebayes.labelling.roundtrip import ImportResult, QueryResult
-from activebayes.labelling.settings import ProjectConfig, ProjectError, setting_differences
+from activebayes.labelling.settings import ProjectConfig, ProjectError, _setting_value, setting_differences
 from activebayes.labelling.store import ItemChanges, ItemFile, LabelStore, mask_classes
 from activebayes.loop import ActiveLearningLoop
 from activebayes.models.networks import check_model_input
@@ -559,8 +559,10 @@ class LabellingProject:
         Every stored label is exported: a labelled item the last scan no longer found (its file or
         row deleted or changed since) is a row with ``present`` false (CSV / JSON; Label Studio's
         tasks leave it out, being items to show), and a warning counts them."""
-        rows = self.store.export_rows(root=self.config.images, gone_labelled=fmt != "labelstudio")
-        gone = len(self.store.labels(present_only=False)) - len(self.store.labels())
+        rows = self.store.export_rows(root=self.config.images, gone_labelled=True)
+        gone = sum(not row["present"] for row in rows)
+        if fmt == "labelstudio":
+            rows = [row for row in rows if row["present"]]
         if gone:
             where = "rows of the table" if self.config.table is not None else "items of the project"
             kept = ("left out of the Label Studio tasks (export CSV or JSON to keep them)" if fmt == "labelstudio"
@@ -627,8 +629,8 @@ def _moved_source(config: ProjectConfig, given: Mapping[str, Any]) -> tuple[str,
         stored, wanted = getattr(config, name), given.get(name)
         if stored is None or wanted is None:
             continue
-        new = os.path.realpath(Path(str(wanted)).expanduser())
-        if new != os.path.realpath(stored) and not Path(stored).exists() and Path(new).exists():
+        new = _setting_value(name, wanted)  # resolved, as setting_differences compares paths
+        if new != _setting_value(name, stored) and not Path(stored).exists() and Path(new).exists():
             return name, str(stored), new
     return None
 
