@@ -57,6 +57,7 @@ __all__ = [
     "exact_interval",
     "expected_accuracy",
     "first_stop",
+    "largest_change",
     "normalise_stop_when",
     "parse_stop_when",
     "per_predicted_label",
@@ -702,8 +703,8 @@ def round_signals(
     if accuracy is not None:
         detail = (f"the model expects a micro-F1 of {accuracy:.1%} on the pool" if multilabel
                   else f"the model expects {accuracy:.1%} accuracy on the pool")
-        if len(values) == window + 1 and all(v is not None for v in values):
-            change = max(abs(b - a) for a, b in zip(values, values[1:], strict=False))
+        change = largest_change(values) if len(values) == window + 1 else None
+        if change is not None:
             fired = t is not None and change < t
             detail += (f"; it changed by at most {shown_beside(change, t, 4)} over the last {window} rounds "
                        f"(stop below {t:g})")
@@ -740,6 +741,15 @@ def round_signals(
                                    "detail": "no audited answers yet: they come with the acquired batches "
                                              "when audit_fraction (--audit-fraction) is above 0"}
     return out
+
+
+def largest_change(values: Sequence[float | None]) -> float | None:
+    """The largest change between successive ``values``: what the expected-accuracy criterion
+    compares with its threshold, over the last :data:`SIGNAL_WINDOW` + 1 values. ``None`` when
+    fewer than two are given or any is missing (``None`` or NaN)."""
+    if len(values) < 2 or any(v is None or math.isnan(v) for v in values):
+        return None
+    return max(abs(b - a) for a, b in zip(values, values[1:], strict=False))
 
 
 def stable_predictions_means(signals: Sequence[Mapping[str, Any] | None]) -> list[float | None]:

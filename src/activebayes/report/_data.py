@@ -112,7 +112,7 @@ class ReportData:
 
     def unfinished(self) -> list[SeedRun]:
         """The runs that have not stopped yet (no rounds, or no stop reason in the last one)."""
-        return [run for runs in self.runs.values() for run in runs if not run.finished]
+        return [run for run in self.runs_list() if not run.finished]
 
     def finished_runs(self, strategy: str) -> list[SeedRun]:
         """The strategy's runs with at least one finished round."""

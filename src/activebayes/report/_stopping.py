@@ -27,6 +27,7 @@ from activebayes.stopping import (
     SIGNAL_WINDOW,
     SIGNALS,
     STABLE_PREDICTIONS,
+    largest_change,
     parse_stop_when,
     stable_predictions_means,
     stop_kind_of,
@@ -108,9 +109,8 @@ def window_change(values_R: np.ndarray) -> np.ndarray:
     (``nan`` until the window is full of measured values)."""
     change_R = np.full(len(values_R), np.nan)
     for r in range(SIGNAL_WINDOW, len(values_R)):
-        window = values_R[r - SIGNAL_WINDOW: r + 1]
-        if np.isfinite(window).all():
-            change_R[r] = np.abs(np.diff(window)).max()
+        change = largest_change([float(v) for v in values_R[r - SIGNAL_WINDOW: r + 1]])
+        change_R[r] = math.nan if change is None else change
     return change_R
 
 
