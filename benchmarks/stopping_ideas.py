@@ -1,17 +1,19 @@
-"""Other rules for "when to stop labelling", judged out of sample like ``stopping_sensitivity.py``.
+"""Rules for "when to stop labelling", judged out of sample like ``stopping_sensitivity.py``: how
+the default ``remaining_change`` was chosen.
 
-The default criterion, ``remaining_change``, fits the pairwise disagreement of the last W models
-on the stop set as ``d_ij = f + delta (n_j - n_i)`` and fires when
-``max(delta + m se, 0) * h < threshold`` with ``h = min(budget - n, n)``. This script asks whether
-a different rule, re-judged offline from the committed runs' stored stop-set predictions
-(``benchmarks/results/stopping_runs``; nothing is trained), does better. Families tried:
+The previous rule fitted the pairwise disagreement of the last W models on the stop set as
+``d_ij = f + delta (n_j - n_i)`` and fired when ``max(delta + m se, 0) * h < threshold`` with
+``h = min(budget - n, n)``, at (W, m, threshold) = (12, 2, 0.01). This script re-judges other
+rules offline from the committed runs' stored stop-set predictions
+(``benchmarks/results/stopping_runs``; nothing is trained). Families tried:
 
-- ``linear drift``: the current rule (its grid is ``stopping_sensitivity.py``'s);
+- ``linear drift``: the previous rule (its grid is ``stopping_sensitivity.py``'s);
 - ``decaying drift, alpha``: the drift per label decays as ``n^-alpha``, so the disagreement is
   regressed on ``g(n_j) - g(n_i)`` with ``g(n) = n^(1-alpha) / (1-alpha)`` (``log n`` for alpha = 1),
   and the change projected over the horizon is ``max(c + m se, 0) * (g(n + h) - g(n))``, the decaying
-  rate integrated (alpha = 0 is the current rule); alpha fixed at 0.5 or 1, or per window the alpha
-  of {0, 0.5, 1, 1.5, 2} with the smallest residual sum of squares (``fitted``);
+  rate integrated (alpha = 0 is the linear rule); alpha fixed at 0.5 or 1, or per window the alpha
+  of {0, 0.5, 1, 1.5, 2} with the smallest residual sum of squares (``fitted``: the library's rule
+  since it won here, :func:`activebayes.stopping.remaining_change`);
 - ``horizon floor q``: the linear rule, with the horizon held at least ``q n`` labels near the budget,
   ``h = max(min(budget - n, n), q n)`` (the firing itself still needs labels left);
 - ``persistence``: the linear or log rule, firing only when it fired on this round and the one before
@@ -19,22 +21,24 @@ a different rule, re-judged offline from the committed runs' stored stop-set pre
 
 Every family's free parameters (window of 8-16 models, margin, threshold) are **chosen on the even
 seeds** exactly as ``stopping_sensitivity.choose`` chooses (the most runs meeting the goal without
-more early stops than the current setting on those seeds: at the full budget, or on the cut budgets
+more early stops than the previous rule on those seeds: at the full budget, or on the cut budgets
 too) and **judged on the odd seeds**. Judging is ``stopping_sensitivity``'s (``stopping.verdict`` at
 the full budget, more than a point below the cut run's final accuracy on every 5th-round cut
-budget); the current setting's row is checked against ``stopping.json`` (89 / 12 / 31, 66 of 966)
-and its firing round against ``stopping._fires`` on every run. A last, hindsight line per family
-gives the best any of its settings does on the odd seeds with no more early stops (at the full
-budget and cut) than the current setting there; it is no choice, only a ceiling. A second table
-makes each choice the other way round (chosen on the odd seeds, judged on the even ones), as a check
-that a family's gain does not hang on which half chose it.
+budget); the fitted family at the library's setting is checked against ``stopping.json`` and its
+firing round against ``stopping._fires`` on every run. A last, hindsight line per family gives the
+best any of its settings does on the odd seeds with no more early stops (at the full budget and
+cut) than the previous rule there; it is no choice, only a ceiling. A second table makes each
+choice the other way round (chosen on the odd seeds, judged on the even ones), as a check that a
+family's gain does not hang on which half chose it. A third makes the largest alpha of the fitted
+family's grid a fourth parameter of the choice (1 to 3), since most windows pick the largest.
 
-Prints the tables; writes nothing. ``--new-seeds-from N`` judges only the current and the chosen
-settings, on the runs of the digits protocols with seeds from N on (run after the choice). Usage::
+Prints the tables; writes nothing. ``--after-choice`` judges only the previous, the current and
+the log rule, on the runs made after the choice (``stopping.py --after-choice``, kept in
+``benchmarks/results/stopping_runs_after``). Usage::
 
-    python benchmarks/stopping_ideas.py     # about 3 minutes on one CPU core
-    python benchmarks/stopping.py --dataset digits --seeds 12-17   # (and -shared, -b5: see below)
-    python benchmarks/stopping_ideas.py --new-seeds-from 12
+    python benchmarks/stopping_ideas.py     # about 7 minutes on one CPU core
+    python benchmarks/stopping.py --dataset digits --seeds 12-17 --after-choice   # (and others: docs/benchmarks.md)
+    python benchmarks/stopping_ideas.py --after-choice
 """
 
 from __future__ import annotations
@@ -52,8 +56,11 @@ import stopping_sensitivity as sensitivity  # noqa: E402
 
 WINDOWS = sensitivity.WINDOWS
 MARGINS = sensitivity.MARGINS
-THRESHOLDS = sensitivity.THRESHOLDS
-ALPHAS = (0.0, 0.5, 1.0, 1.5, 2.0)  # the "fitted" family picks one of these per window
+THRESHOLDS = (0.005, 0.0075, 0.01, 0.015, 0.02)  # the grid the choice was made on
+ALPHAS = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)  # the "fitted" family picks one of these up to its cap per window
+CAPS = (1.0, 1.5, 2.0, 2.5, 3.0)
+#: the previous rule (linear drift) and its setting: the reference every choice is held to
+PREVIOUS = (12, 2.0, 0.01)
 LAG = max(WINDOWS) - 1
 
 
@@ -112,16 +119,17 @@ def horizon(n: np.ndarray, budget: int) -> np.ndarray:
 
 # ---- the rules: (run, budget, window, margin, threshold) -> boolean "fires" per round -------------
 
-def drift_rule(alpha, floor_q: float = 0.0, persist: int = 1):
+def drift_rule(alpha, floor_q: float = 0.0, persist: int = 1, cap: float = 2.0):
     def fires(run, budget, window, margin, threshold):
         n = run["labels"].astype(np.float64)
         left = horizon(n, budget)
         h = np.maximum(left, floor_q * n)
         if alpha == "fitted":
-            rss = np.stack([np.nan_to_num(run["fits"][window, a][:, 3], nan=np.inf) for a in ALPHAS], axis=1)
+            grid = [a for a in ALPHAS if a <= cap]
+            rss = np.stack([np.nan_to_num(run["fits"][window, a][:, 3], nan=np.inf) for a in grid], axis=1)
             pick = np.argmin(rss, axis=1)
             value_A = np.stack([np.maximum(run["fits"][window, a][:, 1] + margin * run["fits"][window, a][:, 2], 0)
-                                * (g_of(a)(n + h) - g_of(a)(n)) for a in ALPHAS], axis=1)
+                                * (g_of(a)(n + h) - g_of(a)(n)) for a in grid], axis=1)
             value = value_A[np.arange(len(n)), pick]
         else:
             F = run["fits"][window, alpha]
@@ -137,10 +145,10 @@ def drift_rule(alpha, floor_q: float = 0.0, persist: int = 1):
 
 
 FAMILIES = {
-    "linear drift (the current rule's grid)": drift_rule(0.0),
+    "linear drift (the previous rule's grid)": drift_rule(0.0),
     "decaying drift, alpha 0.5": drift_rule(0.5),
     "decaying drift, alpha 1 (log)": drift_rule(1.0),
-    "decaying drift, alpha fitted per window": drift_rule("fitted"),
+    "decaying drift, alpha fitted per window (the current rule's family)": drift_rule("fitted"),
     "linear drift, horizon floor 0.25 n": drift_rule(0.0, floor_q=0.25),
     "linear drift, horizon floor 0.5 n": drift_rule(0.0, floor_q=0.5),
     "linear drift, horizon n (no budget)": drift_rule(0.0, floor_q=1.0),
@@ -172,31 +180,38 @@ def judge(runs: dict, rule, window: int, margin: float, threshold: float) -> dic
 
 
 def load() -> dict:
-    """``stopping_sensitivity.load``'s runs (its fits for the current window only), with every
+    """``stopping_sensitivity.load``'s runs (the library's fits for its window only), with every
     round's disagreements and this script's fits for every window and alpha."""
-    from activebayes.stopping import CHANGE_WINDOW
+    from activebayes.stopping import CHANGE_DECAYS, CHANGE_WINDOW
 
     sensitivity.WINDOWS = (CHANGE_WINDOW,)
     try:
         runs = sensitivity.load()
     finally:
         sensitivity.WINDOWS = WINDOWS
+    grid = [a for a in ALPHAS if a <= max(CHANGE_DECAYS)]
+    assert tuple(grid) == CHANGE_DECAYS
     for run in runs.values():
         run["D"], run["scale"] = disagreements(run["rounds"])
         run["fits"] = {(w, a): fits(run, w, a) for w in WINDOWS for a in ALPHAS}
-        # the linear fit is the library's
-        drift, se = run["drifts"][CHANGE_WINDOW]
-        mine = run["fits"][CHANGE_WINDOW, 0.0]
-        assert np.allclose(mine[:, 1], drift, equal_nan=True, atol=1e-12)
-        assert np.allclose(mine[:, 2], se, equal_nan=True, atol=1e-12)
+        # the fitted family at the library's window is the library's fit
+        drift, se, decay = run["drifts"][CHANGE_WINDOW]
+        rss = np.stack([np.nan_to_num(run["fits"][CHANGE_WINDOW, a][:, 3], nan=np.inf) for a in grid], axis=1)
+        pick = np.asarray(grid)[np.argmin(rss, axis=1)]
+        measured = ~np.isnan(drift)
+        assert np.array_equal(pick[measured], decay[measured])
+        mine = np.stack([run["fits"][CHANGE_WINDOW, a] for a in grid])[np.argmin(rss, axis=1), np.arange(len(pick))]
+        assert np.allclose(mine[:, 1], drift, equal_nan=True, rtol=1e-7, atol=1e-12)
+        assert np.allclose(mine[:, 2], se, equal_nan=True, rtol=1e-7, atol=1e-12)
     return runs
 
 
 def choose(results: dict, base: dict, *, hold_cut_budgets: bool) -> tuple | None:
-    """``stopping_sensitivity.choose``, held to the current setting's early stops on the even seeds
+    """``stopping_sensitivity.choose``, held to the previous rule's early stops on the even seeds
     (``base``: its judged runs) rather than to the family's own setting: the most runs meeting the goal
     there, then fewer early stops, fewer cut budgets early, the more cautious (larger margin and window,
-    smaller threshold). ``None`` when no setting stops as few runs early."""
+    smaller threshold; a key may lead with a cap, the smaller the more cautious). ``None`` when no
+    setting stops as few runs early."""
     limit = sensitivity.counts(base, "even")
     allowed = [key for key, judged in results.items()
                if sensitivity.counts(judged, "even")["early"] <= limit["early"]
@@ -206,7 +221,7 @@ def choose(results: dict, base: dict, *, hold_cut_budgets: bool) -> tuple | None
     return max(allowed, key=lambda key: (sensitivity.counts(results[key], "even")["met"],
                                          -sensitivity.counts(results[key], "even")["early"],
                                          -sensitivity.counts(results[key], "even")["cut_early"],
-                                         key[1], key[0], -key[2]))
+                                         *(-x for x in key[:-3]), key[-2], key[-3], -key[-1]))
 
 
 def swapped(judged: dict) -> dict:
@@ -225,54 +240,95 @@ def line(family: str, key: tuple, picked: str, judged: dict) -> str:
             f"(odd {c['odd']['cut_early']}) |")
 
 
-#: the settings the even-seed choice picked that also won on the held-out odd seeds (docs/benchmarks.md)
-CHOSEN = (("linear drift", "linear drift (the current rule's grid)", None),
-          ("decaying drift, alpha fitted per window", "decaying drift, alpha fitted per window", (16, 2.0, 0.005)),
+FITTED = "decaying drift, alpha fitted per window (the current rule's family)"
+LINEAR = "linear drift (the previous rule's grid)"
+#: the rules judged on seeds run after the choice: the previous one, the library's, and the log drift
+CHOSEN = (("linear drift (the previous rule)", LINEAR, PREVIOUS),
+          ("decaying drift, alpha fitted (the current rule)", FITTED, None),
           ("decaying drift, alpha 1 (log)", "decaying drift, alpha 1 (log)", (14, 1.5, 0.0075)))
 
 
-def judge_new_seeds(first_seed: int, protocols: list[str]) -> int:
-    """The current setting and the chosen ones on runs of ``protocols`` with seeds from
-    ``first_seed`` on: seeds run after the choice, which took no part in it."""
-    runs = {key: run for key, run in load().items()
-            if key[0] in protocols and int(key[1].removeprefix("seed_")) >= first_seed}
-    print(f"{len(runs)} runs of {', '.join(protocols)}, seeds {first_seed} on\n")
-    print("| rule | setting (window, margin, threshold) | met / early / late | cut budgets stopped early |")
-    print("| --- | --- | --- | --- |")
+def judge_after_choice() -> int:
+    """The previous, the current and the log rule on the runs in ``stopping_runs_after``: seeds
+    run after the choice (``stopping.py --after-choice``), which took no part in it."""
+    stopping.RUNS, kept = stopping.RUNS_AFTER, stopping.RUNS
+    try:
+        runs = load()
+    finally:
+        stopping.RUNS = kept
+    protocols = sorted({name for name, _ in runs})
+    print(f"{len(runs)} runs of {', '.join(protocols)}, run after the choice\n")
+    print("| rule | setting (window, margin, threshold) | protocol | met / early / late | cut budgets stopped early |")
+    print("| --- | --- | --- | --- | --- |")
     for name, family, setting in CHOSEN:
         setting = setting or sensitivity.current_setting()
-        c = sensitivity.counts(judge(runs, FAMILIES[family], *setting), "all")
-        print(f"| {name} | ({setting[0]}, {setting[1]:g}, {setting[2]:g}) | {cells(c)} | "
-              f"{c['cut_early']} of {c['cut_budgets']} |")
+        judged = judge(runs, FAMILIES[family], *setting)
+        for protocol in (*protocols, "all"):
+            c = sensitivity.counts({k: v for k, v in judged.items() if protocol in ("all", k[0])}, "all")
+            print(f"| {name} | ({setting[0]}, {setting[1]:g}, {setting[2]:g}) | {protocol} | {cells(c)} | "
+                  f"{c['cut_early']} of {c['cut_budgets']} |")
     return 0
+
+
+def decay_caps(runs: dict, base: dict) -> list[str]:
+    """The fitted family with its grid's largest alpha chosen too: (cap, window, margin, threshold)
+    chosen on the even seeds (early stops held on the cut budgets too) and judged on the odd ones,
+    and the other way round; with the share of the windows of the library's size that pick the cap."""
+    from activebayes.stopping import CHANGE_WINDOW
+
+    results = {}
+    for cap in CAPS:
+        rule = drift_rule("fitted", cap=cap)
+        for key in itertools.product(WINDOWS, MARGINS, THRESHOLDS):
+            results[(cap, *key)] = judge(runs, rule, *key)
+    out = ["| largest alpha | share of windows picking it | chosen on even seeds | odd seeds, held out "
+           "| chosen on odd seeds | even seeds, held out |", "| --- | --- | --- | --- | --- | --- |"]
+    for cap in (*CAPS, None):
+        mine = results if cap is None else {k: v for k, v in results.items() if k[0] == cap}
+        share = "–"
+        if cap is not None:
+            grid = [a for a in ALPHAS if a <= cap]
+            picks = np.concatenate([np.argmin(np.stack([r["fits"][CHANGE_WINDOW, a][:, 3] for a in grid], 1)[
+                ~np.isnan(r["fits"][CHANGE_WINDOW, 0.0][:, 3])], axis=1) for r in runs.values()])
+            share = f"{np.mean(picks == len(grid) - 1):.0%}"
+        row = [f"{cap:g}" if cap is not None else "chosen too", share]
+        for judged, there, held in ((mine, "even", "odd"), ({k: swapped(v) for k, v in mine.items()}, "odd", "even")):
+            key = choose(judged, base if there == "even" else swapped(base), hold_cut_budgets=True)
+            if key is None:
+                row += ["no setting allowed", ""]
+                continue
+            c = {s: sensitivity.counts(results[key], s) for s in (there, held)}
+            row += [f"({key[0]:g}; {key[1]}, {key[2]:g}, {key[3]:g}): {cells(c[there])}, cut {c[there]['cut_early']}",
+                    f"{cells(c[held])}, cut {c[held]['cut_early']}"]
+        out.append("| " + " | ".join(row) + " |")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--new-seeds-from", type=int, default=None,
-                        help="only judge the chosen settings on the runs with seeds from this one on")
-    parser.add_argument("--protocols", default="digits,digits-b5,digits-shared",
-                        help="with --new-seeds-from: the protocols, comma-separated")
+    parser.add_argument("--after-choice", action="store_true",
+                        help="only judge the chosen settings on the runs made after the choice "
+                             "(benchmarks/results/stopping_runs_after)")
     args = parser.parse_args(argv)
-    if args.new_seeds_from is not None:
-        return judge_new_seeds(args.new_seeds_from, args.protocols.split(","))
+    if args.after_choice:
+        return judge_after_choice()
     tic = time.perf_counter()
     runs = load()
     current = sensitivity.current_setting()
-    base = judge(runs, FAMILIES["linear drift (the current rule's grid)"], *current)
-    sensitivity.check(runs, base)  # fires where stopping.py fires; 89 / 12 / 31 and 66 cut budgets early
+    sensitivity.check(runs, judge(runs, FAMILIES[FITTED], *current))  # the library's rule, as stopping.py judges it
+    base = judge(runs, FAMILIES[LINEAR], *PREVIOUS)
     lines = ["| rule | setting (window, margin, threshold) | picked as | even seeds: met / early / late "
              "| odd seeds, held out: met / early / late | all seeds: met / early / late "
              "| cut budgets stopped early (all seeds; odd seeds) |",
              "| --- | --- | --- | --- | --- | --- | --- |",
-             line("linear drift", current, "the current setting", base)]
+             line("linear drift", PREVIOUS, "the previous rule", base)]
     odd_limit = sensitivity.counts(base, "odd")
     c = {s: sensitivity.counts(base, s) for s in ("odd", "even")}
     swaps = ["| rule | early stops held | chosen on odd seeds | odd seeds: met / early / late, cut budgets early "
              "| even seeds, held out: met / early / late, cut budgets early |", "| --- | --- | --- | --- | --- |",
-             f"| linear drift | the current setting | ({current[0]}, {current[1]:g}, {current[2]:g}) | "
+             f"| linear drift | the previous rule | ({PREVIOUS[0]}, {PREVIOUS[1]:g}, {PREVIOUS[2]:g}) | "
              f"{cells(c['odd'])}, cut {c['odd']['cut_early']} | {cells(c['even'])}, cut {c['even']['cut_early']} |"]
     for family, rule in FAMILIES.items():
         results = {key: judge(runs, rule, *key) for key in itertools.product(WINDOWS, MARGINS, THRESHOLDS)}
@@ -301,6 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\nThe other way round (a check of the choice, not a second result): chosen on the odd seeds, "
           "judged on the even ones\n")
     print("\n".join(swaps))
+    print("\nThe fitted decaying drift with the largest alpha of its grid chosen too (early stops held on the "
+          "cut budgets too)\n")
+    print("\n".join(decay_caps(runs, base)))
     print(f"\n{len(runs)} runs, {len(FAMILIES)} families of {len(WINDOWS) * len(MARGINS) * len(THRESHOLDS)} settings, "
           f"{time.perf_counter() - tic:.0f} s")
     return 0

@@ -1,7 +1,7 @@
 """How much `remaining_change` depends on its window, margin and threshold, judged out of sample.
 
-The window (12 models) and margin (2 standard errors) were chosen on runs of an earlier
-version; the threshold (0.01) is the stopping goal's tolerance. This script asks whether
+The window (16 models), margin (2 standard errors) and threshold (0.005) were chosen on the
+even seeds of these runs with ``benchmarks/stopping_ideas.py``. This script asks whether
 another setting would do better on the committed stopping runs
 (``benchmarks/results/stopping_runs``, made by ``benchmarks/stopping.py``), without
 training anything: each round's stored stop-set predictions are fitted again with the
@@ -43,7 +43,7 @@ import stopping  # noqa: E402  (benchmarks/stopping.py: the runs, the goal and t
 RESULTS = stopping.ROOT / "benchmarks" / "results" / "stopping_sensitivity.json"
 WINDOWS = (8, 10, 12, 14, 16)
 MARGINS = (1.0, 1.5, 2.0, 3.0)
-THRESHOLDS = (0.005, 0.0075, 0.01, 0.015, 0.02)
+THRESHOLDS = (0.0025, 0.0035, 0.005, 0.0075, 0.01, 0.015, 0.02)
 BEGIN, END = "<!-- stopping-sensitivity:begin -->", "<!-- stopping-sensitivity:end -->"
 
 
@@ -53,8 +53,8 @@ def current_setting() -> tuple[int, float, float]:
     return CHANGE_WINDOW, CHANGE_MARGIN, stopping.RECOMMENDED_THRESHOLD
 
 
-def drifts(rounds: list[dict], window: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per round: the drift per label and its standard error, fitted over that round's model and the
+def drifts(rounds: list[dict], window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per round: the drift, its standard error and its decay, fitted over that round's model and the
     ``window - 1`` before it (NaN before the window fills), as a share of the stop set (multi-label: of
     the current model's predicted labels, :func:`activebayes.stopping.per_predicted_label`)."""
     from activebayes.stopping import decode_classes, per_predicted_label, remaining_change
@@ -63,7 +63,7 @@ def drifts(rounds: list[dict], window: int) -> tuple[np.ndarray, np.ndarray]:
     multilabel = bool(texts[0]) and texts[0].startswith("bits:")
     classes_R_S = [None if t is None else decode_classes(t) for t in texts]
     labels_R = [r["n_labelled"] for r in rounds]
-    drift_R, se_R = np.full(len(rounds), np.nan), np.full(len(rounds), np.nan)
+    drift_R, se_R, decay_R = np.full(len(rounds), np.nan), np.full(len(rounds), np.nan), np.zeros(len(rounds))
     for i in range(window - 1, len(rounds)):
         span = range(i - window + 1, i + 1)
         if any(classes_R_S[j] is None for j in span):
@@ -73,17 +73,23 @@ def drifts(rounds: list[dict], window: int) -> tuple[np.ndarray, np.ndarray]:
             continue
         if multilabel:
             fit = per_predicted_label(fit, classes_R_S[i])
-        drift_R[i], se_R[i] = fit.drift, fit.drift_se
-    return drift_R, se_R
+        drift_R[i], se_R[i], decay_R[i] = fit.drift, fit.drift_se, fit.decay
+    return drift_R, se_R, decay_R
 
 
-def first_fire(drift_R: np.ndarray, se_R: np.ndarray, labels_R: np.ndarray, budget: int, margin: float,
-               threshold: float) -> int | None:
-    """The first round whose remaining change, projected to ``budget``, is below ``threshold``."""
-    from activebayes.stopping import change_horizon
+def first_fire(fit_R: tuple, labels_R: np.ndarray, budget: int, margin: float, threshold: float) -> int | None:
+    """The first round whose remaining change, projected to ``budget``, is below ``threshold``
+    (:func:`activebayes.stopping.projected_change`, for every round at once)."""
+    from activebayes.stopping import change_horizon, integrated_drift
 
+    drift_R, se_R, decay_R = fit_R
+    n_R = labels_R.astype(np.float64)
     horizon_R = np.array([change_horizon(int(n), budget) for n in labels_R], dtype=np.float64)
-    value_R = np.maximum(drift_R + margin * se_R, 0.0) * horizon_R
+    span_R = np.zeros(len(n_R))
+    for decay in np.unique(decay_R):
+        at = decay_R == decay
+        span_R[at] = integrated_drift(n_R[at] + horizon_R[at], decay) - integrated_drift(n_R[at], decay)
+    value_R = np.maximum(drift_R + margin * se_R, 0.0) * span_R
     fires = np.flatnonzero((value_R < threshold) & (horizon_R > 0))  # NaN compares False: not measured yet
     return int(fires[0]) if len(fires) else None
 
@@ -92,14 +98,14 @@ def judge(runs: dict, window: int, margin: float, threshold: float) -> dict:
     """``(protocol, seed) -> (verdict at the full budget, cut budgets, cut budgets stopped > 1 point early)``."""
     out = {}
     for (name, seed), run in runs.items():
-        drift_R, se_R = run["drifts"][window]
+        fit_R = run["drifts"][window]
         labels_R, accuracy = run["labels"], run["accuracy"]
-        i = first_fire(drift_R, se_R, labels_R, run["budget"], margin, threshold)
+        i = first_fire(fit_R, labels_R, run["budget"], margin, threshold)
         below = None if i is None else round(100 * (run["final"] - accuracy[i]), 2)
         saved = 0 if i is None else run["budget"] - int(labels_R[i])
         early_cuts = 0
         for k, final in run["cuts"]:
-            j = first_fire(drift_R[: k + 1], se_R[: k + 1], labels_R[: k + 1], int(labels_R[k]), margin, threshold)
+            j = first_fire(tuple(a[: k + 1] for a in fit_R), labels_R[: k + 1], int(labels_R[k]), margin, threshold)
             early_cuts += j is not None and round(100 * (final - accuracy[j]), 2) > 1.0
         out[(name, seed)] = (stopping.verdict(below, saved, run["flattened"], run["flat"], run["budget"]),
                              len(run["cuts"]), early_cuts)
@@ -117,8 +123,6 @@ def counts(judged: dict, seeds: str) -> dict:
 
 def load() -> dict:
     """Every committed stopping run, with what the goal needs and its fits for every window."""
-    from activebayes.stopping import CHANGE_WINDOW
-
     runs = {}
     for directory in sorted(p for p in stopping.RUNS.glob("*") if p.is_dir()):
         found = stopping.finished_runs(directory)
@@ -132,7 +136,7 @@ def load() -> dict:
             final = statistics.fmean(accuracy[-stopping.FINAL_ROUNDS:])
             flat = stopping.flat_from(labels, accuracy, final)
             cuts = [(k, statistics.fmean(accuracy[: k + 1][-stopping.FINAL_ROUNDS:]))
-                    for k in range(CHANGE_WINDOW, len(rounds) - 1, stopping.CUT_EVERY)]
+                    for k in range(stopping.CUT_FROM, len(rounds) - 1, stopping.CUT_EVERY)]
             runs[(directory.name, seed)] = {
                 "rounds": rounds, "labels": np.array(labels), "accuracy": accuracy, "budget": budget,
                 "final": round(final, 4), "flat": flat, "flattened": flat < labels[-stopping.FINAL_ROUNDS],
@@ -144,8 +148,7 @@ def check(runs: dict, judged: dict) -> None:
     """The current setting must fire where ``stopping.py`` fires, and be judged as it judges, on every run."""
     window, margin, threshold = current_setting()
     for (name, seed), run in runs.items():
-        drift_R, se_R = run["drifts"][window]
-        mine = first_fire(drift_R, se_R, run["labels"], run["budget"], margin, threshold)
+        mine = first_fire(run["drifts"][window], run["labels"], run["budget"], margin, threshold)
         theirs = stopping._fires(run["rounds"], "remaining_change", threshold, run["budget"])
         if mine != theirs:
             raise SystemExit(f"{name} {seed}: fires at round {mine} here, at {theirs} in stopping.py")

@@ -207,7 +207,7 @@ class LoopConfig:
     comma-separated string, a sequence of ``NAME`` / ``NAME=THRESHOLD`` strings or a mapping
     ``{name: threshold}``, and is stored as :func:`~activebayes.stopping.normalise_stop_when`
     writes it: canonical names, a threshold only where it is not the default, so that
-    ``"remaining-change"`` and ``("remaining_change=0.01",)`` are the same run.
+    ``"remaining-change"`` and ``("remaining_change=0.005",)`` are the same run.
     ``audit_fraction`` needs ``batch_size`` 2 or more.
 
     ``dataset_options`` are further arguments of a named dataset's loader
@@ -242,7 +242,7 @@ class LoopConfig:
     target_accuracy: float | None = setting(None, "Stop once test accuracy reaches this.")
     stop_when: tuple[str, ...] = setting(
         (), "Stop without a test set when one of these fires, comma-separated, each NAME or NAME=THRESHOLD: "
-        "remaining_change[=0.01] (recommended), stable_predictions[=0.99], expected_accuracy[=0.005], "
+        "remaining_change[=0.005] (recommended), stable_predictions[=0.99], expected_accuracy[=0.005], "
         "information[=0.1], estimated_accuracy=LOW (needs --audit-fraction); see docs/concepts/stopping.md.",
         kind="text")
     stop_set_size: int = setting(1000, "Unlabelled items the stopping signals are measured on (0: none).", least=0)

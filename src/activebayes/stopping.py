@@ -57,6 +57,7 @@ __all__ = [
     "exact_interval",
     "expected_accuracy",
     "first_stop",
+    "integrated_drift",
     "largest_change",
     "normalise_stop_when",
     "parse_stop_when",
@@ -226,7 +227,7 @@ ESTIMATED_ACCURACY = "estimated_accuracy"
 
 #: signal -> (default threshold, what the threshold means)
 SIGNALS: dict[str, tuple[float | None, str]] = {
-    REMAINING_CHANGE: (0.01, "share of the stop set's predictions still expected to change within the horizon, "
+    REMAINING_CHANGE: (0.005, "share of the stop set's predictions still expected to change within the horizon, "
                              "in (0, 1)"),
     STABLE_PREDICTIONS: (0.99, "mean Cohen's kappa of successive models over the window, in (0, 1]"),
     EXPECTED_ACCURACY: (0.005, "largest change of the expected accuracy over the window, in (0, 1)"),
@@ -236,7 +237,10 @@ SIGNALS: dict[str, tuple[float | None, str]] = {
 #: rounds a signal looks back over (Bloodgood and Vijay-Shanker 2009 use 3 for kappa)
 SIGNAL_WINDOW = 3
 #: models the remaining-change fit looks back over (the current one included)
-CHANGE_WINDOW = 12
+CHANGE_WINDOW = 16
+#: the exponents of the drift rate's decay, ``n^-decay``, the remaining-change fit chooses from
+#: (0: a constant drift per label; chosen out of sample, ``benchmarks/stopping_ideas.py``)
+CHANGE_DECAYS = (0.0, 0.5, 1.0, 1.5, 2.0)
 #: the remaining-change drift is taken this many standard errors above its estimate
 CHANGE_MARGIN = 2.0
 #: the signal recommended when a project has no test set (docs/concepts/stopping.md)
@@ -244,7 +248,7 @@ DEFAULT_CRITERION = REMAINING_CHANGE
 #: two-sided confidence of the estimated-accuracy interval
 AUDIT_CONFIDENCE = 0.9
 #: the smallest stop set a run that stops on it may ask for: the signals move in steps of
-#: 1 / S, and the default criterion's threshold (a 1% change) needs S >= 100 to be seen
+#: 1 / S, and below 100 items one changed prediction is over 1%, twice the default criterion's threshold
 MIN_STOP_SET = 100
 
 
@@ -300,12 +304,12 @@ def normalise_stop_when(specs: Iterable[str] | Mapping[str, float | None] | str)
     order of :data:`SIGNALS` (whatever order they were given in: the same criteria are the same
     run; when two fire in one round, the first in that order is named), as its canonical name,
     followed by ``=THRESHOLD`` only where the threshold is not the default one (so
-    ``remaining-change``, ``" remaining_change"`` and ``remaining_change=0.01`` are all
+    ``remaining-change``, ``" remaining_change"`` and ``remaining_change=0.005`` are all
     ``"remaining_change"``).
 
     Checked as :func:`parse_stop_when` checks it; ``None`` is refused (no criterion: ``()``).
 
-    >>> normalise_stop_when("information=5e-2, remaining-change=0.01")
+    >>> normalise_stop_when("information=5e-2, remaining-change=0.005")
     ('remaining_change', 'information=0.05')
     >>> normalise_stop_when({"stable_predictions": 0.95})
     ('stable_predictions=0.95',)
@@ -477,11 +481,16 @@ class ChangeFit:
 
     Attributes:
         value: predictions still expected to change within ``horizon`` labels (a share of the
-            stop set): ``max(drift + margin * drift_se, 0) * horizon``.
-        drift: share of predictions changing per label, beyond retraining noise.
+            stop set): ``max(drift + margin * drift_se, 0) * (g(n + horizon) - g(n))``, with
+            ``g`` the integrated drift rate of :func:`integrated_drift`.
+        drift: share of predictions changing per label at one label, beyond retraining noise; at
+            ``n`` labels the rate is ``drift * n ** -decay``.
         drift_se: the least-squares standard error of ``drift``.
         floor: disagreement of two models trained on (nearly) the same labels: retraining noise.
         horizon: labels the change is projected over.
+        decay: the exponent of the drift rate's decay, the one of :data:`CHANGE_DECAYS` whose
+            fit leaves the smallest residual (0: a constant drift per label).
+        n_labelled: labels the window's last model was trained on, where the projection starts.
     """
 
     value: float
@@ -489,6 +498,8 @@ class ChangeFit:
     drift_se: float
     floor: float
     horizon: int
+    decay: float
+    n_labelled: int
 
 
 def change_horizon(n_labelled: int, budget: int | None) -> int:
@@ -500,6 +511,18 @@ def change_horizon(n_labelled: int, budget: int | None) -> int:
     return max(0, min(int(budget) - int(n_labelled), int(n_labelled)))
 
 
+def integrated_drift(n: Any, decay: float) -> Any:
+    r"""The drift rate :math:`n^{-\alpha}` integrated over labels: :math:`g(n) = n^{1-\alpha}/(1-\alpha)`,
+    or :math:`\log n` for :math:`\alpha = 1` (:func:`remaining_change`; ``decay`` is :math:`\alpha`).
+    Defined up to a constant, which every difference cancels."""
+    import numpy as np
+
+    n = np.asarray(n, dtype=np.float64)
+    if decay == 1.0:
+        return np.log(n)
+    return n ** (1.0 - decay) / (1.0 - decay)
+
+
 def remaining_change(classes_W_S: Any, n_labelled_W: Sequence[int], horizon: int,
                      margin: float = CHANGE_MARGIN) -> ChangeFit | None:
     r"""How much of the predictions would still change in ``horizon`` more labels, beyond
@@ -509,16 +532,19 @@ def remaining_change(classes_W_S: Any, n_labelled_W: Sequence[int], horizon: int
     oldest first, trained on ``n_labelled_W`` labels. Every pair :math:`i < j` gives the share
     of items the two models label differently, :math:`d_{ij}`. Retraining alone makes two
     models disagree on a share :math:`f` of the items, whatever their label counts; learning
-    adds a drift :math:`\delta` per label. Least squares fits
+    adds a drift whose rate per label falls as learning curves slow down,
+    :math:`\delta\,n^{-\alpha}`. Its integral :math:`g` (:func:`integrated_drift`) makes the model
 
-    .. math:: d_{ij} = f + \delta\,(n_j - n_i)
+    .. math:: d_{ij} = f + \delta\,\bigl(g(n_j) - g(n_i)\bigr),
 
-    over the :math:`W(W-1)/2` pairs, and the value is
-    :math:`\max(\hat\delta + m\,\widehat{\mathrm{se}}(\hat\delta), 0)\cdot h`: the share of
-    predictions still expected to change over the horizon :math:`h` if they kept drifting at
-    the current rate (learning curves slow down, so this overestimates). A changed prediction
-    changes accuracy by at most one item, so the value also bounds the accuracy still to gain.
-    Returns ``None`` when fewer than 3 models or fewer than 2 distinct label counts are given.
+    fitted by least squares over the :math:`W(W-1)/2` pairs for each :math:`\alpha` of
+    :data:`CHANGE_DECAYS`, keeping the one with the smallest residual sum of squares. The value
+    is :math:`\max(\hat\delta + m\,\widehat{\mathrm{se}}(\hat\delta), 0)\,\bigl(g(n + h) - g(n)\bigr)`:
+    the share of predictions still expected to change over the horizon :math:`h` from the last
+    model's :math:`n` labels. :math:`\alpha = 0` is a constant drift, :math:`\hat\delta h`. A
+    changed prediction changes accuracy by at most one item, so the value also bounds the
+    accuracy still to gain. Returns ``None`` when fewer than 3 models or fewer than 2 distinct
+    label counts are given.
     """
     import numpy as np
 
@@ -527,24 +553,39 @@ def remaining_change(classes_W_S: Any, n_labelled_W: Sequence[int], horizon: int
     W = len(classes_W_S)
     if W < 3 or len(np.unique(n_W)) < 2:
         return None
+    if (n_W <= 0).any():
+        raise InvalidArgumentError(f"n_labelled_W: expected label counts above 0, got {n_W.tolist()}")
     i_P, j_P = np.triu_indices(W, k=1)
     # row by row, in triu_indices' order (indexing all pairs at once copies W(W-1)/2 stop sets)
     S = classes_W_S.shape[-1]
     d_P = np.concatenate([np.count_nonzero(classes_W_S[i + 1:] != classes_W_S[i], axis=-1) / S for i in range(W - 1)])
-    X_P_2 = np.stack([np.ones(len(i_P)), n_W[j_P] - n_W[i_P]], axis=1)
-    coef_2, *_ = np.linalg.lstsq(X_P_2, d_P, rcond=None)
-    residual_P = d_P - X_P_2 @ coef_2
-    s2 = float(residual_P @ residual_P) / (len(d_P) - 2)
-    drift_se = math.sqrt(max(s2 * float(np.linalg.inv(X_P_2.T @ X_P_2)[1, 1]), 0.0))
-    floor, drift = float(coef_2[0]), float(coef_2[1])
-    value = projected_change(drift, drift_se, horizon, margin)
-    return ChangeFit(value=value, drift=drift, drift_se=drift_se, floor=floor, horizon=int(horizon))
+    best = None
+    for decay in CHANGE_DECAYS:
+        g_W = integrated_drift(n_W, decay)
+        X_P_2 = np.stack([np.ones(len(i_P)), g_W[j_P] - g_W[i_P]], axis=1)
+        coef_2, *_ = np.linalg.lstsq(X_P_2, d_P, rcond=None)
+        residual_P = d_P - X_P_2 @ coef_2
+        rss = float(residual_P @ residual_P)
+        if best is None or rss < best[0]:
+            drift_se = math.sqrt(max(rss / (len(d_P) - 2) * float(np.linalg.inv(X_P_2.T @ X_P_2)[1, 1]), 0.0))
+            best = (rss, decay, float(coef_2[0]), float(coef_2[1]), drift_se)
+    _, decay, floor, drift, drift_se = best
+    n = int(n_W[-1])
+    value = projected_change(drift, drift_se, n, horizon, decay, margin)
+    return ChangeFit(value=value, drift=drift, drift_se=drift_se, floor=floor, horizon=int(horizon), decay=decay,
+                     n_labelled=n)
 
 
-def projected_change(drift: float, drift_se: float, horizon: int, margin: float = CHANGE_MARGIN) -> float:
-    r"""The remaining change's value from its fit: :math:`\max(\hat\delta + m\,\widehat{\mathrm{se}}, 0)\cdot h`
-    (:func:`remaining_change`)."""
-    return max(drift + margin * drift_se, 0.0) * horizon
+def projected_change(drift: float, drift_se: float, n_labelled: int, horizon: int, decay: float = 0.0,
+                     margin: float = CHANGE_MARGIN) -> float:
+    r"""The remaining change's value from its fit:
+    :math:`\max(\hat\delta + m\,\widehat{\mathrm{se}}, 0)\,\bigl(g(n + h) - g(n)\bigr)` (:func:`remaining_change`)."""
+    rate = max(drift + margin * drift_se, 0.0)
+    if rate == 0.0 or horizon <= 0:
+        return 0.0
+    if decay == 0.0:
+        return rate * horizon
+    return rate * float(integrated_drift(n_labelled + horizon, decay) - integrated_drift(n_labelled, decay))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -825,7 +866,7 @@ def _change_entry(fit: ChangeFit, threshold: float | None, what: str) -> dict[st
               f"would change in the next {fit.horizon} labels, beyond the {fit.floor:.1%} that retraining alone "
               f"changes (stop below {100 * threshold:g}%)")
     return {"value": fit.value, "fired": fired, "detail": detail, "drift": fit.drift, "drift_se": fit.drift_se,
-            "floor": fit.floor, "horizon": fit.horizon}
+            "floor": fit.floor, "horizon": fit.horizon, "decay": fit.decay}
 
 
 def rejudge_remaining_change(entry: Mapping[str, Any], n_labelled: int, budget: int | None,
@@ -841,8 +882,10 @@ def rejudge_remaining_change(entry: Mapping[str, Any], n_labelled: int, budget: 
     if horizon == 0:
         return {"value": None, "fired": False, "detail": "the label budget is spent: no labels left to change them"}
     what = str(entry.get("detail", "predictions")).split(" have settled")[0].split(" are still changing")[0]
-    fit = ChangeFit(value=projected_change(entry["drift"], entry["drift_se"], horizon), drift=entry["drift"],
-                    drift_se=entry["drift_se"], floor=entry["floor"], horizon=horizon)
+    decay = float(entry.get("decay", 0.0))  # entries written before the decay was fitted: a constant drift
+    fit = ChangeFit(value=projected_change(entry["drift"], entry["drift_se"], n_labelled, horizon, decay),
+                    drift=entry["drift"], drift_se=entry["drift_se"], floor=entry["floor"], horizon=horizon,
+                    decay=decay, n_labelled=int(n_labelled))
     return _change_entry(fit, threshold, what)
 
 
@@ -864,8 +907,8 @@ def per_predicted_label(fit: ChangeFit, decisions_D: Any) -> ChangeFit:
     scale = len(decisions_D) / max(int(decisions_D.sum()), 1)
     drift, drift_se = fit.drift * scale, fit.drift_se * scale
     # the value from the scaled fit, as a run judged again at another budget computes it (rejudge_remaining_change)
-    return dataclasses.replace(fit, value=projected_change(drift, drift_se, fit.horizon), drift=drift,
-                               drift_se=drift_se, floor=fit.floor * scale)
+    return dataclasses.replace(fit, value=projected_change(drift, drift_se, fit.n_labelled, fit.horizon, fit.decay),
+                               drift=drift, drift_se=drift_se, floor=fit.floor * scale)
 
 
 @dataclass(frozen=True)

@@ -103,15 +103,15 @@ def test_raising_the_budget_judges_the_remaining_change_again_at_the_new_budget(
     # the signal's horizon is min(budget - n, n): the rounds a budget raise kept used to keep values
     # projected over the old budget's horizon, so the report could name another stopping point than a
     # run started with the larger budget (240 labels against 260)
-    config = LoopConfig(strategy="random", **{**FAST_LOOP, "initial_size": 4, "batch_size": 2, "budget": 30,
+    config = LoopConfig(strategy="random", **{**FAST_LOOP, "initial_size": 4, "batch_size": 2, "budget": 38,
                                               "validation_size": 20, "stop_set_size": 100,
                                               "fit_options": {"max_epochs": 1, "min_samples_per_epoch": 128}})
     short, long = tmp_path / "short", tmp_path / "long"
     run_experiment(config, short, progress=False, report=False)
     judged = [row["signals"]["remaining_change"] for row in _without_timings(short)]
-    assert [entry["horizon"] for entry in judged if entry["value"] is not None] == [4, 2]  # 26 and 28 labels
-    resume_experiment(short, progress=False, report=False, budget=40)
-    run_experiment(config.replace(budget=40), long, progress=False, report=False)
+    assert [entry["horizon"] for entry in judged if entry["value"] is not None] == [4, 2]  # 34 and 36 labels
+    resume_experiment(short, progress=False, report=False, budget=48)
+    run_experiment(config.replace(budget=48), long, progress=False, report=False)
     assert _without_timings(short) == _without_timings(long)
     again = [row["signals"]["remaining_change"] for row in _without_timings(short)]
     assert [entry["horizon"] for entry in again if entry["value"] is not None] == [14, 12, 10, 8, 6, 4, 2]

@@ -67,8 +67,8 @@ def test_a_stop_when_of_another_type_is_a_type_error_naming_the_flag(value, came
 
 
 @pytest.mark.parametrize("spelling", [
-    "remaining_change", "remaining-change", " remaining_change", "remaining_change=0.01", "remaining_change=1e-2",
-    ("remaining_change ",), ["remaining-change=0.010"], {"remaining_change": 0.01}, {"remaining_change": None},
+    "remaining_change", "remaining-change", " remaining_change", "remaining_change=0.005", "remaining_change=5e-3",
+    ("remaining_change ",), ["remaining-change=0.0050"], {"remaining_change": 0.005}, {"remaining_change": None},
 ])
 def test_equivalent_spellings_are_stored_one_way_and_are_the_same_run(spelling):
     config = LoopConfig(stop_when=spelling)
@@ -107,7 +107,7 @@ def test_a_run_directory_stored_raw_by_an_earlier_version_still_matches(tmp_path
     (tmp_path / "config.json").write_text(json.dumps(data))
     directory = RunDirectory(tmp_path)
     assert directory.read_config().stop_when == ("remaining_change",)
-    for now in ("remaining_change", "remaining_change=0.01", "remaining-change"):
+    for now in ("remaining_change", "remaining_change=0.005", "remaining-change"):
         config = LoopConfig(**FAST_LOOP, stop_when=now)
         directory.check_config(config)  # no "different config" error
         assert config_differences(directory.read_config(), config) == ""
@@ -145,6 +145,6 @@ def test_a_labelling_project_stores_stop_when_as_the_loop_does_and_checks_its_au
 
     assert ProjectConfig(dataset="digits", stop_when={"remaining_change": 0.02}).stop_when == ("remaining_change=0.02",)
     assert ProjectConfig(dataset="digits", stop_when="remaining-change").stop_when == ("remaining_change",)
-    assert ProjectConfig(dataset="digits", stop_when=("remaining_change=0.01",)).stop_when == ("remaining_change",)
+    assert ProjectConfig(dataset="digits", stop_when=("remaining_change=0.005",)).stop_when == ("remaining_change",)
     with pytest.raises(InvalidArgumentError, match=r"audit_fraction \(--audit-fraction\) 0.2 needs batch_size"):
         ProjectConfig(dataset="digits", batch_size=1, audit_fraction=0.2)

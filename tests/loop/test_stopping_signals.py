@@ -299,28 +299,68 @@ def _noisy_copies(truth_S, n_models, flip, rng, num_classes=10):
     return np.stack(out)
 
 
+def _g(n: float, decay: float) -> float:
+    """The integrated drift rate, written out in Python floats: d/dn g(n) = n^-decay."""
+    return math.log(n) if decay == 1.0 else n ** (1.0 - decay) / (1.0 - decay)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_remaining_change_fit_matches_scipy_linregress(seed):
     from scipy.stats import linregress
 
-    from activebayes.stopping import CHANGE_MARGIN, remaining_change
+    from activebayes.stopping import CHANGE_DECAYS, CHANGE_MARGIN, remaining_change
 
     rng = np.random.default_rng(seed)
     classes_W_S = rng.integers(0, 4, size=(8, 300))
     n_W = np.sort(rng.choice(np.arange(20, 400, 10), size=8, replace=False))
     fit = remaining_change(classes_W_S, n_W, horizon=150)
-    # the pairs, written out one by one in float64
-    lags, shares = [], []
-    for i in range(8):
-        for j in range(i + 1, 8):
-            lags.append(float(n_W[j] - n_W[i]))
-            shares.append(float(np.mean(classes_W_S[i] != classes_W_S[j])))
-    reference = linregress(lags, shares)
-    assert fit.drift == pytest.approx(reference.slope, rel=1e-9, abs=1e-15)
+    # the pairs, written out one by one in float64; one regression per decay, the smallest residual kept
+    best = None
+    for decay in CHANGE_DECAYS:
+        lags, shares = [], []
+        for i in range(8):
+            for j in range(i + 1, 8):
+                lags.append(_g(float(n_W[j]), decay) - _g(float(n_W[i]), decay))
+                shares.append(float(np.mean(classes_W_S[i] != classes_W_S[j])))
+        reference = linregress(lags, shares)
+        rss = sum((y - reference.intercept - reference.slope * x) ** 2 for x, y in zip(lags, shares))
+        if best is None or rss < best[0]:
+            best = (rss, decay, reference)
+    _, decay, reference = best
+    assert fit.decay == decay and fit.n_labelled == n_W[-1]
+    assert fit.drift == pytest.approx(reference.slope, rel=1e-7, abs=1e-15)
     assert fit.floor == pytest.approx(reference.intercept, rel=1e-9)
-    assert fit.drift_se == pytest.approx(reference.stderr, rel=1e-9)
-    assert fit.value == pytest.approx(max(reference.slope + CHANGE_MARGIN * reference.stderr, 0.0) * 150,
-                                      rel=1e-9, abs=1e-15)
+    assert fit.drift_se == pytest.approx(reference.stderr, rel=1e-7)
+    n = float(n_W[-1])
+    assert fit.value == pytest.approx(max(reference.slope + CHANGE_MARGIN * reference.stderr, 0.0)
+                                      * (_g(n + 150, decay) - _g(n, decay)), rel=1e-7, abs=1e-15)
+
+
+@pytest.mark.parametrize("decay", [0.0, 1.0, 2.0])
+def test_remaining_change_finds_how_fast_the_drift_decays_and_projects_with_it(decay):
+    """Models whose predictions move at a rate ``rate * n^-decay`` (plus retraining noise): the fit
+    picks that decay, and projects the share still to move over the horizon."""
+    from activebayes.stopping import remaining_change
+
+    rng = np.random.default_rng(1)
+    S = 20000
+    truth_S = rng.integers(0, 10, S)
+    order_S = rng.permutation(S)
+    n_W = np.arange(100, 260, 10)
+    rate = 0.3 * 100.0 ** decay / 100  # 0.3% of the stop set per label at n = 100, whatever the decay
+    classes = []
+    for n in n_W:
+        c = truth_S.copy()
+        noisy = rng.random(S) < 0.01
+        c[noisy] = (c[noisy] + rng.integers(1, 10, noisy.sum())) % 10
+        moved = order_S[: int(rate * (_g(float(n), decay) - _g(100.0, decay)) * S)]
+        c[moved] = (truth_S[moved] + 5) % 10
+        classes.append(c)
+    fit = remaining_change(np.stack(classes), n_W, horizon=250, margin=0.0)
+    assert fit.decay == decay
+    assert fit.drift == pytest.approx(rate, rel=0.1)
+    truth = rate * (_g(500.0, decay) - _g(250.0, decay))
+    assert fit.value == pytest.approx(truth, rel=0.1)
 
 
 def test_remaining_change_discounts_retraining_noise_that_kappa_does_not():
@@ -370,9 +410,9 @@ def test_change_horizon_is_the_budget_left_and_at_most_as_many_labels_again():
 def test_the_loop_records_the_remaining_change_from_the_windows_last_model():
     from activebayes.stopping import CHANGE_WINDOW, REMAINING_CHANGE, SIGNALS, change_horizon, remaining_change
 
-    config = LoopConfig(strategy="random", budget=150, **FAST)
+    config = LoopConfig(strategy="random", budget=190, **FAST)
     rounds = ActiveLearningLoop(config).run(progress=False).rounds
-    assert len(rounds) == 14 and CHANGE_WINDOW < 14
+    assert len(rounds) == 18 and CHANGE_WINDOW < 18
     for k, r in enumerate(rounds):
         entry = r.signals[REMAINING_CHANGE]
         if k < CHANGE_WINDOW - 1:
@@ -380,7 +420,7 @@ def test_the_loop_records_the_remaining_change_from_the_windows_last_model():
             continue
         window = rounds[k - CHANGE_WINDOW + 1: k + 1]
         classes = [decode_classes(q.signals[STABLE_PREDICTIONS]["predictions"]) for q in window]
-        horizon = change_horizon(r.n_labelled, 150)
+        horizon = change_horizon(r.n_labelled, 190)
         if horizon == 0:  # the last round: nothing left to change
             assert entry["value"] is None and "budget is spent" in entry["detail"]
             continue
@@ -395,7 +435,7 @@ def test_the_remaining_change_is_reproduced_on_resume_and_never_bridges_lost_pre
 
     from activebayes.stopping import CHANGE_WINDOW, REMAINING_CHANGE
 
-    config = LoopConfig(strategy="random", budget=170, **FAST)
+    config = LoopConfig(strategy="random", budget=20 + 10 * (CHANGE_WINDOW + 2), **FAST)
     whole = ActiveLearningLoop(config).run(progress=False).rounds
     resumed = ActiveLearningLoop(config)
     resumed.restore(whole[:CHANGE_WINDOW])
@@ -427,7 +467,7 @@ def test_remaining_change_in_stop_when_stops_the_run_at_the_windows_last_model()
 def test_remaining_change_is_a_stop_when_criterion_with_its_range_checked():
     from activebayes.stopping import REMAINING_CHANGE
 
-    assert parse_stop_when(["remaining_change"]) == {REMAINING_CHANGE: 0.01}
+    assert parse_stop_when(["remaining_change"]) == {REMAINING_CHANGE: 0.005}
     assert parse_stop_when("remaining-change=0.05") == {REMAINING_CHANGE: 0.05}
     with pytest.raises(InvalidArgumentError, match=r"--stop-when.*remaining_change.*got 1.5"):
         parse_stop_when(["remaining_change=1.5"])
@@ -464,6 +504,26 @@ def test_the_stopping_benchmark_names_each_runs_folder_by_what_it_changes(monkey
     with pytest.raises(SystemExit):
         benchmark.main(["--dataset", "digits", "--budget", "20", "--seeds", "0"])
     assert "--budget must exceed the protocol's 20 initial labels, got 20" in capsys.readouterr().err
+
+
+def test_the_stopping_benchmark_keeps_runs_made_after_the_choice_apart(monkeypatch, capsys):
+    """--after-choice runs go to their own folder and are not summarised with the runs the default
+    rule was chosen on (stopping_ideas.py --after-choice judges them)."""
+    from tests.conftest import ROOT
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import stopping as benchmark
+
+    seen = []
+    monkeypatch.setattr(benchmark, "run", lambda dataset, seeds, *rest: seen.append((dataset, seeds, benchmark.RUNS)))
+    monkeypatch.setattr(benchmark, "summarise", lambda *a, **k: pytest.fail("--after-choice summarised"))
+    monkeypatch.setattr(benchmark, "RUNS", benchmark.RUNS)  # restored after the test
+    assert benchmark.main(["--dataset", "digits", "--seeds", "12-13", "--after-choice"]) == 0
+    assert seen == [("digits", [12, 13], benchmark.RUNS_AFTER)] and benchmark.RUNS_AFTER != ROOT / "benchmarks" / \
+        "results" / "stopping_runs"
+    with pytest.raises(SystemExit):
+        benchmark.main(["--dataset", "digits", "--seeds", "0", "--after-choice", "--summarise"])
+    assert "not --summarise" in capsys.readouterr().err
 
 
 def test_a_stop_set_the_pool_cannot_fill_is_refused_naming_the_flag_but_the_default_shrinks():
