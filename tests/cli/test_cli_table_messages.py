@@ -47,6 +47,24 @@ def test_a_misspelt_encoder_is_an_unknown_name_with_a_suggestion(tmp_path, capsy
                                        "file\n")
 
 
+def test_an_encoder_without_a_text_column_is_refused_not_ignored(tmp_path, capsys):
+    # it used to be accepted and silently unused: the run's features were the number columns alone
+    table = tmp_path / "rows.csv"
+    table.write_text("a,b,y\n" + "".join(f"{i},{i % 3},{'xy'[i % 2]}\n" for i in range(40)))
+    out = tmp_path / "run"
+    code = main(["run", "--table", str(table), "--feature-columns", "a,b", "--label-column", "y",
+                 "--encoder", "hashing", "--out", str(out), "-q"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"error: {table}: --encoder encodes the text column, but no --text-column was given")
+    assert not (out / "rounds.jsonl").exists()
+    from activebayes.data.table import load_table
+    from activebayes.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match=r"encoder \(--encoder\) encodes the text column"):
+        load_table(table, feature_columns=["a", "b"], label_column="y", encoder="hashing")
+
+
 @pytest.mark.parametrize("budget", [[], ["--budget", "16"]])
 def test_resuming_a_run_whose_table_moved_names_the_recorded_table(tmp_path, capsys, budget):
     table = write_topic_csv(tmp_path / "t3.csv", TOPICS)

@@ -671,6 +671,9 @@ def load_table(
     categorical = _columns_arg(categorical_columns, "categorical_columns")
     if text_column is None and not features:
         raise InvalidArgumentError("give text_column (--text-column) and/or feature_columns (--feature-columns)")
+    if encoder is not None and text_column is None:  # it would be silently unused
+        raise InvalidArgumentError(f"{source}: encoder (--encoder) encodes the text column, but no text_column "
+                                   "(--text-column) was given: feature columns are used as they are")
     named = {"text_column": [text_column] if text_column else [], "feature_columns": features,
              "label_column": [label_column] if label_column else [], "id_column": [id_column] if id_column else [],
              "categorical_columns": categorical}
