@@ -52,9 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", default="digits")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--model", default="mlp")
-    parser.add_argument("--rounds", type=int, default=13,
-                        help="rounds to label before the screenshots [13: from the 12th trained model on, "
-                             "the remaining change is measured]")
+    from activebayes.stopping import CHANGE_WINDOW
+
+    parser.add_argument("--rounds", type=int, default=CHANGE_WINDOW + 1,
+                        help=f"rounds to label before the screenshots [{CHANGE_WINDOW + 1}: from the "
+                             f"{CHANGE_WINDOW}th trained model on, the remaining change is measured]")
     parser.add_argument("--batch-size", type=int, default=20)
     parser.add_argument("--out-dir", type=Path, default=ROOT / "docs" / "figures")
     args = parser.parse_args(argv)
