@@ -405,3 +405,26 @@ def test_the_stopping_ideas_fits_are_the_librarys_fit_and_a_reference_decaying_o
     X = np.array([[1.0, np.log(n[j] / n[i])] for i, j in pairs])
     coef = np.linalg.solve(X.T @ X, X.T @ d)
     assert np.allclose(ideas.fits(run, W, 1.0)[t, :2], coef, atol=1e-12)
+
+
+def test_the_runs_made_after_the_stopping_rule_was_chosen_are_judged_as_the_docs_say(monkeypatch, capsys):
+    """``stopping_ideas.py --after-choice`` judges the committed runs made after the choice; the
+    benchmarks page's table of them is its output (met / early / late per protocol and in all,
+    and the cut budgets stopped early)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import stopping_ideas as ideas
+
+    assert ideas.main(["--after-choice"]) == 0
+    printed = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    judged = {(cells[0].strip("| "), cells[2]): (cells[3], cells[4].rstrip(" |")) for cells in printed[2:]}
+    docs = (ROOT / "docs" / "benchmarks.md").read_text()
+    columns = ("digits", "digits-shared", "digits-b5", "mnist")
+    for name, label in (("linear drift (the previous rule)", "constant drift (the previous rule)"),
+                        ("decaying drift, alpha fitted (the current rule)",
+                         "**decaying drift, $\\alpha$ fitted (the current rule)**"),
+                        ("decaying drift, alpha 1 (log)", "decaying drift, $\\alpha = 1$ (log)")):
+        row = next(line for line in docs.splitlines() if line.strip().startswith(f"| {label} |")
+                   and "of 190" in line)
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        assert cells[2:6] == [judged[(name, protocol)][0] for protocol in columns]
+        assert cells[6:8] == list(judged[(name, "all")])
