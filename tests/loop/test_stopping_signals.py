@@ -398,6 +398,27 @@ def test_remaining_change_needs_three_models_at_two_label_counts():
     assert remaining_change(classes, range(10, 90, 10), 10).value == 0.0  # identical models: nothing left
 
 
+def test_remaining_change_refuses_label_counts_that_are_not_positive():
+    from activebayes.stopping import remaining_change
+
+    classes = np.zeros((4, 10), dtype=np.int64)
+    with pytest.raises(InvalidArgumentError, match=r"n_labelled_W: expected label counts above 0, got \[0.0, 10.0"):
+        remaining_change(classes, [0, 10, 20, 30], 10)
+
+
+def test_a_recorded_entry_is_rejudged_with_its_own_decay_and_one_without_as_a_constant_drift():
+    from activebayes.stopping import rejudge_remaining_change
+
+    entry = {"value": 0.5, "fired": False, "drift": 2.0, "drift_se": 0.5, "floor": 0.03, "horizon": 10,
+             "detail": "predictions are still changing: ..."}
+    old = rejudge_remaining_change(entry, 100, 400, 0.005)  # written before the decay was fitted
+    assert old["value"] == pytest.approx((2.0 + 2 * 0.5) * 100) and old["decay"] == 0.0
+    new = rejudge_remaining_change({**entry, "decay": 2.0}, 100, 400, 0.005)
+    assert new["value"] == pytest.approx((2.0 + 2 * 0.5) * (1 / 100 - 1 / 200)) and new["horizon"] == 100
+    log = rejudge_remaining_change({**entry, "decay": 1.0}, 100, 130, 0.005)
+    assert log["value"] == pytest.approx(3.0 * math.log(130 / 100)) and log["horizon"] == 30
+
+
 def test_change_horizon_is_the_budget_left_and_at_most_as_many_labels_again():
     from activebayes.stopping import change_horizon
 
