@@ -182,6 +182,13 @@ def test_the_stopping_panel_reads_the_latest_round_in_plain_words(rounds_live, t
             for name in fired:
                 assert "says stop" in line(name)
             assert f"trained on {10 * ROUNDS} labels (round {ROUNDS})" in page.inner_text("#stop-note")
+            # the learning curve's two end values never print over each other (equal accuracies did)
+            assert page.evaluate("AB.spread([50, 52, 200], 14)") == [50, 64, 200]
+            assert page.evaluate("AB.spread([52, 50], 14)") == [64, 50]
+            ends = page.locator("#curve text[class^='value-']")
+            assert ends.count() >= 1
+            ys = sorted(ends.nth(i).bounding_box()["y"] for i in range(ends.count()))
+            assert all(b - a >= 13 for a, b in zip(ys, ys[1:]))
             shot = tmp_path / "stopping.png"
             page.locator("#stopping").screenshot(path=str(shot))
             assert shot.read_bytes().startswith(b"\x89PNG")

@@ -87,6 +87,18 @@ const AB = (function () {
 
   function percent(x) { return x === null || x === undefined ? "–" : (100 * x).toFixed(1) + "%"; }
 
+  function spread(ys, gap) {
+    // text baselines ys moved apart, in their order, so that no two are closer than gap
+    // (two end values of a chart at the same height would print over each other)
+    const order = ys.map((y, i) => i).sort((a, b) => ys[a] - ys[b]);
+    const out = ys.slice();
+    for (let k = 1; k < order.length; k++) {
+      const above = out[order[k - 1]];
+      if (out[order[k]] - above < gap) out[order[k]] = above + gap;
+    }
+    return out;
+  }
+
   function seconds(x) {
     if (x === null || x === undefined) return "–";
     return x < 1 ? (1000 * x).toFixed(0) + " ms" : x.toFixed(1) + " s";
@@ -123,5 +135,5 @@ const AB = (function () {
       (words[name] || name) + (since !== null && name !== "ready" ? " · " + seconds(since) : "")));
   }
 
-  return { call: call, session: session, blobURL: blobURL, download: download, el: el, percent: percent, seconds: seconds, bars: bars, statusLine: statusLine };
+  return { call: call, session: session, blobURL: blobURL, download: download, el: el, percent: percent, spread: spread, seconds: seconds, bars: bars, statusLine: statusLine };
 })();

@@ -86,6 +86,7 @@ function signalLine(signal) {
     caption.textContent = "labels the model was trained on";
     box.appendChild(caption);
     const drawn = {};
+    const ends = [];
     for (const [key, cls] of [["test_accuracy", "test"], ["prequential_accuracy", "preq"]]) {
       const series = points.filter((p) => p[key] !== null && p[key] !== undefined);
       drawn[cls] = series.length;
@@ -100,7 +101,10 @@ function signalLine(signal) {
       const value = svg("text", { x: x(end.n_labelled) + 8, y: y(end[key]) - 8, class: "value-" + cls });
       value.textContent = AB.percent(end[key]);
       box.appendChild(value);
+      ends.push(value);
     }
+    const apart = AB.spread(ends.map((v) => Number(v.getAttribute("y"))), 14);
+    ends.forEach((v, i) => v.setAttribute("y", apart[i]));
     if (!drawn.test && !drawn.preq) {
       const wait = svg("text", { x: (L + W - R) / 2, y: (T + H - B) / 2, "text-anchor": "middle", class: "wait" });
       wait.textContent = "no " + metric + " yet: the first point comes with the first scored model";
