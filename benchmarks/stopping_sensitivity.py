@@ -23,7 +23,7 @@ It checks that the current setting fires where ``stopping.py`` says, on every ru
 
 Usage::
 
-    python benchmarks/stopping_sensitivity.py     # about a minute on one CPU core
+    python benchmarks/stopping_sensitivity.py     # about 2 minutes on one CPU core
 """
 
 from __future__ import annotations
