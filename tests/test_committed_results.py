@@ -424,7 +424,7 @@ def test_the_runs_made_after_the_stopping_rule_was_chosen_are_judged_as_the_docs
                          "**decaying drift, $\\alpha$ fitted (the current rule)**"),
                         ("decaying drift, alpha 1 (log)", "decaying drift, $\\alpha = 1$ (log)")):
         row = next(line for line in docs.splitlines() if line.strip().startswith(f"| {label} |")
-                   and "of 190" in line)
+                   and "of 198" in line)
         cells = [c.strip() for c in row.strip().strip("|").split("|")]
         assert cells[2:6] == [judged[(name, protocol)][0] for protocol in columns]
         assert cells[6:8] == list(judged[(name, "all")])
