@@ -9,9 +9,9 @@ rules offline from the committed runs' stored stop-set predictions
 
 - ``linear drift``: the previous rule (its grid is ``stopping_sensitivity.py``'s);
 - ``decaying drift, alpha``: the drift per label decays as ``n^-alpha``, so the disagreement is
-  regressed on ``g(n_j) - g(n_i)`` with ``g(n) = n^(1-alpha) / (1-alpha)`` (``log n`` for alpha = 1),
-  and the change projected over the horizon is ``max(c + m se, 0) * (g(n + h) - g(n))``, the decaying
-  rate integrated (alpha = 0 is the linear rule); alpha fixed at 0.5 or 1, or per window the alpha
+  regressed on ``g(n_j) - g(n_i)`` with ``g(n) = n^(1-alpha) / (1-alpha)`` (``log n`` for alpha = 1;
+  ``activebayes.stopping.integrated_drift``), and the change projected over the horizon is
+  ``max(c + m se, 0) * (g(n + h) - g(n))``, the decaying rate integrated (alpha = 0 is the linear rule); alpha fixed at 0.5 or 1, or per window the alpha
   of {0, 0.5, 1, 1.5, 2} with the smallest residual sum of squares (``fitted``: the library's rule
   since it won here, :func:`activebayes.stopping.remaining_change`);
 - ``horizon floor q``: the linear rule, with the horizon held at least ``q n`` labels near the budget,
@@ -52,6 +52,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stopping  # noqa: E402
+from activebayes.stopping import integrated_drift  # noqa: E402
 import stopping_sensitivity as sensitivity  # noqa: E402
 
 WINDOWS = sensitivity.WINDOWS
@@ -62,11 +63,6 @@ CAPS = (1.0, 1.5, 2.0, 2.5, 3.0)
 #: the previous rule (linear drift) and its setting: the reference every choice is held to
 PREVIOUS = (12, 2.0, 0.01)
 LAG = max(WINDOWS) - 1
-
-
-def g_of(alpha: float):
-    """The integrated drift rate: ``d/dn g(n) = n^-alpha``."""
-    return np.log if alpha == 1.0 else (lambda n: n ** (1.0 - alpha) / (1.0 - alpha))
 
 
 def disagreements(rounds: list[dict]) -> tuple[np.ndarray, np.ndarray]:
@@ -95,7 +91,6 @@ def fits(run: dict, window: int, alpha: float) -> np.ndarray:
     over the pairs of the last ``window`` models (NaN before the window fills); floor, slope and se
     rescaled as the library rescales a multi-label fit."""
     D, n = run["D"], run["labels"].astype(np.float64)
-    g = g_of(alpha)
     out = np.full((len(n), 4), np.nan)
     i_P, j_P = np.triu_indices(window, k=1)
     for t in range(window - 1, len(n)):
@@ -103,7 +98,7 @@ def fits(run: dict, window: int, alpha: float) -> np.ndarray:
         d_P = D[span[j_P], j_P - i_P]
         if np.isnan(d_P).any() or len(np.unique(n[span])) < 2:
             continue
-        g_W = g(n[span])
+        g_W = integrated_drift(n[span], alpha)
         X = np.stack([np.ones(len(d_P)), g_W[j_P] - g_W[i_P]], axis=1)
         coef, *_ = np.linalg.lstsq(X, d_P, rcond=None)
         residual = d_P - X @ coef
@@ -129,12 +124,12 @@ def drift_rule(alpha, floor_q: float = 0.0, persist: int = 1, cap: float = 2.0):
             rss = np.stack([np.nan_to_num(run["fits"][window, a][:, 3], nan=np.inf) for a in grid], axis=1)
             pick = np.argmin(rss, axis=1)
             value_A = np.stack([np.maximum(run["fits"][window, a][:, 1] + margin * run["fits"][window, a][:, 2], 0)
-                                * (g_of(a)(n + h) - g_of(a)(n)) for a in grid], axis=1)
+                                * (integrated_drift(n + h, a) - integrated_drift(n, a)) for a in grid], axis=1)
             value = value_A[np.arange(len(n)), pick]
         else:
             F = run["fits"][window, alpha]
-            g = g_of(alpha)
-            value = np.maximum(F[:, 1] + margin * F[:, 2], 0.0) * (g(n + h) - g(n))
+            span = integrated_drift(n + h, alpha) - integrated_drift(n, alpha)
+            value = np.maximum(F[:, 1] + margin * F[:, 2], 0.0) * span
         fire = (value < threshold) & (left > 0)  # NaN compares False: not measured yet
         held = fire.copy()
         for s in range(1, persist):
