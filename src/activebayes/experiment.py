@@ -208,9 +208,23 @@ def _check_items(directory: RunDirectory, loop: ActiveLearningLoop) -> None:
     if labels is not None and test_ids is not None:
         test_labels = _known_labels(loop.test, test_ids)
         labels = None if test_labels is None else {**labels, **test_labels}
-    directory.check_items(source, pool_ids, test_ids, labels=labels)
+    content = _content_hashes(loop.dataset, pool_ids)
+    if content is not None and test_ids is not None:
+        test_content = _content_hashes(loop.test, test_ids)
+        content = None if test_content is None else {**content, **test_content}
+    directory.check_items(source, pool_ids, test_ids, labels=labels, content=content)
     if directory.read_items() is None:
-        directory.write_items(pool_ids, test_ids, labels=labels, classes=getattr(loop.dataset, "classes", None))
+        directory.write_items(pool_ids, test_ids, labels=labels, classes=getattr(loop.dataset, "classes", None),
+                              content=content)
+
+
+def _content_hashes(dataset: Any, item_ids: Sequence[str]) -> dict[str, str] | None:
+    """Item id -> the first 16 hex digits of the SHA-256 of its input cells
+    (``dataset.item_sha256``), enough to tell an edit; ``None`` without them."""
+    hashes = getattr(dataset, "item_sha256", None)
+    if hashes is None:
+        return None
+    return {item: sha[:16] for item, sha in zip(item_ids, hashes, strict=True)}
 
 
 def _known_labels(dataset: Any, item_ids: Sequence[str]) -> dict[str, Any] | None:

@@ -4,7 +4,8 @@ A run directory holds one active learning run::
 
     RUN/
       config.json          the LoopConfig (written once, atomically), with the SHA-256 of its settings
-      items.json           a table run's item ids: the id of each pool position and test item
+      items.json           a table run's item ids: the id of each pool position and test item, with its
+                           known label and a hash of its input cells (both checked on a resume)
       given.json           what a run from Python was given beyond its config (its own model, data, ...)
       rounds.jsonl         one JSON object per finished round (rewritten atomically)
       proposal.json        a proposed batch waiting for its labels (file round trip)
@@ -359,14 +360,18 @@ class RunDirectory:
         return self.path / ITEMS_FILE
 
     def write_items(self, pool_ids: Sequence[str], test_ids: Sequence[str] | None, *,
-                    labels: Mapping[str, Any] | None = None, classes: Sequence[str] | None = None) -> None:
+                    labels: Mapping[str, Any] | None = None, classes: Sequence[str] | None = None,
+                    content: Mapping[str, str] | None = None) -> None:
         """Store the id of each pool position (``rounds.jsonl``'s ``acquired`` index it) and of
         each test item, so that the records name their items and a resume can check them;
         ``labels``: item id -> known label (a class id, or a multi-label 0/1 list), checked too;
-        ``classes``: the class names the label ids stand for (the report names classes with them)."""
+        ``classes``: the class names the label ids stand for (the report names classes with them);
+        ``content``: item id -> the SHA-256 of its input cells, checked too (a row edited under its id)."""
         data: dict[str, Any] = {"pool": list(pool_ids), "test": None if test_ids is None else list(test_ids)}
         if labels is not None:
             data["labels"] = dict(labels)
+        if content is not None:
+            data["content"] = dict(content)
         if classes is not None:
             data["classes"] = [str(c) for c in classes]
         atomic_write_text(self.items_path, json.dumps(data) + "\n")
@@ -384,11 +389,19 @@ class RunDirectory:
         return data
 
     def check_items(self, source: str, pool_ids: Sequence[str], test_ids: Sequence[str] | None, *,
-                    labels: Mapping[str, Any] | None = None) -> None:
+                    labels: Mapping[str, Any] | None = None, content: Mapping[str, str] | None = None) -> None:
         """Raise :class:`RunDirectoryError` unless the run's stored items are ``pool_ids`` /
-        ``test_ids`` (and, where both are known, their ``labels`` the stored ones): a run's pool is
-        fixed when it starts, and its records name pool positions."""
+        ``test_ids`` (and, where both are known, their ``labels`` and ``content`` hashes the stored
+        ones): a run's pool is fixed when it starts, and its records name pool positions."""
         stored = self.read_items()
+        if stored is not None and content is not None and isinstance(stored.get("content"), dict):
+            edited = [item for item, sha in stored["content"].items() if item in content and content[item] != sha]
+            if edited:
+                shown = ", ".join(edited[:3]) + (", ..." if len(edited) > 3 else "")
+                raise RunDirectoryError(
+                    f"{source} changed since the run in {self.path} started (the text or feature cells of "
+                    f"{len(edited)} row(s) were edited under the same id: {shown}); a run's pool is fixed when "
+                    "it starts: restore the file, or start a new run with another --out")
         if stored is not None and labels is not None and isinstance(stored.get("labels"), dict):
             changed = [item for item, label in stored["labels"].items() if item in labels and labels[item] != label]
             if changed:

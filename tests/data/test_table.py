@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -176,6 +177,29 @@ def test_identity_is_content_not_position():
     dup = load_table(rows + rows[:1], text_column="text", encoder=TfidfEncoder(dim=2))
     assert dup.item_ids[-1] == dup.item_ids[0] + "~2"
     assert a.index_of(a.item_ids[3]) == 3
+
+
+def test_every_row_carries_the_sha256_of_its_input_cells():
+    """``item_sha256`` is the NumPy-free reference: hashlib over the cells as canonical JSON;
+    an id column does not change it, an edited cell does, and a subset keeps it by item."""
+    import hashlib
+
+    rows = [{"id": f"r{i}", "text": t, "n": str(i)} for i, t in enumerate(TEXTS)]
+    pool = load_table(rows, text_column="text", feature_columns="n", id_column="id", encoder=TfidfEncoder(dim=2))
+    expected = [hashlib.sha256(json.dumps([["text", r["text"]], ["n", r["n"]]], ensure_ascii=False,
+                                          separators=(",", ":")).encode()).hexdigest() for r in rows]
+    assert pool.dataset.item_sha256 == tuple(expected)
+    no_ids = load_table(rows, text_column="text", feature_columns="n", encoder=TfidfEncoder(dim=2))
+    assert no_ids.dataset.item_sha256 == tuple(expected)
+    assert no_ids.item_ids == tuple("sha256:" + sha[:16] for sha in expected)
+    edited = load_table([{**rows[0], "text": rows[0]["text"] + "!"}, *rows[1:]], text_column="text",
+                        feature_columns="n", id_column="id", encoder=TfidfEncoder(dim=2))
+    assert edited.item_ids == pool.item_ids and edited.dataset.item_sha256[1:] == tuple(expected[1:])
+    assert edited.dataset.item_sha256[0] != expected[0]
+    part = pool.dataset.subset([3, 1])
+    assert part.item_ids == ("r3", "r1") and part.item_sha256 == (expected[3], expected[1])
+    with pytest.raises(InvalidArgumentError, match="item_sha256 needs item_ids and one entry per item"):
+        dataclasses.replace(pool.dataset, item_sha256=tuple(expected[:2]))
 
 
 def test_identical_rows_with_different_labels_warn_that_only_their_order_tells_them_apart():

@@ -159,6 +159,27 @@ def test_a_table_run_names_its_items_and_resumes_whatever_the_row_order(tmp_path
     assert code == 1 and err.count("\n") == 1, err
     assert f"table {table} changed since the run" in err and f"the label of 2 row(s) changed: {changed}" in err
     assert (out / "rounds.jsonl").read_bytes() == before and (out / "config.json").read_bytes() == config_before
+    # a row's text edited under its id: the same ids and labels, another item; refused the same way
+    # (it resumed, the label given for the old text now standing for the new one)
+    def edited(line: str) -> str:
+        row_id, text, topic = line.split(",")
+        return f"{row_id},{text} edited,{topic}"
+
+    table.write_text("\n".join([lines[0]] + [edited(line) if i == 5 else line
+                                              for i, line in enumerate(lines[1:], 1)]) + "\n")
+    code, _, err = _run(capsys, "resume", out, "--budget", "30", "-q")
+    assert code == 1 and err.count("\n") == 1, err
+    assert f"table {table} changed since the run" in err
+    assert f"the text or feature cells of 1 row(s) were edited under the same id: {lines[5].split(',')[0]}" in err
+    assert (out / "rounds.jsonl").read_bytes() == before and (out / "config.json").read_bytes() == config_before
+    # a run whose items.json has no content hashes (an earlier release) still resumes on the same table
+    items = json.loads((out / "items.json").read_text())
+    assert len(items["content"]) == 90 and all(len(sha) == 16 for sha in items["content"].values())
+    del items["content"]
+    (out / "items.json").write_text(json.dumps(items))
+    table.write_text("\n".join(lines) + "\n")
+    code, _, err = _run(capsys, "resume", out, "--budget", "30", "-q")
+    assert code == 0, err
 
 
 def test_a_table_run_without_its_items_file_is_not_resumed(tmp_path, capsys):

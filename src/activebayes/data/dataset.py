@@ -53,6 +53,9 @@ class ArrayDataset:
         paths: for image folders, the file of every item (``len(paths) == N``); else ``None``.
         item_ids: for tables, the stable id of every row (its id column, or a hash of its
             content; ``len(item_ids) == N``, unique), which the row's position is not; else ``None``.
+        item_sha256: for tables, the hex SHA-256 of every row's input cells (its text and
+            feature columns; :func:`~activebayes.data.table.row_content_sha256`), so that a row
+            edited under the same id is told apart from the one a label was given for; else ``None``.
         normalization: ``(mean, std)`` such that ``inputs = (pixels - mean) / std`` with
             pixels scaled to ``[0, 1]``; ``None`` when the inputs are not images scaled that way.
             Used to turn inputs back into pictures (thumbnails).
@@ -68,6 +71,7 @@ class ArrayDataset:
     paths: tuple[str, ...] | None = None
     normalization: tuple[float, float] | None = None
     item_ids: tuple[str, ...] | None = None
+    item_sha256: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         inputs = self.inputs
@@ -119,6 +123,12 @@ class ArrayDataset:
                 raise InvalidArgumentError(f"item_ids must have one entry per item ({n_items}), got {len(self.item_ids)}")
             if len(set(self.item_ids)) != n_items:
                 raise InvalidArgumentError("item_ids must be unique")
+        if self.item_sha256 is not None:
+            if not isinstance(self.item_sha256, tuple) or not all(isinstance(i, str) for i in self.item_sha256):
+                raise InvalidTypeError("item_sha256 must be a tuple of str or None")
+            if self.item_ids is None or len(self.item_sha256) != n_items:
+                raise InvalidArgumentError(f"item_sha256 needs item_ids and one entry per item ({n_items}), "
+                                           f"got {len(self.item_sha256)}")
         if self.normalization is not None:
             mean, std = self.normalization
             if not std > 0:
@@ -191,6 +201,7 @@ class ArrayDataset:
             targets=None if self.targets is None else self.targets[index],
             paths=None if self.paths is None else tuple(self.paths[i] for i in index.tolist()),
             item_ids=None if self.item_ids is None else tuple(self.item_ids[i] for i in index.tolist()),
+            item_sha256=None if self.item_sha256 is None else tuple(self.item_sha256[i] for i in index.tolist()),
         )
 
 

@@ -605,10 +605,6 @@ def row_content_sha256(row: Mapping[str, Any], columns: Sequence[str]) -> str:
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
 
-def _content_id(row: Mapping[str, Any], columns: Sequence[str]) -> str:
-    return "sha256:" + row_content_sha256(row, columns)[:16]
-
-
 def load_table(
     table: str | os.PathLike[str] | Sequence[Mapping[str, Any]],
     *,
@@ -697,6 +693,7 @@ def load_table(
 
     # identity
     input_columns = ([text_column] if text_column else []) + features
+    hashes = [row_content_sha256(row, input_columns) for row in rows]
     if id_column is not None:
         seen: dict[str, int] = {}
         ids = []
@@ -713,8 +710,8 @@ def load_table(
     else:
         counts: dict[str, int] = {}
         ids = []
-        for row in rows:
-            base = _content_id(row, input_columns)
+        for content in hashes:
+            base = "sha256:" + content[:16]
             counts[base] = counts.get(base, 0) + 1
             ids.append(base if counts[base] == 1 else f"{base}~{counts[base]}")
 
@@ -824,7 +821,7 @@ def load_table(
     record["classes"] = list(class_names)
     kind = "text+table" if text_column and features else ("text" if text_column else "table")
     dataset = ArrayDataset(inputs=inputs, targets=targets_N_C if multilabel else targets, classes=class_names,
-                           name=name or default_name, item_ids=tuple(ids))
+                           name=name or default_name, item_ids=tuple(ids), item_sha256=tuple(hashes))
     return TablePool(dataset=dataset, item_ids=tuple(ids), kind=kind, texts=texts, targets_N_C=targets_N_C,
                      multilabel=bool(multilabel), preprocessing=record, feature_columns=tuple(features),
                      text_column=text_column, text_encoder=enc if text_column is not None else None)

@@ -281,7 +281,8 @@ def embeddings_dataset(dataset: Any, embeddings: np.ndarray | Tensor, *, name: s
         )
     # the items keep their identity (image files, table row ids): only their inputs change
     return ArrayDataset(inputs=inputs, targets=dataset.targets, classes=dataset.classes,
-                        name=name or f"{dataset.name}-embeddings", paths=dataset.paths, item_ids=dataset.item_ids)
+                        name=name or f"{dataset.name}-embeddings", paths=dataset.paths, item_ids=dataset.item_ids,
+                        item_sha256=dataset.item_sha256)
 
 
 # --------------------------------------------------------------------------- encoding a pool once
