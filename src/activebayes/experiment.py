@@ -40,6 +40,7 @@ from activebayes.rundir import (
     RunDirectoryError,
     config_differences,
 )
+from activebayes.data.table_task import pin_feature_columns
 from activebayes.errors import InvalidArgumentError
 
 
@@ -106,6 +107,8 @@ def run_experiment(
     """
     directory = RunDirectory(Path(run_dir))
     check_config_names(config)  # a misspelt name is reported as such, not as a config mismatch
+    if not (directory.exists() and directory.read_config().feature_columns == config.feature_columns):
+        config = pin_feature_columns(config)  # '*' is stored as the columns it means (an earlier run keeps it)
     if directory.exists():
         directory.check_config(config)  # runtime settings (device, ...) may differ
     with _config_threads(config):

@@ -277,7 +277,8 @@ class LoopConfig:
     text_column: str | None = setting(None, "Column of the table holding each item's text.")
     feature_columns: tuple[str, ...] = setting((), "Comma-separated columns of tabular features (numbers "
                                                    "standardised, others one-hot); '*': every column but the "
-                                                   "text, label and id columns.", kind="text")
+                                                   "text, label and id columns (stored as their names when a "
+                                                   "run starts).", kind="text")
     label_column: str | None = setting(None, "Column of known labels (a simulation; 'a|b' sets with --multilabel).")
     id_column: str | None = setting(None, "Column of unique item ids.", default_text="a hash of the row's content")
     table_options: Mapping[str, Any] = field(default_factory=dict)

@@ -238,8 +238,19 @@ def test_cli_imputes_missing_cells_with_every_other_column(tmp_path, capsys):
                         "--missing", "impute", "--out", out, *FAST)
     assert code == 0, err
     config = json.loads((out / "config.json").read_text())
-    assert config["feature_columns"] == ["*"] and config["table_options"]["missing"] == "impute"
+    # '*' is stored as the columns it meant when the run started (it was stored as '*', so a column
+    # added to the file later became an input of the resumed rounds)
+    assert config["feature_columns"] == ["a", "b", "colour"] and config["table_options"]["missing"] == "impute"
     assert RunDirectory(out).read_rounds()[-1].n_labelled == 18
+    # the same command again finds the run (the same config), and a column added since changes nothing
+    code, _, err = _run(capsys, "run", "--table", rows, "--feature-columns", "*", "--label-column", "y",
+                        "--missing", "impute", "--out", out, *FAST)
+    assert code == 0, err
+    widened = rows.read_text().splitlines()
+    rows.write_text("\n".join([widened[0] + ",extra", *(f"{line},{i}" for i, line in enumerate(widened[1:]))]) + "\n")
+    code, _, err = _run(capsys, "resume", out, "--budget", "24", "-q")
+    assert code == 0, err
+    assert json.loads((out / "config.json").read_text())["feature_columns"] == ["a", "b", "colour"]
 
 
 @pytest.mark.parametrize("content, args, expected", [

@@ -22,9 +22,25 @@ import torch
 from activebayes.errors import InvalidArgumentError
 
 from .dataset import ArrayDataset
-from .table import TablePool, load_table
+from .table import ALL_OTHER_COLUMNS, TablePool, load_table, read_table_rows, resolve_feature_columns
 
-__all__ = ["split_by_item_id", "table_pool", "table_splits"]
+__all__ = ["pin_feature_columns", "split_by_item_id", "table_pool", "table_splits"]
+
+
+def pin_feature_columns(config: Any) -> Any:
+    """``config`` with ``feature_columns=("*",)`` replaced by the names it stands for in the
+    table now (every column but the text, label and id columns), else ``config`` itself.
+
+    A run stores its config when it starts, so a column added to the file later does not
+    change a resumed run's inputs."""
+    if config.table is None or tuple(config.feature_columns) != (ALL_OTHER_COLUMNS,):
+        return config
+    columns, _ = read_table_rows(config.table, format=config.table_options.get("format"))
+    resolved = resolve_feature_columns(config.feature_columns, columns,
+                                       exclude=(config.text_column, config.label_column, config.id_column))
+    if not resolved:  # load_table says what '*' found nothing in
+        return config
+    return config.replace(feature_columns=tuple(resolved))
 
 
 def table_pool(config: Any) -> TablePool:
