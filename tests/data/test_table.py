@@ -314,6 +314,22 @@ def test_bad_files(tmp_path):
         read_table_rows(broken)
     with pytest.raises(InvalidArgumentError, match="unknown format"):
         read_table_rows(write_csv(tmp_path / "t.xlsx", ["a"], [["1"]]))
+    # a quote never closed: named at the line it opens on (the rest of the file was read into
+    # that one cell, silently); a row spanning lines is named at its first line
+    unclosed = tmp_path / "unclosed.csv"
+    unclosed.write_text('id,text,label\n1,hello,a\n2,"oops bad,b\n3,fine,a\n4,also fine,b\n', encoding="utf-8")
+    with pytest.raises(ActiveBayesError, match=r"unclosed.csv: line 3: a quoted cell opened on this line is never "
+                                               r"closed"):
+        read_table_rows(unclosed)
+    wide = tmp_path / "wide.csv"
+    wide.write_text('a,b\n1,2\n3,"two\nlines",4\n5,6\n', encoding="utf-8")
+    with pytest.raises(ActiveBayesError, match=r"wide.csv: line 3 has 3 cells, the header 2"):
+        read_table_rows(wide)
+    # quoting a spreadsheet writes loosely is still read as before
+    loose = tmp_path / "loose.csv"
+    loose.write_text('a,b\n1,5" screen\n2,"x"y\n3,"multi\nline"\n', encoding="utf-8")
+    assert read_table_rows(loose)[1] == [{"a": "1", "b": '5" screen'}, {"a": "2", "b": "xy"},
+                                         {"a": "3", "b": "multi\nline"}]
     with pytest.raises(InvalidArgumentError, match="text_column .* and/or feature_columns"):
         load_table([{"a": 1}])
 

@@ -144,7 +144,17 @@ def read_table_rows(path: str | os.PathLike[str], *, format: str | None = None) 
     # a cell may be as long as the file (the csv module's default limit, 131,072 characters, is
     # not a property of CSV: a long document in a cell is data)
     csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if kind == "tsv" else ",")
+    try:  # strict first, for the one error lenient parsing hides: a quote never closed
+        return _read_csv(path, text, kind, strict=True)
+    except csv.Error:  # other strict complaints ('"x"y') are read leniently, as spreadsheets do
+        return _read_csv(path, text, kind, strict=False)
+
+
+def _read_csv(path: Path, text: str, kind: str, *, strict: bool) -> tuple[list[str], list[dict[str, Any]]]:
+    """:func:`read_table_rows` of a CSV / TSV text; ``strict``: raise :class:`csv.Error` on
+    malformed quoting (an unterminated quote is a :class:`DataError` naming the line it opens on)."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if kind == "tsv" else ",", strict=strict)
+    start = 1  # the line the record being read starts on
     try:
         header = next(reader, None)
         if header is None:
@@ -154,15 +164,22 @@ def read_table_rows(path: str | os.PathLike[str], *, format: str | None = None) 
             dup = next(h for h in header if header.count(h) > 1)
             raise DataError(f"table {path}: column {dup!r} appears twice in the header")
         rows = []
+        start = reader.line_num + 1
         for cells in reader:
-            if not cells or (len(cells) == 1 and not cells[0].strip()):
-                continue
-            if len(cells) > len(header):
-                raise DataError(f"table {path}: line {reader.line_num} has {len(cells)} cells, the header "
-                                f"{len(header)}")
-            rows.append({h: (c if c.strip() else None) for h, c in zip(header, cells, strict=False)})
+            if cells and not (len(cells) == 1 and not cells[0].strip()):
+                if len(cells) > len(header):
+                    raise DataError(f"table {path}: line {start} has {len(cells)} cells, the header "
+                                    f"{len(header)}")
+                rows.append({h: (c if c.strip() else None) for h, c in zip(header, cells, strict=False)})
+            start = reader.line_num + 1
     except csv.Error as exc:
-        raise DataError(f"table {path}: line {reader.line_num}: {exc}") from None
+        if "unexpected end of data" in str(exc):
+            raise DataError(f"table {path}: line {start}: a quoted cell opened on this line is never closed "
+                            "(a \" without its closing \"), so every line after it would be read into that cell"
+                            ) from None
+        if strict:
+            raise
+        raise DataError(f"table {path}: line {start}: {exc}") from None
     return header, rows
 
 
