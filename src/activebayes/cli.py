@@ -248,7 +248,7 @@ def _setting_option(f: dataclasses.Field, flag: str) -> Callable[..., Any]:
     return click.option(flag, f.name, type=kind, default=None, help=help_text)
 
 #: flags that are ``load_table`` options (``LoopConfig.table_options``)
-_TABLE_OPTIONS = ("encoder", "test_size", "multilabel", "missing")
+_TABLE_OPTIONS = ("encoder", "test_size", "multilabel", "missing", "classes")
 #: ``--missing``: what a missing cell of a --table does (``load_table``'s ``missing``)
 _MISSING_HELP = ("A missing cell of the --table: error (a one-line error naming its row and column), or impute "
                  "(the column's mean for numbers, a '<missing>' category otherwise). [error]")
@@ -269,6 +269,7 @@ def _loop_options(command: Callable[..., Any]) -> Callable[..., Any]:
     command = click.option("--missing", "missing", type=click.Choice(["error", "impute"]), default=None,
                            help=_MISSING_HELP)(command)
     command = click.option("--multilabel", "multilabel", is_flag=True, default=None, help="The table's labels are sets of classes separated by '|'.")(command)
+    command = click.option("--classes", "classes", type=str, default=None, help="Comma-separated class names of a --table, in order; its labels must be among them. [the sorted labels found]")(command)
     command = click.option("--encoder", "encoder", type=str, default=None, help="Text encoder of a --table pool (or of --dataset wordnet_nouns): tfidf, hashing, a word-vector file (GloVe) or a local model folder. [tfidf]")(command)
     command = click.option("--test-size", "test_size", type=int, default=None, help="Rows of a --table held out as a test set (chosen by their ids). [0]")(command)
     command = click.option("--max-epochs", "max_epochs", type=int, default=None, help="Training epochs per round (upper bound with early stopping).")(command)
@@ -373,6 +374,8 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], *, c
             raise InvalidArgumentError(f"{', '.join(only_tables)}: only with a table (--table FILE)")
     if "encoder" in table_options:
         table_options["encoder"] = _stored_encoder(table_options["encoder"])
+    if isinstance(table_options.get("classes"), str):  # a TOML file may give a list
+        table_options["classes"] = list(_class_names(table_options["classes"]))
     if "encoder" in table_options and values.get("table") is None:  # a named dataset's encoder (wordnet_nouns)
         from activebayes.data.datasets import DATASET_OPTIONS
 

@@ -296,6 +296,28 @@ def test_cli_table_flags_need_a_table_and_exclude_a_dataset(tmp_path, capsys):
     assert not any((tmp_path / name).exists() for name in ("a", "b", "c"))
 
 
+def test_cli_run_takes_the_class_names_of_a_table(tmp_path, capsys):
+    """A class written in brackets reads like a list in a multi-label cell; the error's advice,
+    ``--classes``, is a flag of ``run`` (it named only Python's ``classes=``)."""
+    table = _texts_csv(tmp_path / "texts.csv", multilabel=True)
+    lines = table.read_text().splitlines()
+    table.write_text("\n".join([lines[0]] + [line.rsplit(",", 1)[0] + "," + "|".join(
+        "[sport]" if t == "sport" else t for t in line.rsplit(",", 1)[1].split("|")) for line in lines[1:]]) + "\n")
+    args = ["--table", table, "--text-column", "text", "--label-column", "label", "--multilabel", *FAST]
+    code, _, err = _run(capsys, "run", *args, "--out", tmp_path / "bad")
+    assert code == 1 and "which looks like a list" in err and "--classes a,b,..." in err
+    names = ",".join(sorted({*TOPICS} - {"sport"}) + ["[sport]"])
+    code, _, err = _run(capsys, "run", *args, "--classes", names, "--out", tmp_path / "run")
+    assert code == 0, err
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["table_options"]["classes"] == names.split(",")
+    assert json.loads((tmp_path / "run" / "items.json").read_text())["classes"] == names.split(",")
+    code, _, err = _run(capsys, "run", "--dataset", "digits", "--classes", "a,b", "--out", tmp_path / "digits")
+    assert code == 1 and "--classes: only with a table (--table FILE)" in err
+    code, _, err = _run(capsys, "run", *args, "--classes", "a,,b", "--out", tmp_path / "empty")
+    assert code == 1 and "--classes: an empty class name" in err
+
+
 def test_cli_multilabel_table(tmp_path, capsys, monkeypatch):
     table = _texts_csv(tmp_path / "texts.csv", multilabel=True)
     out = tmp_path / "run"

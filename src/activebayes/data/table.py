@@ -239,8 +239,8 @@ def _label_set(value: object, separator: str, where: str, *, known: Sequence[str
     text = value.strip()
     if len(text) >= 2 and text[0] == "[" and text[-1] == "]" and text not in known:
         raise DataError(f"{where}: {expected}, got the text {_short(text)}, which looks like a list: a cell is "
-                        f"not parsed as JSON; write {separator!r}-separated names, or pass classes= when a class "
-                        "name is written in brackets")
+                        f"not parsed as JSON; write {separator!r}-separated names, or pass classes= (--classes a,b,...) "
+                        "when a class name is written in brackets")
     return [v.strip() for v in text.split(separator) if v.strip()]
 
 
