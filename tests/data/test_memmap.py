@@ -554,6 +554,20 @@ def test_changed_byte_is_caught_by_verify(toy_folder):
         load_memmap(toy_folder, verify=True)
 
 
+def test_bytes_after_the_array_are_caught(toy_folder):
+    """NumPy maps the bytes an .npy header names and ignores the rest, so bytes appended to a
+    file passed even ``verify`` (its checksum is of the array's content)."""
+    for name in ("inputs.npy", "targets.npy"):
+        path = toy_folder / name
+        blob = path.read_bytes()
+        path.write_bytes(blob + b"\x00" * 7)
+        with pytest.raises(DataError, match=rf"{path}: the file holds {len(blob) + 7} bytes, but its header "
+                                            rf"describes {len(blob)} \(7 bytes after the array"):
+            load_memmap(toy_folder, verify=True)
+        path.write_bytes(blob)
+    assert len(load_memmap(toy_folder, verify=True)) == 300
+
+
 def test_missing_or_wrong_targets_and_paths(toy_folder, toy_pair):
     targets = toy_folder / "targets.npy"
     np.save(targets, np.zeros(299, np.uint8))

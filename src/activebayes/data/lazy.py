@@ -300,7 +300,20 @@ def _open_npy(path: Path) -> np.memmap:
         raise DataError(f"{path}: expected uint8 pixels, got dtype {array.dtype}")
     if array.ndim not in (3, 4):
         raise DataError(f"{path}: expected shape [N, C, H, W] or [N, H, W], got {tuple(array.shape)}")
+    check_npy_size(path, array)
     return array  # type: ignore[return-value]
+
+
+def check_npy_size(path: Path, array: np.memmap) -> None:
+    """Raise :class:`DataError` unless the file ``array`` maps ends where the array does: NumPy
+    maps the bytes its header names and ignores any after them (a second write appended, or
+    another file's bytes), which no checksum of the array's content would see."""
+    expected = int(array.offset) + int(array.nbytes)
+    size = path.stat().st_size
+    if size != expected:
+        raise DataError(f"{path}: the file holds {size} bytes, but its header describes {expected} "
+                        f"({size - expected} bytes after the array {tuple(array.shape)} {array.dtype}): "
+                        "corrupt or written twice, convert the data again")
 
 
 def _release(array: np.ndarray, start: int, stop: int) -> None:

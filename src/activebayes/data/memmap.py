@@ -71,7 +71,7 @@ from .._io import (NpyWriter, _current_umask, _fsync_dir, atomic_write_text, ens
 from ._core import DataError, MissingSplitError
 from .dataset import ArrayDataset
 from .image_folder import PixelStats
-from .lazy import MemmapInputs, _release
+from .lazy import MemmapInputs, _release, check_npy_size
 from activebayes import _progress
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
@@ -305,9 +305,12 @@ def load_memmap(path: str | os.PathLike[str], *, verify: bool = False, progress:
         if not targets_path.is_file():
             raise DataError(f"{targets_path}: file not found ({META_FILE} says the dataset has targets)")
         try:
-            labels = np.load(targets_path, allow_pickle=False)
+            mapped = np.load(targets_path, mmap_mode="r", allow_pickle=False)
         except (ValueError, OSError, EOFError) as exc:
             raise DataError(f"{targets_path}: not a readable .npy array ({exc}): truncated or corrupt") from None
+        check_npy_size(targets_path, mapped)
+        labels = np.array(mapped)
+        del mapped
         if labels.dtype != np.dtype(meta.targets_dtype) or labels.shape != (meta.n_items,):
             raise DataError(
                 f"{targets_path}: expected {meta.targets_dtype} labels of shape ({meta.n_items},), "
