@@ -116,6 +116,18 @@ def log_probs_tolerance(dtype: torch.dtype, num_classes: int) -> float:
     return max(floor, 4 * eps * (1 + math.log(max(int(num_classes), 1))))
 
 
+def check_materialised(module: torch.nn.Module, name: str) -> None:
+    """Raise :class:`InvalidArgumentError` when ``module`` has parameters or buffers on the
+    ``meta`` device: they have shapes but no values, so nothing can be trained or predicted."""
+    meta = [n for n, t in (*module.named_parameters(), *module.named_buffers()) if t.is_meta]
+    if meta:
+        shown = ", ".join(meta[:3]) + (", ..." if len(meta) > 3 else "")
+        raise InvalidArgumentError(
+            f"{name}: {len(meta)} parameter(s) or buffer(s) are on the 'meta' device, which holds shapes but no "
+            f"values ({shown}): materialise them first, e.g. module.to_empty(device='cpu') and then initialise "
+            "them or load a state dict")
+
+
 def check_nonnegative_float(value: object, name: str, *, allow_zero: bool = True) -> float:
     """A finite real number >= 0 (> 0 with ``allow_zero=False``); returns it as float.
 

@@ -51,7 +51,7 @@ from tqdm.auto import tqdm
 
 from activebayes import _progress
 from activebayes._seeding import derive_seed, make_generator, seeded_global_rng
-from activebayes._validation import check_choice, check_device
+from activebayes._validation import check_choice, check_device, check_materialised
 from activebayes.acquisition import AcquisitionContext, Strategy, get_strategy, select
 from activebayes.acquisition.multilabel_strategies import MULTILABEL_COUNTERPARTS, MULTILABEL_STRATEGIES
 from activebayes.acquisition.selection import Selection
@@ -386,6 +386,8 @@ class ActiveLearningLoop:
         stream = self._stream(r)
         with seeded_global_rng(self.config.seed, "model-init", stream):
             built = self.model_factory(make_generator(self.config.seed, "model", stream))
+        if isinstance(built, torch.nn.Module):
+            check_materialised(built, "the network model_factory returned")
         fit_options = {**(PAPER_FIT_OPTIONS if self.config.training == "paper" else {}), **dict(self.config.fit_options)}
         if type(built) is NetworkPosterior and not built.fit_options:
             # as_posterior(net, sampling="sequential"): the factory chose how to sample, the config how to train

@@ -230,3 +230,25 @@ def test_users_own_model_through_the_converter():
     assert _strip(again.rounds) == _strip(result.rounds)  # reproducible without seeding by hand
     assert any(isinstance(m, ConsistentMCDropout) for m in loop.model.modules())
     assert result.rounds[-1].metrics["test_accuracy"] > 0.5
+
+
+def test_a_network_on_the_meta_device_is_named_not_a_torch_error():
+    """A network built under ``torch.device("meta")`` has shapes but no values: it failed deep in
+    the first prediction with torch's "Tensor.item() cannot be called on meta tensors"."""
+    from torch import nn
+
+    from activebayes.errors import InvalidArgumentError
+    from activebayes.models import NetworkPosterior
+
+    def factory(generator: torch.Generator) -> nn.Module:
+        with torch.device("meta"):
+            return nn.Sequential(nn.Flatten(), nn.Linear(64, 10))
+
+    loop = ActiveLearningLoop(LoopConfig(strategy="bald", **FAST_LOOP), model_factory=factory)
+    with pytest.raises(InvalidArgumentError, match=r"^the network model_factory returned: 2 parameter\(s\) or "
+                                                   r"buffer\(s\) are on the 'meta' device.*\(1\.weight, 1\.bias\): "
+                                                   r"materialise them first"):
+        loop.run(progress=False)
+    with pytest.raises(InvalidArgumentError, match=r"^module: 2 parameter\(s\)"):
+        NetworkPosterior(factory(torch.Generator()))
+    NetworkPosterior(factory(torch.Generator()).to_empty(device="cpu"))  # materialised: accepted

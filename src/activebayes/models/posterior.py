@@ -47,7 +47,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor, nn
 
-from activebayes._validation import Device, check_choice
+from activebayes._validation import Device, check_choice, check_materialised
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
@@ -167,6 +167,7 @@ class NetworkPosterior:
 
         if not isinstance(module, nn.Module):
             raise InvalidTypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        check_materialised(module, "module")
         check_choice(sampling, "sampling", SAMPLING_MODES)
         check_fit_options(fit_options, set_by="the posterior's fit")  # a misspelt key fails here, not in training
         self._module = module
