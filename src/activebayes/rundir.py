@@ -58,6 +58,7 @@ from activebayes.stopping import (
     LABEL_BUDGET,
     REMAINING_CHANGE,
     SIGNALS,
+    explicit_stop_when,
     parse_stop_when,
     rejudge_remaining_change,
     stop_kind_of,
@@ -327,10 +328,12 @@ class RunDirectory:
         return config
 
     def write_config(self, config: LoopConfig) -> None:
-        """Store ``config`` with its defaults written out (:meth:`LoopConfig.pinned`) and the
+        """Store ``config`` with its defaults written out (:meth:`LoopConfig.pinned`, and each
+        stopping criterion's threshold, :func:`~activebayes.stopping.explicit_stop_when`) and the
         fingerprint of its settings (:func:`settings_fingerprint`)."""
         ensure_folder(self.path)
         data = config.pinned().to_dict()
+        data["stop_when"] = list(explicit_stop_when(config.stop_when))
         atomic_write_text(self.config_path, _json_text({**data, FINGERPRINT_KEY: settings_fingerprint(data)}))
 
     def check_config(self, config: LoopConfig) -> None:

@@ -324,6 +324,18 @@ def normalise_stop_when(specs: Iterable[str] | Mapping[str, float | None] | str)
                  for name in SIGNALS if name in thresholds)
 
 
+def explicit_stop_when(specs: Iterable[str] | Mapping[str, float | None] | str) -> tuple[str, ...]:
+    """``stop_when`` as a run directory stores it: :func:`normalise_stop_when`'s criteria, each
+    with its threshold written out, so that a later release that changes a default cannot
+    change what a stored run stops on.
+
+    >>> explicit_stop_when("remaining_change, information=0.05")
+    ('remaining_change=0.005', 'information=0.05')
+    """
+    thresholds = parse_stop_when(specs)  # every criterion has one (estimated_accuracy's must be given)
+    return tuple(f"{name}={thresholds[name]!r}" for name in SIGNALS if name in thresholds)
+
+
 def _stop_when_specs(specs: Any) -> list[str]:
     """The ``NAME[=THRESHOLD]`` strings of ``stop_when`` in any form :func:`parse_stop_when` takes,
     its type checked and empty criteria refused."""

@@ -94,9 +94,22 @@ def test_stop_when_without_a_stop_set_names_both_flags_and_the_least_size():
                                       "must be at least 100, got 0")
 
 
-def test_a_run_directory_stores_the_normalised_form(tmp_path):
-    RunDirectory(tmp_path).write_config(LoopConfig(**FAST_LOOP, stop_when=" remaining-change"))
-    assert json.loads((tmp_path / "config.json").read_text())["stop_when"] == ["remaining_change"]
+def test_a_run_directory_stores_the_normalised_form_with_every_threshold(tmp_path, monkeypatch):
+    """Each threshold is written out: stored bare, a criterion took whatever default a later
+    release has (a bare ``remaining_change`` stored at 0.01 resumed at 0.005)."""
+    import activebayes.stopping as stopping
+
+    RunDirectory(tmp_path).write_config(LoopConfig(**FAST_LOOP, stop_when=" remaining-change, information=0.05"))
+    stored = json.loads((tmp_path / "config.json").read_text())["stop_when"]
+    assert stored == [f"remaining_change={stopping.SIGNALS['remaining_change'][0]!r}", "information=0.05"]
+    directory = RunDirectory(tmp_path)
+    assert directory.read_config().stop_when == ("remaining_change", "information=0.05")
+    directory.check_config(LoopConfig(**FAST_LOOP, stop_when="remaining_change,information=0.05"))  # the same run
+    # a later release with another default: the stored run keeps its threshold
+    monkeypatch.setitem(stopping.SIGNALS, "remaining_change", (0.004, stopping.SIGNALS["remaining_change"][1]))
+    assert directory.read_config().stop_when == ("remaining_change=0.005", "information=0.05")
+    assert stopping.explicit_stop_when("estimated_accuracy=0.9, remaining-change") == (
+        "remaining_change=0.004", "estimated_accuracy=0.9")
 
 
 def test_a_run_directory_stored_raw_by_an_earlier_version_still_matches(tmp_path):
