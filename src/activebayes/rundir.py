@@ -184,6 +184,11 @@ def _write_text(path: Path, text: str) -> None:
         atomic_write_text(path, text)
 
 
+def _shown(ids: Sequence[str]) -> str:
+    """The first three of ``ids``, for an error message."""
+    return ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
+
+
 def settings_fingerprint(stored: Mapping[str, Any]) -> str:
     """The SHA-256 of a stored config's settings as written: every key but the runtime ones
     (:data:`~activebayes.records.RUNTIME_FIELDS`, which may change on resume) and the fingerprint
@@ -397,21 +402,17 @@ class RunDirectory:
         ``test_ids`` (and, where both are known, their ``labels`` and ``content`` hashes the stored
         ones): a run's pool is fixed when it starts, and its records name pool positions."""
         stored = self.read_items()
-        if stored is not None and content is not None and isinstance(stored.get("content"), dict):
-            edited = [item for item, sha in stored["content"].items() if item in content and content[item] != sha]
-            if edited:
-                shown = ", ".join(edited[:3]) + (", ..." if len(edited) > 3 else "")
-                raise RunDirectoryError(
-                    f"{source} changed since the run in {self.path} started (the text or feature cells of "
-                    f"{len(edited)} row(s) were edited under the same id: {shown}); a run's pool is fixed when "
-                    "it starts: restore the file, or start a new run with another --out")
-        if stored is not None and labels is not None and isinstance(stored.get("labels"), dict):
-            changed = [item for item, label in stored["labels"].items() if item in labels and labels[item] != label]
+        for key, now, change, fixed in (
+                ("content", content, "the text or feature cells of {} row(s) were edited under the same id", "pool is"),
+                ("labels", labels, "the label of {} row(s) changed", "labels are")):
+            before = None if stored is None else stored.get(key)
+            if now is None or not isinstance(before, dict):
+                continue
+            changed = [item for item, value in before.items() if item in now and now[item] != value]
             if changed:
-                shown = ", ".join(changed[:3]) + (", ..." if len(changed) > 3 else "")
                 raise RunDirectoryError(
-                    f"{source} changed since the run in {self.path} started (the label of {len(changed)} row(s) "
-                    f"changed: {shown}); a run's labels are fixed when it starts: restore the file, or start a new "
+                    f"{source} changed since the run in {self.path} started ({change.format(len(changed))}: "
+                    f"{_shown(changed)}); a run's {fixed} fixed when it starts: restore the file, or start a new "
                     "run with another --out")
         if stored is None:
             if self.rounds_path.is_file():
@@ -427,12 +428,9 @@ class RunDirectory:
         added = [i for i in now if i not in before_set]
         gone = [i for i in before if i not in now_set]
 
-        def shown(ids: list[str]) -> str:
-            return ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
-
         change = "; ".join(part for part in (
-            f"{len(added)} new row(s): {shown(added)}" if added else "",
-            f"{len(gone)} row(s) gone: {shown(gone)}" if gone else "") if part) or "the same rows, split differently"
+            f"{len(added)} new row(s): {_shown(added)}" if added else "",
+            f"{len(gone)} row(s) gone: {_shown(gone)}" if gone else "") if part) or "the same rows, split differently"
         raise RunDirectoryError(
             f"{source} changed since the run in {self.path} started ({change}); a run's pool is fixed when it "
             "starts (reordered rows are fine): restore the file, or start a new run with another --out")
