@@ -11,7 +11,7 @@ import difflib
 import math
 import numbers
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch import Tensor
@@ -116,15 +116,19 @@ def log_probs_tolerance(dtype: torch.dtype, num_classes: int) -> float:
     return max(floor, 4 * eps * (1 + math.log(max(int(num_classes), 1))))
 
 
+def first_few(names: Sequence[str], limit: int = 3) -> str:
+    """The first ``limit`` of ``names``, comma-separated, with ``...`` after them when there are more."""
+    return ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")
+
+
 def check_materialised(module: torch.nn.Module, name: str) -> None:
     """Raise :class:`InvalidArgumentError` when ``module`` has parameters or buffers on the
     ``meta`` device: they have shapes but no values, so nothing can be trained or predicted."""
     meta = [n for n, t in (*module.named_parameters(), *module.named_buffers()) if t.is_meta]
     if meta:
-        shown = ", ".join(meta[:3]) + (", ..." if len(meta) > 3 else "")
         raise InvalidArgumentError(
             f"{name}: {len(meta)} parameter(s) or buffer(s) are on the 'meta' device, which holds shapes but no "
-            f"values ({shown}): materialise them first, e.g. module.to_empty(device='cpu') and then initialise "
+            f"values ({first_few(meta)}): materialise them first, e.g. module.to_empty(device='cpu') and then initialise "
             "them or load a state dict")
 
 

@@ -53,7 +53,7 @@ import torch
 
 from activebayes._io import atomic_write_bytes, atomic_write_text, ensure_folder
 from activebayes.errors import ActiveBayesError, InvalidArgumentError
-from activebayes._validation import check_positive_int
+from activebayes._validation import check_positive_int, first_few
 from activebayes.stopping import (
     LABEL_BUDGET,
     REMAINING_CHANGE,
@@ -182,11 +182,6 @@ def _write_text(path: Path, text: str) -> None:
         atomic_write_bytes(path, gzip.compress(data, compresslevel=9, mtime=0))
     else:
         atomic_write_text(path, text)
-
-
-def _shown(ids: Sequence[str]) -> str:
-    """The first three of ``ids``, for an error message."""
-    return ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
 
 
 def settings_fingerprint(stored: Mapping[str, Any]) -> str:
@@ -412,7 +407,7 @@ class RunDirectory:
             if changed:
                 raise RunDirectoryError(
                     f"{source} changed since the run in {self.path} started ({change.format(len(changed))}: "
-                    f"{_shown(changed)}); a run's {fixed} fixed when it starts: restore the file, or start a new "
+                    f"{first_few(changed)}); a run's {fixed} fixed when it starts: restore the file, or start a new "
                     "run with another --out")
         if stored is None:
             if self.rounds_path.is_file():
@@ -429,8 +424,8 @@ class RunDirectory:
         gone = [i for i in before if i not in now_set]
 
         change = "; ".join(part for part in (
-            f"{len(added)} new row(s): {_shown(added)}" if added else "",
-            f"{len(gone)} row(s) gone: {_shown(gone)}" if gone else "") if part) or "the same rows, split differently"
+            f"{len(added)} new row(s): {first_few(added)}" if added else "",
+            f"{len(gone)} row(s) gone: {first_few(gone)}" if gone else "") if part) or "the same rows, split differently"
         raise RunDirectoryError(
             f"{source} changed since the run in {self.path} started ({change}); a run's pool is fixed when it "
             "starts (reordered rows are fine): restore the file, or start a new run with another --out")
