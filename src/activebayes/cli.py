@@ -119,7 +119,13 @@ def _flag_wording(message: str) -> str:
             return match.group(0)
         return f"--{name.replace('_', '-')} {'none' if value == 'None' else value}"
 
+    # Python code quoted in the message ("from Python: resume_experiment(path, budget=40)") stays Python
+    quoted = re.findall(r"from Python: [\w.]+\([^)]*\)", message)
+    for i, code in enumerate(quoted):
+        message = message.replace(code, f"\0{i}\0", 1)
     message = re.sub(r"(?<![\w/?&.-])([a-z][a-z_]*)=([^\s,;)]+)", flag_value, message)
+    for i, code in enumerate(quoted):
+        message = message.replace(f"\0{i}\0", code, 1)
     first = re.match(r"([a-z][a-z_]*) (must|needs)\b", message)  # "budget must be ..." -> "--budget must be ..."
     if first and first.group(1) in _SETTINGS_WITH_FLAGS:
         message = f"--{first.group(1).replace('_', '-')}{message[len(first.group(1)):]}"

@@ -303,6 +303,8 @@ def test_a_different_config_does_not_suggest_resume(tmp_path, fast_config, capsy
     assert "resume" not in err and "another folder (--out)" in err
     code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 40, "--out", out, "-q")
     assert code == 1 and f"`activebayes resume {out} --budget 40`" in err
+    # the Python call quoted beside it stays Python (it read "resume_experiment(path, --budget 40)")
+    assert "(from Python: resume_experiment(path, budget=40))" in err
 
 
 # --------------------------------------------------------------------------- item 11: the README
