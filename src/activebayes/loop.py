@@ -217,9 +217,13 @@ class ActiveLearningLoop:
         self.model_factory = model_factory or self._default_model_factory
         needed = config.initial_size + config.validation_size + config.batch_size
         if needed > len(dataset):
+            room = len(dataset) - config.initial_size - config.batch_size
+            fits = f" (validation_size={room} fits with the others as they are)" if room >= 0 else ""
             raise InvalidArgumentError(
-                f"dataset {getattr(dataset, 'name', '')!r} has {len(dataset)} items, fewer than "
-                f"initial_size + validation_size + batch_size = {needed}"
+                f"dataset {getattr(dataset, 'name', '')!r} has {len(dataset)} items, fewer than initial_size "
+                f"(--initial-size) {config.initial_size} + validation_size (--validation-size) "
+                f"{config.validation_size} + batch_size (--batch-size) {config.batch_size} = {needed}: "
+                f"lower them{fits}"
             )
         costs_name = "costs_N"
         if costs_N is None and config.costs_file is not None:

@@ -261,6 +261,9 @@ def test_cli_imputes_missing_cells_with_every_other_column(tmp_path, capsys):
     (b"text,label\nhello,a\n\xff\xfe bad,b\n", ["--text-column", "text", "--label-column", "label"],
      "line 3 is not valid UTF-8"),
     ("text,label\nhello,a\nhi,b\n", ["--text-column", "text"], "a run needs known labels"),
+    ("text,label\n" + "".join(f"t{i},{'ab'[i % 2]}\n" for i in range(30)), ["--text-column", "text", "--label-column",
+     "label"], "dataset 't' has 30 items, fewer than --initial-size 6 + --validation-size 24 + --batch-size 6 = 36: "
+     "lower them (--validation-size 18 fits with the others as they are)"),
     ("a,y\n1,p\nx,q\n", ["--feature-columns", "a,missing", "--label-column", "y"],
      "--feature-columns 'missing' is not a column of the table"),
     ("a,y\n1,p\n,q\n", ["--feature-columns", "a", "--label-column", "y"], "row 2, column 'a': missing value"),
