@@ -41,7 +41,7 @@ from activebayes.rundir import (
     config_differences,
 )
 from activebayes.data.table_task import pin_feature_columns
-from activebayes.errors import InvalidArgumentError
+from activebayes.errors import InvalidArgumentError, MissingFileError
 
 
 def _runtime_overrides(config: LoopConfig, overrides: Mapping[str, Any] | None) -> LoopConfig:
@@ -107,6 +107,7 @@ def run_experiment(
     """
     directory = RunDirectory(Path(run_dir))
     check_config_names(config)  # a misspelt name is reported as such, not as a config mismatch
+    _check_table_file(config)  # a mistyped path is reported as such, not as a config mismatch
     if not (directory.exists() and directory.read_config().feature_columns == config.feature_columns):
         config = pin_feature_columns(config)  # '*' is stored as the columns it means (an earlier run keeps it)
     if directory.exists():
@@ -199,6 +200,13 @@ def _continue(
     return result
 
 
+def _check_table_file(config: LoopConfig) -> None:
+    """Raise :class:`MissingFileError` when ``config.table`` names no file (before a stored run's
+    config is compared with it: a folder named after the file's stem may hold an earlier run)."""
+    if config.table is not None and not Path(config.table).expanduser().is_file():
+        raise MissingFileError(f"table (--table): no such file {config.table}")
+
+
 def _check_items(directory: RunDirectory, loop: ActiveLearningLoop) -> None:
     """A pool whose items have ids (a table's rows): store them with a new run, and check them
     on a resume, since the records name pool positions (:meth:`RunDirectory.check_items`)."""
@@ -266,6 +274,7 @@ def run_comparison(
         get_strategy(name)  # unknown names fail before any work
     if len(set(strategies)) != len(strategies) or len(set(seeds)) != len(seeds):
         raise InvalidArgumentError(f"strategies and seeds must not repeat, got {list(strategies)} and {list(seeds)}")
+    _check_table_file(base)
     comparison = Comparison(Path(out), base, tuple(strategies), tuple(int(s) for s in seeds))
     created, new = not comparison.path.exists(), False
     try:

@@ -182,6 +182,19 @@ def test_a_table_run_names_its_items_and_resumes_whatever_the_row_order(tmp_path
     assert code == 0, err
 
 
+def test_a_mistyped_table_path_is_a_missing_file_not_another_config(tmp_path, capsys):
+    """The default folder is named after the file's stem, so a typo (``texts.tsv`` for
+    ``texts.csv``) found the earlier run and was refused as "a different config"."""
+    table = _texts_csv(tmp_path / "texts.csv")
+    out = tmp_path / "run"
+    args = ["--text-column", "text", "--label-column", "label", *FAST]
+    code, _, err = _run(capsys, "run", "--table", table, *args, "--out", out)
+    assert code == 0, err
+    for command in ("run", "compare"):
+        code, _, err = _run(capsys, command, "--table", tmp_path / "texts.tsv", *args, "--out", out)
+        assert code == 1 and err == f"error: --table: no such file {tmp_path / 'texts.tsv'}\n", err
+
+
 def test_a_table_run_without_its_items_file_is_not_resumed(tmp_path, capsys):
     """A run started before ``items.json`` recorded rows by file position: resuming it could
     misread every record, so it is refused."""
