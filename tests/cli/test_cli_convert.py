@@ -37,6 +37,17 @@ def test_convert_an_image_folder(tmp_path, capsys):
     assert converted.classes == reference.classes
 
 
+def test_a_folder_of_idx_files_without_dataset_names_the_flags(tmp_path, capsys, mnist_dir):
+    """The README's "IDX files or an image folder": given MNIST's folder without --dataset, it
+    said the folder "holds no images", naming neither IDX files nor the flags that read them."""
+    code = main(["convert", str(mnist_dir), str(tmp_path / "out"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1, err
+    assert f"{mnist_dir} holds IDX files (t10k-images-idx3-ubyte" in err
+    assert "(--dataset mnist / fashion_mnist / kmnist; from Python, dataset=) and its split (--split train / test)" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_convert_mistakes_are_one_line_and_write_nothing(tmp_path, capsys):
     code = main(["convert", str(tmp_path / "missing"), str(tmp_path / "out")])
     err = capsys.readouterr().err

@@ -125,6 +125,11 @@ def convert_to_memmap(
         "standardize" if standardize else None
     )
     if source.is_dir():
+        idx_files = sorted(p.name for p in source.iterdir() if "-idx" in p.name and "ubyte" in p.name)
+        if idx_files:  # not an image folder: a dataset's IDX files
+            raise DataError(f"{source} holds IDX files ({', '.join(idx_files[:2])}{', ...' if len(idx_files) > 2 else ''}),"
+                            f" not images: name the dataset (--dataset {' / '.join(IDX_DATASETS)}; from Python, dataset=) "
+                            "and its split (--split train / test), or give one IDX images file as the source")
         return _convert_image_folder(source, destination, size=size, grayscale=grayscale, classes=classes,
                                      normalization=norm, name=name, overwrite=overwrite, chunk_size=chunk_size,
                                      progress=progress)
