@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 
 from activebayes import _progress
 from activebayes._threads import automatic_threads
+from activebayes._validation import first_few
 from activebayes.acquisition import get_strategy
 from activebayes.loop import ActiveLearningLoop, check_config_names
 from activebayes.scoring import PoolExecutor
@@ -34,6 +35,7 @@ from activebayes.records import RUNTIME_FIELDS, LoopConfig, LoopResult, RoundRec
 from activebayes.report import write_report
 from activebayes.rundir import (
     COMPARISON_FILE,
+    LOCK_FILE,
     Comparison,
     RunDirectory,
     InUseError,
@@ -112,6 +114,10 @@ def run_experiment(
         config = pin_feature_columns(config)  # '*' is stored as the columns it means (an earlier run keeps it)
     if directory.exists():
         directory.check_config(config)  # runtime settings (device, ...) may differ
+    elif directory.path.is_dir() and (names := sorted(p.name for p in directory.path.iterdir() if p.name != LOCK_FILE)):
+        # another's files would mix with the run's (its lock file alone is a run another process is starting)
+        raise RunDirectoryError(f"{directory.path} exists and is not a run directory (it holds {first_few(names)}, "
+                                "and no config.json): give a new or empty folder (--out)")
     with _config_threads(config):
         loop = _factory(loop_factory, executor)(config)  # validates names, loads data; nothing written yet
         if on_start is not None:

@@ -315,3 +315,19 @@ def test_the_readme_installs_the_cpu_build_as_pytorch_documents_it():
     first = next(line for line in readme.splitlines() if line.startswith("pip install torch"))
     assert "--index-url https://download.pytorch.org/whl/cpu" in first and "activebayes run" in first
     assert "Chromium" in readme and "skip" in readme
+
+
+def test_a_run_into_a_folder_of_other_files_is_refused(tmp_path, fast_config, capsys):
+    """``--out`` naming a folder that holds other files (not a run): the run's files would be
+    mixed into it. An empty folder, or one holding only a run's lock file, is used."""
+    out = tmp_path / "notes"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out, "-q")
+    assert code == 1 and err == (f"error: {out} exists and is not a run directory (it holds notes.txt, and no "
+                                 "config.json): give a new or empty folder (--out)\n"), err
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--out", empty, "-q")
+    assert code == 0 and (empty / "config.json").is_file(), err
