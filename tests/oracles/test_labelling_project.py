@@ -240,6 +240,20 @@ def test_label_studio_export_and_import(digits_project, capsys, tmp_path):
         assert {target.store.item(i).key: y for i, y in target.store.labels().items()} == expected
 
 
+def test_importing_a_csv_or_json_export_says_what_import_takes(digits_project, capsys, tmp_path):
+    """A project's own CSV / JSON export, imported back, gave one "was never queried" line per
+    item (blank labels included) and "N problem(s)"; it is one line saying what import takes."""
+    project, first, targets = digits_project
+    fill_truth(first, targets)
+    assert run(capsys, "import", first, "--project", project)[0] == 0
+    for fmt in ("csv", "json"):
+        assert run(capsys, "export", project, "--out", tmp_path / f"labels.{fmt}")[0] == 0
+        code, _, err = run(capsys, "import", tmp_path / f"labels.{fmt}", "--project", project)
+        assert code == 1 and err.count("\n") == 1, err
+        assert "is an export of a project (every item with its label, `activebayes export`), not a filled-in " \
+               "query" in err and "never queried" not in err
+
+
 # ----------------------------------------------------------------------------- the test split
 
 

@@ -205,6 +205,11 @@ def import_answers(project: LabellingProject, path: str | os.PathLike[str], *, a
     answers_file = AnswersFile.read(file, key="item", label_studio=True)
     if answers_file.is_label_studio:
         return _import_label_studio(project, answers_file, overwrite=overwrite, annotator=annotator)
+    if answers_file.rows and {"present", "label_id", "annotator"} <= set(answers_file.rows[0].fields):
+        raise ProjectError(f"{file} is an export of a project (every item with its label, `activebayes export`), "
+                           "not a filled-in query: import answers a query (`activebayes query "
+                           f"{project.directory}` writes one) or a Label Studio export; labels already stored are "
+                           "changed in the app")
     queries = queries_of(project)
     if not queries:
         raise ProjectError(f"{project.directory} has no query yet; run `activebayes query {project.directory}` first")
