@@ -239,7 +239,8 @@ class ActiveLearningLoop:
         self.stopping: list[StoppingCriterion] = [LabelBudget(config.budget), *stopping]
         if config.cost_budget is not None:
             if self.costs_N is None:
-                raise InvalidArgumentError("--cost-budget needs per-item labelling costs: give --costs FILE (costs_file)")
+                raise InvalidArgumentError("cost_budget (--cost-budget) needs per-item labelling costs: give "
+                                           "costs_file (--costs), a file of one cost per item (from Python, or costs_N)")
             self.stopping.append(CostBudget(config.cost_budget, float(self.costs_N.min())))
         if config.target_accuracy is not None:
             self.stopping.append(TargetAccuracy(config.target_accuracy))

@@ -207,6 +207,8 @@ def test_threads_option_sets_torch_threads(capsys):
         (["run", "--posterior", "laplace", "--ensemble-size", "3"], "not with posterior 'laplace'"),
         (["run", "--costs", "costs.npy"], "error: --costs needs --cost-budget: the total labelling cost allowed"),
         (["run", "--costs", "nothere.npy", "--cost-budget", "5"], "error: --costs: no such file "),
+        (["run", "--cost-budget", "5"], "error: --cost-budget needs per-item labelling costs: give --costs, a file of "
+                                        "one cost per item (from Python, or costs_N)"),
         (["query", "PROJECT_DIR", "--images", "/nonexistent", "--classes", "a,,b"],
          "--classes: an empty class name in 'a,,b'"),
         (["run", "--dataset", "digits", "--test-size", "10"], "--test-size: only with a table (--table FILE)"),
