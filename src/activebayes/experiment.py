@@ -182,13 +182,7 @@ def _continue(
         directory.write_given(loop.given)
     records = directory.read_rounds()
     if records:
-        model_state = None
-        if config.warm_start:
-            model_state = directory.read_checkpoint(records[-1].round)
-            if model_state is None:
-                raise RunDirectoryError(
-                    f"{directory.path}: warm-start run has no checkpoint for round {records[-1].round}"
-                )
+        model_state = directory.warm_start_state(records[-1].round) if config.warm_start else None
         loop.restore(records, model_state)
 
     def save(record: RoundRecord) -> None:

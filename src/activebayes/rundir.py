@@ -462,6 +462,8 @@ class RunDirectory:
         if raised is None:
             return
         records, _ = self._rounds_to_go_on(self.read_config())
+        if raised.warm_start and records:  # the resume goes on from it: missing, it would fail after the change
+            self.warm_start_state(records[-1].round)
         self.summary_path.unlink(missing_ok=True)
         self.write_rounds(with_budget_signals(records, raised))
         self.write_config(raised)
@@ -572,10 +574,27 @@ class RunDirectory:
             old.unlink(missing_ok=True)
 
     def read_checkpoint(self, round_index: int) -> dict[str, Any] | None:
+        """Round ``round_index``'s model state, ``None`` without a checkpoint; an unreadable one is a
+        :class:`RunDirectoryError` naming the file."""
         path = self.checkpoint_path(round_index)
         if not path.is_file():
             return None
-        return torch.load(path, map_location="cpu", weights_only=True)
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as error:  # torch raises its own types (and pickle's) for a damaged file
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise RunDirectoryError(f"{path}: not a readable checkpoint ({first}); the file is damaged: put back "
+                                    "a copy, or start a new run") from None
+
+    def warm_start_state(self, round_index: int) -> dict[str, Any]:
+        """The checkpoint a warm-start run goes on from, or :class:`RunDirectoryError` (missing, or
+        unreadable) before anything is changed."""
+        state = self.read_checkpoint(round_index)
+        if state is None:
+            raise RunDirectoryError(f"{self.path}: warm-start run has no checkpoint for round {round_index} "
+                                    f"({self.checkpoint_path(round_index).name}), which it goes on from; put it "
+                                    "back, or start a new run")
+        return state
 
     # ----------------------------------------------------------------- summary
 

@@ -293,6 +293,29 @@ def test_warm_start_resume_uses_the_checkpoint(tmp_path):
     assert _without_timings(partial) == _without_timings(full)
 
 
+def test_a_warm_start_checkpoint_missing_or_damaged_refuses_a_larger_budget_before_any_change(tmp_path):
+    """``resume --budget`` raised config.json and dropped the last round, then failed on the
+    missing checkpoint (a damaged one: a torch traceback): the run was changed by a failed command."""
+    config = LoopConfig(strategy="bald", warm_start=True, **{**FAST_LOOP, "budget": 40})
+    run = tmp_path / "run"
+    run_experiment(config, run, progress=False, report=False)
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != "run.lock"}
+    kept = RunDirectory(run).read_rounds()[-2].round  # the round a larger budget goes on from
+    checkpoint = run / "checkpoints" / f"round_{kept:04d}.pt"
+    good = checkpoint.read_bytes()
+    checkpoint.unlink()
+    with pytest.raises(RunDirectoryError, match=rf"warm-start run has no checkpoint for round {kept} "
+                                                rf"\(round_{kept:04d}\.pt\), which it goes on from"):
+        resume_experiment(run, progress=False, report=False, budget=60)
+    checkpoint.write_bytes(good[: len(good) // 2])
+    with pytest.raises(RunDirectoryError, match=rf"round_{kept:04d}\.pt: not a readable checkpoint \(.*\); the "
+                                                "file is damaged"):
+        resume_experiment(run, progress=False, report=False, budget=60)
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != "run.lock"} == before
+    checkpoint.write_bytes(good)
+    assert resume_experiment(run, progress=False, report=False, budget=60).rounds[-1].n_labelled == 60
+
+
 def test_sigkill_mid_run_then_resume_is_identical(tmp_path):
     """A real subprocess killed with SIGKILL mid-run resumes to the uninterrupted result."""
     config = {**FAST_LOOP, "budget": 70, "strategy": "bald", "cold_start": "none"}  # TOML has no null
