@@ -35,6 +35,7 @@ from activebayes.records import RUNTIME_FIELDS, LoopConfig, LoopResult, RoundRec
 from activebayes.report import write_report
 from activebayes.rundir import (
     COMPARISON_FILE,
+    COMPARISON_LOCK_FILE,
     LOCK_FILE,
     Comparison,
     RunDirectory,
@@ -116,7 +117,8 @@ def run_experiment(
         directory.check_config(config)  # runtime settings (device, ...) may differ
     elif directory.path.is_dir() and (names := sorted(p.name for p in directory.path.iterdir() if p.name != LOCK_FILE)):
         # another's files would mix with the run's (its lock file alone is a run another process is starting)
-        raise RunDirectoryError(f"{directory.path} exists and is not a run directory (it holds {first_few(names)}, "
+        what = "a comparison directory" if COMPARISON_FILE in names else "not a run directory"
+        raise RunDirectoryError(f"{directory.path} exists and is {what} (it holds {first_few(names)}, "
                                 "and no config.json): give a new or empty folder (--out)")
     with _config_threads(config):
         loop = _factory(loop_factory, executor)(config)  # validates names, loads data; nothing written yet
@@ -276,6 +278,12 @@ def run_comparison(
         raise InvalidArgumentError(f"strategies and seeds must not repeat, got {list(strategies)} and {list(seeds)}")
     _check_table_file(base)
     comparison = Comparison(Path(out), base, tuple(strategies), tuple(int(s) for s in seeds))
+    folder = Path(out)
+    if folder.is_dir() and not (folder / COMPARISON_FILE).is_file() and (
+            names := sorted(p.name for p in folder.iterdir() if p.name != COMPARISON_LOCK_FILE)):
+        what = "a run directory" if (folder / "config.json").is_file() else "not a comparison directory"
+        raise RunDirectoryError(f"{folder} exists and is {what} (it holds {first_few(names)}, and no "
+                                f"{COMPARISON_FILE}): give a new or empty folder (--out)")
     created, new = not comparison.path.exists(), False
     try:
         with comparison.lock(shared=True):  # refused while `resume COMPARISON --budget N` changes it

@@ -331,3 +331,23 @@ def test_a_run_into_a_folder_of_other_files_is_refused(tmp_path, fast_config, ca
     empty.mkdir()
     code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--out", empty, "-q")
     assert code == 0 and (empty / "config.json").is_file(), err
+
+
+def test_a_run_and_a_comparison_never_share_a_folder(tmp_path, fast_config, capsys):
+    """``run --out`` an existing comparison and ``compare --out`` an existing run both went on,
+    the last writer's report.html replacing the other's."""
+    run, comparison = tmp_path / "run", tmp_path / "cmp"
+    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--out", run, "-q")
+    assert code == 0, err
+    code, _, err = _run(capsys, "compare", "--config", fast_config, "--strategies", "random", "--seeds", "0",
+                        "--budget", 30, "--out", comparison, "-q")
+    assert code == 0, err
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and not p.name.endswith(".lock")}
+    code, _, err = _run(capsys, "compare", "--config", fast_config, "--strategies", "random", "--seeds", "0",
+                        "--budget", 30, "--out", run, "-q")
+    assert code == 1 and err.startswith(f"error: {run} exists and is a run directory (it holds ") and \
+        err.endswith("and no comparison.json): give a new or empty folder (--out)\n"), err
+    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--out", comparison, "-q")
+    assert code == 1 and err.startswith(f"error: {comparison} exists and is a comparison directory (it holds "
+                                        "comparison.json"), err
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and not p.name.endswith(".lock")} == before

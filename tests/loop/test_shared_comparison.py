@@ -10,12 +10,14 @@ import pytest
 from activebayes import rundir
 from activebayes.experiment import resume_experiment, run_comparison, run_experiment
 from activebayes.loop import LoopConfig
-from activebayes.rundir import InUseError, RunDirectory, RunDirectoryError
+from activebayes.rundir import Comparison, InUseError, RunDirectory, RunDirectoryError
 from tests.conftest import FAST_LOOP
 
 
 def test_a_run_held_by_another_process_is_skipped_and_the_rest_finish(tmp_path):
     base = LoopConfig(**{**FAST_LOOP, "budget": 30})
+    # as another `compare` on the same folder leaves it: comparison.json, then its run's folder
+    Comparison(tmp_path / "cmp", base, ("bald", "random"), (0,)).write()
     busy = RunDirectory(tmp_path / "cmp" / "random" / "seed_0")
     busy.path.mkdir(parents=True)
     with busy.lock():  # as another `compare` on the same folder would
