@@ -208,13 +208,20 @@ def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
             if error.errno in (errno.ENOSPC, errno.EDQUOT):
                 message += _resume_hint()
             raise click.ClickException(message) from None
-        except sqlite3.OperationalError as error:  # a labelling project's store on a read-only or full disk
+        except sqlite3.DatabaseError as error:  # a labelling project's store: a read-only or full disk, or damaged
             text = str(error).lower()
             where = _current.get("project")
-            if where is None or not any(w in text for w in ("readonly", "unable to open", "disk", "full")):
+            if where is None or os.environ.get("ACTIVEBAYES_DEBUG"):
                 raise
-            raise click.ClickException(f"{Path(where) / 'labels.sqlite'}: {text}; check that the folder is "
-                                       "writable and the disk not full") from None
+            store = Path(where) / "labels.sqlite"
+            if any(w in text for w in ("malformed", "not a database", "no such table", "no such column")):
+                raise click.ClickException(f"{store}: {text}: the project's label store is damaged (or not one); "
+                                           "put back a copy of it, or create a new project") from None
+            if not isinstance(error, sqlite3.OperationalError) or not any(
+                    w in text for w in ("readonly", "unable to open", "disk", "full")):
+                raise
+            raise click.ClickException(f"{store}: {text}; check that the folder is writable and the disk not "
+                                       "full") from None
         except KeyboardInterrupt:
             click.echo(_stopped_message("interrupted"), err=True)
             sys.exit(130)

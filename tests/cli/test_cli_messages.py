@@ -351,3 +351,24 @@ def test_a_run_and_a_comparison_never_share_a_folder(tmp_path, fast_config, caps
     assert code == 1 and err.startswith(f"error: {comparison} exists and is a comparison directory (it holds "
                                         "comparison.json"), err
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and not p.name.endswith(".lock")} == before
+
+
+def test_a_damaged_label_store_is_one_line_naming_it(tmp_path, capsys):
+    """A truncated, garbage or empty labels.sqlite gave sqlite3's traceback from query, import
+    and export."""
+    project = tmp_path / "project"
+    code, _, err = _run(capsys, "query", project, "--dataset", "digits", "--batch-size", 4, "-q")
+    assert code == 0, err
+    store = project / "labels.sqlite"
+    whole = store.read_bytes()
+    for damaged, said in ((whole[: len(whole) // 3], "database disk image is malformed"),
+                          (b"not a database at all" * 300, "file is not a database"), (b"", "no such table: meta")):
+        for name in ("labels.sqlite-wal", "labels.sqlite-shm"):
+            (project / name).unlink(missing_ok=True)
+        store.write_bytes(damaged)
+        for command in (["query", project, "-q"], ["export", project], ["import", tmp_path / "a.csv", "--project",
+                                                                        project]):
+            (tmp_path / "a.csv").write_text("item,label\n")
+            code, _, err = _run(capsys, *command)
+            assert code == 1 and err == (f"error: {store}: {said}: the project's label store is damaged (or not "
+                                         "one); put back a copy of it, or create a new project\n"), (command, err)

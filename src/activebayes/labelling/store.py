@@ -328,6 +328,15 @@ class LabelStore:
         else:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                        timeout=_BUSY_TIMEOUT_MS / 1000)
+        try:
+            self._prepare(read_only)
+        except BaseException:  # a damaged or foreign file: the connection must not stay open (it holds a lock)
+            self._db.close()
+            raise
+
+    def _prepare(self, read_only: bool) -> None:
+        """Set the connection up and read the store's schema version, classes and kind."""
+        if not read_only:
             self._db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
             mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
@@ -341,7 +350,6 @@ class LabelStore:
             self._migrate_from_1()
             version = self.meta("schema_version")
         if version != SCHEMA_VERSION:
-            self._db.close()
             raise LabelStoreError(f"{self.path}: label store schema version {version!r}, this activebayes "
                                   f"reads version {SCHEMA_VERSION}")
         self.classes: tuple[str, ...] = tuple(self.meta("classes"))
@@ -365,8 +373,10 @@ class LabelStore:
             db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
             db.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return db
-        except sqlite3.OperationalError:
-            db.close()
+        except sqlite3.DatabaseError as error:
+            db.close()  # closed whatever failed: an open connection keeps a lock on the file
+            if not isinstance(error, sqlite3.OperationalError):  # a damaged file, not a folder SQLite cannot use
+                raise
         wal = self.path.with_name(self.path.name + "-wal")
         if wal.exists() and wal.stat().st_size > 0:
             raise LabelStoreError(f"{self.path}: its write-ahead log {wal.name} holds answers not yet in the store, "
