@@ -268,6 +268,8 @@ class ActiveLearningLoop:
         self._representation_features: Tensor | None = None
         if config.representation == "self-supervised":
             self.representation = self._learn_representation()
+        elif model_factory is None and config.model_options:
+            self._check_model_options()
 
     def _check_task(self) -> None:
         """On multi-label targets ``badge``, ``bald``, ``entropy`` and ``batchbald`` become their
@@ -353,6 +355,17 @@ class ActiveLearningLoop:
 
             self._frozen_encoder = FrozenEncoder(copy.deepcopy(self.representation.encoder))
         return self._frozen_encoder
+
+    def _check_model_options(self) -> None:
+        """Build the model once now (the global RNG untouched), so that a wrong ``model_options``
+        is an error naming it before anything is written, not a TypeError in the first round."""
+        config = self.config
+        try:
+            with torch.random.fork_rng(devices=[]):
+                self._default_model_factory(torch.Generator().manual_seed(0))
+        except (TypeError, ValueError) as error:  # InvalidArgumentError is a ValueError
+            raise InvalidArgumentError(f"model_options {dict(config.model_options)!r} do not fit model "
+                                       f"{config.model!r}: {error}") from None
 
     def _default_model_factory(self, generator: torch.Generator) -> torch.nn.Module:
         config = self.config

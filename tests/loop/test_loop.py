@@ -252,3 +252,23 @@ def test_a_network_on_the_meta_device_is_named_not_a_torch_error():
     with pytest.raises(InvalidArgumentError, match=r"^module: 2 parameter\(s\)"):
         NetworkPosterior(factory(torch.Generator()))
     NetworkPosterior(factory(torch.Generator()).to_empty(device="cpu"))  # materialised: accepted
+
+
+def test_wrong_model_options_are_named_when_the_loop_is_built(tmp_path):
+    """They failed in the first round (a TypeError from the model's constructor), after the run
+    directory was written, so the corrected command met "a different config"."""
+    from activebayes.errors import InvalidArgumentError
+    from activebayes.experiment import run_experiment
+
+    for options, said in (({"foo": 1}, "unexpected keyword argument 'foo'"),
+                          ({"hidden": "x"}, "hidden[i] must be an int, got str 'x'")):
+        config = LoopConfig(**{**FAST_LOOP, "model_options": options})
+        with pytest.raises(InvalidArgumentError, match=rf"^model_options {options!r} do not fit model 'auto': .*"
+                                                       rf"{said.replace('[', '.').replace(']', '.')}"):
+            ActiveLearningLoop(config)
+        with pytest.raises(InvalidArgumentError):
+            run_experiment(config, tmp_path / "run", progress=False, report=False)
+        assert not (tmp_path / "run").exists()
+    state = torch.random.get_rng_state()
+    ActiveLearningLoop(LoopConfig(**{**FAST_LOOP, "model_options": {"hidden": [16]}}))  # fine, and the
+    assert torch.equal(torch.random.get_rng_state(), state)  # global RNG is left as it was
