@@ -401,7 +401,7 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], *, c
     if table_options:
         values["table_options"] = {**dict(values.get("table_options", {})), **table_options}
     for key in ("table", "data_dir", "costs_file"):  # stored absolute, so the run resumes and reports from anywhere
-        if values.get(key):
+        if values.get(key) and isinstance(values[key], str | os.PathLike):  # another type: LoopConfig says so
             values[key] = str(Path(values[key]).expanduser().resolve())
     max_epochs = values.pop("max_epochs", None)
     if max_epochs is not None:

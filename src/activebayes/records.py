@@ -24,10 +24,16 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
+import numbers
+import os
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from activebayes._validation import check_choice, check_positive_int
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
@@ -138,6 +144,49 @@ def cli_settings(config_type: type) -> list[tuple[dataclasses.Field, str]]:
     return [(f, f.metadata["flag"] or "--" + f.name.replace("_", "-"))
             for f in dataclasses.fields(config_type) if "help" in f.metadata]
 
+
+
+_SCALAR_KINDS: dict[Any, tuple[str, Any]] = {
+    bool: ("true or false", lambda v: isinstance(v, bool | np.bool_)),
+    int: ("an int", lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool | np.bool_)),
+    float: ("a number", lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)),
+    str: ("a string", lambda v: isinstance(v, str | os.PathLike)),
+    type(None): ("None", lambda v: v is None),
+}
+
+
+#: the settings that name a file or folder
+_PATH_FIELDS = ("data_dir", "costs_file", "table")
+#: the settings whose own check says more (the range with the type)
+_OWN_TYPE_CHECKS = ("audit_fraction",)
+
+
+@functools.cache
+def _scalar_fields(cls: type) -> tuple[tuple[str, str, tuple[Any, ...]], ...]:
+    """``(name, shown, kinds)`` of each field of ``cls`` whose type is made only of ``bool``,
+    ``int``, ``float`` and ``None``, or that names a file (``shown``: the name with its flag, where
+    it has one)."""
+    hints = typing.get_type_hints(cls)
+    flags = {"threads": "--threads", **{f.name: flag for f, flag in cli_settings(cls)}}  # --threads: every command's
+    out = []
+    for f in dataclasses.fields(cls):
+        kinds = typing.get_args(hints[f.name]) or (hints[f.name],)
+        # names (strategy, model, ...) have their own checks that list the choices; files are checked here
+        if all(k in _SCALAR_KINDS for k in kinds) and (str not in kinds or f.name in _PATH_FIELDS) and \
+                f.name not in _OWN_TYPE_CHECKS:
+            out.append((f.name, f"{f.name} ({flags[f.name]})" if f.name in flags else f.name, kinds))
+    return tuple(out)
+
+
+def _check_scalar_types(config: Any) -> None:
+    """Raise :class:`InvalidTypeError` naming the setting whose value is of the wrong type (a
+    TOML file's ``evaluate_test = "no"`` was stored as a true value, ``cost_budget = "x"`` failed
+    in a comparison deep inside)."""
+    for name, shown, kinds in _scalar_fields(type(config)):
+        value = getattr(config, name)
+        if not any(_SCALAR_KINDS[k][1](value) for k in kinds):
+            expected = " or ".join(_SCALAR_KINDS[k][0] for k in kinds)
+            raise InvalidTypeError(f"{shown} must be {expected}, got {type(value).__name__} {value!r}")
 
 
 @dataclass(frozen=True)
@@ -300,6 +349,7 @@ class LoopConfig:
                 f"(--model mlp) without a representation")
 
     def __post_init__(self) -> None:
+        _check_scalar_types(self)
         if self.cold_start_labels == 0 and self.cold_start in (None, "none"):  # how configs before 0.x wrote "no cold start"
             object.__setattr__(self, "cold_start_labels", None)
         for f, flag in cli_settings(type(self)):  # the choices and least values of the settings (:func:`setting`)

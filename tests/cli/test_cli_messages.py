@@ -372,3 +372,23 @@ def test_a_damaged_label_store_is_one_line_naming_it(tmp_path, capsys):
             code, _, err = _run(capsys, *command)
             assert code == 1 and err == (f"error: {store}: {said}: the project's label store is damaged (or not "
                                          "one); put back a copy of it, or create a new project\n"), (command, err)
+
+
+@pytest.mark.parametrize("line, said", [
+    ('evaluate_test = "no"', "must be true or false, got str 'no'"),
+    ("warm_start = 1", "must be true or false, got int 1"),
+    ('checkpoints = "x"', "must be true or false, got str 'x'"),
+    ('plateau_min_delta = "x"', "must be a number, got str 'x'"),
+    ('cost_budget = "x"', "must be a number or None, got str 'x'"),
+    ("data_dir = 5", "must be a string or None, got int 5"),
+])
+def test_a_config_file_value_of_the_wrong_type_is_named(tmp_path, fast_config, capsys, line, said):
+    """A TOML value of the wrong type was stored as it came (``evaluate_test = "no"`` is a true
+    value: the test set was evaluated), or failed deep inside with a traceback."""
+    config = tmp_path / "typed.toml"
+    config.write_text(line + "\n" + fast_config.read_text())  # before its [fit_options] table
+    code, _, err = _run(capsys, "run", "--config", config, "--out", tmp_path / "run", "-q")
+    name = line.split(" = ")[0]
+    assert code == 1 and err.startswith(f"error: --config {config}: ") and err.endswith(f" {said}\n"), err
+    assert name in err or f"--{name.replace('_', '-')}" in err
+    assert not (tmp_path / "run").exists()
