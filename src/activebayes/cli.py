@@ -35,6 +35,7 @@ from activebayes._validation import check_device, check_positive_int
 from activebayes.acquisition import available_strategies
 from activebayes.data import (ArrayDataset, DataError, MissingSplitError, available_datasets, convert_to_memmap,
                               has_contents, load_dataset)
+from activebayes.data.table import check_table_file
 from activebayes.distributed import RayExecutor
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, InvalidTypeError, MissingFileError
 from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
@@ -904,8 +905,8 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) 
     _check_names({"dataset": given.get("dataset")})  # `query` too: as `run` names it
     if "images" in given and not Path(given["images"]).is_dir():
         raise MissingFileError(f"--images: no such folder {given['images']}")
-    if "table" in given and not Path(given["table"]).is_file():
-        raise MissingFileError(f"--table: no such file {given['table']}")
+    if "table" in given:
+        check_table_file(given["table"])
     options = {name: given.pop(name) for name in ("encoder", "multilabel", "missing") if given.get(name)}
     if "encoder" in options:
         options["encoder"] = _stored_encoder(options["encoder"])

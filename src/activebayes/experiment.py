@@ -27,7 +27,6 @@ from tqdm.auto import tqdm
 
 from activebayes import _progress
 from activebayes._threads import automatic_threads
-from activebayes._validation import first_few
 from activebayes.acquisition import get_strategy
 from activebayes.loop import ActiveLearningLoop, check_config_names
 from activebayes.scoring import PoolExecutor
@@ -35,16 +34,16 @@ from activebayes.records import RUNTIME_FIELDS, LoopConfig, LoopResult, RoundRec
 from activebayes.report import write_report
 from activebayes.rundir import (
     COMPARISON_FILE,
-    COMPARISON_LOCK_FILE,
-    LOCK_FILE,
     Comparison,
     RunDirectory,
     InUseError,
     RunDirectoryError,
+    check_free_folder,
     config_differences,
 )
+from activebayes.data.table import check_table_file
 from activebayes.data.table_task import pin_feature_columns
-from activebayes.errors import InvalidArgumentError, MissingFileError
+from activebayes.errors import InvalidArgumentError
 
 
 def _runtime_overrides(config: LoopConfig, overrides: Mapping[str, Any] | None) -> LoopConfig:
@@ -115,11 +114,8 @@ def run_experiment(
         config = pin_feature_columns(config)  # '*' is stored as the columns it means (an earlier run keeps it)
     if directory.exists():
         directory.check_config(config)  # runtime settings (device, ...) may differ
-    elif directory.path.is_dir() and (names := sorted(p.name for p in directory.path.iterdir() if p.name != LOCK_FILE)):
-        # another's files would mix with the run's (its lock file alone is a run another process is starting)
-        what = "a comparison directory" if COMPARISON_FILE in names else "not a run directory"
-        raise RunDirectoryError(f"{directory.path} exists and is {what} (it holds {first_few(names)}, "
-                                "and no config.json): give a new or empty folder (--out)")
+    else:
+        check_free_folder(directory.path, kind="run")
     with _config_threads(config):
         loop = _factory(loop_factory, executor)(config)  # validates names, loads data; nothing written yet
         if on_start is not None:
@@ -203,10 +199,10 @@ def _continue(
 
 
 def _check_table_file(config: LoopConfig) -> None:
-    """Raise :class:`MissingFileError` when ``config.table`` names no file (before a stored run's
-    config is compared with it: a folder named after the file's stem may hold an earlier run)."""
-    if config.table is not None and not Path(config.table).expanduser().is_file():
-        raise MissingFileError(f"table (--table): no such file {config.table}")
+    """Before a stored run's config is compared with it: a folder named after the file's stem
+    may hold an earlier run, which a mistyped path would otherwise be blamed on."""
+    if config.table is not None:
+        check_table_file(config.table)
 
 
 def _check_items(directory: RunDirectory, loop: ActiveLearningLoop) -> None:
@@ -278,12 +274,7 @@ def run_comparison(
         raise InvalidArgumentError(f"strategies and seeds must not repeat, got {list(strategies)} and {list(seeds)}")
     _check_table_file(base)
     comparison = Comparison(Path(out), base, tuple(strategies), tuple(int(s) for s in seeds))
-    folder = Path(out)
-    if folder.is_dir() and not (folder / COMPARISON_FILE).is_file() and (
-            names := sorted(p.name for p in folder.iterdir() if p.name != COMPARISON_LOCK_FILE)):
-        what = "a run directory" if (folder / "config.json").is_file() else "not a comparison directory"
-        raise RunDirectoryError(f"{folder} exists and is {what} (it holds {first_few(names)}, and no "
-                                f"{COMPARISON_FILE}): give a new or empty folder (--out)")
+    check_free_folder(Path(out), kind="comparison")
     created, new = not comparison.path.exists(), False
     try:
         with comparison.lock(shared=True):  # refused while `resume COMPARISON --budget N` changes it

@@ -254,6 +254,23 @@ def _folder_mutex(folder: Path) -> Iterator[None]:
 # --------------------------------------------------------------------------- one run
 
 
+def check_free_folder(folder: Path, *, kind: str) -> None:
+    """Raise :class:`RunDirectoryError` when ``folder`` holds files but not its own ``kind``'s
+    (``"run"``: a ``config.json``; ``"comparison"``: a ``comparison.json``), naming what it is
+    instead: another's files would mix with the new one's, and each would replace the
+    other's report. Its lock file alone is one of its own starting in another process."""
+    marker, lock_file = {"run": (CONFIG_FILE, LOCK_FILE), "comparison": (COMPARISON_FILE, COMPARISON_LOCK_FILE)}[kind]
+    if not folder.is_dir() or (folder / marker).is_file():
+        return
+    names = sorted(p.name for p in folder.iterdir() if p.name != lock_file)
+    if not names:
+        return
+    what = ("a comparison directory" if COMPARISON_FILE in names else
+            "a run directory" if CONFIG_FILE in names else f"not a {kind} directory")
+    raise RunDirectoryError(f"{folder} exists and is {what} (it holds {first_few(names)}, and no {marker}): "
+                            "give a new or empty folder (--out)")
+
+
 @dataclass(frozen=True)
 class RunDirectory:
     """Reads and writes one run's files (see the module docstring)."""

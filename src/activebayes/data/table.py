@@ -78,6 +78,7 @@ __all__ = [
     "load_table",
     "read_table_rows",
     "row_content_sha256",
+    "check_table_file",
     "resolve_feature_columns",
     "MISSING_CATEGORY",
 ]
@@ -91,6 +92,15 @@ _FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl",
 # ----------------------------------------------------------------------------- reading
 
 
+def check_table_file(path: str | os.PathLike[str]) -> Path:
+    """``path`` expanded, or a :class:`MissingFileError` when it names no file (checked first,
+    where a run or project folder named after the file could otherwise be blamed)."""
+    expanded = Path(path).expanduser()
+    if not expanded.is_file():
+        raise MissingFileError(f"table (--table): no such file {path}")
+    return expanded
+
+
 def read_table_rows(path: str | os.PathLike[str], *, format: str | None = None) -> tuple[list[str], list[dict[str, Any]]]:
     """``(columns, rows)`` of a CSV / TSV (UTF-8, header row), JSONL (one object per line) or Parquet file.
 
@@ -98,9 +108,7 @@ def read_table_rows(path: str | os.PathLike[str], *, format: str | None = None) 
     types. Raises a one-line :class:`DataError` naming the line for a file that is
     not UTF-8, a malformed line or a row with more cells than the header.
     """
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise MissingFileError(f"table (--table): no such file {path}")
+    path = check_table_file(path)
     kind = format or _FORMATS.get(path.suffix.lower())
     if kind not in ("csv", "tsv", "jsonl", "parquet"):
         raise InvalidArgumentError(f"table {path}: unknown format {path.suffix!r}; expected one of "
