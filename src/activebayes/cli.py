@@ -497,12 +497,18 @@ def _print_comparison_table(path: Path) -> None:
     learning curve (:func:`~activebayes.analysis.area_under_learning_curve`, mean ± sd over the seeds)
     and its final headline metric (mean over the seeds)."""
     from activebayes.analysis import summarise_runs
-    from activebayes.rundir import load_runs
+    from activebayes.rundir import Comparison, load_runs
 
     runs = load_runs(path)
     metric = headline_metric([r.metrics or {} for _, rounds in runs.values() for r in rounds])
     summaries = summarise_runs(runs, metric=metric, targets=())
+    missing = Comparison.read(path).missing_runs()  # left out of the table: say so, as the report does
+    note = ("" if not missing else "- missing runs, not started or deleted: " +
+            ", ".join(f"{strategy} seed {seed} ({strategy}/seed_{seed})" for strategy, seed in missing) +
+            f"; `activebayes resume {path}` runs them")
     if not summaries:
+        if note:
+            click.echo(note)
         return
     # a run that has not stopped (interrupted, or still running) ends early: its area and final value are not
     # comparable with a finished run's, so the line is marked and the runs are named below
@@ -518,6 +524,8 @@ def _print_comparison_table(path: Path) -> None:
     if unfinished:
         named = ", ".join(f"{strategy} seed {seed} (at {labels} labels)" for (strategy, seed), labels in unfinished.items())
         click.echo(f"* includes runs not finished: {named}; `activebayes resume {path}` finishes them")
+    if note:
+        click.echo(note)
 
 
 # --------------------------------------------------------------------------- commands

@@ -4,6 +4,7 @@ whose data does not load leaves nothing behind; the printed table marks runs not
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,15 @@ def test_the_printed_table_marks_strategies_with_runs_not_finished(tmp_path, cap
     random = next(line for line in lines if line.startswith("random"))
     assert bald.endswith("  *") and not random.endswith("*")
     assert f"* includes runs not finished: bald seed 0 (at 20 labels); `activebayes resume {out}` finishes them" in lines
+
+    # a strategy's folder deleted: the printed table says so, as the HTML report does, and resume runs it again
+    shutil.rmtree(out / "bald")
+    code, stdout, err = _run(capsys, "report", out)
+    assert code == 0 and not any(line.startswith("bald") for line in stdout.splitlines()), err
+    assert (f"- missing runs, not started or deleted: bald seed 0 (bald/seed_0); `activebayes resume {out}` "
+            "runs them") in stdout.splitlines()
+    code, stdout, err = _run(capsys, "resume", out, "--quiet")
+    assert code == 0 and any(line.startswith("bald") for line in stdout.splitlines()) and "missing" not in stdout, err
 
 
 @pytest.mark.parametrize(("text", "message"), [
