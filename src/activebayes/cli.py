@@ -1073,6 +1073,10 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
         _check_names({"dataset": settings["dataset"]})  # as `run` names it: --dataset, a close name, the list
         _check_showable(settings["dataset"], settings.get("data_dir"))
     check_port(host, port)  # a taken port: before a new project is created
+    if not quiet and not _progress.shown() and not is_project(project):  # no bars off a terminal (a log, a
+        # service): one line, so minutes of embedding a large dataset or table do not look like a hang
+        click.echo(f"creating {project}: reading and preparing its items (minutes for a large dataset or table; "
+                   "the address is printed when it is ready)", err=True)
     with _open_project(project, settings, progress=_progress.shown()) as labelling:
         if labelling.config.dataset is not None:
             _check_showable(labelling.config.dataset, labelling.config.data_dir, labelling.dataset)

@@ -276,3 +276,19 @@ def test_the_cli_sets_the_device_on_the_project_it_serves(tmp_path, monkeypatch)
     assert main(["label", str(tmp_path / "p"), "--dataset", "digits", "--device", "cpu", "-q"]) == 0
     assert main(["label", str(tmp_path / "p"), "-q"]) == 0  # another start, the default device
     assert served == ["cpu", None]
+
+
+def test_a_new_project_off_a_terminal_says_it_is_being_prepared(tmp_path, monkeypatch, capsys):
+    """No progress bars go to a log; a first start that embeds a large dataset for minutes says
+    so in one line before it (and not with -q, nor when the project exists)."""
+    import activebayes.app as app
+
+    monkeypatch.setattr(app, "serve", lambda project, **kwargs: None)
+    capsys.readouterr()
+    assert main(["label", str(tmp_path / "p"), "--dataset", "digits"]) == 0
+    first = capsys.readouterr().err
+    assert first.startswith(f"creating {tmp_path / 'p'}: reading and preparing its items"), first
+    assert main(["label", str(tmp_path / "p")]) == 0
+    assert "creating" not in capsys.readouterr().err
+    assert main(["label", str(tmp_path / "q"), "--dataset", "digits", "-q"]) == 0
+    assert "creating" not in capsys.readouterr().err
