@@ -1131,9 +1131,10 @@ def convert(source: str, destination: str, dataset: str | None, split: str, labe
               help="csv or json (every item with its label), or labelstudio (Label Studio's JSON tasks). "
                    "[from --out's .csv or .json ending, else csv]")
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
-              help="File to write. [PROJECT/exports/labels.csv, labels.json or labelstudio-tasks.json]")
+              help="File to write, ending .csv or .json as the format. [PROJECT/exports/labels.csv, labels.json or labelstudio-tasks.json]")
+@click.option("--overwrite", is_flag=True, help="Replace --out if it exists already (the default file in PROJECT/exports is always rewritten).")
 @_friendly
-def export(project: str, fmt: str, out: str | None) -> None:
+def export(project: str, fmt: str, out: str | None, overwrite: bool) -> None:
     """Write a labelling project's items with their labels (what the dashboard's export links give).
 
     The project is only read (its label store opened read-only): a read-only project exports
@@ -1141,6 +1142,8 @@ def export(project: str, fmt: str, out: str | None) -> None:
     """
     _current["project"] = project
     fmt = _export_format(fmt, out)
+    if out is not None and not overwrite and os.path.lexists(out):
+        raise InvalidArgumentError(f"--out {out} exists already: pass --overwrite to replace it, or choose another name")
     with LabellingProject.open(project, rescan=False, read_only=True) as labelling:
         path = labelling.export(out, fmt=fmt)
         exported = labelling.store.labels(present_only=fmt == "labelstudio")  # CSV / JSON keep gone items' labels
@@ -1149,14 +1152,20 @@ def export(project: str, fmt: str, out: str | None) -> None:
 
 
 def _export_format(fmt: str | None, out: str | None) -> str:
-    """``--format``, or the one ``--out``'s ending names; a format the ending contradicts is an error."""
+    """``--format``, or the one ``--out``'s ending names (csv without one); an ending that is not the
+    format's (``.csv``, or ``.json`` for json and labelstudio) is an error."""
     ending = Path(out).suffix.lower() if out is not None else ""
     if fmt is None:
+        if ending not in ("", ".csv", ".json"):
+            raise InvalidArgumentError(f"--out {out} ends {ending}, but export writes CSV or JSON: give --out a name "
+                                       "ending .csv or .json")
         return "json" if ending == ".json" else "csv"
-    if (ending == ".json" and fmt == "csv") or (ending == ".csv" and fmt != "csv"):
+    wanted = ".csv" if fmt == "csv" else ".json"
+    if ending and ending != wanted:
         writes = "CSV" if fmt == "csv" else "JSON"
+        other = ", or leave --format out" if ending in (".csv", ".json") else ""
         raise InvalidArgumentError(f"--format {fmt} writes {writes}, but --out {out} ends {ending}: give --out a name "
-                                   f"ending {'.csv' if fmt == 'csv' else '.json'}, or leave --format out")
+                                   f"ending {wanted}{other}")
     return fmt
 
 

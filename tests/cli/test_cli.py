@@ -389,3 +389,34 @@ def test_a_resume_refused_because_the_run_is_in_use_says_only_that(tmp_path, cap
         code, out, err = _run(capsys, "resume", tmp_path / "run")
     assert code == 1 and out == "", out
     assert err.startswith("error: ") and "is in use by another process" in err and err.count("\n") == 1, err
+
+
+def test_export_refuses_a_foreign_ending_and_an_existing_out_unless_overwrite(tmp_path, capsys):
+    """`export --out labels.xml` wrote CSV into it, and an existing --out was replaced without a word."""
+    from activebayes.labelling import LabellingProject, ProjectConfig
+
+    LabellingProject.create(tmp_path / "project", ProjectConfig(dataset="digits")).close()
+    for args, said in [
+        (["--out", tmp_path / "labels.xml"], f"error: --out {tmp_path / 'labels.xml'} ends .xml, but export writes "
+                                             "CSV or JSON: give --out a name ending .csv or .json"),
+        (["--format", "csv", "--out", tmp_path / "labels.txt"],
+         f"error: --format csv writes CSV, but --out {tmp_path / 'labels.txt'} ends .txt: give --out a name ending .csv"),
+        (["--format", "labelstudio", "--out", tmp_path / "tasks.xml"],
+         f"error: --format labelstudio writes JSON, but --out {tmp_path / 'tasks.xml'} ends .xml: give --out a name "
+         "ending .json"),
+    ]:
+        code, stdout, err = _run(capsys, "export", tmp_path / "project", *args)
+        assert code == 1 and err == said + "\n" and stdout == "", err
+    assert not any(tmp_path.glob("labels.*")) and not (tmp_path / "tasks.xml").exists()
+    kept = tmp_path / "labels.csv"
+    kept.write_text("mine\n")
+    code, _, err = _run(capsys, "export", tmp_path / "project", "--out", kept)
+    assert code == 1 and err == f"error: --out {kept} exists already: pass --overwrite to replace it, or choose " \
+                                "another name\n"
+    assert kept.read_text() == "mine\n"
+    code, stdout, err = _run(capsys, "export", tmp_path / "project", "--out", kept, "--overwrite")
+    assert code == 0 and stdout.startswith("exported 0 label(s) of ") and kept.read_text().startswith("item,"), err
+    assert [p.name for p in tmp_path.iterdir() if p.is_file()] == ["labels.csv"]  # no temporary file left
+    # the project's own default export is rewritten each time, as the dashboard's links do
+    for _ in range(2):
+        assert _run(capsys, "export", tmp_path / "project")[0] == 0

@@ -90,7 +90,7 @@ def test_every_label_is_exported_beside_its_own_text_before_and_after_a_rescan(t
 
     def exported(fmt: str = "csv") -> tuple[dict[str, dict[str, str]], str]:
         out = tmp_path / f"out.{'csv' if fmt == 'csv' else 'json'}"
-        assert main(["export", str(tmp_path / "proj"), "--format", fmt, "--out", str(out)]) == 0
+        assert main(["export", str(tmp_path / "proj"), "--format", fmt, "--out", str(out), "--overwrite"]) == 0
         captured = capsys.readouterr()
         if fmt == "labelstudio":
             tasks = json.loads(out.read_text())
