@@ -162,6 +162,13 @@ def test_label_command_mistakes_are_one_line(tmp_path, capsys, monkeypatch):
         (["label", tmp_path / "new", "--dataset", "digits", "--port", str(busy.getsockname()[1])], "--port 0"),
         (["export", tmp_path / "new"], "--table FILE --text-column COL"),
         (["label", tmp_path / "new", "--dataset", "digits", "--host", ""], "--host: expected an address"),
+        # a host that does not resolve, or an address of another machine, blamed --port (and with
+        # --port 0 was found only after the new project was made)
+        (["label", tmp_path / "new", "--dataset", "digits", "--host", "999.1.1.1"],
+         "error: --host: cannot listen on '999.1.1.1' (no such host name or address); expected an address"),
+        (["label", tmp_path / "new", "--dataset", "digits", "--host", "999.1.1.1", "--port", "0"],
+         "--host: cannot listen on '999.1.1.1'"),
+        (["label", tmp_path / "proj", "--host", "192.0.2.1", "--port", "0"], "--host: cannot listen on '192.0.2.1'"),
         (["label", tmp_path / "new", "--dataset", "digits", "--token", "x"], "--token: expected at least 16"),
         (["label", tmp_path / "new", "--dataset", "digits", "--token-file", tmp_path / "no-token"], "--token-file"),
         (["label", tmp_path / "new", "--dataset", "digits", "--device", "tpu9"], "--device must be a device"),

@@ -11,6 +11,7 @@ released, a ``stopped;`` line printed, exit status 0.
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import signal
@@ -192,11 +193,11 @@ def _url_host(host: str) -> str:
 
 
 def check_port(host: str, port: int) -> None:
-    """Refuse a port that cannot be listened on now (taken, or not allowed) with :func:`_bind`'s
-    error, before a command does any work (``activebayes label`` creates a new project after it);
-    port 0 (any free port) always works."""
-    if port:
-        _bind(host, port).close()
+    """Refuse a host or port that cannot be listened on now (a host name that does not resolve or
+    an address not of this machine; a port taken, or not allowed) with :func:`_bind`'s error, before
+    a command does any work (``activebayes label`` creates a new project after it); port 0 picks
+    any free port, so only the host is checked then."""
+    _bind(host, port).close()
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -211,6 +212,11 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as error:
         sock.close()
+        if isinstance(error, socket.gaierror) or error.errno == errno.EADDRNOTAVAIL:  # the host, not the port
+            why = "no such host name or address" if isinstance(error, socket.gaierror) else error.strerror
+            raise InvalidArgumentError(f"--host: cannot listen on {host!r} ({why}); expected an address of this "
+                                       "machine such as 127.0.0.1 (this machine only) or 0.0.0.0 (every "
+                                       "interface), or a host name that resolves to one") from None
         hint = "; pass --port 0 for any free port" if port else ""
         raise InvalidArgumentError(f"--port: cannot listen on {host}:{port} ({error.strerror}){hint}") from None
     except UnicodeError:
