@@ -169,6 +169,27 @@ def fill_truth(path: Path, targets, **overrides: str) -> list[dict[str, str]]:
     return rows
 
 
+def test_a_number_too_long_for_an_id_is_a_problem_of_its_row_not_a_traceback(digits_project, capsys, tmp_path):
+    """A label or item cell of 100,000 digits ended the import with Python's traceback ("Exceeds the
+    limit (4300 digits) for integer string conversion"), from a CSV and from JSON alike."""
+    project, first, targets = digits_project
+    long = "9" * 100_000
+    shown = "'" + "9" * 39 + "... (100000 characters)"
+    rows = fill_truth(first, targets, **{"0": long})
+    code, out, err = run(capsys, "import", first, "--project", project)
+    lines = err.rstrip("\n").splitlines()
+    assert code == 1 and "Traceback" not in err and len(lines) == 2 and len(err) < 400, err
+    assert lines[0].startswith(f"  row 1 (line 2): label {shown} for item {rows[0]['item']} is not a class; expected ")
+    assert lines[1] == f"error: 1 problem(s) in {first}; nothing was imported"
+    answers = tmp_path / "answers.json"
+    answers.write_text(f'[{{"item": {long}, "label": 1}}]')
+    code, out, err = run(capsys, "import", answers, "--project", project, "--allow-partial")
+    lines = err.rstrip("\n").splitlines()
+    assert code == 1 and "Traceback" not in err and len(lines) == 2, err
+    assert lines == [f"  entry 1 of the list: item {shown} is too long to be an id",
+                     f"error: 1 problem(s) in {answers}; nothing was imported"]
+
+
 def test_import_lists_every_problem_with_the_flag_that_fixes_it(digits_project, capsys):
     project, first, targets = digits_project
     rows = fill_truth(first, targets)

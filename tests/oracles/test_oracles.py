@@ -138,6 +138,13 @@ def test_json_round_trip(animals, tmp_path):
         ({0: "dog", 5: "cat"}, (), (), ["row 2 (line 3): index 2 has no label"]),
         ({0: "dog", 2: "bird", 5: "cat"}, (), ({"index": "x7", "label": "dog"},), ["row 4 (line 5): index 'x7' is not an integer"]),
         ({0: "horse", 2: "", 5: "cat"}, (), (), ["label 'horse'", "index 2 has no label"]),  # every problem reported
+        # a number longer than int() reads (4300 digits) was a traceback; its cell is shown cut short
+        ({0: "dog", 2: "9" * 100_000, 5: "cat"}, (), (),
+         ["row 2 (line 3): label '" + "9" * 39 + "... (100000 characters) for index 2 is not a class"]),
+        ({0: "dog", 2: "bird", 5: "cat"}, (), ({"index": "9" * 100_000, "label": "dog"},),
+         ["row 4 (line 5): index '" + "9" * 39 + "... (100000 characters) is too long to be an id"]),
+        ({0: "dog", 2: "²", 5: "cat"}, (), (), ["row 2 (line 3): label '²' for index 2 is not a class"]),  # a digit int() refuses
+        ({0: "dog", 2: "--1", 5: "cat"}, (), (), ["row 2 (line 3): label '--1' for index 2 is not a class"]),
     ],
 )
 def test_bad_answers_name_the_row(animals, tmp_path, labels, drop, extra, messages):

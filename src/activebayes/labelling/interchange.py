@@ -269,7 +269,7 @@ def query_file_name(round: int, fmt: str = "csv") -> str:
 def round_in_name(path: str | os.PathLike[str]) -> int | None:
     """The round in a query file's name (``query-NNNN``), ``None`` for any other name."""
     stem = Path(path).stem
-    return int(stem[6:]) if stem.startswith("query-") and stem[6:].isdigit() else None
+    return int(stem[6:]) if stem.startswith("query-") and stem[6:].isdecimal() else None
 
 
 # --------------------------------------------------------------------------- answers files
@@ -342,15 +342,39 @@ def _json_rows(path: Path, document: Any, key: str) -> list[_Row]:
     return rows
 
 
+#: The most digits a number in an answers file is read with (an item, class or round id: SQLite's
+#: integers are 64-bit). A longer one is no id and is never handed to ``int()``, which refuses more
+#: than 4300 digits with a ValueError.
+_MAX_ID_DIGITS = 18
+_INTEGER = re.compile(r"-?\d+")
+
+
+def _integer(text: str) -> int | None:
+    """``text`` (stripped) as an int when it is an integer of at most :data:`_MAX_ID_DIGITS` digits, else ``None``."""
+    text = text.strip()
+    if not _INTEGER.fullmatch(text) or len(text.lstrip("-")) > _MAX_ID_DIGITS:
+        return None
+    return int(text)
+
+
+def _json_int(text: str) -> int | str:
+    """``json.loads``'s ``parse_int``: a number too long to be an id stays its text (see :data:`_MAX_ID_DIGITS`)."""
+    return int(text) if len(text.lstrip("-")) <= _MAX_ID_DIGITS else text
+
+
+def _shown(value: object, limit: int = 40) -> str:
+    """``repr(value)``, cut to ``limit`` characters (and its length said) when longer."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(str(value))} characters)"
+
+
 def _parse_index(value: object) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
     if isinstance(value, str):
-        text = value.strip()
-        if text.lstrip("-").isdigit():
-            return int(text)
+        return _integer(value)
     return None
 
 
@@ -389,10 +413,8 @@ def _resolve_label(value: object, classes: tuple[str, ...]) -> int | None:
     folded = [i for i, name in enumerate(classes) if name.casefold() == text.casefold()]
     if len(folded) == 1:
         return folded[0]
-    if text.lstrip("-").isdigit():
-        number = int(text)
-        return number if 0 <= number < n_classes else None
-    return None
+    number = _integer(text)
+    return number if number is not None and 0 <= number < n_classes else None
 
 
 def _is_blank(value: object) -> bool:
@@ -435,7 +457,7 @@ class AnswersFile:
         if path.suffix.lower() != ".json":
             return cls(path, key, _csv_rows(path, text, key))
         try:
-            document = json.loads(text)
+            document = json.loads(text, parse_int=_json_int)
         except json.JSONDecodeError as exc:
             raise AnswerFileError(path, [AnswerProblem(f"line {exc.lineno}", f"malformed JSON ({exc.msg})")]) from None
         if label_studio and _is_label_studio(document):
@@ -450,8 +472,9 @@ class AnswersFile:
         """The round the file answers: its ``round`` column (if one value), else ``query-NNNN`` in its name."""
         rounds = {str(row.fields.get("round", "")).strip() for row in self.rows if _parse_index(row.index) is not None}
         rounds.discard("")
-        if len(rounds) == 1 and next(iter(rounds)).isdigit():
-            return int(next(iter(rounds)))
+        found = _integer(next(iter(rounds))) if len(rounds) == 1 else None
+        if found is not None and found >= 0:
+            return found
         return round_in_name(self.path)
 
     def column(self, id: int, name: str) -> Any:
@@ -496,12 +519,13 @@ def check_answers(
             continue
         index = _parse_index(row.index)
         if index is None:
-            found.append(AnswerProblem(row.where, f"{key} {row.index!r} is not an integer"))
+            what = "is too long to be an id" if _INTEGER.fullmatch(str(row.index).strip()) else "is not an integer"
+            found.append(AnswerProblem(row.where, f"{key} {_shown(row.index)} {what}"))
             continue
         if index in seen:
             same = str(row.label).strip() == str(first_label[index]).strip()
-            what = "is a duplicate" if same else f"is given twice with different labels ({first_label[index]!r} and " \
-                                                   f"{row.label!r})"
+            what = "is a duplicate" if same else f"is given twice with different labels ({_shown(first_label[index])} " \
+                                                   f"and {_shown(row.label)})"
             found.append(AnswerProblem(row.where, f"{key} {index} {what} (first seen in {seen[index]})"))
             continue
         seen[index] = row.where
@@ -532,7 +556,7 @@ def check_answers(
             expected_text = (f"the class names are numbers, so a number is read as a class name, never as an "
                              f"id: expected one of [{shown}]" if numbers_are_names(class_names) else
                              f"expected one of [{shown}] or an id 0..{len(class_names) - 1}")
-            found.append(AnswerProblem(row.where, f"label {row.label!r} for {key} {index} is not a class; "
+            found.append(AnswerProblem(row.where, f"label {_shown(row.label)} for {key} {index} is not a class; "
                                                   + expected_text))
             continue
         answers[index] = label
@@ -761,7 +785,7 @@ def read_label_studio(path: str | os.PathLike[str], *, items: Sequence[Item],
     (see :func:`label_studio_answers`)."""
     file = Path(path)
     try:
-        tasks = json.loads(file.read_text(encoding="utf-8-sig"))
+        tasks = json.loads(file.read_text(encoding="utf-8-sig"), parse_int=_json_int)
     except FileNotFoundError:
         raise MissingFileError(f"{file}: no such file") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
