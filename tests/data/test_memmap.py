@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import pickle
+import re
 import shutil
 import warnings
 
@@ -525,6 +526,23 @@ def test_bad_json(toy_folder):
     (toy_folder / "meta.json").write_text("{not json")
     with pytest.raises(DataError, match=r"meta\.json: not valid JSON"):
         load_memmap(toy_folder)
+
+
+def test_a_truncated_meta_json_is_named_as_damaged_not_missing(toy_folder, tmp_path):
+    """load_dataset("memmap") (``run --dataset memmap --data-dir``) said a folder whose meta.json was
+    cut short was not found ("memmap dataset split 'train' not found: looked for .../meta.json")."""
+    meta = toy_folder / "meta.json"
+    meta.write_text(meta.read_text()[:50])
+    with pytest.raises(DataError, match=rf"^{re.escape(str(meta))}: not valid JSON \("):
+        load_dataset("memmap", data_dir=str(toy_folder), split="train")
+    split = tmp_path / "splits"
+    split.mkdir()
+    shutil.move(toy_folder, split / "test")  # the layout of a folder per split
+    with pytest.raises(DataError, match=rf"^{re.escape(str(split / 'test' / 'meta.json'))}: not valid JSON \("):
+        load_dataset("memmap", data_dir=str(split), split="test")
+    (split / "test" / "meta.json").write_text("[1, 2]")  # JSON, but not a memmap folder's
+    with pytest.raises(DataError, match=r"meta\.json: expected a JSON object, got list"):
+        load_dataset("memmap", data_dir=str(split), split="test")
 
 
 def test_missing_truncated_or_wrong_inputs(toy_folder):

@@ -380,11 +380,14 @@ def load_memmap_split(
             "(or a folder holding train/ and test/ such folders)"
         )
     root = Path(data_dir).expanduser()
-    if is_memmap_folder(root / split):
-        return load_memmap(root / split, progress=progress)
-    if split == "train" and is_memmap_folder(root):
-        return load_memmap(root, progress=progress)
-    looked = [str(root / split / META_FILE)] + ([str(root / META_FILE)] if split == "train" else [])
+    folders = [root / split] + ([root] if split == "train" else [])
+    for folder in folders:
+        if is_memmap_folder(folder):
+            return load_memmap(folder, progress=progress)
+    for folder in folders:  # a meta.json that is damaged or not this format's: MemmapMeta.read says what is wrong
+        if (folder / META_FILE).is_file():
+            return load_memmap(folder, progress=progress)
+    looked = [str(folder / META_FILE) for folder in folders]
     raise MissingSplitError(
         f"memmap dataset split {split!r} not found: looked for {' and '.join(looked)}. "
         f"Write it with `activebayes convert SOURCE {root / split}{' --split test' if split == 'test' else ''}` "
