@@ -420,3 +420,28 @@ def test_export_refuses_a_foreign_ending_and_an_existing_out_unless_overwrite(tm
     # the project's own default export is rewritten each time, as the dashboard's links do
     for _ in range(2):
         assert _run(capsys, "export", tmp_path / "project")[0] == 0
+
+
+def test_an_image_whose_name_is_not_utf8_is_named_by_its_bytes(tmp_path, capsys):
+    """A file name that is not UTF-8 (b'\\xff.png') in an image folder ended `query --images` with a
+    traceback from SQLite ("surrogates not allowed") and `convert` with one from writing paths.txt."""
+    from PIL import Image
+    import numpy as np
+
+    folder = tmp_path / "images"
+    for name in ("cat", "dog"):
+        (folder / name).mkdir(parents=True)
+        for i in range(3):
+            Image.fromarray(np.full((6, 6), 40 * i, dtype=np.uint8)).save(folder / name / f"{i}.png")
+    try:
+        Image.fromarray(np.zeros((6, 6), dtype=np.uint8)).save(os.fsdecode(os.fsencode(folder / "dog") + b"/\xff.png"))
+    except (OSError, UnicodeError):
+        pytest.skip("this file system does not take a file name that is not UTF-8")
+    said = f"holds a file whose name is not UTF-8 text, {b'dog/' + bytes([0xFF]) + b'.png'!r}: rename it"
+    for args, start in [
+        (["query", tmp_path / "project", "--images", folder, "--classes", "cat,dog", "-q"], f"error: --images: {folder} "),
+        (["convert", folder, tmp_path / "pool", "-q"], f"error: image folder {folder} "),
+    ]:
+        code, stdout, err = _run(capsys, *args)
+        assert code == 1 and err.startswith(start) and said in err and err.count("\n") == 1, err
+    assert not (tmp_path / "project").exists() and not (tmp_path / "pool").exists()

@@ -194,7 +194,7 @@ def list_images(path: str | os.PathLike[str], *, classes: Sequence[str] | None =
                           "are left out; to read the subfolders as classes, move the loose images into them (or out)",
                           UserWarning, stacklevel=2)
         class_names = tuple(str(c) for c in classes) if classes is not None else ()
-        return ImageListing(tuple(files), None, class_names)
+        return ImageListing(_text_named(folder, files), None, class_names)
     subfolders = sorted(p for p in folder.iterdir() if p.is_dir() and _images_in(p))
     if not subfolders:
         raise DataError(
@@ -219,7 +219,21 @@ def list_images(path: str | os.PathLike[str], *, classes: Sequence[str] | None =
         members = _images_in(by_name[class_name])
         files.extend(members)
         targets.extend([class_id] * len(members))
-    return ImageListing(tuple(files), tuple(targets), class_names)
+    return ImageListing(_text_named(folder, files), tuple(targets), class_names)
+
+
+def _text_named(folder: Path, files: Sequence[Path]) -> tuple[Path, ...]:
+    """``files``, each named by UTF-8 text inside ``folder``: the names are stored as text (a labelling
+    project's items, a memmap folder's paths.txt, JSON), and the bytes of a name that is not UTF-8
+    could not be kept; such a name is a :class:`DataError` naming it by its bytes."""
+    for file in files:
+        relative = str(file.relative_to(folder))
+        try:
+            relative.encode("utf-8")
+        except UnicodeEncodeError:
+            raise DataError(f"image folder {folder} holds a file whose name is not UTF-8 text, "
+                            f"{os.fsencode(relative)!r}: rename it (names are stored as text)") from None
+    return tuple(files)
 
 
 def decode_image(file: str | os.PathLike[str], size: tuple[int, int], grayscale: bool) -> np.ndarray:
