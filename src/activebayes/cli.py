@@ -1092,7 +1092,7 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
 @click.option("--dataset", default=None, help="SOURCE is this IDX dataset's folder (mnist, fashion_mnist, kmnist).")
 @click.option("--split", type=click.Choice(["train", "test"]), default="train", help="Split of --dataset. [train]")
 @click.option("--labels", type=click.Path(dir_okay=False), default=None, help="IDX labels file for an IDX images SOURCE (found by name if omitted).")
-@click.option("--size", type=(int, int), default=(28, 28), help="Image folders: resize to H W. [28 28]")
+@click.option("--size", type=(int, int), default=None, help="Image folders: resize to H W. [28 28]")
 @click.option("--rgb", is_flag=True, help="Image folders: keep three colour channels (default: grayscale).")
 @click.option("--classes", default=None, help="Image folders: comma-separated class names (subfolders).")
 @click.option("--no-standardize", is_flag=True, help="Scale pixels to [0, 1] only (default: standardise, an IDX dataset by its published mean and std, "
@@ -1104,7 +1104,7 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @_friendly
 def convert(source: str, destination: str, dataset: str | None, split: str, labels: str | None,
-            size: tuple[int, int], rgb: bool, classes: str | None, no_standardize: bool,
+            size: tuple[int, int] | None, rgb: bool, classes: str | None, no_standardize: bool,
             normalization: tuple[float, float] | None, name: str | None, overwrite: bool, chunk_size: int,
             quiet: bool) -> None:
     """Convert IDX files or a folder of images to the memory-mapped format (for big pools).
@@ -1114,7 +1114,7 @@ def convert(source: str, destination: str, dataset: str | None, split: str, labe
     class_list = list(_class_names(classes)) if classes else None
     try:
         written = convert_to_memmap(
-            source, destination, dataset=dataset, split=split, labels=labels, size=tuple(size),
+            source, destination, dataset=dataset, split=split, labels=labels, size=tuple(size) if size else None,
             grayscale=not rgb, classes=class_list, standardize=not no_standardize,
             normalization=tuple(normalization) if normalization else None, name=name,
             overwrite=overwrite, chunk_size=chunk_size, progress=_progress.shown(),

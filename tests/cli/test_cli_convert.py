@@ -69,3 +69,25 @@ def test_convert_into_an_empty_folder_and_a_source_without_the_files(tmp_path, c
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "data files not found" in err and "Give the folder that holds them as SOURCE" in err
     assert "--download" not in err and "data_dir" not in err and not (tmp_path / "out").exists()
+
+
+def test_size_is_positive_and_refused_where_it_resizes_nothing(tmp_path, capsys):
+    """`convert --dataset mnist --size 0 0` was accepted without a word (the IDX images keep their
+    28 x 28; --size was read for image folders only), as was --size with one IDX images file."""
+    idx = tmp_path / "few-images-idx3-ubyte"
+    idx.write_bytes(bytes([0, 0, 8, 3]) + (3).to_bytes(4, "big") + (5).to_bytes(4, "big") * 2 + bytes(75))
+    for args, said in [
+        (["--dataset", "mnist", "--size", "0", "0"], "error: --size must be (height, width) with positive ints, got (0, 0)"),
+        (["--dataset", "mnist", "--size", "28", "28"], "error: --size resizes the images of an image folder; the images "
+                                                       "of --dataset 'mnist' keep their own size: leave --size out"),
+    ]:
+        code = main(["convert", str(tmp_path / "nothing"), str(tmp_path / "out"), *args, "-q"])
+        err = capsys.readouterr().err
+        assert code == 1 and err == said + "\n", err
+    code = main(["convert", str(idx), str(tmp_path / "out"), "--size", "5", "5", "-q"])
+    err = capsys.readouterr().err
+    assert code == 1 and err == (f"error: --size resizes the images of an image folder; the images of {idx} (an IDX "
+                                 "file) keep their own size: leave --size out\n"), err
+    assert not (tmp_path / "out").exists()
+    assert main(["convert", str(idx), str(tmp_path / "out"), "-q"]) == 0  # without --size: their own 5 x 5
+    assert tuple(load_memmap(tmp_path / "out").inputs.shape) == (3, 1, 5, 5)

@@ -53,7 +53,7 @@ def convert_to_memmap(
     dataset: str | None = None,
     split: str = "train",
     labels: str | os.PathLike[str] | None = None,
-    size: tuple[int, int] = (28, 28),
+    size: tuple[int, int] | None = None,
     grayscale: bool = True,
     classes: Sequence[str] | None = None,
     standardize: bool = True,
@@ -87,7 +87,8 @@ def convert_to_memmap(
         dataset: an IDX dataset name (``source`` is then its data folder).
         split: the split of ``dataset`` to convert (``"train"`` / ``"test"``).
         labels: the labels IDX file for an images IDX file.
-        size: image folders: ``(height, width)`` every image is resized to.
+        size: image folders: ``(height, width)`` every image is resized to (default ``(28, 28)``); an
+            error with ``dataset`` or an IDX file, whose images keep their own size.
         grayscale: image folders: one channel if true, else RGB.
         classes: image folders: as in ``image_folder``; a plain IDX file: the class names.
         standardize: store the pixels' own exact mean / std as the normalisation
@@ -113,9 +114,12 @@ def convert_to_memmap(
     destination = Path(destination).expanduser()
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise InvalidArgumentError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
+    if size is not None:
+        _check_size(size)
     check_destination(destination, overwrite=overwrite)
     if dataset is not None:
         check_choice(dataset, "dataset", IDX_DATASETS)
+        _check_no_size(size, f"the images of dataset (--dataset) {dataset!r}")
         check_choice(split, "split", SPLITS)
         return _convert_idx_dataset(source, destination, dataset=dataset, split=split, normalization=normalization,
                                     name=name, overwrite=overwrite, chunk_size=chunk_size, progress=progress)
@@ -130,11 +134,19 @@ def convert_to_memmap(
             raise DataError(f"{source} holds IDX files ({', '.join(idx_files[:2])}{', ...' if len(idx_files) > 2 else ''}),"
                             f" not images: name the dataset (--dataset {' / '.join(IDX_DATASETS)}; from Python, dataset=) "
                             "and its split (--split train / test), or give one IDX images file as the source")
-        return _convert_image_folder(source, destination, size=size, grayscale=grayscale, classes=classes,
+        return _convert_image_folder(source, destination, size=size or (28, 28), grayscale=grayscale, classes=classes,
                                      normalization=norm, name=name, overwrite=overwrite, chunk_size=chunk_size,
                                      progress=progress)
+    _check_no_size(size, f"the images of {source} (an IDX file)")
     return _convert_idx_file(source, destination, labels=labels, classes=classes, normalization=norm, name=name,
                              overwrite=overwrite, chunk_size=chunk_size, progress=progress)
+
+
+def _check_no_size(size: tuple[int, int] | None, images: str) -> None:
+    """``size`` resizes an image folder's images only: given for IDX ``images`` (kept as they are), it is an error."""
+    if size is not None:
+        raise InvalidArgumentError(f"size (--size) resizes the images of an image folder; {images} keep their own "
+                                   "size: leave size (--size) out")
 
 
 def _stream_images(stream: IdxStream, writer: MemmapWriter, *, chunk_size: int, progress: bool, desc: str) -> str:
