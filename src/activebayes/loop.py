@@ -868,7 +868,8 @@ def _read_costs(path: str) -> Tensor:
     if not file.is_file():
         raise MissingFileError(f"costs_file (--costs): no such file {path}")
     try:
-        values = np.load(file) if file.suffix == ".npy" else np.loadtxt(file, dtype=np.float64, ndmin=1)
+        values = np.load(file) if file.suffix == ".npy" else np.loadtxt(file, dtype=np.float64, ndmin=1,
+                                                                          encoding="utf-8-sig")  # a BOM is fine
     except (ValueError, OSError) as error:
         raise InvalidArgumentError(f"costs_file (--costs): {path} is not a .npy array or a text file of numbers "
                                    f"({error})") from None

@@ -317,6 +317,17 @@ def test_cost_budget_from_a_costs_file(tmp_path, fast_config, capsys):
     assert code != 0 and err.startswith(f"error: --costs: {tmp_path / 'words.txt'} is not a .npy array or a text file")
 
 
+def test_a_costs_file_with_a_byte_order_mark_is_read(tmp_path, capsys):
+    """A costs text file saved with a UTF-8 BOM (as Excel and Notepad write CSV) was refused:
+    "is not a .npy array or a text file of numbers (could not convert string '\\ufeff1.0' ...)"."""
+    costs = tmp_path / "costs.csv"
+    costs.write_text("1.0\n2.0\n", encoding="utf-8-sig")
+    code, _, err = _run(capsys, "run", "--costs", costs, "--cost-budget", 5, "--out", tmp_path / "x")
+    # read: only its length is wrong for the 1297 digits
+    assert code != 0 and err.startswith(f"error: --costs {costs} must hold 1297 numbers, one cost per dataset item"), err
+    assert "got 2" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
+
+
 def test_query_a_folder_of_images(tmp_path, capsys):
     """A real labelling job: unlabelled PNGs, class names given, thumbnails and paths in the query."""
     from PIL import Image
