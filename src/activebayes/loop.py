@@ -873,6 +873,10 @@ def _read_costs(path: str) -> Tensor:
     except (ValueError, OSError) as error:
         raise InvalidArgumentError(f"costs_file (--costs): {path} is not a .npy array or a text file of numbers "
                                    f"({error})") from None
+    if not isinstance(values, np.ndarray) or values.dtype.kind not in "iuf":  # strings, objects, an .npz archive
+        got = f"an array of dtype {values.dtype}" if isinstance(values, np.ndarray) else "several arrays (.npz)"
+        raise InvalidArgumentError(f"costs_file (--costs): {path} holds {got}; expected one array of numbers "
+                                   "(a float or integer dtype)")
     return torch.as_tensor(np.asarray(values, dtype=np.float64).reshape(-1))
 
 

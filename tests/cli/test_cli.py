@@ -328,6 +328,25 @@ def test_a_costs_file_with_a_byte_order_mark_is_read(tmp_path, capsys):
     assert "got 2" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
 
 
+def test_a_costs_npy_of_strings_names_its_dtype(tmp_path, capsys):
+    """A .npy of strings ended `run --costs` with a traceback (ValueError: could not convert string
+    to float), or was read as numbers when every string happened to be one."""
+    import numpy as np
+
+    for name, values, dtype in [("words.npy", np.array(["cheap", "dear"]), "<U5"),
+                                ("numbers_as_text.npy", np.array(["1.5"] * 1297), "<U3")]:
+        np.save(tmp_path / name, values)
+        code, _, err = _run(capsys, "run", "--costs", tmp_path / name, "--cost-budget", 5, "--out", tmp_path / "x")
+        assert code == 1 and err == (f"error: --costs: {tmp_path / name} holds an array of dtype {dtype}; expected one "
+                                     "array of numbers (a float or integer dtype)\n"), err
+    with open(tmp_path / "two.npy", "wb") as handle:  # an .npz archive under a .npy name
+        np.savez(handle, a=np.ones(3), b=np.ones(3))
+    code, _, err = _run(capsys, "run", "--costs", tmp_path / "two.npy", "--cost-budget", 5, "--out", tmp_path / "x")
+    assert code == 1 and err == (f"error: --costs: {tmp_path / 'two.npy'} holds several arrays (.npz); expected one "
+                                 "array of numbers (a float or integer dtype)\n"), err
+    assert not (tmp_path / "x").exists()
+
+
 def test_query_a_folder_of_images(tmp_path, capsys):
     """A real labelling job: unlabelled PNGs, class names given, thumbnails and paths in the query."""
     from PIL import Image
