@@ -893,8 +893,10 @@ def _project_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) -> LabellingProject:
-    """Open PROJECT (no settings allowed) or create it from the settings given."""
+def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool,
+                  announce: bool = False) -> LabellingProject:
+    """Open PROJECT (no settings allowed) or create it from the settings given; ``announce``: say so
+    in one line before a new project's items are prepared when no bars show it (off a terminal)."""
     _current["project"] = project
     given = {k: v for k, v in settings.items() if v is not None}
     for name in ("batch_size", "num_samples", "seed", "max_epochs"):
@@ -921,6 +923,9 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool) 
     if options:
         given["table_options"] = options
     config = ProjectConfig(**given)  # the loop's checks too (audit_fraction needs batches of 2 or more)
+    if announce and not progress:  # a log or a service: minutes of embedding a large dataset must not look like a hang
+        click.echo(f"creating {project}: reading and preparing its items (minutes for a large dataset or table)",
+                   err=True)
     try:
         return LabellingProject.create(project, config, progress=progress)
     except MissingSplitError as error:  # its advice (download=) is `run`'s: the labelling commands have no --download
@@ -973,7 +978,7 @@ def query(project: str, device: str | None, quiet: bool, **settings: Any) -> Non
     The labels of the app (`activebayes label PROJECT`) and of the files share one store.
     """
     device = check_device(device, "--device")  # before a new project is created
-    with _open_project(project, settings, progress=_progress.shown()) as labelling:
+    with _open_project(project, settings, progress=_progress.shown(), announce=not quiet) as labelling:
         labelling.device = device
         _describe_project(labelling)
         result = labelling.query(progress=_progress.shown())
@@ -1073,11 +1078,7 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
         _check_names({"dataset": settings["dataset"]})  # as `run` names it: --dataset, a close name, the list
         _check_showable(settings["dataset"], settings.get("data_dir"))
     check_port(host, port)  # a taken port: before a new project is created
-    if not quiet and not _progress.shown() and not is_project(project):  # no bars off a terminal (a log, a
-        # service): one line, so minutes of embedding a large dataset or table do not look like a hang
-        click.echo(f"creating {project}: reading and preparing its items (minutes for a large dataset or table; "
-                   "the address is printed when it is ready)", err=True)
-    with _open_project(project, settings, progress=_progress.shown()) as labelling:
+    with _open_project(project, settings, progress=_progress.shown(), announce=not quiet) as labelling:
         if labelling.config.dataset is not None:
             _check_showable(labelling.config.dataset, labelling.config.data_dir, labelling.dataset)
         labelling.device = device

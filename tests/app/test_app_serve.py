@@ -299,3 +299,7 @@ def test_a_new_project_off_a_terminal_says_it_is_being_prepared(tmp_path, monkey
     assert "creating" not in capsys.readouterr().err
     assert main(["label", str(tmp_path / "q"), "--dataset", "digits", "-q"]) == 0
     assert "creating" not in capsys.readouterr().err
+    assert main(["label", str(tmp_path / "r")]) == 1  # no source: the one error line only
+    assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'r'} is not a labelling project yet")
+    assert main(["query", str(tmp_path / "s"), "--dataset", "digits"]) == 0  # the file round trip too
+    assert capsys.readouterr().err.startswith(f"creating {tmp_path / 's'}: reading and preparing its items")
