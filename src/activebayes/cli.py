@@ -442,13 +442,19 @@ def _class_names(text: str) -> tuple[str, ...]:
     return names
 
 
+#: The most seeds ``--seeds`` may name: each seed is a run of every strategy (10,000 seeds of four
+#: strategies are 40,000 runs, weeks on one machine), so more is a typo (``0-1000000000``), refused
+#: before the list is made (a billion seeds would exhaust the memory).
+_MAX_SEEDS = 10_000
+
+
 def _parse_seeds(text: str | list[int] | int) -> list[int]:
-    """``"0,1,2"``, ``"0-4"`` (inclusive), or a TOML list."""
+    """``"0,1,2"``, ``"0-4"`` (inclusive), or a TOML list; at most :data:`_MAX_SEEDS` of them."""
     if isinstance(text, int):
         return [text]
     if isinstance(text, list):
         return [int(s) for s in text]
-    seeds: list[int] = []
+    ranges: list[range] = []
     for part in str(text).split(","):
         part = part.strip()
         try:
@@ -462,7 +468,12 @@ def _parse_seeds(text: str | list[int] | int) -> list[int]:
             raise InvalidArgumentError(f"--seeds must be a comma-separated list of integers or a range like 0-4, got {text!r}") from None
         if hi < lo:
             raise InvalidArgumentError(f"--seeds: the range {part!r} runs backwards; write {hi}-{lo}")
-        seeds.extend(range(lo, hi + 1))
+        ranges.append(range(lo, hi + 1))
+    count = sum(r.stop - r.start for r in ranges)  # not len(): a range beyond sys.maxsize has none
+    if count > _MAX_SEEDS:
+        raise InvalidArgumentError(f"--seeds names {count:,} seeds, more than {_MAX_SEEDS:,} (each seed is a run of "
+                                   f"every strategy); give fewer, e.g. 0-4, got {text!r}")
+    seeds = [seed for r in ranges for seed in r]
     if not seeds or any(s < 0 for s in seeds):
         raise InvalidArgumentError(f"--seeds must name one or more non-negative integers, got {text!r}")
     return seeds

@@ -94,6 +94,22 @@ def test_seeds_that_are_not_seeds(text, message):
     assert _parse_seeds("0-2, 5") == [0, 1, 2, 5] and _parse_seeds([1, 2]) == [1, 2]
 
 
+
+def test_an_absurd_seed_range_is_refused_before_its_list_is_made(tmp_path, capsys):
+    """`--seeds 0-1000000000` exhausted the memory building the list; now one line naming the count."""
+    from activebayes.errors import InvalidArgumentError
+
+    out = tmp_path / "cmp"
+    code, _, err = _run(capsys, "compare", "--seeds", "0-1000000000", "--strategy", "random", "--out", out)
+    assert code == 1 and err == ("error: --seeds names 1,000,000,001 seeds, more than 10,000 (each seed is a run of "
+                                 "every strategy); give fewer, e.g. 0-4, got '0-1000000000'\n"), err
+    assert not out.exists()
+    with pytest.raises(InvalidArgumentError, match=r"^--seeds names 10,001 seeds, more than 10,000"):
+        _parse_seeds("0-9999, 20000")
+    with pytest.raises(InvalidArgumentError, match=r"^--seeds names 1(,000){9},001 seeds"):
+        _parse_seeds(f"0-{10**30}")  # beyond sys.maxsize: no OverflowError either
+    assert len(_parse_seeds("0-9999")) == 10_000
+
 def test_a_data_dir_for_an_embedded_dataset_is_refused_before_anything_is_written(tmp_path, capsys):
     out = tmp_path / "m22"
     code, _, err = _run(capsys, "run", "--data-dir", tmp_path, "--out", out)
