@@ -99,6 +99,7 @@ __all__ = [
     "automatic_threads",
     "busy_cores",
     "free_cores",
+    "max_threads",
     "resolve_threads",
     "threads_for",
     "torch_threads",
@@ -109,6 +110,10 @@ __all__ = [
 SMALL_WORK_FLOPS = 2e7  # one step below this runs on one thread (calibration: see module docstring)
 FLOPS_PER_THREAD = 1e7  # above it, at most one thread per this much work
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+#: An explicit count may ask for up to this many threads per CPU (:func:`max_threads`), and at least
+#: ``_LEAST_THREAD_LIMIT`` (a count stored by a run on a large machine still resumes on a small one)
+_THREADS_PER_CPU = 4
+_LEAST_THREAD_LIMIT = 1024
 _LOAD_SAMPLES = 5
 _LOAD_SAMPLE_GAP_S = 0.001
 _CONV_TYPES = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
@@ -271,6 +276,27 @@ def auto_threads(
     return max(1, threads)
 
 
+def max_threads() -> int:
+    """The most threads an explicit count may ask for: ``max(1024, 4 * os.cpu_count())``.
+
+    More threads than cores only wait for one another (oversubscription, see the module
+    docstring), and torch cannot start a million: the process dies (a segmentation fault,
+    or libgomp's "out of memory" on their stacks). Four per CPU still allows deliberate
+    oversubscription; 1024 on any machine lets a run resume with the count it stored.
+    """
+    return max(_LEAST_THREAD_LIMIT, _THREADS_PER_CPU * (os.cpu_count() or 1))
+
+
+def _check_at_most(threads: int, name: str) -> None:
+    """Refuse a thread count above :func:`max_threads`, naming where it came from (``name``)."""
+    limit = max_threads()
+    if threads > limit:
+        raise InvalidArgumentError(
+            f"{name} must be at most {limit} ({_THREADS_PER_CPU} per CPU of the {os.cpu_count() or 1} here, and "
+            f"{_LEAST_THREAD_LIMIT} at least): more threads than cores only wait for one another, and torch "
+            f"crashes starting that many; got {threads}")
+
+
 def _env_threads(environ: Mapping[str, str]) -> tuple[int, str] | None:
     """The first of ``THREAD_ENV_VARS`` set to a positive integer, with its name.
 
@@ -292,6 +318,9 @@ def resolve_threads(requested: int | None = None, *, environ: Mapping[str, str] 
         environ: the environment (default ``os.environ``); ``OMP_NUM_THREADS`` wins over
             ``MKL_NUM_THREADS``.
 
+    Raises:
+        InvalidArgumentError: the count (given or from the environment) is above :func:`max_threads`.
+
     Example:
         >>> resolve_threads(None, environ={"OMP_NUM_THREADS": "3"})
         ThreadChoice(threads=3, source='OMP_NUM_THREADS')
@@ -303,8 +332,11 @@ def resolve_threads(requested: int | None = None, *, environ: Mapping[str, str] 
     if requested is not None:
         if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
             raise InvalidArgumentError(f"threads must be an int >= 1 or None (automatic), got {requested!r}")
+        _check_at_most(requested, "threads (--threads)")
         return ThreadChoice(requested, "--threads")
     found = _env_threads(os.environ if environ is None else environ)
+    if found is not None:
+        _check_at_most(*found)
     return None if found is None else ThreadChoice(*found)
 
 

@@ -554,7 +554,10 @@ def cli(threads: int | None) -> None:
     # OMP_NUM_THREADS / MKL_NUM_THREADS, else chosen per fit / predict from the work and the
     # free cores (activebayes._threads explains the rule and what was measured).
     context = click.get_current_context()
-    context.obj = {"threads": context.with_resource(automatic_threads(threads))}
+    try:
+        context.obj = {"threads": context.with_resource(automatic_threads(threads))}
+    except ActiveBayesError as error:  # --threads 1000000 (or OMP_NUM_THREADS): before any command runs
+        raise click.ClickException(_flag_wording(str(error))) from None
     keep_freed_memory()  # MC prediction in passes reuses the heap (activebayes._memory)
 
 

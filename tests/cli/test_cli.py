@@ -179,6 +179,25 @@ def test_threads_option_sets_torch_threads(capsys):
         torch.set_num_threads(before)
 
 
+
+def test_an_absurd_thread_count_is_one_line_naming_where_it_came_from(tmp_path, capsys, monkeypatch):
+    """`--threads 1000000` crashed inside torch (a segmentation fault); now refused before the command runs."""
+    import torch
+
+    before = torch.get_num_threads()
+    code, _, err = _run(capsys, "--threads", "1000000", "list")  # `list` first: the crash needs a parallel op
+    assert code == 1 and torch.get_num_threads() == before, err
+    from activebayes._threads import max_threads
+
+    assert err.startswith(f"error: --threads must be at most {max_threads()} (4 per CPU of the ") and \
+        err.endswith("; got 1000000\n") and err.count("\n") == 1, err
+    code, _, err = _run(capsys, "--threads", "1000000", "run", "--out", tmp_path / "r")
+    assert code == 1 and not (tmp_path / "r").exists(), err
+    monkeypatch.setenv("OMP_NUM_THREADS", "1000000")
+    code, _, err = _run(capsys, "list")
+    assert code == 1 and err.startswith(f"error: OMP_NUM_THREADS must be at most {max_threads()} "), err
+    assert max_threads() >= 1024  # a count a run stored on a large machine resumes on a small one
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
