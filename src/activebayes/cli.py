@@ -377,6 +377,12 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], *, c
     values.update({k: v for k, v in flags.items() if v is not None})
     values.update({k: v for k, v in overrides.items() if v is not None})
     check_device(values.get("device"), "--device")
+    if values.get("ensemble_size") is not None and values.get("posterior") == "mc_dropout":
+        # only a posterior given (flag or file) is refused: the config's default is mc_dropout, and a config
+        # with ensemble_size and that default is an ensemble (as before --posterior existed)
+        raise InvalidArgumentError(f"--ensemble-size {values['ensemble_size']} makes a deep ensemble, but --posterior "
+                                   "mc_dropout asks for MC dropout: give --posterior ensemble with --ensemble-size N, "
+                                   "or leave --ensemble-size out")
     if values.get("table") is not None and (flags.get("dataset") is not None or file_values.get("dataset") is not None):
         raise InvalidArgumentError(f"give --dataset or --table, not both: got --dataset "
                                    f"{flags.get('dataset') or file_values.get('dataset')} and --table {values['table']}")

@@ -1,0 +1,48 @@
+"""Settings that contradict each other are one line naming both flags, before anything is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from activebayes.cli import main
+from activebayes.records import LoopConfig
+from tests.cli.test_cli import FAST_TOML
+
+
+def _run(capsys, *args: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def fast_config(tmp_path: Path) -> Path:
+    path = tmp_path / "fast.toml"
+    path.write_text(FAST_TOML)
+    return path
+
+
+def test_an_ensemble_size_with_mc_dropout_is_refused(tmp_path, fast_config, capsys):
+    """`--ensemble-size 3 --posterior mc_dropout` trained an ensemble, the posterior asked for ignored."""
+    out = tmp_path / "r"
+    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--posterior", "mc_dropout",
+                        "--ensemble-size", 3, "--out", out, "--quiet")
+    assert code == 1 and err == ("error: --ensemble-size 3 makes a deep ensemble, but --posterior mc_dropout asks for "
+                                 "MC dropout: give --posterior ensemble with --ensemble-size N, or leave "
+                                 "--ensemble-size out\n"), err
+    assert not out.exists()
+    # in a --config file too, for compare as for run
+    config = tmp_path / "both.toml"
+    config.write_text('posterior = "mc_dropout"\nensemble_size = 4\n' + FAST_TOML)
+    code, _, err = _run(capsys, "compare", "--config", config, "--out", tmp_path / "c", "--quiet")
+    assert code == 1 and err.startswith("error: --ensemble-size 4 makes a deep ensemble, but --posterior mc_dropout")
+    assert not (tmp_path / "c").exists()
+    # --ensemble-size alone (the config's default posterior) is an ensemble as before, and a stored config of one
+    # still loads
+    from activebayes.cli import _build_config
+
+    assert _build_config({}, {"ensemble_size": 3}).ensemble_size == 3
+    assert _build_config({"posterior": "ensemble"}, {"ensemble_size": 3}).posterior == "ensemble"
+    assert LoopConfig.from_stored(LoopConfig(ensemble_size=3).to_dict()).ensemble_size == 3
