@@ -99,6 +99,7 @@ _FLAG_WORDS: tuple[tuple[str, str], ...] = (
     (r"\bdownload=True\b", "--download"),
     (r"\boverwrite=True \(--overwrite\)", "--overwrite"),
     (r"\boverwrite=True\b", "--overwrite"),
+    (r"\bevaluate_test=False \(--no-test\)", "--no-test"),
 )
 
 

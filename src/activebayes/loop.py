@@ -243,6 +243,7 @@ class ActiveLearningLoop:
                                            "costs_file (--costs), a file of one cost per item (from Python, or costs_N)")
             self.stopping.append(CostBudget(config.cost_budget, float(self.costs_N.min())))
         if config.target_accuracy is not None:
+            self._check_target_measurable()
             self.stopping.append(TargetAccuracy(config.target_accuracy))
         if config.plateau_patience is not None:
             self.stopping.append(Plateau(config.plateau_patience, config.plateau_min_delta))
@@ -270,6 +271,19 @@ class ActiveLearningLoop:
             self.representation = self._learn_representation()
         elif model_factory is None and config.model_options:
             self._check_model_options()
+
+    def _check_target_measurable(self) -> None:
+        """A target accuracy is checked on the headline metric (test, else validation): a run with
+        neither set would never reach it and go on to its budget without a word, so it is refused."""
+        config = self.config
+        if self.test is not None or config.validation_size:
+            return
+        no_test = ("evaluate_test=False (--no-test)" if not config.evaluate_test else
+                   "a table without test_size (--test-size)" if config.table is not None else "no test set given")
+        raise InvalidArgumentError(
+            f"target_accuracy (--target-accuracy) {config.target_accuracy:g} is checked on the test set, else on "
+            f"the validation set, and this run has neither: {no_test} and validation_size (--validation-size) 0; "
+            "keep some validation items, or drop the target")
 
     def _check_task(self) -> None:
         """On multi-label targets ``badge``, ``bald``, ``entropy`` and ``batchbald`` become their

@@ -288,7 +288,8 @@ class LoopConfig:
     mean_samples: int = setting(20, "K for strategies that read only the predictive mean (BADGE, entropy, margin).",
                                 least=1)
     pool_subsample: int | None = setting(None, "Score a random subset of this many pool items per round.", least=1)
-    target_accuracy: float | None = setting(None, "Stop once test accuracy reaches this.")
+    target_accuracy: float | None = setting(None, "Stop once the test accuracy (without a test set: the "
+                                                          "validation accuracy) reaches this.")
     stop_when: tuple[str, ...] = setting(
         (), "Stop without a test set when one of these fires, comma-separated, each NAME or NAME=THRESHOLD: "
         "remaining_change[=0.005] (recommended), stable_predictions[=0.99], expected_accuracy[=0.005], "

@@ -46,3 +46,23 @@ def test_an_ensemble_size_with_mc_dropout_is_refused(tmp_path, fast_config, caps
     assert _build_config({}, {"ensemble_size": 3}).ensemble_size == 3
     assert _build_config({"posterior": "ensemble"}, {"ensemble_size": 3}).posterior == "ensemble"
     assert LoopConfig.from_stored(LoopConfig(ensemble_size=3).to_dict()).ensemble_size == 3
+
+
+def test_a_target_accuracy_with_neither_a_test_nor_a_validation_set_is_refused(tmp_path, fast_config, capsys):
+    """`--no-test --validation-size 0 --target-accuracy 0.3` ran to its budget: the target, checked on the test
+    accuracy, else the validation accuracy, had nothing to be checked on."""
+    out = tmp_path / "r"
+    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 40, "--no-test", "--validation-size", 0,
+                        "--target-accuracy", 0.3, "--out", out, "--quiet")
+    assert code == 1 and err == ("error: --target-accuracy 0.3 is checked on the test set, else on the validation "
+                                 "set, and this run has neither: --no-test and --validation-size 0; keep some "
+                                 "validation items, or drop the target\n"), err
+    assert not out.exists()
+    code, _, err = _run(capsys, "compare", "--config", fast_config, "--budget", 40, "--no-test", "--validation-size",
+                        0, "--target-accuracy", 0.3, "--strategy", "random", "--seeds", 0, "--out", tmp_path / "c")
+    assert code == 1 and err.startswith("error: --target-accuracy 0.3 is checked on the test set"), err
+    assert not (tmp_path / "c").exists()
+    # without a test set the target is the validation accuracy's (the headline), as documented
+    code, stdout, err = _run(capsys, "run", "--config", fast_config, "--budget", 40, "--no-test",
+                             "--target-accuracy", 0.01, "--out", tmp_path / "v")
+    assert code == 0 and "finished: target validation_accuracy 0.01 reached" in stdout, err

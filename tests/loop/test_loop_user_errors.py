@@ -140,3 +140,16 @@ def test_a_network_the_batched_path_cannot_run_samples_sequentially_in_the_loop(
 def test_a_bad_fit_option_value_fails_when_the_loop_is_built(options, message):
     with pytest.raises(InvalidArgumentError, match=message):
         ActiveLearningLoop(LoopConfig(fit_options=options))
+
+
+def test_a_target_accuracy_with_nothing_to_measure_it_on_fails_when_the_loop_is_built():
+    with pytest.raises(InvalidArgumentError, match=r"^target_accuracy \(--target-accuracy\) 0.9 is checked on the "
+                                                   r"test set, else on the validation set, and this run has neither: "
+                                                   r"evaluate_test=False \(--no-test\) and validation_size "
+                                                   r"\(--validation-size\) 0; "):
+        ActiveLearningLoop(LoopConfig(target_accuracy=0.9, evaluate_test=False, validation_size=0))
+    x, y = make_moons(200, noise=0.1, random_state=0)  # data given from Python, without a test set
+    with pytest.raises(InvalidArgumentError, match=r"this run has neither: no test set given and validation_size"):
+        ActiveLearningLoop(LoopConfig(target_accuracy=0.9, validation_size=0, cold_start=None),
+                           dataset=from_arrays(x, y))
+    ActiveLearningLoop(LoopConfig(target_accuracy=0.9, evaluate_test=False))  # the validation accuracy's
