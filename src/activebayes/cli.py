@@ -724,15 +724,11 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
     file_values = _read_toml(config_file)
     out = out or file_values.pop("out", None)
     # a flag replaces the file's value, in either spelling (strategies / strategy, seeds / seed, datasets / dataset)
-    file_strategies = file_values.pop("strategies", None) or file_values.pop("strategy", None)
-    file_values.pop("strategy", None)
+    file_strategies = _file_list(file_values, "strategies", "strategy", config_file)
+    file_seeds = _file_list(file_values, "seeds", "seed", config_file)
+    file_datasets = _file_list(file_values, "datasets", "dataset", config_file)
     strategies = _parse_strategies(strategy or file_strategies or "random,entropy,bald,batchbald")
-    file_seeds = file_values.pop("seeds", None)
-    file_seed = file_values.pop("seed", None)
-    file_seeds = file_seeds if file_seeds is not None else file_seed
     seed_list = _parse_seeds(seeds if seeds is not None else file_seeds if file_seeds is not None else "0,1,2")
-    file_datasets = file_values.pop("datasets", None) or file_values.pop("dataset", None)
-    file_values.pop("dataset", None)
     datasets = _parse_names(flags.pop("dataset", None) or file_datasets or "digits", "--dataset")
     bases = [
         _build_config(file_values, flags, config_file=config_file, dataset=name, strategy=strategies[0], seed=0,
@@ -752,6 +748,15 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
         _print_comparison_table(path)
         _warn_if_only_the_cold_start_acquired(path, base)
         _print_results(path)
+
+
+def _file_list(file_values: dict[str, Any], plural: str, single: str, config_file: str | None) -> Any:
+    """The ``--config`` file's ``plural`` (a compare list) or ``single`` value, taken out of
+    ``file_values``; a file that gives both is refused (one of them would be dropped without a word)."""
+    if plural in file_values and single in file_values:
+        raise InvalidArgumentError(f"--config {config_file}: give {plural} or {single}, not both; got {plural} = "
+                                   f"{file_values[plural]!r} and {single} = {file_values[single]!r}")
+    return file_values.pop(plural, file_values.pop(single, None))
 
 
 def _warn_if_only_the_cold_start_acquired(path: Path, base: Any) -> None:

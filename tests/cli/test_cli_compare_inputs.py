@@ -35,6 +35,23 @@ def test_a_flag_replaces_the_files_strategies_seeds_and_datasets(tmp_path, capsy
     assert code == 0 and stored["strategies"] == ["bald"] and stored["seeds"] == [2], err
 
 
+
+@pytest.mark.parametrize(("keys", "message"), [
+    ('strategies = ["bald", "entropy"]\nstrategy = "random"\n',
+     "give strategies or strategy, not both; got strategies = ['bald', 'entropy'] and strategy = 'random'"),
+    ("seeds = [0, 1]\nseed = 2\n", "give seeds or seed, not both; got seeds = [0, 1] and seed = 2"),
+    ('datasets = ["digits"]\ndataset = "iris"\n',
+     "give datasets or dataset, not both; got datasets = ['digits'] and dataset = 'iris'"),
+])
+def test_a_compare_config_with_both_spellings_of_a_list_is_refused(tmp_path, capsys, keys, message):
+    """`strategy = "random"` beside `strategies = [...]` was dropped without a word."""
+    config = tmp_path / "both.toml"
+    config.write_text(keys + FAST_TOML)
+    out = tmp_path / "cmp"
+    code, _, err = _run(capsys, "compare", "--config", config, "--budget", 30, "--out", out, "--quiet")
+    assert code == 1 and err == f"error: --config {config}: {message}\n", err
+    assert not out.exists()
+
 def test_a_new_comparison_whose_data_does_not_load_leaves_nothing(tmp_path, capsys):
     out = tmp_path / "m11"
     code, _, err = _run(capsys, "compare", "--dataset", "mnist", "--data-dir", tmp_path / "nowhere", "--seeds", 0,
