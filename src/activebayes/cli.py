@@ -496,7 +496,12 @@ def _parse_names(text: str | list[str], flag: str) -> list[str]:
 
 
 def _parse_strategies(text: str | list[str]) -> list[str]:
-    return _parse_names(text, "--strategy")
+    return _parse_names(text, "--strategies")
+
+
+def _given(flag: Any, from_file: Any, default: Any) -> Any:
+    """The flag's value, else the file's, else ``default``: an empty value given is kept (for its check)."""
+    return flag if flag is not None else from_file if from_file is not None else default
 
 
 def _measured_on(metric: str) -> str:
@@ -727,9 +732,10 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
     file_strategies = _file_list(file_values, "strategies", "strategy", config_file)
     file_seeds = _file_list(file_values, "seeds", "seed", config_file)
     file_datasets = _file_list(file_values, "datasets", "dataset", config_file)
-    strategies = _parse_strategies(strategy or file_strategies or "random,entropy,bald,batchbald")
-    seed_list = _parse_seeds(seeds if seeds is not None else file_seeds if file_seeds is not None else "0,1,2")
-    datasets = _parse_names(flags.pop("dataset", None) or file_datasets or "digits", "--dataset")
+    # an empty value given (--strategies "" or ",", strategies = []) is refused, not taken for the default
+    strategies = _parse_strategies(_given(strategy, file_strategies, "random,entropy,bald,batchbald"))
+    seed_list = _parse_seeds(_given(seeds, file_seeds, "0,1,2"))
+    datasets = _parse_names(_given(flags.pop("dataset", None), file_datasets, "digits"), "--dataset")
     bases = [
         _build_config(file_values, flags, config_file=config_file, dataset=name, strategy=strategies[0], seed=0,
                       max_epochs=max_epochs, warm_start=warm_start, download=download)

@@ -52,6 +52,21 @@ def test_a_compare_config_with_both_spellings_of_a_list_is_refused(tmp_path, cap
     assert code == 1 and err == f"error: --config {config}: {message}\n", err
     assert not out.exists()
 
+
+@pytest.mark.parametrize(("flag", "value"), [("--strategies", ","), ("--strategies", ""), ("--strategy", " , "),
+                                             ("--dataset", "")])
+def test_an_empty_list_of_strategies_or_datasets_is_refused(tmp_path, capsys, flag, value):
+    """`--strategies ""` ran the four default strategies (`--dataset ""` the digits) without a word, and
+    `--strategies ,` was refused naming --strategy."""
+    config = tmp_path / "fast.toml"
+    config.write_text(FAST_TOML)
+    out = tmp_path / "cmp"
+    code, _, err = _run(capsys, "compare", "--config", config, flag, value, "--seeds", 0, "--budget", 30,
+                        "--out", out, "--quiet")
+    named = "--dataset" if flag == "--dataset" else "--strategies"
+    assert code == 1 and err == f"error: {named} must name at least one, got {value!r}\n", err
+    assert not out.exists()
+
 def test_a_new_comparison_whose_data_does_not_load_leaves_nothing(tmp_path, capsys):
     out = tmp_path / "m11"
     code, _, err = _run(capsys, "compare", "--dataset", "mnist", "--data-dir", tmp_path / "nowhere", "--seeds", 0,
