@@ -83,7 +83,7 @@ from activebayes.records import (
     headline_metric,
     schedule_name,
 )
-from activebayes.errors import InvalidArgumentError, MissingFileError
+from activebayes.errors import InvalidArgumentError, InvalidTypeError, MissingFileError
 from activebayes.stopping import (
     CostBudget,
     LabelBudget,
@@ -211,6 +211,7 @@ class ActiveLearningLoop:
         #: whether the targets are multi-label 0/1 indicators ``[N, C]`` (per-label Bernoulli posterior)
         self.multilabel = bool(getattr(dataset, "multilabel", False))
         self._check_task()
+        self._check_acquisition_options()
         self._oracle = oracle
         if model_factory is None and config.representation == "none":
             check_model_input(config.model, dataset.input_shape)  # a CNN given table rows: before anything is written
@@ -271,6 +272,18 @@ class ActiveLearningLoop:
             self.representation = self._learn_representation()
         elif model_factory is None and config.model_options:
             self._check_model_options()
+
+    def _check_acquisition_options(self) -> None:
+        """An ``acquisition_options`` key the strategy does not take fails now, listing those it takes,
+        not when the strategy first acquires (after the cold start's rounds, with the run directory
+        written). Checked against the strategy that takes them: a multi-label dataset's counterpart
+        (:meth:`_check_task`) has options of its own."""
+        entry = self._strategy
+        streamed = not (self.multilabel and entry.needs_predictions)  # as _acquire scores: score_pool, else select
+        try:
+            entry.check_option_names(self.config.acquisition_options, streamed=streamed)
+        except InvalidTypeError as error:
+            raise InvalidArgumentError(f"acquisition_options (--config [acquisition_options]): {error}") from None
 
     def _check_target_measurable(self) -> None:
         """A target accuracy is checked on the headline metric (test, else validation): a run with

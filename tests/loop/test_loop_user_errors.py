@@ -153,3 +153,34 @@ def test_a_target_accuracy_with_nothing_to_measure_it_on_fails_when_the_loop_is_
         ActiveLearningLoop(LoopConfig(target_accuracy=0.9, validation_size=0, cold_start=None),
                            dataset=from_arrays(x, y))
     ActiveLearningLoop(LoopConfig(target_accuracy=0.9, evaluate_test=False))  # the validation accuracy's
+
+
+def test_an_unknown_acquisition_option_fails_before_the_run_directory_is_written(tmp_path, capsys):
+    """It failed when the strategy first acquired, after the cold start's rounds had been written."""
+    config = tmp_path / "bad.toml"
+    config.write_text('strategy = "power_bald"\nbudget = 50\ninitial_size = 20\nvalidation_size = 50\n'
+                      'num_samples = 4\neval_samples = 4\nmean_samples = 4\ncold_start_labels = 30\n'
+                      '[fit_options]\nmax_epochs = 2\n[acquisition_options]\nbetta = 2.0\n')
+    out = tmp_path / "runs"
+    assert main(["run", "--config", str(config), "--out", str(out), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err == ("error: acquisition_options (--config [acquisition_options]): strategy 'power_bald' got an "
+                   "unknown option 'betta'; its options are: beta, chunk_size, cost_aware\n"), err
+    assert not out.exists()
+
+
+def test_acquisition_options_are_checked_against_the_strategy_that_takes_them():
+    from tests.conftest import multilabel_toy
+
+    with pytest.raises(InvalidArgumentError, match=r"^acquisition_options \(--config \[acquisition_options\]\): "
+                                                   r"strategy 'bald' got an unknown option 'beta'; its options "
+                                                   r"are: chunk_size, cost_aware$"):
+        ActiveLearningLoop(LoopConfig(strategy="bald", acquisition_options={"beta": 1.0}))
+    # streamed BatchBALD's prefilter, and a deprecated name (renamed with a warning when it acquires)
+    ActiveLearningLoop(LoopConfig(strategy="batchbald", acquisition_options={"prefilter": 50, "num_samples": 9}))
+    # on a multi-label dataset batchbald is multilabel_batchbald, which has options of its own
+    settings = dict(strategy="batchbald", cold_start=None, initial_size=10, validation_size=20, batch_size=5,
+                    budget=30, evaluate_test=False)
+    ActiveLearningLoop(LoopConfig(**settings, acquisition_options={"chunk_elements": 1000}), dataset=multilabel_toy())
+    with pytest.raises(InvalidArgumentError, match=r"strategy 'multilabel_batchbald' got an unknown option 'dtype'"):
+        ActiveLearningLoop(LoopConfig(**settings, acquisition_options={"dtype": "float64"}), dataset=multilabel_toy())

@@ -255,6 +255,24 @@ class Strategy:
                 "samples (MC dropout or an ensemble), or use a strategy that reads the predictive alone (entropy, "
                 "margin, badge)")
 
+    def check_option_names(self, names: Iterable[str], *, streamed: bool = False) -> None:
+        """Refuse option names this strategy does not take (``InvalidTypeError``, as Python refuses
+        an unknown keyword, listing those it takes); ``streamed``: a pool streamed by
+        :func:`~activebayes.scoring.score_pool`, which also reads ``stream_options``. A deprecated
+        name (``renamed_options``) passes: :func:`check_call` renames it, with a warning."""
+        if self.options is None:  # a strategy function that takes **options
+            return
+        accepted = (*self.options, *(self.stream_options if streamed else ()))
+        unknown = sorted(set(names) - set(accepted) - set(self.renamed_options))
+        if unknown:
+            listed = ", ".join(sorted(accepted)) or "none"
+            streaming = [name for name in unknown if name in self.stream_options]
+            hint = f" ({', '.join(streaming)}: only when streaming a pool, in score_pool)" if streaming else ""
+            raise InvalidTypeError(
+                f"strategy {self.name!r} got an unknown option {', '.join(map(repr, unknown))}; "
+                f"its options are: {listed}{hint}"
+            )
+
     def input_arguments(self) -> tuple[str, ...]:
         """The keyword arguments of :func:`select` this strategy reads (besides ``log_probs_N_K_C``)."""
         return tuple(INPUTS[key] for key in (*self.inputs, *self.optional_inputs) if key != "log_probs")
@@ -484,18 +502,7 @@ def _check_option_names(entry: Strategy, options: dict[str, Any], streamed: bool
     for old, new in entry.renamed_options.items():
         if old in options:
             options[new] = renamed_keyword(options.get(new), options.pop(old), new, old, None, stacklevel=5)
-    if entry.options is None:
-        return options
-    accepted = (*entry.options, *(entry.stream_options if streamed else ()))
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        listed = ", ".join(sorted(accepted)) or "none"
-        streaming = [name for name in unknown if name in entry.stream_options]
-        hint = f" ({', '.join(streaming)}: only when streaming a pool, in score_pool)" if streaming else ""
-        raise InvalidTypeError(
-            f"strategy {entry.name!r} got an unknown option {', '.join(map(repr, unknown))}; "
-            f"its options are: {listed}{hint}"
-        )
+    entry.check_option_names(options, streamed=streamed)
     return options
 
 
