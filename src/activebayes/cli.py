@@ -457,10 +457,13 @@ _MAX_SEEDS = 10_000
 
 def _parse_seeds(text: str | list[int] | int) -> list[int]:
     """``"0,1,2"``, ``"0-4"`` (inclusive), or a TOML list; at most :data:`_MAX_SEEDS` of them."""
-    if isinstance(text, int):
-        return [text]
-    if isinstance(text, list):
-        return [int(s) for s in text]
+    if isinstance(text, (int, list)):  # a config file's seed = 3 or seeds = [0, 1]
+        values = text if isinstance(text, list) else [text]
+        if not values or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in values):
+            raise InvalidArgumentError(f"--seeds must name one or more non-negative integers, got {text!r}")
+        if len(values) > _MAX_SEEDS:
+            raise InvalidArgumentError(f"--seeds names {len(values):,} seeds, more than {_MAX_SEEDS:,}")
+        return list(values)
     ranges: list[range] = []
     for part in str(text).split(","):
         part = part.strip()
@@ -487,9 +490,14 @@ def _parse_seeds(text: str | list[int] | int) -> list[int]:
 
 
 def _parse_names(text: str | list[str], flag: str) -> list[str]:
-    names = text if isinstance(text, list) else [s.strip() for s in str(text).split(",") if s.strip()]
-    if not names:
+    """``"a,b"`` or a config file's list: names, at least one, none empty or repeated."""
+    if isinstance(text, list) and not all(isinstance(name, str) for name in text):
+        raise InvalidArgumentError(f"{flag} must be names (text), got {text!r}")
+    names = [s.strip() for s in (text if isinstance(text, list) else str(text).split(","))]
+    if not any(names):
         raise InvalidArgumentError(f"{flag} must name at least one, got {text!r}")
+    if not all(names):  # "bald," or "bald,,random": a name lost between commas
+        raise InvalidArgumentError(f"{flag} has an empty name (two commas, or one at an end), got {text!r}")
     if len(set(names)) != len(names):
         raise InvalidArgumentError(f"{flag} must not repeat a name, got {text!r}")
     return names

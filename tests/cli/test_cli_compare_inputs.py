@@ -67,6 +67,7 @@ def test_an_empty_list_of_strategies_or_datasets_is_refused(tmp_path, capsys, fl
     assert code == 1 and err == f"error: {named} must name at least one, got {value!r}\n", err
     assert not out.exists()
 
+
 def test_a_new_comparison_whose_data_does_not_load_leaves_nothing(tmp_path, capsys):
     out = tmp_path / "m11"
     code, _, err = _run(capsys, "compare", "--dataset", "mnist", "--data-dir", tmp_path / "nowhere", "--seeds", 0,
@@ -123,7 +124,31 @@ def test_seeds_that_are_not_seeds(text, message):
     with pytest.raises(InvalidArgumentError) as error:
         _parse_seeds(text)
     assert str(error.value) == message
-    assert _parse_seeds("0-2, 5") == [0, 1, 2, 5] and _parse_seeds([1, 2]) == [1, 2]
+    assert _parse_seeds("0-2, 5") == [0, 1, 2, 5] and _parse_seeds([1, 2]) == [1, 2] and _parse_seeds(3) == [3]
+
+
+@pytest.mark.parametrize("value", [["a"], [1.5], [-1], [], True, -3, [0, True]])
+def test_seeds_from_a_config_file_that_are_not_seeds(value):
+    """A config file's `seeds = ["a"]` was a ValueError traceback, `[1.5]` ran seed 1, `seed = -3` ran."""
+    from activebayes.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError) as error:
+        _parse_seeds(value)
+    assert str(error.value) == f"--seeds must name one or more non-negative integers, got {value!r}"
+
+
+@pytest.mark.parametrize("value", ["bald,", "bald,,random", ",bald", ["bald", " "]])
+def test_a_list_of_names_with_an_empty_name_is_refused(value):
+    """`--strategies bald,` dropped the empty name without a word (`--classes a,,b` is refused)."""
+    from activebayes.cli import _parse_names
+    from activebayes.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError) as error:
+        _parse_names(value, "--strategies")
+    assert str(error.value) == f"--strategies has an empty name (two commas, or one at an end), got {value!r}"
+    with pytest.raises(InvalidArgumentError, match=r"^--dataset must be names \(text\), got \[1\]$"):
+        _parse_names([1], "--dataset")
+    assert _parse_names(" bald , random", "--strategies") == ["bald", "random"]
 
 
 
