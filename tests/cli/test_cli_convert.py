@@ -8,6 +8,7 @@ from PIL import Image
 
 from activebayes.cli import main
 from activebayes.data import image_folder, load_dataset, load_memmap
+from activebayes.data.datasets import IDX_DATASETS
 
 
 def test_convert_an_idx_dataset_then_read_it_back(tmp_path, capsys, mnist_dir):
@@ -78,16 +79,54 @@ def test_size_is_positive_and_refused_where_it_resizes_nothing(tmp_path, capsys)
     idx.write_bytes(bytes([0, 0, 8, 3]) + (3).to_bytes(4, "big") + (5).to_bytes(4, "big") * 2 + bytes(75))
     for args, said in [
         (["--dataset", "mnist", "--size", "0", "0"], "error: --size must be (height, width) with positive ints, got (0, 0)"),
-        (["--dataset", "mnist", "--size", "28", "28"], "error: --size resizes the images of an image folder; the images "
-                                                       "of --dataset 'mnist' keep their own size: leave --size out"),
+        (["--dataset", "mnist", "--size", "28", "28"], "error: --size resizes the images of an image folder; it does "
+                                                       "nothing for --dataset 'mnist', whose images, classes and labels "
+                                                       "are its own: leave --size out"),
     ]:
         code = main(["convert", str(tmp_path / "nothing"), str(tmp_path / "out"), *args, "-q"])
         err = capsys.readouterr().err
         assert code == 1 and err == said + "\n", err
     code = main(["convert", str(idx), str(tmp_path / "out"), "--size", "5", "5", "-q"])
     err = capsys.readouterr().err
-    assert code == 1 and err == (f"error: --size resizes the images of an image folder; the images of {idx} (an IDX "
-                                 "file) keep their own size: leave --size out\n"), err
+    assert code == 1 and err == (f"error: --size resizes the images of an image folder; it does nothing for {idx}, an "
+                                 "IDX file whose images keep their own size and channels: leave --size out\n"), err
     assert not (tmp_path / "out").exists()
     assert main(["convert", str(idx), str(tmp_path / "out"), "-q"]) == 0  # without --size: their own 5 x 5
     assert tuple(load_memmap(tmp_path / "out").inputs.shape) == (3, 1, 5, 5)
+
+
+def test_options_for_other_sources_are_refused_and_no_standardize_is_kept(tmp_path, capsys, mnist_dir):
+    """--rgb, --classes and --labels did nothing for a source they do not apply to, without a word;
+    --no-standardize with --dataset stored the published mean and std all the same."""
+    idx = tmp_path / "few-images-idx3-ubyte"
+    idx.write_bytes(bytes([0, 0, 8, 3]) + (3).to_bytes(4, "big") + (5).to_bytes(4, "big") * 2 + bytes(75))
+    folder = tmp_path / "images" / "cat"
+    folder.mkdir(parents=True)
+    Image.fromarray(np.zeros((6, 6), dtype=np.uint8)).save(folder / "0.png")
+    mnist = "--dataset 'mnist', whose images, classes and labels are its own"
+    for source, args, said in [
+        (mnist_dir, ["--dataset", "mnist", "--rgb"], f"--rgb (grayscale=False) keeps the colours of an image folder's "
+                                                     f"images; it does nothing for {mnist}: leave --rgb (grayscale=False) out"),
+        (mnist_dir, ["--dataset", "mnist", "--classes", "a,b"], "--classes names the classes of an image folder or of "
+                                                                f"one IDX images file; it does nothing for {mnist}: leave "
+                                                                "--classes out"),
+        (mnist_dir, ["--dataset", "mnist", "--labels", str(idx)], "--labels names the labels file of one IDX images file; "
+                                                                  f"it does nothing for {mnist}: leave --labels out"),
+        (tmp_path / "images", ["--labels", str(idx)], "--labels names the labels file of one IDX images file; it does "
+                                                      f"nothing for image folder {tmp_path / 'images'}: leave --labels out"),
+        (idx, ["--rgb"], f"--rgb (grayscale=False) keeps the colours of an image folder's images; it does nothing for "
+                         f"{idx}, an IDX file whose images keep their own size and channels: leave --rgb (grayscale=False) "
+                         "out"),
+    ]:
+        code = main(["convert", str(source), str(tmp_path / "out"), *args, "-q"])
+        err = capsys.readouterr().err
+        assert code == 1 and err == f"error: {said}\n", err
+        assert not (tmp_path / "out").exists()
+    out = tmp_path / "plain"
+    assert main(["convert", str(mnist_dir), str(out), "--dataset", "mnist", "--split", "test", "--no-standardize",
+                 "-q"]) == 0, capsys.readouterr().err
+    pixels = load_memmap(out).inputs[torch.arange(100)]
+    assert float(pixels.min()) == 0.0 and float(pixels.max()) == 1.0  # [0, 1], not standardised
+    standardised = load_dataset("mnist", data_dir=str(mnist_dir), split="test").inputs[:100]
+    spec = IDX_DATASETS["mnist"]
+    assert torch.allclose(standardised, (pixels - spec.mean) / spec.std, atol=1e-5)

@@ -91,8 +91,8 @@ def convert_to_memmap(
             error with ``dataset`` or an IDX file, whose images keep their own size.
         grayscale: image folders: one channel if true, else RGB.
         classes: image folders: as in ``image_folder``; a plain IDX file: the class names.
-        standardize: store the pixels' own exact mean / std as the normalisation
-            (ignored for named datasets, which have fixed constants).
+        standardize: store the pixels' own exact mean / std as the normalisation (a named
+            dataset: its published constants); ``False``: pixels scaled to [0, 1] only.
         normalization: ``(mean, std)`` to store instead.
         name: dataset name; default the dataset's, the folder's or the file's.
         overwrite: replace an existing memmap dataset folder.
@@ -119,10 +119,14 @@ def convert_to_memmap(
     check_destination(destination, overwrite=overwrite)
     if dataset is not None:
         check_choice(dataset, "dataset", IDX_DATASETS)
-        _check_no_size(size, f"the images of dataset (--dataset) {dataset!r}")
+        _check_unused(f"dataset (--dataset) {dataset!r}, whose images, classes and labels are its own",
+                      size=size is not None, rgb=not grayscale, classes=classes is not None, labels=labels is not None)
         check_choice(split, "split", SPLITS)
-        return _convert_idx_dataset(source, destination, dataset=dataset, split=split, normalization=normalization,
-                                    name=name, overwrite=overwrite, chunk_size=chunk_size, progress=progress)
+        spec = IDX_DATASETS[dataset]  # standardised by its published mean and std unless told otherwise
+        return _convert_idx_dataset(source, destination, dataset=dataset, split=split, name=name, overwrite=overwrite,
+                                    normalization=normalization if normalization is not None else (
+                                        (spec.mean, spec.std) if standardize else None),
+                                    chunk_size=chunk_size, progress=progress)
     if not source.exists():
         raise DataError(f"{source}: not found (expected an image folder or an IDX images file)")
     norm: tuple[float, float] | None | str = normalization if normalization is not None else (
@@ -134,19 +138,32 @@ def convert_to_memmap(
             raise DataError(f"{source} holds IDX files ({', '.join(idx_files[:2])}{', ...' if len(idx_files) > 2 else ''}),"
                             f" not images: name the dataset (--dataset {' / '.join(IDX_DATASETS)}; from Python, dataset=) "
                             "and its split (--split train / test), or give one IDX images file as the source")
+        _check_unused(f"image folder {source}", labels=labels is not None)
         return _convert_image_folder(source, destination, size=size or (28, 28), grayscale=grayscale, classes=classes,
                                      normalization=norm, name=name, overwrite=overwrite, chunk_size=chunk_size,
                                      progress=progress)
-    _check_no_size(size, f"the images of {source} (an IDX file)")
+    _check_unused(f"{source}, an IDX file whose images keep their own size and channels", size=size is not None,
+                  rgb=not grayscale)
     return _convert_idx_file(source, destination, labels=labels, classes=classes, normalization=norm, name=name,
                              overwrite=overwrite, chunk_size=chunk_size, progress=progress)
 
 
-def _check_no_size(size: tuple[int, int] | None, images: str) -> None:
-    """``size`` resizes an image folder's images only: given for IDX ``images`` (kept as they are), it is an error."""
-    if size is not None:
-        raise InvalidArgumentError(f"size (--size) resizes the images of an image folder; {images} keep their own "
-                                   "size: leave size (--size) out")
+#: what each option that applies to some sources only does (:func:`_check_unused`)
+_APPLIES_TO = {
+    "size": ("size (--size)", "resizes the images of an image folder"),
+    "rgb": ("--rgb (grayscale=False)", "keeps the colours of an image folder's images"),
+    "classes": ("classes (--classes)", "names the classes of an image folder or of one IDX images file"),
+    "labels": ("labels (--labels)", "names the labels file of one IDX images file"),
+}
+
+
+def _check_unused(source: str, **given: bool) -> None:
+    """Refuse an option given (``given[name]`` true) that does nothing for ``source``: silently
+    ignored, it would leave the user believing the pool is resized, in colour, ..."""
+    for key, was_given in given.items():
+        if was_given:
+            option, does = _APPLIES_TO[key]
+            raise InvalidArgumentError(f"{option} {does}; it does nothing for {source}: leave {option} out")
 
 
 def _stream_images(stream: IdxStream, writer: MemmapWriter, *, chunk_size: int, progress: bool, desc: str) -> str:
@@ -201,7 +218,7 @@ def _convert_idx_dataset(
                 name=name or spec.name,
                 classes=spec.classes,
                 targets=labels,
-                normalization=normalization if normalization is not None else (spec.mean, spec.std),
+                normalization=normalization,
                 source=f"{spec.name} {split} split: {files.images.resolve()} + {files.labels.resolve()} (IDX, verified)",
             )
 
