@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from activebayes.cli import main
 from tests.conftest import ROOT
+from tests.cli.cli_helpers import run_cli
 
 FAST_TOML = """
 initial_size = 20
@@ -32,15 +32,9 @@ def fast_config(tmp_path: Path) -> Path:
     return path
 
 
-def _run(capsys, *args: str) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 def test_run_writes_results_and_says_where(tmp_path, fast_config, capsys):
     out = tmp_path / "run"
-    code, stdout, _ = _run(capsys, "run", "--config", fast_config, "--budget", 40, "--out", out, "--quiet")
+    code, stdout, _ = run_cli(capsys, "run", "--config", fast_config, "--budget", 40, "--out", out, "--quiet")
     assert code == 0
     assert f"results: {out}" in stdout
     rows = (out / "rounds.jsonl").read_text().splitlines()
@@ -50,22 +44,22 @@ def test_run_writes_results_and_says_where(tmp_path, fast_config, capsys):
     last = json.loads(rows[-1])["metrics"]
     assert f"40 labels, test accuracy {last['test_accuracy']:.4f}" in stdout
     # without a test set the headline is the validation split's, and the line says so
-    code, stdout, _ = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--no-test", "--out",
-                           tmp_path / "no-test", "--quiet")
+    code, stdout, _ = run_cli(capsys, "run", "--config", fast_config, "--budget", 30, "--no-test", "--out",
+                              tmp_path / "no-test", "--quiet")
     last = json.loads((tmp_path / "no-test" / "rounds.jsonl").read_text().splitlines()[-1])["metrics"]
     assert code == 0 and f"30 labels, validation accuracy {last['validation_accuracy']:.4f}" in stdout
 
 
 def test_run_with_a_cold_start_strategy(tmp_path, fast_config, capsys):
     out = tmp_path / "cold"
-    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 40, "--cold-start", "typicality",
-                        "--cold-start-labels", 30, "--out", out, "--quiet")
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 40, "--cold-start", "typicality",
+                           "--cold-start-labels", 30, "--out", out, "--quiet")
     assert code == 0, err
     rows = [json.loads(r) for r in (out / "rounds.jsonl").read_text().splitlines()]
     assert [(r["n_labelled"], r["strategy"]) for r in rows] == [(20, "typicality"), (30, "badge"), (40, None)]
     # the config file says cold_start = "none": a label count alone has no strategy to run
-    code, _, err = _run(capsys, "run", "--config", fast_config, "--cold-start-labels", 30, "--out",
-                        tmp_path / "bad", "--quiet")
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--cold-start-labels", 30, "--out",
+                           tmp_path / "bad", "--quiet")
     assert code != 0 and "--cold-start-labels needs a cold_start strategy" in err and "Traceback" not in err
 
 
@@ -73,15 +67,15 @@ def test_run_defaults_to_typicality_for_six_labels_per_class_then_badge(tmp_path
     config = tmp_path / "default.toml"
     config.write_text(FAST_TOML.replace('cold_start = "none"\n', ""))
     out = tmp_path / "default"
-    code, _, err = _run(capsys, "run", "--config", config, "--budget", 80, "--out", out, "--quiet")
+    code, _, err = run_cli(capsys, "run", "--config", config, "--budget", 80, "--out", out, "--quiet")
     assert code == 0, err
     rows = [json.loads(r) for r in (out / "rounds.jsonl").read_text().splitlines()]
     # digits has 10 classes: typicality while fewer than 60 items are labelled
     assert [(r["n_labelled"], r["strategy"]) for r in rows] == [
         (20, "typicality"), (30, "typicality"), (40, "typicality"), (50, "typicality"),
         (60, "badge"), (70, "badge"), (80, None)]
-    code, _, err = _run(capsys, "run", "--config", config, "--budget", 40, "--cold-start", "none",
-                        "--out", tmp_path / "none", "--quiet")
+    code, _, err = run_cli(capsys, "run", "--config", config, "--budget", 40, "--cold-start", "none",
+                           "--out", tmp_path / "none", "--quiet")
     assert code == 0, err
     rows = [json.loads(r) for r in (tmp_path / "none" / "rounds.jsonl").read_text().splitlines()]
     assert [r["strategy"] for r in rows] == ["badge", "badge", None]
@@ -89,22 +83,22 @@ def test_run_defaults_to_typicality_for_six_labels_per_class_then_badge(tmp_path
 
 def test_compare_and_resume(tmp_path, fast_config, capsys):
     out = tmp_path / "cmp"
-    code, stdout, err = _run(capsys, "compare", "--config", fast_config, "--strategy", "random,margin",
-                             "--seeds", "0-1", "--budget", 30, "--out", out, "--quiet")
+    code, stdout, err = run_cli(capsys, "compare", "--config", fast_config, "--strategy", "random,margin",
+                                "--seeds", "0-1", "--budget", 30, "--out", out, "--quiet")
     assert code == 0, err
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["margin", "random"]
     assert json.loads((out / "comparison.json").read_text())["seeds"] == [0, 1]
-    code, stdout, err = _run(capsys, "resume", out, "--quiet")
+    code, stdout, err = run_cli(capsys, "resume", out, "--quiet")
     assert code == 0, err
     # more labels for a finished comparison: resume --budget
-    code, stdout, err = _run(capsys, "resume", out, "--budget", 40, "--quiet")
+    code, stdout, err = run_cli(capsys, "resume", out, "--budget", 40, "--quiet")
     assert code == 0, err
     assert json.loads((out / "comparison.json").read_text())["base"]["budget"] == 40
     for run in out.glob("*/seed_*"):
         assert [json.loads(r)["n_labelled"] for r in (run / "rounds.jsonl").read_text().splitlines()] == [20, 30, 40]
-    code, _, err = _run(capsys, "resume", out, "--budget", 30, "--quiet")
+    code, _, err = run_cli(capsys, "resume", out, "--budget", 30, "--quiet")
     assert code != 0 and "budget must be larger than the run's budget (40)" in err and "Traceback" not in err
-    code, _, err = _run(capsys, "resume", out, "--budget", 0, "--quiet")
+    code, _, err = run_cli(capsys, "resume", out, "--budget", 0, "--quiet")
     assert code != 0 and err.startswith("error: --budget must be >= 1")
 
 
@@ -123,8 +117,8 @@ def test_compare_prints_each_strategys_area_and_final_accuracy(tmp_path, fast_co
     import statistics
 
     out = tmp_path / "cmp"
-    code, stdout, err = _run(capsys, "compare", "--config", fast_config, "--strategy", "margin,random",
-                             "--seeds", "0-2", "--budget", 40, "--out", out, "--quiet")
+    code, stdout, err = run_cli(capsys, "compare", "--config", fast_config, "--strategy", "margin,random",
+                                "--seeds", "0-2", "--budget", 40, "--out", out, "--quiet")
     assert code == 0, err
     lines = stdout.splitlines()
     head = lines.index(next(line for line in lines if line.startswith("strategy")))
@@ -137,34 +131,34 @@ def test_compare_prints_each_strategys_area_and_final_accuracy(tmp_path, fast_co
         assert float(mean) == pytest.approx(statistics.fmean(areas), abs=5e-5)
         assert float(sd) == pytest.approx(statistics.stdev(areas), abs=5e-5)
         assert float(final) == pytest.approx(statistics.fmean(finals), abs=5e-5)
-    code, stdout, err = _run(capsys, "resume", out, "--budget", 50, "--quiet")  # resume prints it again
+    code, stdout, err = run_cli(capsys, "resume", out, "--budget", 50, "--quiet")  # resume prints it again
     assert code == 0 and "AULC (mean ± sd)" in stdout, err
-    code, again, err = _run(capsys, "report", out)  # and so does report
+    code, again, err = run_cli(capsys, "report", out)  # and so does report
     assert code == 0 and again.splitlines()[:3] == stdout.splitlines()[:3], err
 
 
 def test_compare_within_the_cold_start_warns_and_one_seed_shows_no_spread(tmp_path, fast_config, capsys):
     out = tmp_path / "cmp"
-    code, stdout, err = _run(capsys, "compare", "--config", fast_config, "--strategy", "margin,random", "--seeds", "0",
-                             "--budget", 30, "--cold-start", "typicality", "--out", out, "--quiet")
+    code, stdout, err = run_cli(capsys, "compare", "--config", fast_config, "--strategy", "margin,random", "--seeds", "0",
+                                "--budget", 30, "--cold-start", "typicality", "--out", out, "--quiet")
     assert code == 0, err
     assert "warning: every batch was picked by the cold start (typicality) up to the last of 30 labels" in err
     rows = [line for line in stdout.splitlines() if line.startswith(("margin", "random"))]
     assert len(rows) == 2 and not any("±" in row for row in rows)  # one seed: no spread to show
-    code, _, err = _run(capsys, "compare", "--config", fast_config, "--strategy", "margin,random", "--seeds", "0",
-                        "--budget", 30, "--out", tmp_path / "cmp2", "--quiet")  # cold_start = "none"
+    code, _, err = run_cli(capsys, "compare", "--config", fast_config, "--strategy", "margin,random", "--seeds", "0",
+                           "--budget", 30, "--out", tmp_path / "cmp2", "--quiet")  # cold_start = "none"
     assert code == 0 and "warning" not in err, err
 
 
 def test_list(capsys):
-    code, stdout, _ = _run(capsys, "list")
+    code, stdout, _ = run_cli(capsys, "list")
     assert code == 0
     lines = dict(line.split(": ", 1) for line in stdout.strip().splitlines())
     assert "bald" in lines["strategies"] and "batchbald" in lines["strategies"]
     assert "gal_cnn" in lines["models"] and "digits" in lines["datasets"]
     assert lines["posteriors"] == "mc_dropout, ensemble, laplace"
     assert {"max_entropy", "typiclust"} <= set(lines["strategy aliases"].split(", "))
-    code, stdout, _ = _run(capsys, "list", "posteriors")
+    code, stdout, _ = run_cli(capsys, "list", "posteriors")
     assert code == 0 and stdout == "posteriors: mc_dropout, ensemble, laplace\n"
 
 
@@ -173,11 +167,10 @@ def test_threads_option_sets_torch_threads(capsys):
 
     before = torch.get_num_threads()
     try:
-        code, _, _ = _run(capsys, "--threads", "1", "list")
+        code, _, _ = run_cli(capsys, "--threads", "1", "list")
         assert code == 0 and torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
-
 
 
 def test_an_absurd_thread_count_is_one_line_naming_where_it_came_from(tmp_path, capsys, monkeypatch):
@@ -185,16 +178,16 @@ def test_an_absurd_thread_count_is_one_line_naming_where_it_came_from(tmp_path, 
     import torch
 
     before = torch.get_num_threads()
-    code, _, err = _run(capsys, "--threads", "1000000", "list")  # `list` first: the crash needs a parallel op
+    code, _, err = run_cli(capsys, "--threads", "1000000", "list")  # `list` first: the crash needs a parallel op
     assert code == 1 and torch.get_num_threads() == before, err
     from activebayes._threads import max_threads
 
     assert err.startswith(f"error: --threads must be at most {max_threads()} (4 per CPU of the ") and \
         err.endswith("; got 1000000\n") and err.count("\n") == 1, err
-    code, _, err = _run(capsys, "--threads", "1000000", "run", "--out", tmp_path / "r")
+    code, _, err = run_cli(capsys, "--threads", "1000000", "run", "--out", tmp_path / "r")
     assert code == 1 and not (tmp_path / "r").exists(), err
     monkeypatch.setenv("OMP_NUM_THREADS", "1000000")
-    code, _, err = _run(capsys, "list")
+    code, _, err = run_cli(capsys, "list")
     assert code == 1 and err.startswith(f"error: OMP_NUM_THREADS must be at most {max_threads()} "), err
     assert max_threads() >= 1024  # a count a run stored on a large machine resumes on a small one
 
@@ -238,7 +231,7 @@ def test_an_absurd_thread_count_is_one_line_naming_where_it_came_from(tmp_path, 
 )
 def test_user_mistakes_give_one_line_and_no_traceback(tmp_path, capsys, args, needle):
     args = [a.replace("PROJECT_DIR", str(tmp_path / "project")) for a in args]
-    code, stdout, err = _run(capsys, *args, "--out", tmp_path / "out") if args[0] in ("run", "compare") else _run(capsys, *args)
+    code, stdout, err = run_cli(capsys, *args, "--out", tmp_path / "out") if args[0] in ("run", "compare") else run_cli(capsys, *args)
     assert code != 0
     assert "Traceback" not in err + stdout
     lines = [line for line in err.strip().splitlines() if line]
@@ -257,14 +250,14 @@ def test_user_mistakes_give_one_line_and_no_traceback(tmp_path, capsys, args, ne
     ],
 )
 def test_unknown_names_fail_before_the_plan_is_printed_or_a_directory_made(tmp_path, capsys, args, needle):
-    code, stdout, err = _run(capsys, *args, "--out", tmp_path / "out")
+    code, stdout, err = run_cli(capsys, *args, "--out", tmp_path / "out")
     assert code != 0 and needle in err
     assert stdout == ""  # no "run: ... -> DIR" banner promising a run that never starts
     assert not (tmp_path / "out").exists()
 
 
 def test_a_stop_set_larger_than_the_pool_fails_before_anything_is_written(tmp_path, capsys):
-    code, _, err = _run(capsys, "run", "--dataset", "digits", "--stop-set-size", "5000", "--out", tmp_path / "out")
+    code, _, err = run_cli(capsys, "run", "--dataset", "digits", "--stop-set-size", "5000", "--out", tmp_path / "out")
     lines = err.strip().splitlines()
     assert code != 0 and len(lines) == 1 and lines[0].startswith("error: --stop-set-size") and "got 5000" in lines[0]
     assert not (tmp_path / "out").exists()
@@ -273,17 +266,17 @@ def test_a_stop_set_larger_than_the_pool_fails_before_anything_is_written(tmp_pa
 def test_unreadable_and_invalid_configs(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text("budget = = 3\n")
-    code, _, err = _run(capsys, "run", "--config", bad)
+    code, _, err = run_cli(capsys, "run", "--config", bad)
     assert code != 0 and err.startswith("error: --config") and len(err.strip().splitlines()) == 1
     unknown = tmp_path / "unknown.toml"
     unknown.write_text("bugdet = 3\n")
-    code, _, err = _run(capsys, "run", "--config", unknown)
+    code, _, err = run_cli(capsys, "run", "--config", unknown)
     assert code != 0 and "bugdet" in err and len(err.strip().splitlines()) == 1
     # a compare set-up given to run: refused, rather than running the default strategy
     for text, key in (('strategies = ["bald", "random"]\n', "strategies"), ("seeds = [0, 1]\n", "seeds")):
         setup = tmp_path / "compare.toml"
         setup.write_text(text)
-        code, stdout, err = _run(capsys, "run", "--config", setup, "--out", tmp_path / "never")
+        code, stdout, err = run_cli(capsys, "run", "--config", setup, "--out", tmp_path / "never")
         assert code == 1 and f"{key} is a setting of `activebayes compare --config`" in err and stdout == ""
         assert not (tmp_path / "never").exists()
 
@@ -314,8 +307,8 @@ def test_cost_budget_from_a_costs_file(tmp_path, fast_config, capsys):
     costs = np.linspace(1.0, 2.0, 1297)
     np.save(tmp_path / "costs.npy", costs)
     out = tmp_path / "run"
-    code, _, err = _run(capsys, "run", "--config", fast_config, "--strategy", "entropy", "--budget", 500,
-                        "--costs", tmp_path / "costs.npy", "--cost-budget", 30, "--out", out, "--quiet")
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--strategy", "entropy", "--budget", 500,
+                           "--costs", tmp_path / "costs.npy", "--cost-budget", 30, "--out", out, "--quiet")
     assert code == 0, err
     rows = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
     spent = sum(costs[r["acquired"]].sum() for r in rows)
@@ -323,16 +316,16 @@ def test_cost_budget_from_a_costs_file(tmp_path, fast_config, capsys):
     assert "cost budget" in rows[-1]["stop_reason"]
     # a costs file of the wrong length or without numbers: one-line errors
     (tmp_path / "short.txt").write_text("1\n2\n")
-    code, _, err = _run(capsys, "run", "--costs", tmp_path / "short.txt", "--cost-budget", 5, "--out", tmp_path / "x")
+    code, _, err = run_cli(capsys, "run", "--costs", tmp_path / "short.txt", "--cost-budget", 5, "--out", tmp_path / "x")
     assert err.startswith(f"error: --costs {tmp_path / 'short.txt'} must hold 1297 numbers, one cost per dataset item")
     assert code != 0 and "got 2" in err and "costs_N" not in err and len(err.strip().splitlines()) == 1
     np.save(tmp_path / "zero.npy", np.where(np.arange(1297) == 7, 0.0, 1.0))
-    code, _, err = _run(capsys, "run", "--costs", tmp_path / "zero.npy", "--cost-budget", 5, "--out", tmp_path / "z")
+    code, _, err = run_cli(capsys, "run", "--costs", tmp_path / "zero.npy", "--cost-budget", 5, "--out", tmp_path / "z")
     assert code != 0 and err.startswith(f"error: --costs {tmp_path / 'zero.npy'} must be finite and > 0 for every item, "
                                         "got 0.0 for item 7")
     assert not (tmp_path / "z").exists() and not (tmp_path / "x").exists()
     (tmp_path / "words.txt").write_text("cheap\n")
-    code, _, err = _run(capsys, "run", "--costs", tmp_path / "words.txt", "--cost-budget", 5, "--out", tmp_path / "y")
+    code, _, err = run_cli(capsys, "run", "--costs", tmp_path / "words.txt", "--cost-budget", 5, "--out", tmp_path / "y")
     assert code != 0 and err.startswith(f"error: --costs: {tmp_path / 'words.txt'} is not a .npy array or a text file")
 
 
@@ -341,7 +334,7 @@ def test_a_costs_file_with_a_byte_order_mark_is_read(tmp_path, capsys):
     "is not a .npy array or a text file of numbers (could not convert string '\\ufeff1.0' ...)"."""
     costs = tmp_path / "costs.csv"
     costs.write_text("1.0\n2.0\n", encoding="utf-8-sig")
-    code, _, err = _run(capsys, "run", "--costs", costs, "--cost-budget", 5, "--out", tmp_path / "x")
+    code, _, err = run_cli(capsys, "run", "--costs", costs, "--cost-budget", 5, "--out", tmp_path / "x")
     # read: only its length is wrong for the 1297 digits
     assert code != 0 and err.startswith(f"error: --costs {costs} must hold 1297 numbers, one cost per dataset item"), err
     assert "got 2" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
@@ -355,12 +348,12 @@ def test_a_costs_npy_of_strings_names_its_dtype(tmp_path, capsys):
     for name, values, dtype in [("words.npy", np.array(["cheap", "dear"]), "<U5"),
                                 ("numbers_as_text.npy", np.array(["1.5"] * 1297), "<U3")]:
         np.save(tmp_path / name, values)
-        code, _, err = _run(capsys, "run", "--costs", tmp_path / name, "--cost-budget", 5, "--out", tmp_path / "x")
+        code, _, err = run_cli(capsys, "run", "--costs", tmp_path / name, "--cost-budget", 5, "--out", tmp_path / "x")
         assert code == 1 and err == (f"error: --costs: {tmp_path / name} holds an array of dtype {dtype}; expected one "
                                      "array of numbers (a float or integer dtype)\n"), err
     with open(tmp_path / "two.npy", "wb") as handle:  # an .npz archive under a .npy name
         np.savez(handle, a=np.ones(3), b=np.ones(3))
-    code, _, err = _run(capsys, "run", "--costs", tmp_path / "two.npy", "--cost-budget", 5, "--out", tmp_path / "x")
+    code, _, err = run_cli(capsys, "run", "--costs", tmp_path / "two.npy", "--cost-budget", 5, "--out", tmp_path / "x")
     assert code == 1 and err == (f"error: --costs: {tmp_path / 'two.npy'} holds several arrays (.npz); expected one "
                                  "array of numbers (a float or integer dtype)\n"), err
     assert not (tmp_path / "x").exists()
@@ -377,7 +370,7 @@ def test_query_a_folder_of_images(tmp_path, capsys):
     for i in range(30):
         Image.fromarray(rng.integers(0, 255, (12, 12), dtype=np.uint8)).save(folder / f"img_{i:02d}.png")
     project = tmp_path / "project"
-    code, stdout, err = _run(capsys, "query", project, "--images", folder, "--classes", "cat,dog", "--batch-size", 4, "--quiet")
+    code, stdout, err = run_cli(capsys, "query", project, "--images", folder, "--classes", "cat,dog", "--batch-size", 4, "--quiet")
     assert code == 0, err
     with (project / "queries" / "query-0000.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
@@ -392,11 +385,11 @@ def test_query_a_folder_of_images(tmp_path, capsys):
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    code, stdout, err = _run(capsys, "import", answers, "--project", project)
+    code, stdout, err = run_cli(capsys, "import", answers, "--project", project)
     assert code == 0, err
     assert "imported 4 new label(s)" in stdout
     # without --classes a folder of images is refused with a one-line message
-    code, _, err = _run(capsys, "query", tmp_path / "other", "--images", folder)
+    code, _, err = run_cli(capsys, "query", tmp_path / "other", "--images", folder)
     assert code != 0 and "--classes" in err and len(err.strip().splitlines()) == 1
 
 
@@ -411,7 +404,7 @@ def test_download_flag_reaches_the_loader(tmp_path, capsys, monkeypatch):
         raise activebayes.data.DataError(f"stop here ({name}, download={download})")
 
     monkeypatch.setattr(activebayes.loop, "load_dataset", fake_load)
-    code, _, err = _run(capsys, "run", "--dataset", "kmnist", "--data-dir", tmp_path, "--download", "--out", tmp_path / "o")
+    code, _, err = run_cli(capsys, "run", "--dataset", "kmnist", "--data-dir", tmp_path, "--download", "--out", tmp_path / "o")
     assert code != 0 and "stop here (kmnist, --download)" in err  # the flag, not download=True
     assert seen == [("kmnist", str(tmp_path), True, "train")]
 
@@ -420,7 +413,7 @@ def test_report_on_a_labelling_project_points_to_its_dashboard(tmp_path, capsys)
     from activebayes.labelling import LabellingProject, ProjectConfig
 
     LabellingProject.create(tmp_path / "project", ProjectConfig(dataset="digits")).close()
-    code, stdout, err = _run(capsys, "report", tmp_path / "project")
+    code, stdout, err = run_cli(capsys, "report", tmp_path / "project")
     lines = [line for line in err.strip().splitlines() if line]
     assert code == 1 and len(lines) == 1 and "Traceback" not in err + stdout, err
     assert "is a labelling project, not a run" in lines[0] and f"activebayes label {tmp_path / 'project'}" in lines[0]
@@ -435,7 +428,7 @@ def test_a_resume_refused_because_the_run_is_in_use_says_only_that(tmp_path, cap
     run = RunDirectory(tmp_path / "run")
     run.write_config(LoopConfig(**{**FAST_LOOP, "strategy": "random"}))
     with run.lock():  # another process running it
-        code, out, err = _run(capsys, "resume", tmp_path / "run")
+        code, out, err = run_cli(capsys, "resume", tmp_path / "run")
     assert code == 1 and out == "", out
     assert err.startswith("error: ") and "is in use by another process" in err and err.count("\n") == 1, err
 
@@ -454,21 +447,21 @@ def test_export_refuses_a_foreign_ending_and_an_existing_out_unless_overwrite(tm
          f"error: --format labelstudio writes JSON, but --out {tmp_path / 'tasks.xml'} ends .xml: give --out a name "
          "ending .json"),
     ]:
-        code, stdout, err = _run(capsys, "export", tmp_path / "project", *args)
+        code, stdout, err = run_cli(capsys, "export", tmp_path / "project", *args)
         assert code == 1 and err == said + "\n" and stdout == "", err
     assert not any(tmp_path.glob("labels.*")) and not (tmp_path / "tasks.xml").exists()
     kept = tmp_path / "labels.csv"
     kept.write_text("mine\n")
-    code, _, err = _run(capsys, "export", tmp_path / "project", "--out", kept)
+    code, _, err = run_cli(capsys, "export", tmp_path / "project", "--out", kept)
     assert code == 1 and err == f"error: --out {kept} exists already: pass --overwrite to replace it, or choose " \
                                 "another name\n"
     assert kept.read_text() == "mine\n"
-    code, stdout, err = _run(capsys, "export", tmp_path / "project", "--out", kept, "--overwrite")
+    code, stdout, err = run_cli(capsys, "export", tmp_path / "project", "--out", kept, "--overwrite")
     assert code == 0 and stdout.startswith("exported 0 label(s) of ") and kept.read_text().startswith("item,"), err
     assert [p.name for p in tmp_path.iterdir() if p.is_file()] == ["labels.csv"]  # no temporary file left
     # the project's own default export is rewritten each time, as the dashboard's links do
     for _ in range(2):
-        assert _run(capsys, "export", tmp_path / "project")[0] == 0
+        assert run_cli(capsys, "export", tmp_path / "project")[0] == 0
 
 
 def test_an_image_whose_name_is_not_utf8_is_named_by_its_bytes(tmp_path, capsys):
@@ -491,6 +484,6 @@ def test_an_image_whose_name_is_not_utf8_is_named_by_its_bytes(tmp_path, capsys)
         (["query", tmp_path / "project", "--images", folder, "--classes", "cat,dog", "-q"], f"error: --images: {folder} "),
         (["convert", folder, tmp_path / "pool", "-q"], f"error: image folder {folder} "),
     ]:
-        code, stdout, err = _run(capsys, *args)
+        code, stdout, err = run_cli(capsys, *args)
         assert code == 1 and err.startswith(start) and said in err and err.count("\n") == 1, err
     assert not (tmp_path / "project").exists() and not (tmp_path / "pool").exists()

@@ -9,31 +9,25 @@ from pathlib import Path
 
 import pytest
 
-from activebayes.cli import _parse_seeds, main
+from activebayes.cli import _parse_seeds
 from tests.cli.test_cli import FAST_TOML
-
-
-def _run(capsys, *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from tests.cli.cli_helpers import run_cli
 
 
 def test_a_flag_replaces_the_files_strategies_seeds_and_datasets(tmp_path, capsys):
     config = tmp_path / "compare.toml"
     config.write_text('strategies = ["bald", "entropy"]\nseeds = [3, 4]\ndatasets = ["digits"]\n' + FAST_TOML)
     out = tmp_path / "cmp"
-    code, _, err = _run(capsys, "compare", "--config", config, "--strategy", "random", "--seeds", "1",
-                        "--dataset", "digits", "--budget", 30, "--out", out, "--quiet")
+    code, _, err = run_cli(capsys, "compare", "--config", config, "--strategy", "random", "--seeds", "1",
+                           "--dataset", "digits", "--budget", 30, "--out", out, "--quiet")
     assert code == 0, err
     stored = json.loads((out / "comparison.json").read_text())
     assert stored["strategies"] == ["random"] and stored["seeds"] == [1] and stored["base"]["dataset"] == "digits"
     # the singular spellings in a file are read too, and replaced by the flags the same way
     config.write_text('strategy = "bald"\nseed = 2\ndataset = "digits"\n' + FAST_TOML)
-    code, _, err = _run(capsys, "compare", "--config", config, "--budget", 30, "--out", tmp_path / "single", "--quiet")
+    code, _, err = run_cli(capsys, "compare", "--config", config, "--budget", 30, "--out", tmp_path / "single", "--quiet")
     stored = json.loads((tmp_path / "single" / "comparison.json").read_text())
     assert code == 0 and stored["strategies"] == ["bald"] and stored["seeds"] == [2], err
-
 
 
 @pytest.mark.parametrize(("keys", "message"), [
@@ -48,7 +42,7 @@ def test_a_compare_config_with_both_spellings_of_a_list_is_refused(tmp_path, cap
     config = tmp_path / "both.toml"
     config.write_text(keys + FAST_TOML)
     out = tmp_path / "cmp"
-    code, _, err = _run(capsys, "compare", "--config", config, "--budget", 30, "--out", out, "--quiet")
+    code, _, err = run_cli(capsys, "compare", "--config", config, "--budget", 30, "--out", out, "--quiet")
     assert code == 1 and err == f"error: --config {config}: {message}\n", err
     assert not out.exists()
 
@@ -61,8 +55,8 @@ def test_an_empty_list_of_strategies_or_datasets_is_refused(tmp_path, capsys, fl
     config = tmp_path / "fast.toml"
     config.write_text(FAST_TOML)
     out = tmp_path / "cmp"
-    code, _, err = _run(capsys, "compare", "--config", config, flag, value, "--seeds", 0, "--budget", 30,
-                        "--out", out, "--quiet")
+    code, _, err = run_cli(capsys, "compare", "--config", config, flag, value, "--seeds", 0, "--budget", 30,
+                           "--out", out, "--quiet")
     named = "--dataset" if flag == "--dataset" else "--strategies"
     assert code == 1 and err == f"error: {named} must name at least one, got {value!r}\n", err
     assert not out.exists()
@@ -70,19 +64,19 @@ def test_an_empty_list_of_strategies_or_datasets_is_refused(tmp_path, capsys, fl
 
 def test_a_new_comparison_whose_data_does_not_load_leaves_nothing(tmp_path, capsys):
     out = tmp_path / "m11"
-    code, _, err = _run(capsys, "compare", "--dataset", "mnist", "--data-dir", tmp_path / "nowhere", "--seeds", 0,
-                        "--strategy", "random", "--budget", 30, "--out", out)
+    code, _, err = run_cli(capsys, "compare", "--dataset", "mnist", "--data-dir", tmp_path / "nowhere", "--seeds", 0,
+                           "--strategy", "random", "--budget", 30, "--out", out)
     assert code != 0 and err.startswith("error: mnist split 'train': data files not found"), err
     assert not out.exists()
     # the command again with another folder meets the data's error, not "holds a comparison with other settings"
-    code, _, err = _run(capsys, "compare", "--dataset", "mnist", "--data-dir", tmp_path / "elsewhere", "--seeds", 0,
-                        "--strategy", "random", "--budget", 30, "--out", out)
+    code, _, err = run_cli(capsys, "compare", "--dataset", "mnist", "--data-dir", tmp_path / "elsewhere", "--seeds", 0,
+                           "--strategy", "random", "--budget", 30, "--out", out)
     assert code != 0 and "data files not found" in err and "other settings" not in err, err
     # an existing comparison's folder is left as it was
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    code, _, err = _run(capsys, "compare", "--dataset", "mnist", "--data-dir", tmp_path / "nowhere", "--seeds", 0,
-                        "--strategy", "random", "--budget", 30, "--out", out)
+    code, _, err = run_cli(capsys, "compare", "--dataset", "mnist", "--data-dir", tmp_path / "nowhere", "--seeds", 0,
+                           "--strategy", "random", "--budget", 30, "--out", out)
     assert code != 0 and sorted(p.name for p in out.iterdir()) == ["notes.txt"]
 
 
@@ -90,12 +84,12 @@ def test_the_printed_table_marks_strategies_with_runs_not_finished(tmp_path, cap
     config = tmp_path / "fast.toml"
     config.write_text(FAST_TOML)
     out = tmp_path / "cmp"
-    code, stdout, err = _run(capsys, "compare", "--config", config, "--strategy", "bald,random", "--seeds", "0",
-                             "--budget", 30, "--out", out, "--quiet")
+    code, stdout, err = run_cli(capsys, "compare", "--config", config, "--strategy", "bald,random", "--seeds", "0",
+                                "--budget", 30, "--out", out, "--quiet")
     assert code == 0 and "*" not in stdout.split("strategy", 1)[1].split("results:")[0], err
     rounds = out / "bald" / "seed_0" / "rounds.jsonl"  # as if interrupted after its first round
     rounds.write_text(rounds.read_text().splitlines()[0] + "\n")
-    code, stdout, err = _run(capsys, "report", out)
+    code, stdout, err = run_cli(capsys, "report", out)
     assert code == 0, err
     lines = stdout.splitlines()
     bald = next(line for line in lines if line.startswith("bald"))
@@ -105,11 +99,11 @@ def test_the_printed_table_marks_strategies_with_runs_not_finished(tmp_path, cap
 
     # a strategy's folder deleted: the printed table says so, as the HTML report does, and resume runs it again
     shutil.rmtree(out / "bald")
-    code, stdout, err = _run(capsys, "report", out)
+    code, stdout, err = run_cli(capsys, "report", out)
     assert code == 0 and not any(line.startswith("bald") for line in stdout.splitlines()), err
     assert (f"- missing runs, not started or deleted: bald seed 0 (bald/seed_0); `activebayes resume {out}` "
             "runs them") in stdout.splitlines()
-    code, stdout, err = _run(capsys, "resume", out, "--quiet")
+    code, stdout, err = run_cli(capsys, "resume", out, "--quiet")
     assert code == 0 and any(line.startswith("bald") for line in stdout.splitlines()) and "missing" not in stdout, err
 
 
@@ -151,13 +145,12 @@ def test_a_list_of_names_with_an_empty_name_is_refused(value):
     assert _parse_names(" bald , random", "--strategies") == ["bald", "random"]
 
 
-
 def test_an_absurd_seed_range_is_refused_before_its_list_is_made(tmp_path, capsys):
     """`--seeds 0-1000000000` exhausted the memory building the list; now one line naming the count."""
     from activebayes.errors import InvalidArgumentError
 
     out = tmp_path / "cmp"
-    code, _, err = _run(capsys, "compare", "--seeds", "0-1000000000", "--strategy", "random", "--out", out)
+    code, _, err = run_cli(capsys, "compare", "--seeds", "0-1000000000", "--strategy", "random", "--out", out)
     assert code == 1 and err == ("error: --seeds names 1,000,000,001 seeds, more than 10,000 (each seed is a run of "
                                  "every strategy); give fewer, e.g. 0-4, got '0-1000000000'\n"), err
     assert not out.exists()
@@ -169,7 +162,7 @@ def test_an_absurd_seed_range_is_refused_before_its_list_is_made(tmp_path, capsy
 
 def test_a_data_dir_for_an_embedded_dataset_is_refused_before_anything_is_written(tmp_path, capsys):
     out = tmp_path / "m22"
-    code, _, err = _run(capsys, "run", "--data-dir", tmp_path, "--out", out)
+    code, _, err = run_cli(capsys, "run", "--data-dir", tmp_path, "--out", out)
     assert code != 0 and err == (f"error: dataset 'digits' is built in and reads no folder, but --data-dir {tmp_path} "
                                  "was given; name the dataset the folder holds (e.g. mnist, fashion_mnist, memmap, "
                                  "wordnet_nouns), or drop the folder\n")

@@ -6,15 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from activebayes.cli import main
 from activebayes.records import LoopConfig
 from tests.cli.test_cli import FAST_TOML
-
-
-def _run(capsys, *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from tests.cli.cli_helpers import run_cli
 
 
 @pytest.fixture
@@ -27,8 +21,8 @@ def fast_config(tmp_path: Path) -> Path:
 def test_an_ensemble_size_with_mc_dropout_is_refused(tmp_path, fast_config, capsys):
     """`--ensemble-size 3 --posterior mc_dropout` trained an ensemble, the posterior asked for ignored."""
     out = tmp_path / "r"
-    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--posterior", "mc_dropout",
-                        "--ensemble-size", 3, "--out", out, "--quiet")
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 30, "--posterior", "mc_dropout",
+                           "--ensemble-size", 3, "--out", out, "--quiet")
     assert code == 1 and err == ("error: --ensemble-size 3 makes a deep ensemble, but --posterior mc_dropout asks for "
                                  "MC dropout: give --posterior ensemble with --ensemble-size N, or leave "
                                  "--ensemble-size out\n"), err
@@ -36,7 +30,7 @@ def test_an_ensemble_size_with_mc_dropout_is_refused(tmp_path, fast_config, caps
     # in a --config file too, for compare as for run
     config = tmp_path / "both.toml"
     config.write_text('posterior = "mc_dropout"\nensemble_size = 4\n' + FAST_TOML)
-    code, _, err = _run(capsys, "compare", "--config", config, "--out", tmp_path / "c", "--quiet")
+    code, _, err = run_cli(capsys, "compare", "--config", config, "--out", tmp_path / "c", "--quiet")
     assert code == 1 and err.startswith("error: --ensemble-size 4 makes a deep ensemble, but --posterior mc_dropout")
     assert not (tmp_path / "c").exists()
     # --ensemble-size alone (the config's default posterior) is an ensemble as before, and a stored config of one
@@ -52,17 +46,17 @@ def test_a_target_accuracy_with_neither_a_test_nor_a_validation_set_is_refused(t
     """`--no-test --validation-size 0 --target-accuracy 0.3` ran to its budget: the target, checked on the test
     accuracy, else the validation accuracy, had nothing to be checked on."""
     out = tmp_path / "r"
-    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 40, "--no-test", "--validation-size", 0,
-                        "--target-accuracy", 0.3, "--out", out, "--quiet")
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 40, "--no-test", "--validation-size", 0,
+                           "--target-accuracy", 0.3, "--out", out, "--quiet")
     assert code == 1 and err == ("error: --target-accuracy 0.3 is checked on the test set, else on the validation "
                                  "set, and this run has neither: --no-test and --validation-size 0; keep some "
                                  "validation items, or drop the target\n"), err
     assert not out.exists()
-    code, _, err = _run(capsys, "compare", "--config", fast_config, "--budget", 40, "--no-test", "--validation-size",
-                        0, "--target-accuracy", 0.3, "--strategy", "random", "--seeds", 0, "--out", tmp_path / "c")
+    code, _, err = run_cli(capsys, "compare", "--config", fast_config, "--budget", 40, "--no-test", "--validation-size",
+                           0, "--target-accuracy", 0.3, "--strategy", "random", "--seeds", 0, "--out", tmp_path / "c")
     assert code == 1 and err.startswith("error: --target-accuracy 0.3 is checked on the test set"), err
     assert not (tmp_path / "c").exists()
     # without a test set the target is the validation accuracy's (the headline), as documented
-    code, stdout, err = _run(capsys, "run", "--config", fast_config, "--budget", 40, "--no-test",
-                             "--target-accuracy", 0.01, "--out", tmp_path / "v")
+    code, stdout, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 40, "--no-test",
+                                "--target-accuracy", 0.01, "--out", tmp_path / "v")
     assert code == 0 and "finished: target validation_accuracy 0.01 reached" in stdout, err

@@ -5,14 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from activebayes.cli import main
 from tests.cli.test_cli import FAST_TOML
-
-
-def _run(capsys, *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from tests.cli.cli_helpers import run_cli
 
 
 @pytest.fixture
@@ -28,11 +22,11 @@ def photos(tmp_path):
 
 
 def test_convert_names_size_and_overwrite(tmp_path, photos, capsys):
-    code, _, err = _run(capsys, "convert", photos, tmp_path / "pool", "--size", 0, 0)
+    code, _, err = run_cli(capsys, "convert", photos, tmp_path / "pool", "--size", 0, 0)
     assert code != 0 and err == "error: --size must be (height, width) with positive ints, got (0, 0)\n"
     assert not (tmp_path / "pool").exists()
-    assert _run(capsys, "convert", photos, tmp_path / "pool")[0] == 0
-    code, _, err = _run(capsys, "convert", photos, tmp_path / "pool")
+    assert run_cli(capsys, "convert", photos, tmp_path / "pool")[0] == 0
+    code, _, err = run_cli(capsys, "convert", photos, tmp_path / "pool")
     assert code != 0 and err == f"error: {tmp_path / 'pool'} already exists; pass --overwrite to replace it\n"
 
 
@@ -40,18 +34,18 @@ def test_report_targets_resume_budget_and_a_config_files_value(tmp_path, capsys)
     config = tmp_path / "fast.toml"
     config.write_text(FAST_TOML)
     out = tmp_path / "run"
-    assert _run(capsys, "run", "--config", config, "--budget", 30, "--out", out, "--quiet")[0] == 0
-    code, _, err = _run(capsys, "report", out, "--targets", 1.5)
+    assert run_cli(capsys, "run", "--config", config, "--budget", 30, "--out", out, "--quiet")[0] == 0
+    code, _, err = run_cli(capsys, "report", out, "--targets", 1.5)
     assert code != 0 and err == "error: --targets must be an accuracy in (0, 1], got 1.5\n"
     # a smaller budget: the error alone, no "resume: ... at 30 of 20 labels" line before it
-    code, stdout, err = _run(capsys, "resume", out, "--budget", 25)
+    code, stdout, err = run_cli(capsys, "resume", out, "--budget", 25)
     assert code != 0 and stdout == "" and err.startswith("error: --budget must be larger than the run's budget (30)")
     # a bad value from the file names the file; the same value from a flag names the flag
     bad = tmp_path / "bad.toml"
     bad.write_text('budget = "abc"\n')
-    code, _, err = _run(capsys, "run", "--config", bad, "--out", tmp_path / "x")
+    code, _, err = run_cli(capsys, "run", "--config", bad, "--out", tmp_path / "x")
     assert code != 0 and err.startswith(f"error: --config {bad}: ") and "must be an int, got str 'abc'" in err, err
-    code, _, err = _run(capsys, "run", "--config", bad, "--budget", 40, "--initial-size", 60, "--out", tmp_path / "y")
+    code, _, err = run_cli(capsys, "run", "--config", bad, "--budget", 40, "--initial-size", 60, "--out", tmp_path / "y")
     assert code != 0 and err.startswith("error: --budget must be larger than initial_size") and "--config" not in err
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
@@ -59,12 +53,12 @@ def test_report_targets_resume_budget_and_a_config_files_value(tmp_path, capsys)
 def test_an_unknown_name_in_a_config_file_names_the_file_and_its_key(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text('cold_start = "typicallity"\n')
-    code, _, err = _run(capsys, "run", "--config", bad, "--strategy", "bald", "--out", tmp_path / "x")
+    code, _, err = run_cli(capsys, "run", "--config", bad, "--strategy", "bald", "--out", tmp_path / "x")
     assert code != 0 and err.startswith(f"error: --config {bad}: cold_start: unknown strategy 'typicallity' "
                                         "(did you mean 'typicality'?); expected one of: "), err
-    code, _, err = _run(capsys, "run", "--config", bad, "--cold-start", "typicalty", "--out", tmp_path / "x")
+    code, _, err = run_cli(capsys, "run", "--config", bad, "--cold-start", "typicalty", "--out", tmp_path / "x")
     assert code != 0 and err.startswith("error: --cold-start: unknown strategy 'typicalty'"), err  # the flag's
     bad.write_text('strategy = "batchbal"\n')
-    code, _, err = _run(capsys, "run", "--config", bad, "--out", tmp_path / "x")
+    code, _, err = run_cli(capsys, "run", "--config", bad, "--out", tmp_path / "x")
     assert code != 0 and err.startswith(f"error: --config {bad}: strategy: unknown strategy 'batchbal'"), err
     assert not (tmp_path / "x").exists()

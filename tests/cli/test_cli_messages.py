@@ -17,6 +17,7 @@ import pytest
 import activebayes.cli as cli_module
 from activebayes.cli import main
 from tests.conftest import ROOT
+from tests.cli.cli_helpers import run_cli
 
 FAST_TOML = """
 initial_size = 20
@@ -28,12 +29,6 @@ cold_start_labels = 30
 max_epochs = 2
 patience = 1
 """
-
-
-def _run(capsys, *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture
@@ -89,7 +84,7 @@ def test_a_read_only_folder_is_one_line_naming_the_path(command, read_only, fast
         args = [command, "--config", fast_config, "--budget", 30, "--out", target, "-q"]
     else:
         args = [command, target, "--dataset", "digits", "-q"]
-    code, _, err = _run(capsys, *args)
+    code, _, err = run_cli(capsys, *args)
     assert code == 1
     assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
     assert str(read_only) in err and "read-only file system" in err
@@ -97,9 +92,9 @@ def test_a_read_only_folder_is_one_line_naming_the_path(command, read_only, fast
 
 def test_report_output_on_a_read_only_folder(tmp_path, read_only, fast_config, capsys):
     out = tmp_path / "run"
-    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out, "-q")
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out, "-q")
     assert code == 0, err
-    code, _, err = _run(capsys, "report", out, "--output", read_only / "inside" / "report.html")
+    code, _, err = run_cli(capsys, "report", out, "--output", read_only / "inside" / "report.html")
     assert code == 1 and err.count("\n") == 1, err
     assert str(read_only / "inside") in err and "read-only file system" in err
 
@@ -109,7 +104,7 @@ def test_a_full_disk_is_one_line_naming_the_path(tmp_path, monkeypatch, capsys):
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "r" / "config.json"))
 
     monkeypatch.setattr(cli_module, "run_experiment", full)
-    code, _, err = _run(capsys, "run", "--out", tmp_path / "r", "-q")
+    code, _, err = run_cli(capsys, "run", "--out", tmp_path / "r", "-q")
     assert code == 1
     assert err == f"error: {tmp_path / 'r' / 'config.json'}: no space left on device; free some disk space\n"
 
@@ -123,7 +118,7 @@ def test_a_full_disk_during_a_run_names_the_file_and_says_resume(tmp_path, fast_
 
     monkeypatch.setattr(RunDirectory, "write_rounds", lambda self, records: atomic_write_with(self.rounds_path, full))
     out = tmp_path / "r"
-    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out, "-q")
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out, "-q")
     assert code == 1
     assert err == (f"error: {out / 'rounds.jsonl'}: no space left on device; free some disk space; "
                    f"once there is space, resume with `activebayes resume {out}`\n")
@@ -132,7 +127,7 @@ def test_a_full_disk_during_a_run_names_the_file_and_says_resume(tmp_path, fast_
 
 def test_report_in_a_read_only_run_names_report_html_and_suggests_output(tmp_path, fast_config, monkeypatch, capsys):
     out = tmp_path / "run"
-    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out, "-q")
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out, "-q")
     assert code == 0, err
     real_os_open = os.open
 
@@ -142,11 +137,11 @@ def test_report_in_a_read_only_run_names_report_html_and_suggests_output(tmp_pat
         return real_os_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", os_open)
-    code, _, err = _run(capsys, "report", out)
+    code, _, err = run_cli(capsys, "report", out)
     assert code == 1
     assert err == (f"error: {out / 'report.html'}: read-only file system; "
                    "write the report elsewhere with --output FILE\n")
-    code, _, err = _run(capsys, "report", out, "--output", tmp_path / "elsewhere.html")
+    code, _, err = run_cli(capsys, "report", out, "--output", tmp_path / "elsewhere.html")
     assert code == 0, err
 
 
@@ -159,7 +154,7 @@ def test_a_read_only_label_store_is_one_line_naming_it(tmp_path, monkeypatch, ca
         raise sqlite3.OperationalError("attempt to write a readonly database")
 
     monkeypatch.setattr(LabellingProject, "create", read_only)
-    code, _, err = _run(capsys, "query", tmp_path / "project", "--dataset", "digits", "-q")
+    code, _, err = run_cli(capsys, "query", tmp_path / "project", "--dataset", "digits", "-q")
     assert code == 1
     assert err == (f"error: {tmp_path / 'project' / 'labels.sqlite'}: attempt to write a readonly database; "
                    "check that the folder is writable and the disk not full\n")
@@ -179,7 +174,7 @@ def test_an_oserror_that_is_no_environment_problem_keeps_its_traceback(tmp_path,
 
 def test_the_header_and_directory_name_the_whole_schedule(tmp_path, fast_config, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, out, err = _run(capsys, "run", "--config", fast_config, "--budget", 40)
+    code, out, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 40)
     assert code == 0, err
     path = Path("runs") / "digits-typicality-then-badge-seed0"
     assert out.startswith(f"run: typicality-then-badge on digits, seed 0, 20 -> 40 labels, 10 per round -> {path}\n")
@@ -189,7 +184,7 @@ def test_the_header_and_directory_name_the_whole_schedule(tmp_path, fast_config,
     assert [(r["n_labelled"], r["strategy"]) for r in rows] == [(20, "typicality"), (30, "badge"), (40, None)]
     no_cold_start = tmp_path / "none.toml"
     no_cold_start.write_text(FAST_TOML.replace("cold_start_labels = 30\n", ""))
-    code, out, err = _run(capsys, "run", "--config", no_cold_start, "--budget", 40, "--cold-start", "none", "-q")
+    code, out, err = run_cli(capsys, "run", "--config", no_cold_start, "--budget", 40, "--cold-start", "none", "-q")
     assert code == 0, err
     assert (Path("runs") / "digits-badge-seed0" / "rounds.jsonl").is_file()
 
@@ -237,10 +232,10 @@ def test_sigterm_stops_with_a_message(tmp_path):
 
 def test_resume_says_finished_and_a_finished_run_says_nothing_was_trained(tmp_path, fast_config, capsys):
     out = tmp_path / "run"
-    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out, "-q")
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out, "-q")
     assert code == 0, err
     # again: nothing is trained, and it says so instead of showing a full progress bar
-    code, stdout, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out)
+    code, stdout, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out)
     assert code == 0, err
     assert f"nothing to train: {out} finished earlier" in stdout
     assert "100%" not in err
@@ -248,13 +243,13 @@ def test_resume_says_finished_and_a_finished_run_says_nothing_was_trained(tmp_pa
     rounds = (out / "rounds.jsonl").read_text().splitlines()
     (out / "rounds.jsonl").write_text(rounds[0] + "\n")
     (out / "summary.json").unlink()
-    code, stdout, err = _run(capsys, "resume", out, "-q")
+    code, stdout, err = run_cli(capsys, "resume", out, "-q")
     assert code == 0, err
     assert "finished: label budget reached" in stdout and f"results: {out}" in stdout
-    code, stdout, err = _run(capsys, "resume", out)
+    code, stdout, err = run_cli(capsys, "resume", out)
     assert code == 0 and "nothing to train" in stdout and "100%" not in err
     # taken further, resume says what it continues, as run does
-    code, stdout, err = _run(capsys, "resume", out, "--budget", 40)
+    code, stdout, err = run_cli(capsys, "resume", out, "--budget", 40)
     assert code == 0, err
     header = stdout.splitlines()[0]
     assert header.startswith("resume: ") and header.endswith(f", at 30 of 40 labels -> {out}")
@@ -266,18 +261,18 @@ def test_resume_says_finished_and_a_finished_run_says_nothing_was_trained(tmp_pa
 def test_out_of_range_numbers_are_worded_one_way(tmp_path, capsys):
     messages = {}
     for value in (-5, 0):
-        code, _, err = _run(capsys, "run", "--budget", value, "--out", tmp_path / "r", "-q")
+        code, _, err = run_cli(capsys, "run", "--budget", value, "--out", tmp_path / "r", "-q")
         assert code == 1
         messages[value] = err
     assert messages == {-5: "error: --budget must be >= 1, got -5\n", 0: "error: --budget must be >= 1, got 0\n"}
-    code, _, err = _run(capsys, "run", "--num-samples", 0, "--out", tmp_path / "r", "-q")
+    code, _, err = run_cli(capsys, "run", "--num-samples", 0, "--out", tmp_path / "r", "-q")
     assert err == "error: --num-samples must be >= 1, got 0\n"
 
 
 def test_an_unknown_strategy_lists_what_activebayes_list_shows(tmp_path, capsys):
-    code, listed, _ = _run(capsys, "list", "strategies")
+    code, listed, _ = run_cli(capsys, "list", "strategies")
     shown = listed.strip().split(": ", 1)[1]
-    code, _, err = _run(capsys, "run", "--strategy", "nope", "--out", tmp_path / "r", "-q")
+    code, _, err = run_cli(capsys, "run", "--strategy", "nope", "--out", tmp_path / "r", "-q")
     assert code == 1
     assert err.startswith("error: --strategy: unknown strategy 'nope'; ")
     assert f"expected one of: {shown} (`activebayes list strategies`)" in err
@@ -286,8 +281,8 @@ def test_an_unknown_strategy_lists_what_activebayes_list_shows(tmp_path, capsys)
 
 
 def test_the_missing_data_error_names_flags(tmp_path, capsys):
-    code, _, err = _run(capsys, "run", "--dataset", "mnist", "--data-dir", tmp_path / "none", "--out",
-                        tmp_path / "r", "-q")
+    code, _, err = run_cli(capsys, "run", "--dataset", "mnist", "--data-dir", tmp_path / "none", "--out",
+                           tmp_path / "r", "-q")
     assert code == 1 and err.count("\n") == 1
     assert "--download" in err and "--data-dir" in err
     assert "download=True" not in err and "data_dir=" not in err
@@ -295,13 +290,13 @@ def test_the_missing_data_error_names_flags(tmp_path, capsys):
 
 def test_a_different_config_does_not_suggest_resume(tmp_path, fast_config, capsys):
     out = tmp_path / "run"
-    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out, "-q")
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out, "-q")
     assert code == 0, err
-    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--seed", 3, "--out", out, "-q")
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 30, "--seed", 3, "--out", out, "-q")
     assert code == 1
     assert "different config (seed: 0 there, 3 now)" in err
     assert "resume" not in err and "another folder (--out)" in err
-    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 40, "--out", out, "-q")
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 40, "--out", out, "-q")
     assert code == 1 and f"`activebayes resume {out} --budget 40`" in err
     # the Python call quoted beside it stays Python (it read "resume_experiment(path, --budget 40)")
     assert "(from Python: resume_experiment(path, budget=40))" in err
@@ -323,13 +318,13 @@ def test_a_run_into_a_folder_of_other_files_is_refused(tmp_path, fast_config, ca
     out = tmp_path / "notes"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out, "-q")
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out, "-q")
     assert code == 1 and err == (f"error: {out} exists and is not a run directory (it holds notes.txt, and no "
                                  "config.json): give a new or empty folder (--out)\n"), err
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
     empty = tmp_path / "empty"
     empty.mkdir()
-    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--out", empty, "-q")
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 30, "--out", empty, "-q")
     assert code == 0 and (empty / "config.json").is_file(), err
 
 
@@ -337,17 +332,17 @@ def test_a_run_and_a_comparison_never_share_a_folder(tmp_path, fast_config, caps
     """``run --out`` an existing comparison and ``compare --out`` an existing run both went on,
     the last writer's report.html replacing the other's."""
     run, comparison = tmp_path / "run", tmp_path / "cmp"
-    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--out", run, "-q")
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 30, "--out", run, "-q")
     assert code == 0, err
-    code, _, err = _run(capsys, "compare", "--config", fast_config, "--strategies", "random", "--seeds", "0",
-                        "--budget", 30, "--out", comparison, "-q")
+    code, _, err = run_cli(capsys, "compare", "--config", fast_config, "--strategies", "random", "--seeds", "0",
+                           "--budget", 30, "--out", comparison, "-q")
     assert code == 0, err
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and not p.name.endswith(".lock")}
-    code, _, err = _run(capsys, "compare", "--config", fast_config, "--strategies", "random", "--seeds", "0",
-                        "--budget", 30, "--out", run, "-q")
+    code, _, err = run_cli(capsys, "compare", "--config", fast_config, "--strategies", "random", "--seeds", "0",
+                           "--budget", 30, "--out", run, "-q")
     assert code == 1 and err.startswith(f"error: {run} exists and is a run directory (it holds ") and \
         err.endswith("and no comparison.json): give a new or empty folder (--out)\n"), err
-    code, _, err = _run(capsys, "run", "--config", fast_config, "--budget", 30, "--out", comparison, "-q")
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 30, "--out", comparison, "-q")
     assert code == 1 and err.startswith(f"error: {comparison} exists and is a comparison directory (it holds "
                                         "comparison.json"), err
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and not p.name.endswith(".lock")} == before
@@ -357,7 +352,7 @@ def test_a_damaged_label_store_is_one_line_naming_it(tmp_path, capsys):
     """A truncated, garbage or empty labels.sqlite gave sqlite3's traceback from query, import
     and export."""
     project = tmp_path / "project"
-    code, _, err = _run(capsys, "query", project, "--dataset", "digits", "--batch-size", 4, "-q")
+    code, _, err = run_cli(capsys, "query", project, "--dataset", "digits", "--batch-size", 4, "-q")
     assert code == 0, err
     store = project / "labels.sqlite"
     whole = store.read_bytes()
@@ -369,7 +364,7 @@ def test_a_damaged_label_store_is_one_line_naming_it(tmp_path, capsys):
         for command in (["query", project, "-q"], ["export", project], ["import", tmp_path / "a.csv", "--project",
                                                                         project]):
             (tmp_path / "a.csv").write_text("item,label\n")
-            code, _, err = _run(capsys, *command)
+            code, _, err = run_cli(capsys, *command)
             assert code == 1 and err == (f"error: {store}: {said}: the project's label store is damaged (or not "
                                          "one); put back a copy of it, or create a new project\n"), (command, err)
 
@@ -387,7 +382,7 @@ def test_a_config_file_value_of_the_wrong_type_is_named(tmp_path, fast_config, c
     value: the test set was evaluated), or failed deep inside with a traceback."""
     config = tmp_path / "typed.toml"
     config.write_text(line + "\n" + fast_config.read_text())  # before its [fit_options] table
-    code, _, err = _run(capsys, "run", "--config", config, "--out", tmp_path / "run", "-q")
+    code, _, err = run_cli(capsys, "run", "--config", config, "--out", tmp_path / "run", "-q")
     name = line.split(" = ")[0]
     assert code == 1 and err.startswith(f"error: --config {config}: ") and err.endswith(f" {said}\n"), err
     assert name in err or f"--{name.replace('_', '-')}" in err

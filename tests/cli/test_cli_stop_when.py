@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from activebayes.cli import _build_config, _read_toml, cli
 from activebayes.records import LoopConfig
-from tests.cli.test_cli_messages import _run
+from tests.cli.cli_helpers import run_cli
 
 FAST_TOML = """
 initial_size = 20
@@ -53,8 +53,8 @@ def test_a_repeated_stop_when_keeps_every_criterion(monkeypatch):
 
 
 def test_a_criterion_repeated_across_flags_is_refused_as_within_one(capsys, tmp_path):
-    code, _, err = _run(capsys, "run", "-q", "--out", tmp_path / "r", "--stop-when", "remaining_change",
-                        "--stop-when", "remaining_change=0.005")
+    code, _, err = run_cli(capsys, "run", "-q", "--out", tmp_path / "r", "--stop-when", "remaining_change",
+                           "--stop-when", "remaining_change=0.005")
     assert code == 1 and "--stop-when: remaining_change is given twice" in err
     assert not (tmp_path / "r").exists()
 
@@ -91,7 +91,7 @@ def test_a_repeated_classes_flag_of_a_project_adds(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("value", ["", ",,", "remaining_change,"])
 def test_an_empty_criterion_is_a_one_line_error(capsys, tmp_path, value):
-    code, _, err = _run(capsys, "run", "-q", "--out", tmp_path / "r", "--stop-when", value)
+    code, _, err = run_cli(capsys, "run", "-q", "--out", tmp_path / "r", "--stop-when", value)
     assert code == 1 and err.count("\n") == 1
     assert err.startswith("error: --stop-when: an empty criterion in ")
     assert not (tmp_path / "r").exists()
@@ -117,7 +117,7 @@ def test_a_toml_mapping_keeps_its_thresholds(tmp_path):
 def test_a_wrongly_typed_toml_value_is_a_one_line_error(capsys, tmp_path, line, message):
     path = tmp_path / "c.toml"
     path.write_text(line + "\n")
-    code, _, err = _run(capsys, "run", "-q", "--budget", 30, "--out", tmp_path / "r", "--config", path)
+    code, _, err = run_cli(capsys, "run", "-q", "--budget", 30, "--out", tmp_path / "r", "--config", path)
     assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
     assert message in err
     assert err.startswith(f"error: --config {path}: "), err  # the value came from the file, which it names
@@ -128,8 +128,8 @@ def test_a_wrongly_typed_toml_value_is_a_one_line_error(capsys, tmp_path, line, 
 
 
 def test_an_audit_with_batches_of_one_is_refused_before_anything_is_written(capsys, tmp_path):
-    code, _, err = _run(capsys, "run", "-q", "--budget", 26, "--batch-size", 1, "--audit-fraction", 0.2,
-                        "--stop-when", "estimated_accuracy=0.5", "--out", tmp_path / "r")
+    code, _, err = run_cli(capsys, "run", "-q", "--budget", 26, "--batch-size", 1, "--audit-fraction", 0.2,
+                           "--stop-when", "estimated_accuracy=0.5", "--out", tmp_path / "r")
     assert code == 1 and err.count("\n") == 1
     assert "--audit-fraction 0.2 needs --batch-size 2 or more" in err and "got --batch-size 1" in err
     assert not (tmp_path / "r").exists()
@@ -138,8 +138,8 @@ def test_an_audit_with_batches_of_one_is_refused_before_anything_is_written(caps
 def test_a_labelling_project_with_an_audit_and_batches_of_one_is_refused_before_it_is_created(capsys, tmp_path):
     """ProjectConfig checks its audit_fraction with the loop's default batch size: the command
     checks it with the project's before creating anything."""
-    code, _, err = _run(capsys, "query", tmp_path / "p", "--dataset", "digits", "--batch-size", 1,
-                        "--audit-fraction", 0.2, "-q")
+    code, _, err = run_cli(capsys, "query", tmp_path / "p", "--dataset", "digits", "--batch-size", 1,
+                           "--audit-fraction", 0.2, "-q")
     assert code == 1 and "--audit-fraction 0.2 needs --batch-size 2 or more" in err
     assert not (tmp_path / "p").exists()
 
@@ -164,19 +164,19 @@ def fast_config(tmp_path: Path) -> Path:
 ])
 def test_resume_of_a_run_a_criterion_stopped_suggests_what_can_go_on(capsys, tmp_path, fast_config, flags, says):
     out = tmp_path / "run"
-    code, _, err = _run(capsys, "run", "-q", "--config", fast_config, "--budget", 80, "--out", out, *flags)
+    code, _, err = run_cli(capsys, "run", "-q", "--config", fast_config, "--budget", 80, "--out", out, *flags)
     assert code == 0, err
-    code, stdout, err = _run(capsys, "resume", out, "-q")
+    code, stdout, err = run_cli(capsys, "resume", out, "-q")
     assert code == 0, err
     assert f"nothing to train: {out} finished earlier (" in stdout
     assert "--budget N" not in stdout and says in stdout
-    code, _, err = _run(capsys, "resume", out, "--budget", 200, "-q")  # what it no longer suggests: refused
+    code, _, err = run_cli(capsys, "resume", out, "--budget", 200, "-q")  # what it no longer suggests: refused
     assert code == 1 and "stopped for another reason than its label budget" in err
 
 
 def test_resume_of_a_run_its_label_budget_stopped_still_suggests_a_larger_budget(capsys, tmp_path, fast_config):
     out = tmp_path / "run"
-    code, _, err = _run(capsys, "run", "-q", "--config", fast_config, "--budget", 30, "--out", out)
+    code, _, err = run_cli(capsys, "run", "-q", "--config", fast_config, "--budget", 30, "--out", out)
     assert code == 0, err
-    code, stdout, err = _run(capsys, "resume", out, "-q")
+    code, stdout, err = run_cli(capsys, "resume", out, "-q")
     assert code == 0 and f"`activebayes resume {out} --budget N` continues it to a larger budget" in stdout

@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 import torch
 
-from activebayes.cli import main
 from activebayes.data import Pool, load_dataset
 from activebayes.errors import InvalidArgumentError
 from activebayes.experiment import resume_experiment, run_experiment
@@ -30,6 +29,7 @@ from activebayes.models.dropout import mc_sampling, resample_masks
 from activebayes.models.multilabel import MultiLabelPosterior
 from activebayes.rundir import RunDirectory
 from tests.conftest import multilabel_toy
+from tests.cli.cli_helpers import run_cli
 
 TOPICS = {"sport": ["goal", "match", "team", "score", "league", "coach"],
           "food": ["bread", "cheese", "soup", "bake", "recipe", "salt"],
@@ -61,20 +61,14 @@ def _features_csv(path: Path, n: int = 90) -> Path:
     return path
 
 
-def _run(capsys, *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 # ----------------------------------------------------------------------------- CLI end to end
 
 
 def test_cli_runs_a_csv_of_texts_and_resumes_to_a_larger_budget(tmp_path, capsys):
     table = _texts_csv(tmp_path / "texts.csv")
     out = tmp_path / "run"
-    code, _, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
-                        "--id-column", "id", "--test-size", "20", "--strategy", "bald", "--out", out, *FAST)
+    code, _, err = run_cli(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
+                           "--id-column", "id", "--test-size", "20", "--strategy", "bald", "--out", out, *FAST)
     assert code == 0, err
     config = json.loads((out / "config.json").read_text())
     assert (config["dataset"], config["table"], config["text_column"]) == ("table", str(table.resolve()), "text")
@@ -85,7 +79,7 @@ def test_cli_runs_a_csv_of_texts_and_resumes_to_a_larger_budget(tmp_path, capsys
     acquired = [i for r in rounds for i in r.acquired]
     assert len(set(acquired)) == len(acquired) == 12
     # resumed to a larger budget, from another working directory, equals a run started with it
-    code, _, err = _run(capsys, "resume", out, "--budget", "24", "-q")
+    code, _, err = run_cli(capsys, "resume", out, "--budget", "24", "-q")
     assert code == 0, err
     straight = run_experiment(LoopConfig.from_stored({**config, "budget": 24}), tmp_path / "straight",
                               progress=False, report=False)
@@ -107,7 +101,7 @@ def test_a_table_run_names_its_items_and_resumes_whatever_the_row_order(tmp_path
     out = tmp_path / "run"
     args = ["--table", table, "--text-column", "text", "--label-column", "label", "--id-column", "id",
             "--test-size", "20", "--strategy", "bald", *FAST]
-    code, _, err = _run(capsys, "run", *args, "--budget", "12", "--out", out)
+    code, _, err = run_cli(capsys, "run", *args, "--budget", "12", "--out", out)
     assert code == 0, err
     items = json.loads((out / "items.json").read_text())
     assert len(items["pool"]) == 70 and len(items["test"]) == 20
@@ -126,7 +120,7 @@ def test_a_table_run_names_its_items_and_resumes_whatever_the_row_order(tmp_path
     lines = table.read_text().splitlines()
     table.write_text("\n".join([lines[0], *reversed(lines[1:])]) + "\n")
     monkeypatch.chdir(tmp_path.parent)
-    code, _, err = _run(capsys, "resume", out, "--budget", "24", "-q")
+    code, _, err = run_cli(capsys, "resume", out, "--budget", "24", "-q")
     assert code == 0, err
     table.write_text("\n".join(lines) + "\n")
     straight = run_experiment(LoopConfig.from_stored({**config, "budget": 24}), tmp_path / "straight",
@@ -138,12 +132,12 @@ def test_a_table_run_names_its_items_and_resumes_whatever_the_row_order(tmp_path
     before = (out / "rounds.jsonl").read_bytes()
     with table.open("a") as handle:
         handle.write("r999,goal match team,sport\n")
-    code, _, err = _run(capsys, "resume", out, "--budget", "30", "-q")
+    code, _, err = run_cli(capsys, "resume", out, "--budget", "30", "-q")
     assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
     assert f"table {table} changed since the run" in err and "1 new row(s): r999" in err
     assert (out / "rounds.jsonl").read_bytes() == before
     table.write_text("\n".join(lines[:-1]) + "\n")
-    code, _, err = _run(capsys, "resume", out, "--budget", "30", "-q")
+    code, _, err = run_cli(capsys, "resume", out, "--budget", "30", "-q")
     assert code == 1 and "1 row(s) gone: r89" in err
     # labels changed: refused the same way, before the budget is raised (it failed later, naming an
     # item "not unlabelled", with config.json at the new budget and the last record dropped)
@@ -154,7 +148,7 @@ def test_a_table_run_names_its_items_and_resumes_whatever_the_row_order(tmp_path
 
     relabelled = [lines[0]] + [other_topic(line) if i in (3, 7) else line for i, line in enumerate(lines[1:], 1)]
     table.write_text("\n".join(relabelled) + "\n")
-    code, _, err = _run(capsys, "resume", out, "--budget", "30", "-q")
+    code, _, err = run_cli(capsys, "resume", out, "--budget", "30", "-q")
     changed = ", ".join(line.split(",", 1)[0] for line in (lines[3], lines[7]))
     assert code == 1 and err.count("\n") == 1, err
     assert f"table {table} changed since the run" in err and f"the label of 2 row(s) changed: {changed}" in err
@@ -167,7 +161,7 @@ def test_a_table_run_names_its_items_and_resumes_whatever_the_row_order(tmp_path
 
     table.write_text("\n".join([lines[0]] + [edited(line) if i == 5 else line
                                               for i, line in enumerate(lines[1:], 1)]) + "\n")
-    code, _, err = _run(capsys, "resume", out, "--budget", "30", "-q")
+    code, _, err = run_cli(capsys, "resume", out, "--budget", "30", "-q")
     assert code == 1 and err.count("\n") == 1, err
     assert f"table {table} changed since the run" in err
     assert f"the text or feature cells of 1 row(s) were edited under the same id: {lines[5].split(',')[0]}" in err
@@ -178,7 +172,7 @@ def test_a_table_run_names_its_items_and_resumes_whatever_the_row_order(tmp_path
     del items["content"]
     (out / "items.json").write_text(json.dumps(items))
     table.write_text("\n".join(lines) + "\n")
-    code, _, err = _run(capsys, "resume", out, "--budget", "30", "-q")
+    code, _, err = run_cli(capsys, "resume", out, "--budget", "30", "-q")
     assert code == 0, err
 
 
@@ -188,10 +182,10 @@ def test_a_mistyped_table_path_is_a_missing_file_not_another_config(tmp_path, ca
     table = _texts_csv(tmp_path / "texts.csv")
     out = tmp_path / "run"
     args = ["--text-column", "text", "--label-column", "label", *FAST]
-    code, _, err = _run(capsys, "run", "--table", table, *args, "--out", out)
+    code, _, err = run_cli(capsys, "run", "--table", table, *args, "--out", out)
     assert code == 0, err
     for command in ("run", "compare"):
-        code, _, err = _run(capsys, command, "--table", tmp_path / "texts.tsv", *args, "--out", out)
+        code, _, err = run_cli(capsys, command, "--table", tmp_path / "texts.tsv", *args, "--out", out)
         assert code == 1 and err == f"error: --table: no such file {tmp_path / 'texts.tsv'}\n", err
 
 
@@ -200,11 +194,11 @@ def test_a_table_run_without_its_items_file_is_not_resumed(tmp_path, capsys):
     misread every record, so it is refused."""
     table = _texts_csv(tmp_path / "texts.csv")
     out = tmp_path / "run"
-    code, _, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
-                        "--budget", "12", "--out", out, *[a for a in FAST if a not in ("--budget", "18")])
+    code, _, err = run_cli(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
+                           "--budget", "12", "--out", out, *[a for a in FAST if a not in ("--budget", "18")])
     assert code == 0, err
     (out / "items.json").unlink()
-    code, _, err = _run(capsys, "resume", out, "--budget", "18", "-q")
+    code, _, err = run_cli(capsys, "resume", out, "--budget", "18", "-q")
     assert code == 1 and "without items.json" in err and "start a new run" in err
 
 
@@ -224,8 +218,8 @@ def test_a_python_config_stores_the_table_as_an_absolute_path(tmp_path, monkeypa
 def test_cli_runs_a_csv_of_features(tmp_path, capsys):
     table = _features_csv(tmp_path / "rows.csv")
     out = tmp_path / "run"
-    code, _, err = _run(capsys, "run", "--table", table, "--feature-columns", "a,b,colour", "--label-column", "y",
-                        "--strategy", "entropy", "--out", out, *FAST)
+    code, _, err = run_cli(capsys, "run", "--table", table, "--feature-columns", "a,b,colour", "--label-column", "y",
+                           "--strategy", "entropy", "--out", out, *FAST)
     assert code == 0, err
     rounds = RunDirectory(out).read_rounds()
     assert rounds[-1].n_labelled == 18
@@ -242,13 +236,13 @@ def test_cli_imputes_missing_cells_with_every_other_column(tmp_path, capsys):
     cells = lines[3].split(",")
     cells[header.index("a")] = ""  # one missing number
     rows.write_text("\n".join([*lines[:3], ",".join(cells), *lines[4:]]) + "\n")
-    code, _, err = _run(capsys, "run", "--table", rows, "--feature-columns", "*", "--label-column", "y",
-                        "--out", tmp_path / "bad", *FAST)
+    code, _, err = run_cli(capsys, "run", "--table", rows, "--feature-columns", "*", "--label-column", "y",
+                           "--out", tmp_path / "bad", *FAST)
     assert code == 1 and "row 3, column 'a': missing value" in err and "--missing impute" in err
     assert not (tmp_path / "bad").exists()
     out = tmp_path / "run"
-    code, _, err = _run(capsys, "run", "--table", rows, "--feature-columns", "*", "--label-column", "y",
-                        "--missing", "impute", "--out", out, *FAST)
+    code, _, err = run_cli(capsys, "run", "--table", rows, "--feature-columns", "*", "--label-column", "y",
+                           "--missing", "impute", "--out", out, *FAST)
     assert code == 0, err
     config = json.loads((out / "config.json").read_text())
     # '*' is stored as the columns it meant when the run started (it was stored as '*', so a column
@@ -256,12 +250,12 @@ def test_cli_imputes_missing_cells_with_every_other_column(tmp_path, capsys):
     assert config["feature_columns"] == ["a", "b", "colour"] and config["table_options"]["missing"] == "impute"
     assert RunDirectory(out).read_rounds()[-1].n_labelled == 18
     # the same command again finds the run (the same config), and a column added since changes nothing
-    code, _, err = _run(capsys, "run", "--table", rows, "--feature-columns", "*", "--label-column", "y",
-                        "--missing", "impute", "--out", out, *FAST)
+    code, _, err = run_cli(capsys, "run", "--table", rows, "--feature-columns", "*", "--label-column", "y",
+                           "--missing", "impute", "--out", out, *FAST)
     assert code == 0, err
     widened = rows.read_text().splitlines()
     rows.write_text("\n".join([widened[0] + ",extra", *(f"{line},{i}" for i, line in enumerate(widened[1:]))]) + "\n")
-    code, _, err = _run(capsys, "resume", out, "--budget", "24", "-q")
+    code, _, err = run_cli(capsys, "resume", out, "--budget", "24", "-q")
     assert code == 0, err
     assert json.loads((out / "config.json").read_text())["feature_columns"] == ["a", "b", "colour"]
 
@@ -286,7 +280,7 @@ def test_cli_imputes_missing_cells_with_every_other_column(tmp_path, capsys):
 def test_cli_table_errors_are_one_line_and_write_nothing(tmp_path, capsys, content, args, expected):
     table = tmp_path / "t.csv"
     table.write_bytes(content if isinstance(content, bytes) else content.encode())
-    code, out, err = _run(capsys, "run", "--table", table, *args, "--out", tmp_path / "run", *[a for a in FAST if a != "-q"])
+    code, out, err = run_cli(capsys, "run", "--table", table, *args, "--out", tmp_path / "run", *[a for a in FAST if a != "-q"])
     assert code == 1
     assert err.startswith("error: ") and expected in err and err.count("\n") == 1 and "Traceback" not in err
     assert out == ""  # no "run: ... -> DIR" plan for a run that never starts
@@ -296,18 +290,18 @@ def test_cli_table_errors_are_one_line_and_write_nothing(tmp_path, capsys, conte
 def test_a_table_of_unknown_format_says_what_to_do_from_the_command_line(tmp_path, capsys):
     table = tmp_path / "t.txt"
     table.write_text("text,label\nhello,a\n")
-    code, _, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--out", tmp_path / "run", *FAST)
+    code, _, err = run_cli(capsys, "run", "--table", table, "--text-column", "text", "--out", tmp_path / "run", *FAST)
     assert code == 1 and "unknown format '.txt'" in err and "rename the file (from Python: format=)" in err
 
 
 def test_cli_table_flags_need_a_table_and_exclude_a_dataset(tmp_path, capsys):
-    code, _, err = _run(capsys, "run", "--text-column", "text", "--out", tmp_path / "a", "-q")
+    code, _, err = run_cli(capsys, "run", "--text-column", "text", "--out", tmp_path / "a", "-q")
     assert code == 1 and "--text-column: only with a table" in err
-    code, _, err = _run(capsys, "run", "--dataset", "mnist", "--table", tmp_path / "t.csv", "--text-column", "t",
-                        "--out", tmp_path / "b", "-q")
+    code, _, err = run_cli(capsys, "run", "--dataset", "mnist", "--table", tmp_path / "t.csv", "--text-column", "t",
+                           "--out", tmp_path / "b", "-q")
     assert code == 1 and "not both" in err
-    code, _, err = _run(capsys, "run", "--table", tmp_path / "missing.csv", "--text-column", "t",
-                        "--out", tmp_path / "c", "-q")
+    code, _, err = run_cli(capsys, "run", "--table", tmp_path / "missing.csv", "--text-column", "t",
+                           "--out", tmp_path / "c", "-q")
     assert code == 1 and err == f"error: --table: no such file {tmp_path / 'missing.csv'}\n"
     assert not any((tmp_path / name).exists() for name in ("a", "b", "c"))
 
@@ -320,25 +314,25 @@ def test_cli_run_takes_the_class_names_of_a_table(tmp_path, capsys):
     table.write_text("\n".join([lines[0]] + [line.rsplit(",", 1)[0] + "," + "|".join(
         "[sport]" if t == "sport" else t for t in line.rsplit(",", 1)[1].split("|")) for line in lines[1:]]) + "\n")
     args = ["--table", table, "--text-column", "text", "--label-column", "label", "--multilabel", *FAST]
-    code, _, err = _run(capsys, "run", *args, "--out", tmp_path / "bad")
+    code, _, err = run_cli(capsys, "run", *args, "--out", tmp_path / "bad")
     assert code == 1 and "which looks like a list" in err and "--classes a,b,..." in err
     names = ",".join(sorted({*TOPICS} - {"sport"}) + ["[sport]"])
-    code, _, err = _run(capsys, "run", *args, "--classes", names, "--out", tmp_path / "run")
+    code, _, err = run_cli(capsys, "run", *args, "--classes", names, "--out", tmp_path / "run")
     assert code == 0, err
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["table_options"]["classes"] == names.split(",")
     assert json.loads((tmp_path / "run" / "items.json").read_text())["classes"] == names.split(",")
-    code, _, err = _run(capsys, "run", "--dataset", "digits", "--classes", "a,b", "--out", tmp_path / "digits")
+    code, _, err = run_cli(capsys, "run", "--dataset", "digits", "--classes", "a,b", "--out", tmp_path / "digits")
     assert code == 1 and "--classes: only with a table (--table FILE)" in err
-    code, _, err = _run(capsys, "run", *args, "--classes", "a,,b", "--out", tmp_path / "empty")
+    code, _, err = run_cli(capsys, "run", *args, "--classes", "a,,b", "--out", tmp_path / "empty")
     assert code == 1 and "--classes: an empty class name" in err
 
 
 def test_cli_multilabel_table(tmp_path, capsys, monkeypatch):
     table = _texts_csv(tmp_path / "texts.csv", multilabel=True)
     out = tmp_path / "run"
-    code, stdout, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
-                             "--multilabel", "--test-size", "20", "--strategy", "multilabel_bald", "--out", out, *FAST)
+    code, stdout, err = run_cli(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
+                                "--multilabel", "--test-size", "20", "--strategy", "multilabel_bald", "--out", out, *FAST)
     assert code == 0, err
     rounds = RunDirectory(out).read_rounds()
     # the finished line names the headline it prints: micro-F1, not "accuracy"
@@ -346,22 +340,22 @@ def test_cli_multilabel_table(tmp_path, capsys, monkeypatch):
     assert all(len(y) == 3 and set(y) <= {0, 1} and sum(y) >= 1 for r in rounds for y in r.labels)
     assert 0 <= rounds[-1].metrics["test_micro_f1"] <= 1 and rounds[-1].accuracy == rounds[-1].metrics["test_micro_f1"]
     assert (out / "report.html").is_file()
-    code, _, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
-                        "--multilabel", "--strategy", "margin", "--out", tmp_path / "bad", *FAST)
+    code, _, err = run_cli(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
+                           "--multilabel", "--strategy", "margin", "--out", tmp_path / "bad", *FAST)
     assert code == 1 and "'margin' reads single-label (softmax) predictions" in err
     assert not (tmp_path / "bad").exists()
     # the default (typicality, then badge) runs BADGE on label vectors, and the records say so
-    code, _, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
-                        "--multilabel", "--out", tmp_path / "default", *FAST, "--cold-start", "typicality",
-                        "--cold-start-labels", "12")
+    code, _, err = run_cli(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
+                           "--multilabel", "--out", tmp_path / "default", *FAST, "--cold-start", "typicality",
+                           "--cold-start-labels", "12")
     assert code == 0, err
     rounds = RunDirectory(tmp_path / "default").read_rounds()
     assert [r.strategy for r in rounds] == ["typicality", "multilabel_badge", None]  # the last round: budget reached
     assert all(len(y) == 3 and set(y) <= {0, 1} for r in rounds for y in r.labels)
     # the progress bar names the headline too (bars are drawn on a terminal only)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    code, out, err = _run(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
-                          "--multilabel", "--test-size", "20", "--out", tmp_path / "shown", *FAST[:-1])
+    code, out, err = run_cli(capsys, "run", "--table", table, "--text-column", "text", "--label-column", "label",
+                             "--multilabel", "--test-size", "20", "--out", tmp_path / "shown", *FAST[:-1])
     assert code == 0 and "f1=" in err and "acc=" not in err, err
     assert "labels, test micro-F1 0." in out, out
 
