@@ -1172,7 +1172,7 @@ def convert(source: str, destination: str, dataset: str | None, split: str, labe
               help="csv or json (every item with its label), or labelstudio (Label Studio's JSON tasks). "
                    "[from --out's .csv or .json ending, else csv]")
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
-              help="File to write, ending .csv or .json as the format. [PROJECT/exports/labels.csv, labels.json or labelstudio-tasks.json]")
+              help="File to write, ending .csv or .json as the format; - writes to stdout. [PROJECT/exports/labels.csv, labels.json or labelstudio-tasks.json]")
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists already (the default file in PROJECT/exports is always rewritten).")
 @_friendly
 def export(project: str, fmt: str, out: str | None, overwrite: bool) -> None:
@@ -1182,14 +1182,17 @@ def export(project: str, fmt: str, out: str | None, overwrite: bool) -> None:
     with --out pointing somewhere writable.
     """
     _current["project"] = project
-    fmt = _export_format(fmt, out)
-    if out is not None and not overwrite and os.path.lexists(out):
+    to_stdout = out == "-"  # a pipe: the export on stdout, the summary line on stderr
+    fmt = _export_format(fmt, None if to_stdout else out)
+    if out is not None and not to_stdout and not overwrite and os.path.lexists(out):
         raise InvalidArgumentError(f"--out {out} exists already: pass --overwrite to replace it, or choose another name")
     with LabellingProject.open(project, rescan=False, read_only=True) as labelling:
-        path = labelling.export(out, fmt=fmt)
+        if to_stdout:
+            click.echo(labelling.export_text(fmt), nl=False)
+        path = "stdout" if to_stdout else labelling.export(out, fmt=fmt)
         exported = labelling.store.labels(present_only=fmt == "labelstudio")  # CSV / JSON keep gone items' labels
         click.echo(f"exported {len(exported)} label(s) of {len(labelling.store.items())} "
-                   f"item(s): {path}")
+                   f"item(s): {path}", err=to_stdout)
 
 
 def _export_format(fmt: str | None, out: str | None) -> str:

@@ -462,6 +462,13 @@ def test_export_refuses_a_foreign_ending_and_an_existing_out_unless_overwrite(tm
     # the project's own default export is rewritten each time, as the dashboard's links do
     for _ in range(2):
         assert run_cli(capsys, "export", tmp_path / "project")[0] == 0
+    # --out - is stdout (it wrote a file named '-'): the export there, the summary line on stderr
+    code, stdout, err = run_cli(capsys, "export", tmp_path / "project", "--out", "-", "--format", "json")
+    assert code == 0 and err.startswith("exported 0 label(s) of ") and err.endswith(" item(s): stdout\n"), err
+    assert run_cli(capsys, "export", tmp_path / "project", "--out", tmp_path / "labels.json")[0] == 0
+    assert len(json.loads(stdout)) == 1297 and stdout == (tmp_path / "labels.json").read_text()
+    code, stdout, _ = run_cli(capsys, "export", tmp_path / "project", "--out", "-")
+    assert code == 0 and stdout == kept.read_text() and not (Path.cwd() / "-").exists()
 
 
 def test_an_image_whose_name_is_not_utf8_is_named_by_its_bytes(tmp_path, capsys):
