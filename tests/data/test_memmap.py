@@ -619,3 +619,22 @@ def test_convert_names_arrays_and_points_to_write_memmap(tmp_path):
         with pytest.raises(TypeError, match=r"source must be a path .* got (ndarray|Tensor); .*write_memmap"):
             convert_to_memmap(source, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_write_memmap_names_arguments_given_in_the_wrong_order(tmp_path):
+    """write_memmap(pixels, destination) was torch's or os.fspath's TypeError traceback, and a path as
+    pixels was read as an iterable of chunks ("n_items is required")."""
+    from activebayes.errors import InvalidTypeError
+
+    pixels = np.zeros((3, 5, 5), dtype=np.uint8)
+    with pytest.raises(InvalidTypeError, match=r"^destination must be a folder path, got ndarray; the order is "
+                                               r"write_memmap\(destination, pixels, \.\.\.\)$"):
+        write_memmap(pixels, tmp_path / "out")
+    with pytest.raises(InvalidTypeError, match=r"^destination must be a folder path, got int$"):
+        write_memmap(5, pixels)
+    with pytest.raises(InvalidTypeError, match=r"^pixels must be a uint8 array or an iterable of such chunks, got a "
+                                               r"path '.*images'; the order is write_memmap\(destination, pixels"):
+        write_memmap(tmp_path / "out", str(tmp_path / "images"))
+    assert not (tmp_path / "out").exists()
+    write_memmap(tmp_path / "out", pixels)  # the right order
+    assert len(load_memmap(tmp_path / "out")) == 3

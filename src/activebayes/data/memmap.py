@@ -678,6 +678,13 @@ def write_memmap(
     Returns the destination folder.
     """
     progress = _progress.shown(progress)
+    order = "; the order is write_memmap(destination, pixels, ...)"
+    if not isinstance(destination, str | os.PathLike):
+        raise InvalidTypeError(f"destination must be a folder path, got {type(destination).__name__}"
+                               + (order if isinstance(pixels, str | os.PathLike) else ""))
+    if isinstance(pixels, str | bytes | os.PathLike):
+        raise InvalidTypeError(f"pixels must be a uint8 array or an iterable of such chunks, got a path {pixels!r}"
+                               f"{order}; to convert files, use convert_to_memmap(source, destination)")
     destination = Path(destination).expanduser()
     if isinstance(chunk_items, bool) or not isinstance(chunk_items, numbers.Integral) or chunk_items < 1:
         raise InvalidArgumentError(f"chunk_items must be an int >= 1, got {chunk_items!r}")
