@@ -39,6 +39,7 @@ import contextlib
 import copy
 import dataclasses
 import math
+import warnings
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -148,6 +149,24 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__}{f' {name!r}' if isinstance(name, str) else ''}{size}"
 
 
+#: the config's model settings a ``model_factory`` replaces (it returns the network or posterior)
+_FACTORY_REPLACES = ("model", "model_options", "posterior", "ensemble_size")
+
+
+def _warn_settings_the_factory_replaces(config: LoopConfig) -> None:
+    """Warn when ``config`` sets a model setting a ``model_factory`` makes unused: set and
+    silently ignored, ``posterior="laplace"`` would leave the run believed a Laplace one."""
+    defaults = LoopConfig()
+    unused = [f"{name}={getattr(config, name)!r}" for name in _FACTORY_REPLACES
+              if getattr(config, name) != getattr(defaults, name)]
+    if unused:
+        warnings.warn(f"model_factory builds the model, so the config's {', '.join(unused)} "
+                      f"{'is' if len(unused) == 1 else 'are'} not used: have the factory return that posterior "
+                      "(e.g. build_posterior('laplace', network=MyNet(), num_classes=C), or "
+                      "Ensemble.from_factory(MyNet, 5, generator=generator)), or leave the config's at the default",
+                      UserWarning, stacklevel=3)
+
+
 class ActiveLearningLoop:
     """The fit / evaluate / acquire / label loop over a :class:`~activebayes.data.Pool`.
 
@@ -186,6 +205,8 @@ class ActiveLearningLoop:
             ("dataset", dataset), ("test", test), ("oracle", oracle), ("model_factory", model_factory),
             ("costs_N", costs_N), ("stopping", tuple(stopping) or None)) if value is not None}
         self._strategy, self._cold_start = config_strategies(config)  # fails early on unknown names
+        if model_factory is not None:
+            _warn_settings_the_factory_replaces(config)
         if model_factory is None:
             check_choice(config.model, "model (--model)", available_models())
             # the loop's posterior takes them as fit()'s options: a misspelt key fails here, not in round 0's
@@ -711,8 +732,23 @@ class ActiveLearningLoop:
         closed_form = getattr(self.posterior.module, "predictive_probs", None)
         if callable(closed_form):
             probs_N_C = closed_form(inputs, batch_size=self.config.predict_batch_size)
-            return probs_N_C.clamp_min(1e-12).log().unsqueeze(1)
-        return self._predict(inputs, key=key, num_samples=self.config.eval_samples)
+            log_probs = probs_N_C.clamp_min(1e-12).log().unsqueeze(1)
+        else:
+            log_probs = self._predict(inputs, key=key, num_samples=self.config.eval_samples)
+        self._check_output_width(log_probs.shape[-1])
+        return log_probs
+
+    def _check_output_width(self, width: int) -> None:
+        """A model with more outputs than the dataset has classes trains (its extra outputs learn to
+        be unlikely) but is no classifier of these classes: named in the round's first evaluation.
+        (Too few outputs fail in training, :func:`~activebayes.models.fit`.)"""
+        classes = int(self.dataset.num_classes)
+        if width != classes:
+            model = ("model_factory's model" if "model_factory" in self.given
+                     else f"model (--model) {self.config.model!r}")
+            raise InvalidArgumentError(f"{model} returns logits for C = {width} classes, but dataset "
+                                       f"{getattr(self.dataset, 'name', '')!r} has {classes}: its last layer needs "
+                                       f"{classes} outputs, one per class")
 
     def _evaluate(self, validation: tuple[Tensor, Tensor] | None) -> dict[str, Any]:
         metrics: dict[str, Any] = {}

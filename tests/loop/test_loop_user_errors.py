@@ -58,7 +58,7 @@ class TwoD(nn.Module):
         self.mistake = mistake
         self.body = nn.Sequential(nn.Linear(5 if mistake == "width" else 2, 16), nn.ReLU(),
                                   ConsistentMCDropout(0.1))
-        self.head = nn.Linear(16, 1 if mistake == "one_output" else 2)
+        self.head = nn.Linear(16, {"one_output": 1, "three_outputs": 3}.get(mistake, 2))
 
     def forward(self, x):
         logits = self.head(self.body(x))
@@ -80,6 +80,9 @@ def _moons_loop(mistake: str | None, **config) -> ActiveLearningLoop:
     ("tuple", InvalidTypeError, r"^model must return logits \[n, C\] \(a tensor\), got tuple$"),
     ("width", InvalidArgumentError, r"^the model cannot read inputs of shape \[10, 2\] \(one item: \(2,\)\): "
                                     r"mat1 and mat2 shapes cannot be multiplied \(10x2 and 5x16\)$"),
+    # more outputs than classes trained, then failed in the metrics naming neither the model nor the factory
+    ("three_outputs", InvalidArgumentError, r"^model_factory's model returns logits for C = 3 classes, but "
+                                            r"dataset '.*' has 2: its last layer needs 2 outputs, one per class$"),
 ])
 def test_a_user_model_of_the_wrong_shape_is_named_in_the_first_round(mistake, error, message):
     loop = _moons_loop(mistake)
@@ -184,3 +187,18 @@ def test_acquisition_options_are_checked_against_the_strategy_that_takes_them():
     ActiveLearningLoop(LoopConfig(**settings, acquisition_options={"chunk_elements": 1000}), dataset=multilabel_toy())
     with pytest.raises(InvalidArgumentError, match=r"strategy 'multilabel_batchbald' got an unknown option 'dtype'"):
         ActiveLearningLoop(LoopConfig(**settings, acquisition_options={"dtype": "float64"}), dataset=multilabel_toy())
+
+
+@pytest.mark.parametrize("setting", [{"posterior": "laplace"}, {"ensemble_size": 3}, {"model": "mlp"},
+                                     {"model_options": {"hidden": 8}}])
+def test_model_settings_a_model_factory_replaces_are_warned_about(setting):
+    """With a model_factory, posterior="laplace" (ensemble_size, model, model_options) did nothing without a word."""
+    name, value = next(iter(setting.items()))
+    with pytest.warns(UserWarning, match=rf"^model_factory builds the model, so the config's {name}=.* is not used: "
+                                         r"have the factory return that posterior"):
+        _moons_loop(None, **setting)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _moons_loop(None)  # the defaults: nothing to say
