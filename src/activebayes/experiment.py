@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -160,6 +161,7 @@ def resume_experiment(
             config = config.replace(budget=budget)  # written by raise_budget once the data is checked
         with _config_threads(config):  # the stored thread count, unless runtime changes it
             loop = _factory(loop_factory, executor)(config)
+            _check_given(directory, loop)
             _check_items(directory, loop)
             if budget is not None:
                 directory.raise_budget(budget)
@@ -175,6 +177,7 @@ def _continue(
     report: bool,
 ) -> LoopResult:
     config = loop.config  # the caller holds directory.lock()
+    _check_given(directory, loop)
     _check_items(directory, loop)
     if loop.given and not directory.read_given():
         directory.write_given(loop.given)
@@ -203,6 +206,35 @@ def _check_table_file(config: LoopConfig) -> None:
     may hold an earlier run, which a mistyped path would otherwise be blamed on."""
     if config.table is not None:
         check_table_file(config.table)
+
+
+#: given entries that decide the run's data: one that differs on a resume is refused (a changed
+#: function name, ``model_factory`` or ``oracle``, may be a rename, and is warned about)
+_GIVEN_DATA = ("dataset", "test", "costs_N")
+
+
+def _check_given(directory: RunDirectory, loop: ActiveLearningLoop) -> None:
+    """A resumed run gets what it was given from Python before (``given.json``): a dataset left out
+    fell back to the config's built-in one, and another dataset mixed two in one learning curve."""
+    stored = directory.read_given()
+    if not stored:
+        return
+    missing = [name for name in stored if name not in loop.given]
+    if missing:
+        names = ", ".join(f"{name} ({stored[name]})" for name in missing)
+        raise RunDirectoryError(f"{directory.path} was run with its own {names}; the loop resuming it was not given "
+                                f"{'it' if len(missing) == 1 else 'them'}: pass the same to ActiveLearningLoop in "
+                                "loop_factory")
+    changed = {name: (stored[name], loop.given[name]) for name in stored if stored[name] != loop.given[name]}
+    data = [name for name in changed if name in _GIVEN_DATA]
+    if data:
+        names = "; ".join(f"{name} was {changed[name][0]}, now {changed[name][1]}" for name in data)
+        raise RunDirectoryError(f"{directory.path} was run on other data than the loop resuming it is given ({names}): "
+                                "resume it with the same, or start a new run")
+    if changed:
+        names = "; ".join(f"{name} was {was}, now {now}" for name, (was, now) in changed.items())
+        warnings.warn(f"{directory.path} is resumed with another {names} than it was run with", UserWarning,
+                      stacklevel=4)
 
 
 def _check_items(directory: RunDirectory, loop: ActiveLearningLoop) -> None:

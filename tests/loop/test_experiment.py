@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -221,6 +222,36 @@ def test_a_run_with_its_own_model_is_not_resumed_without_it(tmp_path, capsys):
     # a run of the config alone records nothing of the kind
     run_experiment(config, tmp_path / "plain", progress=False, report=False)
     assert not (tmp_path / "plain" / "given.json").exists()
+
+
+def test_a_run_given_its_own_data_is_resumed_only_with_the_same(tmp_path):
+    """resume_experiment did not compare given.json with what the loop_factory gives: without dataset=
+    the loop fell back to the digits (and failed on a pool position, after raising the budget in
+    config.json); another dataset went on silently, two datasets in one learning curve."""
+    from activebayes.data import load_dataset
+
+    digits = load_dataset("digits", split="train")
+    mine = dataclasses.replace(digits.subset(torch.arange(600)), name="mine")
+    other = dataclasses.replace(digits.subset(torch.arange(600, 1200)), name="other")
+    run = tmp_path / "run"
+    config = LoopConfig(strategy="random", **{**FAST_LOOP, "budget": 30})
+    run_experiment(config, run, progress=False, report=False,
+                   loop_factory=lambda c: ActiveLearningLoop(c, dataset=mine, model_factory=_small_net))
+    before = sorted((p.name, p.read_bytes()) for p in run.rglob("*") if p.is_file())
+    with pytest.raises(RunDirectoryError, match=r"was run with its own dataset \(ArrayDataset 'mine', 600 items\); "
+                                               r"the loop resuming it was not given it: pass the same"):
+        resume_experiment(run, progress=False, report=False, budget=40,
+                          loop_factory=lambda c: ActiveLearningLoop(c, model_factory=_small_net))
+    with pytest.raises(RunDirectoryError, match=r"was run on other data than the loop resuming it is given \(dataset "
+                                               r"was ArrayDataset 'mine', 600 items, now ArrayDataset 'other', 600 "
+                                               r"items\): resume it with the same, or start a new run$"):
+        resume_experiment(run, progress=False, report=False, budget=40,
+                          loop_factory=lambda c: ActiveLearningLoop(c, dataset=other, model_factory=_small_net))
+    assert sorted((p.name, p.read_bytes()) for p in run.rglob("*") if p.is_file()) == before  # budget unchanged
+    with pytest.warns(UserWarning, match=r"is resumed with another model_factory was .*_small_net, now .*<lambda>"):
+        resume_experiment(run, progress=False, report=False, budget=40,
+                          loop_factory=lambda c: ActiveLearningLoop(c, dataset=mine, model_factory=lambda g: _SmallNet()))
+    assert json.loads((run / "config.json").read_text())["budget"] == 40
 
 
 def test_a_comparison_with_other_settings_names_them(tmp_path):
