@@ -8,6 +8,7 @@ Internal invariants use ``assert``; user mistakes raise ``ValueError`` /
 from __future__ import annotations
 
 import difflib
+import inspect
 import math
 import numbers
 import warnings
@@ -130,6 +131,25 @@ def check_materialised(module: torch.nn.Module, name: str) -> None:
             f"{name}: {len(meta)} parameter(s) or buffer(s) are on the 'meta' device, which holds shapes but no "
             f"values ({first_few(meta)}): materialise them first, e.g. module.to_empty(device='cpu') and then initialise "
             "them or load a state dict")
+
+
+def check_callable(function: object, name: str, *, arguments: int, expected: str) -> None:
+    """Raise :class:`InvalidTypeError` when ``function`` is not callable, or its signature cannot
+    take ``arguments`` positional arguments (``expected`` says what it is called with, e.g.
+    ``"generator -> nn.Module"``); a callable without a signature (a C function) is trusted."""
+    if not callable(function):
+        raise InvalidTypeError(f"{name} must be a function ({expected}), got {type(function).__name__}")
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*([None] * arguments))
+    except TypeError:
+        shown = getattr(function, "__qualname__", type(function).__name__)
+        raise InvalidTypeError(f"{name} is called with {arguments} argument{'s' if arguments != 1 else ''} "
+                               f"({expected}), but {shown}{signature} cannot take "
+                               f"{'them' if arguments != 1 else 'it'}") from None
 
 
 def check_nonnegative_float(value: object, name: str, *, allow_zero: bool = True) -> float:

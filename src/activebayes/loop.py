@@ -52,7 +52,7 @@ from tqdm.auto import tqdm
 
 from activebayes import _progress
 from activebayes._seeding import derive_seed, make_generator, seeded_global_rng
-from activebayes._validation import check_choice, check_device, check_materialised
+from activebayes._validation import check_callable, check_choice, check_device, check_materialised
 from activebayes.acquisition import AcquisitionContext, Strategy, get_strategy, select
 from activebayes.acquisition.multilabel_strategies import MULTILABEL_COUNTERPARTS, MULTILABEL_STRATEGIES
 from activebayes.acquisition.selection import Selection
@@ -205,7 +205,14 @@ class ActiveLearningLoop:
             ("dataset", dataset), ("test", test), ("oracle", oracle), ("model_factory", model_factory),
             ("costs_N", costs_N), ("stopping", tuple(stopping) or None)) if value is not None}
         self._strategy, self._cold_start = config_strategies(config)  # fails early on unknown names
+        if isinstance(model_factory, torch.nn.Module):  # callable, but one network for every round
+            raise InvalidTypeError(f"model_factory must be a function (a torch.Generator -> a new nn.Module or "
+                                   f"Posterior), got the network {type(model_factory).__name__} itself: the loop "
+                                   f"builds a fresh one each round, so pass lambda generator: "
+                                   f"{type(model_factory).__name__}(...)")
         if model_factory is not None:
+            check_callable(model_factory, "model_factory", arguments=1,
+                           expected="a torch.Generator -> a new nn.Module or Posterior")
             _warn_settings_the_factory_replaces(config)
         if model_factory is None:
             check_choice(config.model, "model (--model)", available_models())

@@ -202,3 +202,18 @@ def test_model_settings_a_model_factory_replaces_are_warned_about(setting):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _moons_loop(None)  # the defaults: nothing to say
+
+
+@pytest.mark.parametrize(("factory", "message"), [
+    (lambda: TwoD(), r"^model_factory is called with 1 argument \(a torch.Generator -> a new nn.Module or "
+                     r"Posterior\), but .*<lambda>\(\) cannot take it$"),
+    (TwoD(), r"^model_factory must be a function \(a torch.Generator -> a new nn.Module or Posterior\), got the "
+             r"network TwoD itself: the loop builds a fresh one each round, so pass lambda generator: TwoD\(\.\.\.\)$"),
+    ("mlp", r"^model_factory must be a function \(a torch.Generator -> a new nn.Module or Posterior\), got str$"),
+])
+def test_a_model_factory_that_cannot_take_the_generator_is_named_when_the_loop_is_built(factory, message):
+    """`model_factory=lambda: MyNet()` (or the network itself) was a raw TypeError in round 0's training."""
+    x, y = make_moons(200, noise=0.1, random_state=0)
+    with pytest.raises(InvalidTypeError, match=message):
+        ActiveLearningLoop(LoopConfig(budget=30, initial_size=10, validation_size=20, batch_size=10, cold_start=None),
+                           dataset=from_arrays(x, y), model_factory=factory)
