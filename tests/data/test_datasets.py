@@ -98,6 +98,8 @@ def test_from_arrays_unlabelled_with_classes():
     ("inputs", "targets", "error", "match"),
     [
         (np.zeros((3, 2)), np.array([0, 1]), ValueError, r"targets must have shape \[N\] = \[3\]"),
+        (np.zeros((3, 2)), np.zeros((3, 2, 2)), ValueError, r"targets must have shape \[N\] = \[3\] \(class ids\) or "
+                                                            r"\[N, C\] \(multi-label 0/1 indicators\)"),
         (np.zeros((3, 2)), np.array([0, -1, 1]), ValueError, "targets must be >= 0"),
         (np.zeros((3, 2)), np.array([0.5, 1, 1]), TypeError, "integer class ids"),
         (np.array([[np.nan, 1.0]]), None, ValueError, "NaN or inf"),
@@ -108,6 +110,30 @@ def test_from_arrays_unlabelled_with_classes():
 def test_from_arrays_rejects_bad_input(inputs, targets, error, match):
     with pytest.raises(error, match=match):
         from_arrays(inputs, targets)
+
+
+def test_from_arrays_refuses_labels_counted_from_one_unless_classes_name_class_zero():
+    """Iris-style labels 1..3 made classes ('0', '1', '2', '3') with an empty class 0, and the loop
+    failed later with "initial='balanced' needs 2 item(s) of class '0'"."""
+    with pytest.raises(ValueError, match=r"^targets hold class ids 1 \.\. 3 and no 0: class ids count from 0, so class "
+                                         r"0 would have no item \(subtract 1\), or give classes= naming all 4, 0 "
+                                         r"included$"):
+        from_arrays(np.zeros((3, 2)), [1, 2, 3])
+    assert from_arrays(np.zeros((3, 2)), [0, 1, 2]).num_classes == 3
+    named = from_arrays(np.zeros((3, 2)), [1, 2, 3], classes=["none", "a", "b", "c"])  # class 0 named: meant
+    assert named.num_classes == 4 and named.targets.tolist() == [1, 2, 3]
+
+
+def test_from_arrays_takes_multilabel_indicators():
+    """[N, C] 0/1 indicators (documented for datasets) were refused: "targets must have shape [N]"."""
+    y = np.array([[1, 0, 1], [0, 1, 0], [1, 1, 0], [0, 0, 1]])
+    ds = from_arrays(np.random.default_rng(0).normal(size=(4, 5)), y, classes=["cat", "dog", "car"])
+    assert ds.multilabel and ds.classes == ("cat", "dog", "car") and ds.targets.tolist() == y.tolist()
+    assert from_arrays(np.zeros((4, 2)), y).classes == ("0", "1", "2")
+    assert from_arrays(np.zeros((4, 2)), y).subset([2]).targets.tolist() == [[1, 1, 0]]
+    with pytest.raises(ValueError, match=r"^targets of shape \[N, C\] = \[4, 3\] are multi-label indicators and must "
+                                         r"be 0 or 1, got values \[2\]$"):
+        from_arrays(np.zeros((4, 2)), y * 2)
 
 
 def test_from_arrays_label_outside_given_classes():

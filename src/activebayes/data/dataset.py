@@ -236,8 +236,11 @@ def from_arrays(
     Args:
         inputs: ``[N, ...]`` numbers (any real dtype; converted to float32 as they are,
             no scaling). A 1-D array is read as N scalar features ``[N, 1]``.
-        targets: ``[N]`` integer labels in ``0 .. C-1``, or ``None`` for unlabelled data.
-        classes: class names; default ``("0", "1", ..., str(max(targets)))``.
+        targets: ``[N]`` integer labels in ``0 .. C-1``, ``[N, C]`` multi-label 0/1 indicators,
+            or ``None`` for unlabelled data. Labels counted from 1 (no 0) are refused
+            unless ``classes`` names class 0 too.
+        classes: class names; default ``("0", "1", ..., str(max(targets)))`` (``"0" .. str(C-1)``
+            for indicators).
             Required for unlabelled data that a person will label.
         name: dataset name.
 
@@ -269,12 +272,23 @@ def from_arrays(
         elif y.dtype == torch.bool or y.is_complex():
             raise InvalidTypeError(f"targets must be integer class ids, got dtype {y.dtype}")
         y = y.to(torch.long)
-        if y.ndim != 1 or y.shape[0] != x.shape[0]:
-            raise InvalidArgumentError(f"targets must have shape [N] = [{x.shape[0]}] to match inputs, got {tuple(y.shape)}")
+        if y.ndim not in (1, 2) or y.shape[0] != x.shape[0]:
+            raise InvalidArgumentError(f"targets must have shape [N] = [{x.shape[0]}] (class ids) or [N, C] (multi-label "
+                                       f"0/1 indicators) to match inputs, got {tuple(y.shape)}")
+        if y.ndim == 2 and y.numel() and not bool(((y == 0) | (y == 1)).all()):
+            raise InvalidArgumentError(f"targets of shape [N, C] = {list(y.shape)} are multi-label indicators and must "
+                                       f"be 0 or 1, got values {sorted(set(y.unique().tolist()) - {0, 1})[:3]}")
         if y.numel() and int(y.min()) < 0:
             raise InvalidArgumentError(f"targets must be >= 0, got {int(y.min())}")
     if classes is None:
-        n_classes = 0 if y is None or y.numel() == 0 else int(y.max()) + 1
+        if y is not None and y.ndim == 2:
+            n_classes = y.shape[1]
+        else:
+            n_classes = 0 if y is None or y.numel() == 0 else int(y.max()) + 1
+            if n_classes and int(y.min()) >= 1:  # no class 0: most likely ids counted from 1
+                raise InvalidArgumentError(
+                    f"targets hold class ids {int(y.min())} .. {n_classes - 1} and no 0: class ids count from 0, so "
+                    f"class 0 would have no item (subtract 1), or give classes= naming all {n_classes}, 0 included")
         class_names = tuple(str(c) for c in range(n_classes))
     else:
         if isinstance(classes, str):
