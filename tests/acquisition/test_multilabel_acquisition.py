@@ -178,6 +178,24 @@ def test_bad_inputs():
         ml.multilabel_batchbald(torch.full((2, 3, 4), -1.0), 3)
 
 
+
+def test_a_softmax_handed_over_as_per_label_probabilities_is_refused():
+    """predict_log_probs on a multi-label network is a softmax over the labels; multilabel_bald
+    scored it without a word. Per-label probabilities that happen to sum to 1 in a few rows pass."""
+    logits_N_K_C = torch.randn(10, 4, 3, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(InvalidArgumentError, match=r"^log_probs_N_K_C sums to 1 over its 3 labels in every one of its "
+                                                   r"40 rows: a softmax \(predict_log_probs, one class per item\), "
+                                                   r"not per-label log P\(y_c = 1\); take the logsigmoid"):
+        ml.multilabel_bald(logits_N_K_C.log_softmax(-1))
+    log_p = ml.multilabel_log_probs(logits_N_K_C)
+    log_p[:2] = logits_N_K_C[:2].log_softmax(-1)  # two items whose labels sum to 1: possible, and kept
+    assert ml.multilabel_bald(log_p).shape == (10,)
+    assert ml.multilabel_bald(torch.full((1, 2, 2), 0.5).log()).shape == (1,)  # too few rows to tell
+    from activebayes.models import MultiLabelPosterior  # the way to per-label samples, exported
+
+    assert MultiLabelPosterior.__module__ == "activebayes.models.multilabel"
+
+
 def _bce_last_layer_gradients(p_mean: np.ndarray, h: np.ndarray) -> np.ndarray:
     """float64 reference: d/dW of sum_c BCE(W h + b, y_hat) at the logits of p_mean, y_hat = p_mean > 1/2,
     by finite differences of the loss in W (the analytic form is not assumed)."""

@@ -159,7 +159,21 @@ def _check(log_probs: object, name: str = "log_probs_N_K_C") -> Tensor:
             f"{name} must hold log P(y_c = 1) <= 0 (logsigmoid of the logits), got a maximum of {high:.4g}; "
             "pass multilabel_log_probs(logits)"
         )
+    rows = tensor.shape[0] * tensor.shape[1]
+    if tensor.shape[2] > 1 and rows >= _SOFTMAX_ROWS and bool(
+            (tensor.logsumexp(-1).abs() < _SOFTMAX_TOLERANCE).all()):
+        raise InvalidArgumentError(
+            f"{name} sums to 1 over its {tensor.shape[2]} labels in every one of its {rows} rows: a softmax "
+            "(predict_log_probs, one class per item), not per-label log P(y_c = 1); take the logsigmoid of the "
+            "logits (multilabel_log_probs) or MultiLabelPosterior(network).log_probs(inputs, num_samples=K)")
     return tensor.clamp_max(0.0)
+
+
+#: a multi-label input whose every one of at least this many rows sums to 1 (within the
+#: tolerance, a softmax's rounding in float32) is a softmax handed over by mistake: per-label
+#: probabilities of real items do not all sum to exactly 1
+_SOFTMAX_ROWS = 8
+_SOFTMAX_TOLERANCE = 1e-5
 
 
 def _log1mexp(log_p: Tensor) -> Tensor:

@@ -63,10 +63,12 @@ from activebayes.models.training import OPTIMIZERS, EpochRecord, FitResult, fit,
 from activebayes.models.encoders import FrozenEncoder, compute_embeddings, embeddings_dataset, encode_pool
 from activebayes.models.laplace import LastLayerLaplace, probit_predictive
 from activebayes.models.heads import POSTERIORS, build_head, build_posterior, last_layer_laplace
+from activebayes.models.multilabel import MultiLabelPosterior
 
 __all__ = [
     "BatchedSamplingError",
     "MLP",
+    "MultiLabelPosterior",
     "OPTIMIZERS",
     "SAMPLING_MODES",
     "Augmentation",
