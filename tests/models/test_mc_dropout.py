@@ -233,3 +233,14 @@ def test_converter_warns_about_dropout_it_cannot_convert(layer):
     assert type(converted[2]) is type(layer)  # its own computation is kept, not silently replaced
     assert unconverted_dropout(converted) == [f"2 ({type(layer).__name__})"]
     assert unconverted_dropout(nn.Sequential(nn.Linear(2, 2), type(layer)(0.0))) == []  # p = 0: nothing to sample
+
+
+def test_converter_warns_about_a_model_with_no_dropout_at_all():
+    """mc_dropout on a network without dropout said nothing; its K samples were one function and
+    BALD scored 0 everywhere, told only at predict time (if at all)."""
+    with pytest.warns(UserWarning, match=r"^mc_dropout found no dropout layer in Sequential: its K samples are all "
+                                         r"the same function, so BALD"):
+        mc_dropout(nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mc_dropout(nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.0), nn.Linear(8, 3)))  # a layer, if p = 0 for now

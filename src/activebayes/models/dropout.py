@@ -558,7 +558,8 @@ def mc_dropout(module: nn.Module, *, inplace: bool = False) -> nn.Module:
     inside ``forward``), ``nn.AlphaDropout`` / ``nn.FeatureAlphaDropout`` and subclasses
     that override ``forward`` (their own computation would be lost); a warning names
     such layers with ``p > 0`` (see :func:`unconverted_dropout`): replace them by
-    ``nn.Dropout`` or :class:`ConsistentMCDropout` modules.
+    ``nn.Dropout`` or :class:`ConsistentMCDropout` modules. A model with no dropout layer
+    at all draws a warning too: its K samples would all be one function.
 
     Args:
         module: any ``nn.Module`` (also a bare dropout layer).
@@ -584,6 +585,13 @@ def mc_dropout(module: nn.Module, *, inplace: bool = False) -> nn.Module:
             f"mc_dropout cannot convert {len(left)} dropout layer(s): {', '.join(left)}; they are the identity "
             "in eval mode, so MC samples do not vary through them: replace them by nn.Dropout (or "
             "ConsistentMCDropout) modules",
+            stacklevel=2,
+        )
+    elif not mc_dropout_layers(converted):
+        warnings.warn(
+            f"mc_dropout found no dropout layer in {type(module).__name__}: its K samples are all the same "
+            "function, so BALD and the other epistemic scores are 0; add nn.Dropout before its last layer(s), or "
+            "use an Ensemble or build_posterior('laplace', network=...) (F.dropout inside forward is not converted)",
             stacklevel=2,
         )
     return converted
