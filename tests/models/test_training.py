@@ -9,6 +9,7 @@ from sklearn.datasets import load_digits
 from torch import nn
 from torch.utils.data import TensorDataset
 
+from activebayes.errors import InvalidArgumentError
 from activebayes.models import (
     MLP,
     Ensemble,
@@ -197,3 +198,15 @@ def test_batch_norm_never_gets_a_last_batch_of_one(members):
     result = fit(model, (x, y), max_epochs=2, min_steps_per_epoch=1, generator=0)
     results = result.members or (result,)
     assert len(results) == max(members, 1) and all(np.isfinite(r.history[-1].train_loss) for r in results)
+
+
+
+@pytest.mark.parametrize(("n", "batch_size"), [(1, 64), (10, 1)])
+def test_batch_norm_with_batches_of_one_is_named(n, batch_size):
+    """One training item (or batch_size=1) with batch norm was torch's raw "Expected more than 1
+    value per channel when training"."""
+    model = nn.Sequential(nn.Linear(8, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 3))
+    x, y = torch.randn(n, 8, generator=torch.Generator().manual_seed(0)), torch.arange(n) % 3
+    with pytest.raises(InvalidArgumentError, match=r"^the model has batch norm \(BatchNorm1d\), which cannot train on "
+                                                   r"batches of one item, and these are"):
+        fit(model, (x, y), max_epochs=1, batch_size=batch_size, generator=0)

@@ -219,9 +219,14 @@ class EarlyStopping:
 
 def _no_batch_of_one(model: nn.Module, target: int, step_size: int) -> int:
     """An epoch of ``target`` draws, one more batch's worth where its last batch would hold a single
-    item and the model has batch norm (which cannot train on one item); otherwise unchanged."""
-    if target % step_size == 1 and step_size > 1 and any(
-            isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+    item and the model has batch norm (which cannot train on one item); otherwise unchanged. A
+    single training item with batch norm is an error naming the layer."""
+    norms = [type(m).__name__ for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if norms and step_size == 1:
+        raise InvalidArgumentError(f"the model has batch norm ({norms[0]}), which cannot train on batches of one "
+                                   "item, and these are (train holds 1 item, or batch_size is 1): train on 2 or more "
+                                   "(in the loop, initial_size >= 2) with batch_size >= 2")
+    if target % step_size == 1 and step_size > 1 and norms:
         return target + step_size - 1
     return target
 
