@@ -85,7 +85,7 @@ from activebayes.acquisition.streaming import (
 from activebayes.data.dataset import as_index_tensor
 from activebayes.errors import InvalidArgumentError, InvalidIndexError, InvalidTypeError
 from activebayes.models import FunctionSampler, SAMPLING_MODES, mc_dropout_layers, predict_log_probs, resample_masks
-from activebayes.models.posterior import Posterior, SampledFunctions
+from activebayes.models.posterior import Posterior, SampledFunctions, is_posterior, not_a_model_error
 from activebayes.models.predict import NaNOutputsError, hold_functions
 
 __all__ = [
@@ -460,7 +460,7 @@ def _pool_module(model: object, sampling: str | None) -> tuple[nn.Module, str]:
     """The module :func:`score_pool` runs (``model`` or a posterior's ``.module``) and its sampling mode."""
     if isinstance(model, nn.Module):
         return model, "batched" if sampling is None else sampling
-    if isinstance(model, Posterior):
+    if is_posterior(model):
         module = model.module
         if not isinstance(module, nn.Module):
             raise InvalidTypeError(
@@ -469,10 +469,7 @@ def _pool_module(model: object, sampling: str | None) -> tuple[nn.Module, str]:
                 "FunctionSampler for K functions of its own), or pass one as model"
             )
         return module, getattr(model, "sampling", "batched") if sampling is None else sampling
-    raise InvalidTypeError(
-        "model must be a torch.nn.Module or an activebayes Posterior (module, num_functions, fit, log_probs, "
-        f"features), got {type(model).__name__}"
-    )
+    raise not_a_model_error(model)
 
 
 def _check_predict_spec(

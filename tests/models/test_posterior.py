@@ -77,3 +77,59 @@ def test_fit_with_no_labels_trains_nothing_and_keeps_the_prior():
     assert summary["skipped"] == NO_LABELS["skipped"] and summary["laplace_prior_only"] is True
     samples = laplace.log_probs(torch.randn(5, 4), num_samples=3, generator=torch.Generator().manual_seed(0))
     assert samples.shape == (5, 3, 3) and not torch.equal(samples[:, 0], samples[:, 1])
+
+
+class _BuiltInFit:
+    """A user's posterior that builds its network in fit: ``module`` raises AttributeError before."""
+
+    def __init__(self) -> None:
+        self._net = None
+
+    @property
+    def module(self) -> torch.nn.Module:
+        if self._net is None:
+            raise AttributeError("the network is built in fit")
+        return self._net
+
+    @property
+    def num_functions(self) -> int | None:
+        return None
+
+    def fit(self, train, *, validation=None, generator=None, device=None):
+        self._net = _mlp(0)
+        return {}
+
+    def log_probs(self, inputs, *, num_samples, generator=None, batch_size=512, device=None):
+        return predict_log_probs(self.module, inputs, num_samples, generator=generator)
+
+    def features(self, inputs, *, batch_size=512, device=None):
+        raise NotImplementedError
+
+
+def test_a_posterior_whose_module_is_built_in_fit_is_a_posterior():
+    """Its members are looked up, not evaluated: the module property is not read before fit."""
+    posterior = _BuiltInFit()
+    assert as_posterior(posterior) is posterior
+
+
+def test_a_posterior_lacking_members_is_refused_naming_them():
+    class Partial:
+        module = None
+
+        def fit(self, train, **kwargs):
+            return {}
+
+    with pytest.raises(InvalidTypeError, match=r"got Partial, which lacks num_functions, log_probs, features$"):
+        as_posterior(Partial())
+    with pytest.raises(InvalidTypeError, match=r"\(module, num_functions, fit, log_probs, features\), got object$"):
+        as_posterior(object())
+
+
+def test_features_raising_not_implemented_is_features_unavailable():
+    """What strategies reading features (BADGE, typicality) get: the library's error, not a bare NotImplementedError."""
+    from activebayes.models.posterior import posterior_features
+
+    with pytest.raises(FeaturesUnavailableError, match=r"^_BuiltInFit.features is not implemented"):
+        posterior_features(_BuiltInFit(), torch.randn(2, 4), batch_size=8)
+    posterior = as_posterior(_mlp(1))
+    assert posterior_features(posterior, torch.randn(3, 4)).shape == (3, 8)

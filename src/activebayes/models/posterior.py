@@ -30,7 +30,14 @@ The protocol has five parts:
   (:data:`NO_LABELS`).
 - :meth:`Posterior.log_probs`: ``[N, K, C]`` for any inputs.
 - :meth:`Posterior.features`: ``[N, D]`` embeddings for strategies that read them
-  (BADGE, typicality), or :class:`FeaturesUnavailableError`.
+  (BADGE, typicality). A posterior without a feature space raises
+  :class:`FeaturesUnavailableError` (``from activebayes.models import
+  FeaturesUnavailableError``) saying why; :func:`posterior_features` reads a
+  ``NotImplementedError`` the same way.
+
+:func:`as_posterior` looks the five members up on the object without evaluating them, so a
+``module`` property that raises before :meth:`~Posterior.fit` (a network built in ``fit``)
+is fine.
 
 :class:`NetworkPosterior` implements it for an ``nn.Module`` trained by
 :func:`~activebayes.models.fit` (consistent MC dropout networks and
@@ -40,6 +47,7 @@ The protocol has five parts:
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -58,6 +66,7 @@ __all__ = [
     "SampledFunctions",
     "as_posterior",
     "fit_summary",
+    "posterior_features",
 ]
 
 
@@ -97,7 +106,13 @@ class SampledFunctions(Protocol):
 
 @runtime_checkable
 class Posterior(Protocol):
-    """What the loop needs from a model kind (see the module docstring)."""
+    """What the loop needs from a model kind (see the module docstring).
+
+    ``features`` of a posterior without a feature space raises :class:`FeaturesUnavailableError`
+    with the reason (a ``NotImplementedError`` is read as that too): strategies reading
+    features (BADGE, typicality) then name the strategy and suggest one that needs only
+    predictions.
+    """
 
     @property
     def module(self) -> nn.Module: ...
@@ -221,14 +236,57 @@ class NetworkPosterior:
         return f"NetworkPosterior({type(self._module).__name__})"
 
 
+#: The members of the :class:`Posterior` protocol.
+POSTERIOR_MEMBERS = ("module", "num_functions", "fit", "log_probs", "features")
+
+
+def _has_member(obj: object, name: str) -> bool:
+    """Whether ``obj`` has ``name``, looked up without evaluating it (a property raising
+    ``AttributeError`` before ``fit`` still counts); ``__getattr__`` proxies are asked too."""
+    try:
+        inspect.getattr_static(obj, name)
+        return True
+    except AttributeError:
+        return hasattr(obj, name)
+
+
+def missing_posterior_members(obj: object) -> list[str]:
+    """The :class:`Posterior` members ``obj`` lacks (none: it is a posterior)."""
+    return [name for name in POSTERIOR_MEMBERS if not _has_member(obj, name)]
+
+
+def is_posterior(obj: object) -> bool:
+    """Whether ``obj`` has the five :class:`Posterior` members (none of them is evaluated)."""
+    return not missing_posterior_members(obj)
+
+
+def not_a_model_error(model: object) -> InvalidTypeError:
+    """``model must be a torch.nn.Module or an activebayes Posterior ...``, naming what it lacks."""
+    missing = missing_posterior_members(model)
+    lacks = f", which lacks {', '.join(missing)}" if len(missing) < len(POSTERIOR_MEMBERS) else ""
+    return InvalidTypeError(
+        f"model must be a torch.nn.Module or an activebayes Posterior ({', '.join(POSTERIOR_MEMBERS)}), "
+        f"got {type(model).__name__}{lacks}"
+    )
+
+
+def posterior_features(posterior: Posterior, inputs: Any, **options: Any) -> Tensor:
+    """``posterior.features(inputs, **options)``, a ``NotImplementedError`` raised as
+    :class:`FeaturesUnavailableError` (the error strategies reading features explain)."""
+    try:
+        return posterior.features(inputs, **options)
+    except NotImplementedError as error:
+        detail = f": {error}" if str(error) else ""
+        raise FeaturesUnavailableError(
+            f"{type(posterior).__name__}.features is not implemented (it raised NotImplementedError{detail})"
+        ) from None
+
+
 def as_posterior(model: Posterior | nn.Module, **options: Any) -> Posterior:
     """``model`` itself if it is a :class:`Posterior`, else a :class:`NetworkPosterior` around it
     (``options``: its ``sampling`` and ``fit`` options)."""
     if isinstance(model, nn.Module):
         return NetworkPosterior(model, **options)
-    if isinstance(model, Posterior):
-        return model
-    raise InvalidTypeError(
-        f"model must be a torch.nn.Module or an activebayes Posterior (module, num_functions, fit, log_probs, "
-        f"features), got {type(model).__name__}"
-    )
+    if is_posterior(model):
+        return model  # type: ignore[return-value]
+    raise not_a_model_error(model)
