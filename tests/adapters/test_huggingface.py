@@ -208,3 +208,20 @@ def test_ids_the_model_cannot_read_give_one_line_errors(tmp_path):
         posterior.module(empty)
     assert "\n" not in str(error.value)
     assert isinstance(error.value.__cause__, RuntimeError)
+
+
+def test_numpy_token_ids_are_read_as_tensors_in_fit_and_log_probs(tmp_path):
+    """The Trainer's fit on NumPy ids was a raw AttributeError ('numpy.ndarray' object has no attribute 'long'),
+    activebayes' fit and log_probs refused them."""
+    x_N_L, y_N = token_ids(8)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), num_train_epochs=1, per_device_train_batch_size=4,
+                                          report_to="none", use_cpu=True, save_strategy="no", disable_tqdm=True)
+    for options in (dict(training_args=args), dict(fit_options={"max_epochs": 1})):
+        weights = []
+        for train in ((x_N_L, y_N), (x_N_L.numpy(), y_N.numpy())):
+            posterior = HuggingFacePosterior(tiny_bert(), **options)
+            posterior.fit(train, validation=train, generator=0)
+            weights.append(posterior.model.classifier.weight.detach().clone())
+        torch.testing.assert_close(weights[0], weights[1], rtol=0, atol=0)
+    torch.testing.assert_close(posterior.log_probs(x_N_L.numpy(), num_samples=2, generator=1),
+                               posterior.log_probs(x_N_L, num_samples=2, generator=1), rtol=0, atol=0)

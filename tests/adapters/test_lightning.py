@@ -289,3 +289,19 @@ def test_a_module_ending_in_softmax_is_refused_as_the_native_path_refuses_it(sam
     with pytest.raises(InvalidArgumentError, match=r"the model's outputs of predict_step look like probabilities"):
         posterior.log_probs(torch.randn(5, 6), num_samples=3, generator=0)
     assert all(layer._context is None for layer in mc_dropout_layers(posterior.module))  # no context left open
+
+
+def test_numpy_arrays_are_read_as_tensors_in_fit_and_log_probs():
+    """fit((x.numpy(), y.numpy())) was a raw TypeError ('int' object is not callable) from TensorDataset."""
+    x_N_D, y_N = toy_dataset(24).inputs, toy_dataset(24).targets
+    weights = []
+    for train in ((x_N_D, y_N), (x_N_D.numpy(), y_N.numpy())):
+        torch.manual_seed(0)
+        posterior = LightningPosterior(Classifier(make_net()), lambda: trainer(1), batch_size=8)
+        posterior.fit(train, validation=train, generator=3)
+        weights.append(posterior.lightning_module.net[0].weight.detach().clone())
+    torch.testing.assert_close(weights[0], weights[1], rtol=0, atol=0)
+    torch.testing.assert_close(posterior.log_probs(x_N_D.numpy(), num_samples=3, generator=0),
+                               posterior.log_probs(x_N_D, num_samples=3, generator=0), rtol=0, atol=0)
+    with pytest.raises(InvalidTypeError, match=r"^train targets must hold numbers, got a NumPy array of dtype <U\d+$"):
+        posterior.fit((x_N_D.numpy(), y_N.numpy().astype(str)), generator=0)

@@ -214,3 +214,11 @@ def test_a_feature_strategy_on_a_forest_gives_the_advice_once():
     with pytest.raises(InvalidArgumentError) as raised:
         loop.run(progress=False)
     assert str(raised.value).count("pick a strategy") == 1 and "'power_bald'" in str(raised.value)
+
+
+def test_log_probs_read_numpy_inputs_as_fit_does():
+    data = toy_dataset(40)
+    posterior = SklearnPosterior(RandomForestClassifier(n_estimators=3, max_depth=3), num_classes=4)
+    posterior.fit((data.inputs.numpy(), data.targets.numpy()), generator=0)
+    torch.testing.assert_close(posterior.log_probs(data.inputs.numpy(), num_samples=None),
+                               posterior.log_probs(data.inputs, num_samples=None), rtol=0, atol=0)

@@ -7,10 +7,12 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from activebayes._seeding import draw_seed
+from activebayes.errors import InvalidTypeError
 from activebayes.models.dropout import _SamplingContext, mc_dropout_layers
 
 
@@ -29,15 +31,38 @@ def seed_from(generator: torch.Generator | int | None) -> int:
     return draw_seed(generator)
 
 
+def _array_tensor(array: np.ndarray, name: str) -> Tensor:
+    """A NumPy array of numbers as a tensor (``torch.as_tensor``: same dtype, no copy where it can)."""
+    if array.dtype.kind not in "biuf":
+        raise InvalidTypeError(f"{name} must hold numbers, got a NumPy array of dtype {array.dtype}")
+    # a view with negative strides (x[::-1]) cannot be shared: copied
+    return torch.as_tensor(array if all(step >= 0 for step in array.strides) else array.copy())
+
+
+def from_numpy(data: Any, name: str) -> Any:
+    """``data`` with its NumPy arrays as tensors: an array, or the arrays of a pair ``(inputs, targets)``
+    (named ``name inputs`` / ``name targets`` in errors); anything else (tensors, lazy inputs, a
+    Dataset) as it is. What every adapter's ``fit`` and ``log_probs`` read first, so NumPy is
+    accepted wherever tensors are."""
+    if isinstance(data, np.ndarray):
+        return _array_tensor(data, name)
+    if isinstance(data, tuple | list) and len(data) == 2 and any(isinstance(v, np.ndarray) for v in data):
+        return tuple(_array_tensor(value, f"{name} {part}") if isinstance(value, np.ndarray) else value
+                     for value, part in zip(data, ("inputs", "targets")))
+    return data
+
+
 def as_input_tensor(inputs: Any) -> Tensor:
     """Inputs ``[N, ...]`` as a tensor (a tuple ``(inputs, targets)`` gives its inputs)."""
+    inputs = from_numpy(inputs, "inputs")
     if isinstance(inputs, (tuple, list)) and len(inputs) == 2 and isinstance(inputs[0], Tensor):
         inputs = inputs[0]
     if isinstance(inputs, Tensor):
         return inputs
     if hasattr(inputs, "__len__") and hasattr(inputs, "__getitem__") and hasattr(inputs, "shape"):
         return torch.as_tensor(inputs[:])
-    raise TypeError(f"inputs must be a tensor [N, ...] or (inputs, targets), got {type(inputs).__name__}")
+    raise InvalidTypeError(f"inputs must be a tensor or NumPy array [N, ...] or (inputs, targets), "
+                           f"got {type(inputs).__name__}")
 
 
 def sample_by_sample(module: nn.Module, forward: Callable[[], Tensor]) -> Tensor:

@@ -39,7 +39,7 @@ from torch.utils.data import Dataset
 
 from activebayes._seeding import global_state_restored
 from activebayes._validation import check_positive_int
-from activebayes.adapters._common import as_input_tensor, require, sample_by_sample, seed_from
+from activebayes.adapters._common import as_input_tensor, from_numpy, require, sample_by_sample, seed_from
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, InvalidTypeError
 from activebayes.models.dropout import mc_dropout, mc_sampling, resample_masks
 from activebayes.models.posterior import NO_LABELS, FeaturesUnavailableError, fit_summary, no_labels
@@ -265,6 +265,8 @@ class HuggingFacePosterior:
         (nothing with no rows: the model as it is stands for the prior)."""
         if no_labels(train):
             return dict(NO_LABELS)
+        train = from_numpy(train, "train")
+        validation = None if validation is None else from_numpy(validation, "validation")
         if self.training_args is None:
             from activebayes.models.training import fit
 
@@ -300,6 +302,7 @@ class HuggingFacePosterior:
         if num_samples is None:
             raise InvalidArgumentError("num_samples is required (K function samples, e.g. num_samples=20), got None")
         batch_size = self.eval_batch_size if batch_size is None else check_positive_int(batch_size, "batch_size")
+        inputs = from_numpy(inputs, "inputs")
         _check_ids_shape(inputs)
         return predict_log_probs(self._module, inputs, num_samples, batch_size=batch_size, generator=generator,
                                  device=device)

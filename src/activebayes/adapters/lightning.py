@@ -38,7 +38,7 @@ from torch.utils.data import DataLoader, Dataset, RandomSampler, TensorDataset
 
 from activebayes._seeding import global_state_restored
 from activebayes._validation import check_choice, check_positive_int
-from activebayes.adapters._common import as_input_tensor, require, scalar_summary, seed_from
+from activebayes.adapters._common import as_input_tensor, from_numpy, require, scalar_summary, seed_from
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.models.dropout import (
     BatchedSamplingError,
@@ -325,7 +325,8 @@ class LightningPosterior:
         if no_labels(train):
             return dict(NO_LABELS)
         pl = _lightning()
-        inputs_N, targets_N = train
+        inputs_N, targets_N = from_numpy(train, "train")
+        validation = None if validation is None else from_numpy(validation, "validation")
         seed = seed_from(generator)
         loader = _training_loader(inputs_N, targets_N, self.batch_size, seed)
         val_loader = None

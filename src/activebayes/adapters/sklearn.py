@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from activebayes._seeding import global_state_restored
 from activebayes._validation import check_choice, check_positive_int
-from activebayes.adapters._common import as_input_tensor, require, seed_from
+from activebayes.adapters._common import as_input_tensor, from_numpy, require, seed_from
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.metrics.predictive import predictive_log_probs
 from activebayes.models.posterior import NO_LABELS, FeaturesUnavailableError, Posterior, as_posterior, no_labels
@@ -238,7 +238,7 @@ class SklearnPosterior:
         """``[N, K, C]``: member ``k``'s log-probabilities (``num_samples`` must be None or K)."""
         from activebayes.models.predict import predict_log_probs
 
-        return predict_log_probs(self.module, inputs, num_samples, batch_size=batch_size)
+        return predict_log_probs(self.module, from_numpy(inputs, "inputs"), num_samples, batch_size=batch_size)
 
     def features(self, inputs, *, batch_size=512, device=None) -> Tensor:
         raise FeaturesUnavailableError(
