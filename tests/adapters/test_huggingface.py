@@ -225,3 +225,23 @@ def test_numpy_token_ids_are_read_as_tensors_in_fit_and_log_probs(tmp_path):
         torch.testing.assert_close(weights[0], weights[1], rtol=0, atol=0)
     torch.testing.assert_close(posterior.log_probs(x_N_L.numpy(), num_samples=2, generator=1),
                                posterior.log_probs(x_N_L, num_samples=2, generator=1), rtol=0, atol=0)
+
+
+def test_trainer_fit_names_class_ids_the_model_has_no_logits_for(tmp_path):
+    """labels + 1 was a raw IndexError (Target 3 is out of bounds) from inside the Trainer."""
+    x_N_L, y_N = token_ids(6)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), num_train_epochs=1, report_to="none",
+                                          use_cpu=True, save_strategy="no", disable_tqdm=True)
+    posterior = HuggingFacePosterior(tiny_bert(), training_args=args)  # num_labels=3
+    with pytest.raises(InvalidArgumentError, match=r"^train targets hold class id 3, but the model returns logits for "
+                                                   r"C = 3 classes \(its config.num_labels\): class ids count from 0 "
+                                                   r"and these start at 1 \(subtract 1\?\)"):
+        posterior.fit((x_N_L, torch.tensor([1, 2, 3, 1, 2, 3])), generator=0)
+    with pytest.raises(InvalidArgumentError, match=r"^val targets hold class id 5, .*needs at least 6 outputs"):
+        posterior.fit((x_N_L, y_N), validation=(x_N_L, y_N + 5 * (y_N == 0)), generator=0)
+    with pytest.raises(InvalidArgumentError, match=r"^train targets must be class ids >= 0, got -1"):
+        posterior.fit((x_N_L, y_N - 1), generator=0)
+    # the same wording as activebayes' fit (no Trainer)
+    with pytest.raises(InvalidArgumentError, match=r"^train targets hold class id 3, .*\(subtract 1\?\)"):
+        HuggingFacePosterior(tiny_bert(), fit_options={"max_epochs": 1}).fit(
+            (x_N_L, torch.tensor([1, 2, 3, 1, 2, 3])), generator=0)

@@ -273,7 +273,12 @@ class HuggingFacePosterior:
             result = fit(self._module, train, validation=validation, generator=generator, device=device,
                          **self.fit_options)
             return fit_summary(result)
+        from activebayes.models.training import _as_tensors, check_class_ids
+
         transformers = _transformers()
+        # the checks of activebayes' fit: (ids, labels) of one length, labels class ids >= 0 below num_labels
+        train = _as_tensors(train, "train")
+        validation = None if validation is None else _as_tensors(validation, "validation")
         seed = seed_from(generator)
         args = copy.deepcopy(self.training_args)
         args.seed = seed % 2**32
@@ -281,9 +286,11 @@ class HuggingFacePosterior:
         pad = self._module.pad_token_id
         vocab_size = _vocab_size(self.model)
         max_length = _max_length(self.model)
-        check_token_ids(torch.as_tensor(train[0]), vocab_size, "train input_ids", max_length=max_length)
+        check_token_ids(train[0], vocab_size, "train input_ids", max_length=max_length)
         if validation is not None:
-            check_token_ids(torch.as_tensor(validation[0]), vocab_size, "validation input_ids", max_length=max_length)
+            check_token_ids(validation[0], vocab_size, "validation input_ids", max_length=max_length)
+        check_class_ids(train[1], self.num_classes, None if validation is None else validation[1],
+                        source="(its config.num_labels)")
         eval_dataset = None if validation is None else _TokenDataset(*validation, pad)
         with global_state_restored():  # the Trainer seeds random, NumPy and torch (set_seed)
             trainer = transformers.Trainer(model=self.model, args=args, train_dataset=_TokenDataset(*train, pad),

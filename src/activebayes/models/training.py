@@ -289,21 +289,32 @@ def _first_logits(model: nn.Module, x: Tensor, targets: Tensor, val: tuple[Tenso
 
     if looks_like_probabilities(logits):
         raise probabilities_error("on the first training batch")
+    check_class_ids(targets, logits.shape[1], None if val is None else val[1],
+                    source=f"(shape {list(logits.shape)})")
+    return logits
+
+
+def check_class_ids(targets: Tensor, num_classes: int, val_targets: Tensor | None = None, *,
+                    source: str = "") -> None:
+    """Refuse class ids ``>= num_classes`` (the model's C; ``source`` says where C comes from) in the
+    train or validation targets, pointing at ids counted from 1 when no target is 0."""
+    if not len(targets):
+        return
     train_max = int(targets.max())
-    val_max = int(val[1].max()) if val is not None and len(val[1]) else -1
+    val_max = int(val_targets.max()) if val_targets is not None and len(val_targets) else -1
     classes = 1 + max(train_max, val_max)
-    if logits.shape[1] < classes:
-        C = logits.shape[1]
+    if num_classes < classes:
+        C = num_classes
         where = "train" if train_max >= val_max else "val"
-        lowest = min(int(targets.min()), int(val[1].min()) if val is not None and len(val[1]) else classes)
-        said = f"{where} targets hold class id {classes - 1}, but the model returns logits for C = {C} classes " \
-               f"(shape {list(logits.shape)})"
+        lowest = min(int(targets.min()), int(val_targets.min()) if val_targets is not None and len(val_targets)
+                     else classes)
+        said = f"{where} targets hold class id {classes - 1}, but the model returns logits for C = {C} classes" \
+               + (f" {source}" if source else "")
         if lowest >= 1:  # no class 0 anywhere: most likely ids counted from 1
             raise InvalidArgumentError(f"{said}: class ids count from 0 and these start at {lowest} (subtract 1?), "
                                        f"or the model's last layer needs at least {classes} outputs")
         raise InvalidArgumentError(f"{said}: the model's last layer needs at least {classes} outputs, one per class "
                                    f"(C = {classes})")
-    return logits
 
 
 def _model_device(model: nn.Module) -> torch.device:
