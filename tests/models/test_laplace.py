@@ -410,6 +410,23 @@ def test_build_posterior_on_a_whole_network():
     assert isinstance(laplace, LastLayerLaplace) and laplace.feature_dim == 8
 
 
+def test_a_network_with_another_number_of_outputs_than_num_classes_is_refused():
+    """num_classes=5 on a 3-output network was accepted and gave log_probs [N, K, 3]."""
+    net = MLP(in_features=4, num_classes=3, hidden=(8,))
+    with pytest.raises(InvalidArgumentError, match=r"^num_classes=5 was given, but the network \(its last nn.Linear, "
+                                                   r"net.4\) returns logits for 3 classes: pass num_classes=3, or "
+                                                   r"give the network's last layer 5 outputs$"):
+        build_posterior("laplace", network=net, num_classes=5)
+    x = torch.randn(6, 4)
+    for name in ("ensemble", "mc_dropout"):
+        post = build_posterior(name, network=net, num_classes=5, ensemble_size=2, generator=0)
+        with pytest.raises(InvalidArgumentError, match=r"^num_classes=5 was given, but the network returns logits "
+                                                       r"for 3 classes: pass num_classes=3"):
+            post.log_probs(x, num_samples=2, generator=0)
+        assert build_posterior(name, network=net, num_classes=3, ensemble_size=2).log_probs(
+            x, num_samples=2, generator=0).shape == (6, 2, 3)
+
+
 @pytest.mark.parametrize(("structure", "prior_precision"), [("full", None), ("kron", 4.0)])
 def test_with_no_labels_the_posterior_is_the_prior_around_the_current_weights(structure, prior_precision):
     """A labelling project's first round has no labels: the samples are N(theta, 1/delta I), delta

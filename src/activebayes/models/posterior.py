@@ -188,6 +188,8 @@ class NetworkPosterior:
         self._module = module
         self.sampling = sampling
         self.fit_options = dict(fit_options)
+        #: the C its logits must have (``build_posterior``'s ``num_classes``), checked at :meth:`log_probs`
+        self._num_classes: int | None = None
 
     @property
     def module(self) -> nn.Module:
@@ -218,8 +220,11 @@ class NetworkPosterior:
         from activebayes.models.predict import predict_log_probs
 
         k = None if self.num_functions is not None else num_samples
-        return predict_log_probs(self._module, inputs, k, batch_size=batch_size, generator=generator, device=device,
-                                 sampling=self.sampling)
+        log_probs_N_K_C = predict_log_probs(self._module, inputs, k, batch_size=batch_size, generator=generator,
+                                            device=device, sampling=self.sampling)
+        if self._num_classes is not None and log_probs_N_K_C.shape[-1] != self._num_classes:
+            raise InvalidArgumentError(num_classes_mismatch(self._num_classes, log_probs_N_K_C.shape[-1]))
+        return log_probs_N_K_C
 
     def features(self, inputs, *, batch_size=512, device=None) -> Tensor:
         from activebayes.models.embeddings import penultimate_features
@@ -234,6 +239,12 @@ class NetworkPosterior:
 
     def __repr__(self) -> str:
         return f"NetworkPosterior({type(self._module).__name__})"
+
+
+def num_classes_mismatch(num_classes: int, outputs: int, layer: str = "the network") -> str:
+    """The one message for a network whose logits do not have the ``num_classes`` a caller gave."""
+    return (f"num_classes={num_classes} was given, but {layer} returns logits for {outputs} classes: pass "
+            f"num_classes={outputs}, or give the network's last layer {num_classes} outputs")
 
 
 #: The members of the :class:`Posterior` protocol.
