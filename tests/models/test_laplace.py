@@ -18,8 +18,10 @@ from torch.nn import functional as F
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.models import (
     MLP,
+    FeaturesUnavailableError,
     LastLayerLaplace,
     Posterior,
+    as_posterior,
     build_posterior,
     last_layer_laplace,
     predict_log_probs,
@@ -439,3 +441,28 @@ def test_with_no_labels_the_posterior_is_the_prior_around_the_current_weights(st
     samples = model.weight_samples(3, range(20000)).reshape(20000, -1).numpy()
     np.testing.assert_allclose(samples.mean(0), theta, atol=4 / np.sqrt(delta * 20000))
     np.testing.assert_allclose(np.cov(samples.T), np.eye(6) / delta, atol=0.05 / delta)
+
+
+def test_a_network_without_a_linear_layer_gets_advice_that_works():
+    """The hint was 'pass layer= the module whose input is the representation', which laplace then refused."""
+
+    class NoLinear(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv1d(1, 3, 4)
+
+        def forward(self, x):
+            return self.conv(x[:, None]).mean(-1)
+
+    with pytest.raises(InvalidArgumentError, match=r"^network \(NoLinear\) has no nn.Linear layer; last-layer Laplace "
+                                                   r"puts its posterior on the network's last nn.Linear .* build "
+                                                   r"LastLayerLaplace\(body, feature_dim=D, num_classes=C\)") as error:
+        build_posterior("laplace", network=NoLinear(), num_classes=3)
+    assert "layer=" not in str(error.value)
+    # the advice: a Laplace layer on the network up to its features
+    laplace = LastLayerLaplace(nn.Sequential(nn.Unflatten(1, (1, 4)), nn.Conv1d(1, 5, 4), nn.Flatten()),
+                               feature_dim=5, num_classes=3)
+    assert laplace(torch.randn(2, 4)).shape == (2, 3)
+    with pytest.raises(FeaturesUnavailableError, match=r"^model \(NoLinear\) has no nn.Linear layer; a network's "
+                                                       r"features are the input of its last nn.Linear$"):
+        as_posterior(NoLinear()).features(torch.randn(2, 4))

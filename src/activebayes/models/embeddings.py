@@ -28,15 +28,14 @@ from activebayes.models.predict import _Inputs, _model_device
 __all__ = ["penultimate_features", "last_linear"]
 
 
-def last_linear(model: nn.Module) -> nn.Linear:
+def last_linear(model: nn.Module, *, name: str = "model",
+                advice: str = "pass layer= the module whose input is the representation") -> nn.Linear:
     """The last ``nn.Linear`` in ``model.modules()`` order (registration order): the output layer
-    of every reference network, and of most ``nn.Sequential`` classifiers."""
+    of every reference network, and of most ``nn.Sequential`` classifiers. Without one:
+    :class:`~activebayes.errors.InvalidArgumentError` naming ``name`` with the caller's ``advice``."""
     linears = [module for module in model.modules() if isinstance(module, nn.Linear)]
     if not linears:
-        raise InvalidArgumentError(
-            f"model ({type(model).__name__}) has no nn.Linear layer; pass layer= the module whose input "
-            "is the representation"
-        )
+        raise InvalidArgumentError(f"{name} ({type(model).__name__}) has no nn.Linear layer; {advice}")
     return linears[-1]
 
 

@@ -224,7 +224,9 @@ def last_layer_laplace(
         raise InvalidTypeError(f"network must be one torch.nn.Module (not an Ensemble), got {type(network).__name__}")
     _check_options(options, LAPLACE_OPTIONS, "laplace option")
     body = copy.deepcopy(network)
-    last = last_linear(body)
+    last = last_linear(body, name="network", advice=(
+        "last-layer Laplace puts its posterior on the network's last nn.Linear (logits = W h + b): end the network "
+        "in one, or build LastLayerLaplace(body, feature_dim=D, num_classes=C) on the network up to its features"))
     qualified = next(name for name, module in body.named_modules() if module is last)
     _set_submodule(body, qualified, nn.Identity())
     model = LastLayerLaplace(body, feature_dim=last.in_features, num_classes=last.out_features,

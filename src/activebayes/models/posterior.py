@@ -227,12 +227,13 @@ class NetworkPosterior:
         return log_probs_N_K_C
 
     def features(self, inputs, *, batch_size=512, device=None) -> Tensor:
-        from activebayes.models.embeddings import penultimate_features
+        from activebayes.models.embeddings import last_linear, penultimate_features
         from activebayes.models.ensemble import Ensemble
 
         # an ensemble's members embed in different spaces: the first member's features
         module = self._module.members[0] if isinstance(self._module, Ensemble) else self._module
         try:
+            last_linear(module, advice="a network's features are the input of its last nn.Linear")
             return penultimate_features(module, inputs, batch_size=batch_size, device=device)
         except (InvalidArgumentError, InvalidTypeError) as error:
             raise FeaturesUnavailableError(str(error)) from None
