@@ -222,3 +222,15 @@ def test_log_probs_read_numpy_inputs_as_fit_does():
     posterior.fit((data.inputs.numpy(), data.targets.numpy()), generator=0)
     torch.testing.assert_close(posterior.log_probs(data.inputs.numpy(), num_samples=None),
                                posterior.log_probs(data.inputs, num_samples=None), rtol=0, atol=0)
+
+
+def test_posterior_classifier_takes_one_int_as_one_hidden_layer():
+    """hidden=64 was a raw TypeError ('int' object is not iterable)."""
+    X, y = toy_dataset(30).inputs.numpy(), toy_dataset(30).targets.numpy()
+    one = PosteriorClassifier(hidden=16, max_epochs=1, random_state=0).fit(X, y)
+    same = PosteriorClassifier(hidden=(16,), max_epochs=1, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(one.predict_proba(X), same.predict_proba(X))
+    for bad in (16.0, "16"):
+        with pytest.raises(InvalidTypeError, match=r"^hidden must be an int \(one hidden layer\) or a sequence of ints "
+                                                   r"\(one per hidden layer\), got (float 16.0|str '16')$"):
+            PosteriorClassifier(hidden=bad, max_epochs=1).fit(X, y)

@@ -271,7 +271,7 @@ class PosteriorClassifier(ClassifierMixin, BaseEstimator):
         model: ``None`` (an :class:`~activebayes.models.MLP` with ``hidden`` and
             ``p``), or ``(in_features, num_classes, generator) -> nn.Module |
             Posterior`` for your own network or posterior.
-        hidden: hidden widths of the default MLP.
+        hidden: hidden widths of the default MLP (one int: one hidden layer).
         p: its dropout probability.
         num_samples: K, the MC samples averaged by ``predict_proba`` (ignored for a
             posterior with its own fixed K, e.g. an ensemble).
@@ -285,7 +285,7 @@ class PosteriorClassifier(ClassifierMixin, BaseEstimator):
         device: train and predict there (e.g. ``"cuda"``).
     """
 
-    def __init__(self, model: ModelBuilder | None = None, *, hidden: tuple[int, ...] = (64,), p: float = 0.25,
+    def __init__(self, model: ModelBuilder | None = None, *, hidden: int | tuple[int, ...] = (64,), p: float = 0.25,
                  num_samples: int = 20, lr: float = 1e-2, max_epochs: int = 50, batch_size: int = 64,
                  min_samples_per_epoch: int = 256, weight_decay: float = 1e-4, random_state: int | None = None,
                  device: str | None = None) -> None:
@@ -319,7 +319,7 @@ class PosteriorClassifier(ClassifierMixin, BaseEstimator):
         if self.model is None:
             with global_state_restored():
                 torch.manual_seed(self.seed_)
-                built: Any = MLP(in_features=in_features, num_classes=num_classes, hidden=tuple(self.hidden),
+                built: Any = MLP(in_features=in_features, num_classes=num_classes, hidden=self.hidden,
                                  p=self.p)
         elif callable(self.model):
             built = self.model(in_features, num_classes, generator)

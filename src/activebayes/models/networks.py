@@ -281,7 +281,12 @@ class MLP(nn.Module):
         check_positive_int(in_features, "in_features")
         check_positive_int(num_classes, "num_classes")
         # one width, as the heads take it (hidden=128), or one per hidden layer
-        hidden = (hidden,) if isinstance(hidden, int) and not isinstance(hidden, bool) else tuple(hidden)
+        if isinstance(hidden, numbers.Integral) and not isinstance(hidden, bool):
+            hidden = (int(hidden),)
+        elif isinstance(hidden, str | bytes) or not hasattr(hidden, "__iter__"):
+            raise InvalidTypeError(f"hidden must be an int (one hidden layer) or a sequence of ints (one per hidden "
+                                   f"layer), got {type(hidden).__name__} {hidden!r}")
+        hidden = tuple(hidden)
         for width in hidden:
             check_positive_int(width, "hidden[i]")
         layers: list[nn.Module] = [nn.Flatten()]
