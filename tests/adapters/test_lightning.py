@@ -303,5 +303,6 @@ def test_numpy_arrays_are_read_as_tensors_in_fit_and_log_probs():
     torch.testing.assert_close(weights[0], weights[1], rtol=0, atol=0)
     torch.testing.assert_close(posterior.log_probs(x_N_D.numpy(), num_samples=3, generator=0),
                                posterior.log_probs(x_N_D, num_samples=3, generator=0), rtol=0, atol=0)
-    with pytest.raises(InvalidTypeError, match=r"^train targets must hold numbers, got a NumPy array of dtype <U\d+$"):
+    with pytest.raises(InvalidTypeError,
+                       match=r"^train targets must hold numbers, got a NumPy array of dtype <U\d+; encode the labels"):
         posterior.fit((x_N_D.numpy(), y_N.numpy().astype(str)), generator=0)

@@ -234,3 +234,31 @@ def test_posterior_classifier_takes_one_int_as_one_hidden_layer():
         with pytest.raises(InvalidTypeError, match=r"^hidden must be an int \(one hidden layer\) or a sequence of ints "
                                                    r"\(one per hidden layer\), got (float 16.0|str '16')$"):
             PosteriorClassifier(hidden=bad, max_epochs=1).fit(X, y)
+
+
+def test_sklearn_posterior_checks_labels_as_activebayes_fit_does():
+    """String labels were a raw torch TypeError and float labels (1.7) were truncated by .long()."""
+    data = toy_dataset(12)
+    posterior = SklearnPosterior(RandomForestClassifier(n_estimators=2), num_classes=4)
+    X = data.inputs.numpy()
+    with pytest.raises(InvalidTypeError, match=r"^train targets must hold numbers, got a NumPy array of dtype <U\d+; "
+                                               r"encode the labels as class ids 0..C-1"):
+        posterior.fit((X, data.targets.numpy().astype(str)), generator=0)
+    with pytest.raises(InvalidTypeError, match=r"^train targets must hold numbers, got list of dtype <U\d+"):
+        posterior.fit((X, ["a", "b", "c"] * 4), generator=0)
+    with pytest.raises(InvalidTypeError,
+                       match=r"^train targets must be integer class indices, got dtype torch.float64$"):
+        posterior.fit((X, data.targets.numpy() + 0.7), generator=0)
+    with pytest.raises(InvalidArgumentError, match=r"^train targets must be class ids >= 0, got -1"):
+        posterior.fit((X, data.targets - 1), generator=0)
+    with pytest.raises(InvalidArgumentError, match=r"^train targets must have shape \[N\] = \[12\], got \(11,\)$"):
+        posterior.fit((X, data.targets[:11]), generator=0)
+    posterior.fit((X, data.targets.tolist()), generator=0)  # a list of ints is fine
+
+
+def test_sklearn_posterior_log_probs_before_fit_says_fit_first():
+    """It said 'num_samples must be >= 1, got 0' (no members yet)."""
+    posterior = SklearnPosterior(RandomForestClassifier(n_estimators=2), num_classes=3)
+    with pytest.raises(InvalidArgumentError, match=r"^the scikit-learn posterior is not fitted yet \(no members\): "
+                                                   r"call fit with labelled rows first$"):
+        posterior.log_probs(torch.randn(3, 4), num_samples=None)

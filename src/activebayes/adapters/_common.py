@@ -31,10 +31,12 @@ def seed_from(generator: torch.Generator | int | None) -> int:
     return draw_seed(generator)
 
 
-def _array_tensor(array: np.ndarray, name: str) -> Tensor:
+def _array_tensor(array: np.ndarray, name: str, what: str = "a NumPy array") -> Tensor:
     """A NumPy array of numbers as a tensor (``torch.as_tensor``: same dtype, no copy where it can)."""
     if array.dtype.kind not in "biuf":
-        raise InvalidTypeError(f"{name} must hold numbers, got a NumPy array of dtype {array.dtype}")
+        hint = ("; encode the labels as class ids 0..C-1 (e.g. sklearn.preprocessing.LabelEncoder)"
+                if name.endswith("targets") else "")
+        raise InvalidTypeError(f"{name} must hold numbers, got {what} of dtype {array.dtype}{hint}")
     # a view with negative strides (x[::-1]) cannot be shared: copied
     return torch.as_tensor(array if all(step >= 0 for step in array.strides) else array.copy())
 
@@ -50,6 +52,19 @@ def from_numpy(data: Any, name: str) -> Any:
         return tuple(_array_tensor(value, f"{name} {part}") if isinstance(value, np.ndarray) else value
                      for value, part in zip(data, ("inputs", "targets")))
     return data
+
+
+def as_number_tensor(value: Any, name: str) -> Tensor:
+    """``value`` (a tensor, an array, a list, a pandas Series) as a tensor of numbers, or a one-line error."""
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, np.ndarray):
+        return _array_tensor(value, name)
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as error:  # a ragged list
+        raise InvalidTypeError(f"{name} must be numbers [N], got {type(value).__name__} ({error})") from None
+    return _array_tensor(array, name, type(value).__name__)
 
 
 def as_input_tensor(inputs: Any) -> Tensor:

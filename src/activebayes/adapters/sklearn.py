@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from activebayes._seeding import global_state_restored
 from activebayes._validation import check_choice, check_positive_int
-from activebayes.adapters._common import as_input_tensor, from_numpy, require, seed_from
+from activebayes.adapters._common import as_input_tensor, as_number_tensor, from_numpy, require, seed_from
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.metrics.predictive import predictive_log_probs
 from activebayes.models.posterior import NO_LABELS, FeaturesUnavailableError, Posterior, as_posterior, no_labels
@@ -84,9 +84,16 @@ class SklearnFunctions(nn.Module):
     def num_function_samples(self) -> int:
         return len(self.members)
 
-    def forward_samples(self, inputs: Tensor, sample_ids: Sequence[int]) -> Tensor:
+    def check_fitted(self) -> None:
+        """Raise :class:`~activebayes.models.laplace.NotFittedError` when no member is fitted yet."""
+        from activebayes.models.laplace import NotFittedError
+
         if not self.members:
-            raise InvalidArgumentError("the scikit-learn posterior has no fitted members yet: call fit first")
+            raise NotFittedError(
+                "the scikit-learn posterior is not fitted yet (no members): call fit with labelled rows first")
+
+    def forward_samples(self, inputs: Tensor, sample_ids: Sequence[int]) -> Tensor:
+        self.check_fitted()
         X = _as_matrix(inputs)
         out = np.full((len(X), len(sample_ids), self.num_classes), 0.0)
         for j, k in enumerate(sample_ids):
@@ -212,10 +219,13 @@ class SklearnPosterior:
         """
         if no_labels(train):
             return dict(NO_LABELS)
-        inputs_N, targets_N = train
+        from activebayes.models.training import check_class_targets
+
+        inputs_N, targets_N = from_numpy(train, "train")
         X = _as_matrix(as_input_tensor(inputs_N))
-        y = torch.as_tensor(targets_N).long().numpy()
-        if len(y) and (y.min() < 0 or y.max() >= self.num_classes):
+        # as activebayes' fit checks them: integer class ids >= 0 (a float label 1.7 is not truncated)
+        y = check_class_targets(as_number_tensor(targets_N, "train targets"), len(X), "train").numpy()
+        if len(y) and y.max() >= self.num_classes:
             raise InvalidArgumentError(f"targets must be class ids in [0, {self.num_classes}), got {y.min()}..{y.max()}")
         gen = torch.Generator().manual_seed(seed_from(generator))
         if self.members == "ensemble":
@@ -238,6 +248,7 @@ class SklearnPosterior:
         """``[N, K, C]``: member ``k``'s log-probabilities (``num_samples`` must be None or K)."""
         from activebayes.models.predict import predict_log_probs
 
+        self._module.check_fitted()  # else K = 0 members: 'num_samples must be >= 1, got 0'
         return predict_log_probs(self.module, from_numpy(inputs, "inputs"), num_samples, batch_size=batch_size)
 
     def features(self, inputs, *, batch_size=512, device=None) -> Tensor:

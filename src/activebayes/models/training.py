@@ -137,10 +137,16 @@ def _as_tensors(data: object, name: str, multilabel: bool = False) -> tuple[Tens
         )
     if inputs.ndim == 0 or inputs.shape[0] == 0:
         raise InvalidArgumentError(f"{name} is empty: it has no items")
-    if targets.ndim != 1 or targets.shape[0] != inputs.shape[0]:
-        raise InvalidArgumentError(
-            f"{name} targets must have shape [N] = [{inputs.shape[0]}], got {tuple(targets.shape)}"
-        )
+    targets = check_class_targets(targets, inputs.shape[0], name)
+    _check_finite_inputs(inputs, name)
+    return inputs, targets
+
+
+def check_class_targets(targets: Tensor, n: int, name: str) -> Tensor:
+    """``targets`` of the ``n`` items of ``name`` as int64 class ids, or a one-line error: shape ``[n]``,
+    an integer dtype (a float label such as 1.7 is not truncated), no id below 0."""
+    if targets.ndim != 1 or targets.shape[0] != n:
+        raise InvalidArgumentError(f"{name} targets must have shape [N] = [{n}], got {tuple(targets.shape)}")
     if targets.is_floating_point():
         raise InvalidTypeError(f"{name} targets must be integer class indices, got dtype {targets.dtype}")
     negative = torch.nonzero(targets < 0).flatten().tolist()
@@ -149,8 +155,7 @@ def _as_tensors(data: object, name: str, multilabel: bool = False) -> tuple[Tens
         raise InvalidArgumentError(
             f"{name} targets must be class ids >= 0, got {int(targets[negative[0]])} in {len(negative)} item(s) "
             f"(rows {negative[:5]}{more}); leave unlabelled items out of training instead of marking them")
-    _check_finite_inputs(inputs, name)
-    return inputs, targets.long()
+    return targets.long()
 
 
 def _check_finite_inputs(inputs: Tensor, name: str) -> None:
