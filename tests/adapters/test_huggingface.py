@@ -245,3 +245,16 @@ def test_trainer_fit_names_class_ids_the_model_has_no_logits_for(tmp_path):
     with pytest.raises(InvalidArgumentError, match=r"^train targets hold class id 3, .*\(subtract 1\?\)"):
         HuggingFacePosterior(tiny_bert(), fit_options={"max_epochs": 1}).fit(
             (x_N_L, torch.tensor([1, 2, 3, 1, 2, 3])), generator=0)
+
+
+def test_fit_options_are_checked_when_the_posterior_is_built(tmp_path):
+    """A misspelt key was a raw TypeError at the first fit; with training_args fit_options were ignored."""
+    with pytest.raises(InvalidArgumentError, match=r"^fit_options has unknown key 'max_epoch' \(did you mean "
+                                                   r"'max_epochs'\?\); expected keys of activebayes.models.fit: "):
+        HuggingFacePosterior(tiny_bert(), fit_options={"max_epoch": 1})
+    with pytest.raises(InvalidArgumentError, match=r"^fit_options cannot set 'generator': HuggingFacePosterior.fit "
+                                                   r"passes"):
+        HuggingFacePosterior(tiny_bert(), fit_options={"generator": 0})
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True)
+    with pytest.raises(InvalidArgumentError, match=r"^fit_options are for training without a Trainer"):
+        HuggingFacePosterior(tiny_bert(), training_args=args, fit_options={"max_epochs": 1})

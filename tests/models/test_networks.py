@@ -17,7 +17,7 @@ from activebayes.models import (
     build_model,
     predict_log_probs,
 )
-from activebayes.errors import InvalidArgumentError
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.models.networks import check_model_input
 
 
@@ -204,3 +204,30 @@ def test_the_mlp_takes_one_width_as_the_heads_do():
                                   if isinstance(m, nn.Linear)]
     built = build_model("mlp", num_classes=10, input_shape=(1, 8, 8), hidden=32, generator=0)
     assert [m.out_features for m in built.modules() if isinstance(m, nn.Linear)] == [32, 10]
+
+
+def test_ensemble_members_with_different_numbers_of_classes_are_named():
+    """It was a raw RuntimeError: stack expects each tensor to be equal size."""
+    ensemble = Ensemble([nn.Linear(4, 3), nn.Linear(4, 5), nn.Linear(4, 3)])
+    with pytest.raises(InvalidArgumentError, match=r"^the ensemble's members must all return logits \[n, C\] for the "
+                                                   r"same C classes, got: members 0, 2 give \[2, 3\]; members 1 give "
+                                                   r"\[2, 5\]$"):
+        ensemble(torch.randn(2, 4))
+
+
+def test_ensemble_factory_with_arguments_is_named_before_it_is_called():
+    """Ensemble.from_factory(lambda gen: ..., 3) was a raw TypeError (missing 1 required positional argument)."""
+    calls = []
+
+    def factory(generator):
+        calls.append(generator)
+        return nn.Linear(4, 3)
+
+    with pytest.raises(InvalidTypeError, match=r"^factory must be callable with no arguments, \(\) -> nn.Module "
+                                               r"\(each member is built under its own seed of the global RNG\), got "
+                                               r"factory\(generator\)$"):
+        Ensemble.from_factory(factory, 3)
+    assert calls == []
+    with pytest.raises(InvalidTypeError, match=r"^factory must return a new torch.nn.Module per call, got NoneType$"):
+        Ensemble.from_factory(lambda: None, 3)
+    assert len(Ensemble.from_factory(lambda width=3: nn.Linear(4, width), 2)) == 2  # defaults are fine

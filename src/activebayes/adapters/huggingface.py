@@ -237,6 +237,12 @@ class HuggingFacePosterior:
             )
         if training_args is None and trainer_kwargs:
             raise InvalidArgumentError("trainer_kwargs needs training_args (the Trainer is built only with them)")
+        if training_args is not None and fit_options:
+            raise InvalidArgumentError("fit_options are for training without a Trainer (activebayes.models.fit): "
+                                       "with training_args, set them in the TrainingArguments")
+        from activebayes.models.training import check_fit_options
+
+        check_fit_options(dict(fit_options or {}), "fit_options", set_by="HuggingFacePosterior.fit")
         if eval_batch_size is None:
             eval_batch_size = (DEFAULT_EVAL_BATCH_SIZE if training_args is None
                                else int(training_args.per_device_eval_batch_size))

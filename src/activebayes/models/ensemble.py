@@ -8,12 +8,13 @@ estimation using deep ensembles"); Beluch et al. 2018 for active learning.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
 
-from activebayes._validation import check_positive_int
+from activebayes._validation import check_positive_int, first_few
 from activebayes._seeding import as_generator, draw_seed, global_rng_seeded
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
@@ -59,11 +60,16 @@ class Ensemble(nn.Module):
         check_positive_int(size, "size")
         if not callable(factory):
             raise InvalidTypeError(f"factory must be a callable returning an nn.Module, got {type(factory).__name__}")
+        _check_no_arguments(factory)
         gen = as_generator(generator)
         members = []
         for _ in range(size):
             with global_rng_seeded(draw_seed(gen)):
-                members.append(factory())
+                member = factory()
+            if not isinstance(member, nn.Module):
+                raise InvalidTypeError(f"factory must return a new torch.nn.Module per call, got "
+                                       f"{type(member).__name__}")
+            members.append(member)
         return cls(members)
 
     @property
@@ -90,11 +96,36 @@ class Ensemble(nn.Module):
         if split is not None:
             encode, heads = split
             return heads.forward_samples(encode(inputs), sample_ids)
-        return torch.stack([self.members[k](inputs) for k in sample_ids], dim=1)
+        outputs = [self.members[k](inputs) for k in sample_ids]
+        members_of: dict[str, list[str]] = {}  # each output shape, and the members giving it
+        for k, output in zip(sample_ids, outputs):
+            shape = str(list(output.shape)) if isinstance(output, Tensor) else type(output).__name__
+            members_of.setdefault(shape, []).append(str(k))
+        if len(members_of) > 1:
+            got = "; ".join(f"members {first_few(ks, 5)} give {shape}" for shape, ks in members_of.items())
+            raise InvalidArgumentError(f"the ensemble's members must all return logits [n, C] for the same C "
+                                       f"classes, got: {got}")
+        return torch.stack(outputs, dim=1)
 
     def forward(self, inputs: Tensor) -> Tensor:
         """Logits ``[n, K, C]`` of every member."""
         return self.forward_samples(inputs, range(len(self.members)))
+
+
+def _check_no_arguments(factory: Callable[[], nn.Module]) -> None:
+    """Refuse a factory that cannot be called with no arguments (from its signature, without calling it)."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # a builtin without a signature: its call says
+        return
+    try:
+        signature.bind()
+    except TypeError:
+        name = getattr(factory, "__name__", type(factory).__name__)
+        raise InvalidTypeError(
+            f"factory must be callable with no arguments, () -> nn.Module (each member is built under its own seed "
+            f"of the global RNG), got {name}{signature}"
+        ) from None
 
 
 def _owner(encode: Callable[[Tensor], Tensor]) -> object:
