@@ -146,10 +146,11 @@ def check_callable(function: object, name: str, *, arguments: int, expected: str
     try:
         signature.bind(*([None] * arguments))
     except TypeError:
-        shown = getattr(function, "__qualname__", type(function).__name__)
+        shown = f"{getattr(function, '__qualname__', type(function).__name__)}{signature}"
+        if arguments == 0:
+            raise InvalidTypeError(f"{name} is called with no arguments ({expected}), but {shown} needs some") from None
         raise InvalidTypeError(f"{name} is called with {arguments} argument{'s' if arguments != 1 else ''} "
-                               f"({expected}), but {shown}{signature} cannot take "
-                               f"{'them' if arguments != 1 else 'it'}") from None
+                               f"({expected}), but {shown} cannot take {'them' if arguments != 1 else 'it'}") from None
 
 
 def check_nonnegative_float(value: object, name: str, *, allow_zero: bool = True) -> float:

@@ -64,7 +64,7 @@ from activebayes.data import Pool, available_datasets, load_dataset
 from activebayes.metrics import evaluate_classification
 from activebayes.models import Posterior, available_models, as_posterior, build_model
 from activebayes.models.networks import check_model_input
-from activebayes.models.posterior import NetworkPosterior, fit_summary
+from activebayes.models.posterior import NetworkPosterior, fit_summary, posterior_features
 from activebayes.models.training import PAPER_FIT_OPTIONS, check_fit_options
 from activebayes.models.representation import (
     Representation,
@@ -897,8 +897,8 @@ class ActiveLearningLoop:
         if n_labelled == 0:
             width = math.prod(self.dataset.input_shape)
             return lambda index_N: self.dataset.rows(index_N)[:].reshape(len(index_N), width).float()
-        return lambda index_N: self.posterior.features(
-            self.dataset.rows(index_N), batch_size=self.config.predict_batch_size, device=self.config.device
+        return lambda index_N: posterior_features(  # a NotImplementedError: the strategies' hint
+            self.posterior, self.dataset.rows(index_N), batch_size=self.config.predict_batch_size, device=self.config.device
         )
 
     # ----------------------------------------------------------------- all rounds

@@ -217,3 +217,36 @@ def test_a_model_factory_that_cannot_take_the_generator_is_named_when_the_loop_i
     with pytest.raises(InvalidTypeError, match=message):
         ActiveLearningLoop(LoopConfig(budget=30, initial_size=10, validation_size=20, batch_size=10, cold_start=None),
                            dataset=from_arrays(x, y), model_factory=factory)
+
+
+class _NoFeatures:
+    """A user's posterior (a network inside) whose features() is left unimplemented."""
+
+    def __init__(self) -> None:
+        from activebayes.models import as_posterior
+
+        self._inner = as_posterior(TwoD(), max_epochs=2)
+
+    module = property(lambda self: self._inner.module)
+    num_functions = property(lambda self: self._inner.num_functions)
+
+    def fit(self, train, **kwargs):
+        return self._inner.fit(train, **kwargs)
+
+    def log_probs(self, inputs, **kwargs):
+        return self._inner.log_probs(inputs, **kwargs)
+
+    def features(self, inputs, **kwargs):
+        raise NotImplementedError
+
+
+def test_a_posterior_without_features_is_named_when_badge_reads_them():
+    """features() raising NotImplementedError (natural for a protocol) ended BADGE with a bare NotImplementedError."""
+    x, y = make_moons(200, noise=0.1, random_state=0)
+    loop = ActiveLearningLoop(LoopConfig(budget=30, initial_size=10, validation_size=20, batch_size=10, cold_start=None,
+                                         strategy="badge", stop_set_size=0, evaluate_test=False),
+                              dataset=from_arrays(x, y), model_factory=lambda g: _NoFeatures())
+    with pytest.raises(InvalidArgumentError, match=r"_NoFeatures.features is not implemented \(it raised "
+                                                       r"NotImplementedError\).*pick a strategy that needs only "
+                                                       r"predictions"):
+        loop.step()

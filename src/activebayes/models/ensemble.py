@@ -8,13 +8,12 @@ estimation using deep ensembles"); Beluch et al. 2018 for active learning.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
 
-from activebayes._validation import check_positive_int, first_few
+from activebayes._validation import check_callable, check_positive_int, first_few
 from activebayes._seeding import as_generator, draw_seed, global_rng_seeded
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
@@ -58,9 +57,8 @@ class Ensemble(nn.Module):
         global RNG when ``None``), so the same seed gives bitwise the same members.
         """
         check_positive_int(size, "size")
-        if not callable(factory):
-            raise InvalidTypeError(f"factory must be a callable returning an nn.Module, got {type(factory).__name__}")
-        _check_no_arguments(factory)
+        check_callable(factory, "factory", arguments=0,
+                       expected="() -> a new nn.Module, each member built under its own seed of the global RNG")
         gen = as_generator(generator)
         members = []
         for _ in range(size):
@@ -110,22 +108,6 @@ class Ensemble(nn.Module):
     def forward(self, inputs: Tensor) -> Tensor:
         """Logits ``[n, K, C]`` of every member."""
         return self.forward_samples(inputs, range(len(self.members)))
-
-
-def _check_no_arguments(factory: Callable[[], nn.Module]) -> None:
-    """Refuse a factory that cannot be called with no arguments (from its signature, without calling it)."""
-    try:
-        signature = inspect.signature(factory)
-    except (TypeError, ValueError):  # a builtin without a signature: its call says
-        return
-    try:
-        signature.bind()
-    except TypeError:
-        name = getattr(factory, "__name__", type(factory).__name__)
-        raise InvalidTypeError(
-            f"factory must be callable with no arguments, () -> nn.Module (each member is built under its own seed "
-            f"of the global RNG), got {name}{signature}"
-        ) from None
 
 
 def _owner(encode: Callable[[Tensor], Tensor]) -> object:
