@@ -461,6 +461,13 @@ def _pool_module(model: object, sampling: str | None) -> tuple[nn.Module, str]:
     if isinstance(model, nn.Module):
         return model, "batched" if sampling is None else sampling
     if is_posterior(model):
+        from activebayes.models.multilabel import MultiLabelPosterior
+
+        if isinstance(model, MultiLabelPosterior):  # its module's softmax is not its per-label probabilities
+            raise InvalidTypeError(
+                "model is a MultiLabelPosterior: score_pool streams a softmax over classes (one class per item), "
+                "not per-label probabilities; score a multi-label pool in memory: select(model.log_probs(inputs, "
+                "num_samples=K), strategy, batch_size)")
         module = model.module
         if not isinstance(module, nn.Module):
             raise InvalidTypeError(

@@ -20,7 +20,7 @@ from activebayes.acquisition import register_strategy, topk_strategy, unregister
 from activebayes.acquisition.selection import Selection
 from activebayes.models import MLP, Ensemble, predict_log_probs, resample_masks
 from activebayes.acquisition.streaming import order_keys
-from activebayes.errors import InvalidIndexError
+from activebayes.errors import InvalidArgumentError, InvalidIndexError
 from activebayes.scoring import (
     BaldPrefilter,
     LocalExecutor,
@@ -33,7 +33,10 @@ from activebayes.scoring import (
 N_ALL, FEATURES, C, K = 600, 6, 4, 8
 MASK_SEED, SELECTION_SEED = 11, 5
 
-PER_ITEM = sorted(name for name in available_strategies() if get_strategy(name).mode is not None)
+# per-label probabilities are scored in memory (a multi-label posterior is refused here, a softmax by
+# the multi-label scores themselves: tests/acquisition/test_multilabel_acquisition.py)
+PER_ITEM = sorted(name for name in available_strategies()
+                  if get_strategy(name).mode is not None and not name.startswith("multilabel_"))
 TOPK = [name for name in PER_ITEM if get_strategy(name).mode == "topk"]
 STOCHASTIC = [name for name in PER_ITEM if get_strategy(name).mode != "topk"]
 
@@ -531,3 +534,15 @@ def test_one_function_sample_is_refused_before_the_pool_is_read(net, pool, candi
     assert inputs.reads == []
     assert len(score_pool(net, pool, candidates, "entropy", 5, num_samples=1, mask_generator=MASK_SEED,
                           selection_seed=0)) == 5
+
+
+def test_a_multilabel_posterior_is_scored_in_memory_not_streamed(net, pool, candidates):
+    """score_pool ran a MultiLabelPosterior's module as a softmax: per-label scores of the wrong probabilities."""
+    from activebayes.errors import InvalidTypeError
+    from activebayes.models import MultiLabelPosterior
+
+    with pytest.raises(InvalidTypeError, match=r"^model is a MultiLabelPosterior: score_pool streams a softmax over "
+                                               r"classes .*select\(model.log_probs\(inputs, num_samples=K\), strategy"):
+        score(MultiLabelPosterior(net), pool, candidates, "multilabel_bald", 4)
+    with pytest.raises(InvalidArgumentError, match=r"^log_probs_N_K_C sums to 1 over its 4 labels in every one"):
+        score(net, pool, candidates, "multilabel_bald", 4)  # a plain network's softmax, refused by the scores
