@@ -14,6 +14,7 @@ from hypothesis.extra.numpy import arrays
 from activebayes import acquisition
 from activebayes.acquisition import select
 from activebayes.acquisition.joint_entropy import exact_log_joint, joint_entropy, sample_configurations
+from activebayes.acquisition.multilabel import multilabel_log_probs
 
 SCORES = [
     "predictive_entropy",
@@ -148,12 +149,14 @@ def test_every_strategy_picks_distinct_indices_and_is_reproducible(log_probs, se
         entry = acquisition.get_strategy(name)
         options = {"num_configurations": 200} if name == "batchbald" else {}
         options |= registry_inputs(entry, log_probs, seed, labelled)
+        # a multi-label strategy reads per-label probabilities (a softmax over 3+ labels is refused)
+        given = multilabel_log_probs(log_probs) if name.startswith("multilabel_") else log_probs
         if entry.disagreement and log_probs.shape[1] == 1:  # one sample: no disagreement to score
             with pytest.raises(ValueError, match=r"K, the function samples of log_probs_N_K_C .* must be >= 2"):
-                select(log_probs, name, batch_size, generator=torch.Generator().manual_seed(seed), **options)
+                select(given, name, batch_size, generator=torch.Generator().manual_seed(seed), **options)
             continue
-        first = select(log_probs, name, batch_size, generator=torch.Generator().manual_seed(seed), **options)
-        again = select(log_probs, name, batch_size, generator=torch.Generator().manual_seed(seed), **options)
+        first = select(given, name, batch_size, generator=torch.Generator().manual_seed(seed), **options)
+        again = select(given, name, batch_size, generator=torch.Generator().manual_seed(seed), **options)
         assert first.strategy == name
         assert len(first) == batch_size
         assert len(set(first.tolist())) == batch_size

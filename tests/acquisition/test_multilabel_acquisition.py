@@ -190,7 +190,8 @@ def test_a_softmax_handed_over_as_per_label_probabilities_is_refused():
     log_p = ml.multilabel_log_probs(logits_N_K_C)
     log_p[:2] = logits_N_K_C[:2].log_softmax(-1)  # two items whose labels sum to 1: possible, and kept
     assert ml.multilabel_bald(log_p).shape == (10,)
-    assert ml.multilabel_bald(torch.full((1, 2, 2), 0.5).log()).shape == (1,)  # too few rows to tell
+    assert ml.multilabel_bald(torch.full((1, 2, 3), 1 / 3).log()).shape == (1,)  # too few rows to tell
+    assert ml.multilabel_bald(torch.full((10, 4, 2), 0.5).log()).shape == (10,)  # 2 labels at 1/2: a zero-init head
     from activebayes.models import MultiLabelPosterior  # the way to per-label samples, exported
 
     assert MultiLabelPosterior.__module__ == "activebayes.models.multilabel"

@@ -160,7 +160,7 @@ def _check(log_probs: object, name: str = "log_probs_N_K_C") -> Tensor:
             "pass multilabel_log_probs(logits)"
         )
     rows = tensor.shape[0] * tensor.shape[1]
-    if tensor.shape[2] > 1 and rows >= _SOFTMAX_ROWS and bool(
+    if tensor.shape[2] >= 3 and rows >= _SOFTMAX_ROWS and bool(
             (tensor.logsumexp(-1).abs() < _SOFTMAX_TOLERANCE).all()):
         raise InvalidArgumentError(
             f"{name} sums to 1 over its {tensor.shape[2]} labels in every one of its {rows} rows: a softmax "
@@ -169,9 +169,10 @@ def _check(log_probs: object, name: str = "log_probs_N_K_C") -> Tensor:
     return tensor.clamp_max(0.0)
 
 
-#: a multi-label input whose every one of at least this many rows sums to 1 (within the
-#: tolerance, a softmax's rounding in float32) is a softmax handed over by mistake: per-label
-#: probabilities of real items do not all sum to exactly 1
+#: a multi-label input of 3 or more labels whose every one of at least this many rows sums to 1
+#: (within the tolerance, a softmax's rounding in float32) is a softmax handed over by mistake:
+#: per-label probabilities of real items do not all sum to exactly 1 (with 2 labels they can: a
+#: zero-initialised last layer gives 1/2 and 1/2 everywhere)
 _SOFTMAX_ROWS = 8
 _SOFTMAX_TOLERANCE = 1e-5
 
