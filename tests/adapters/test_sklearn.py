@@ -132,7 +132,7 @@ def test_sklearn_errors():
     with pytest.raises(FeaturesUnavailableError, match="pick a strategy that needs only predictions"):
         SklearnPosterior(LogisticRegression(), num_classes=2).features(torch.zeros(2, 2))
     data = toy_dataset(30)
-    with pytest.raises(InvalidArgumentError, match=r"targets must be class ids in \[0, 2\)"):
+    with pytest.raises(InvalidArgumentError, match=r"^train targets must be class ids in \[0, 2\)"):
         SklearnPosterior(LogisticRegression(), num_classes=2).fit((data.inputs, data.targets))
 
 

@@ -226,7 +226,7 @@ class SklearnPosterior:
         # as activebayes' fit checks them: integer class ids >= 0 (a float label 1.7 is not truncated)
         y = check_class_targets(as_number_tensor(targets_N, "train targets"), len(X), "train").numpy()
         if len(y) and y.max() >= self.num_classes:
-            raise InvalidArgumentError(f"targets must be class ids in [0, {self.num_classes}), got {y.min()}..{y.max()}")
+            raise InvalidArgumentError(f"train targets must be class ids in [0, {self.num_classes}), got {y.min()}..{y.max()}")
         gen = torch.Generator().manual_seed(seed_from(generator))
         if self.members == "ensemble":
             fitted = _with_seed(clone(self.estimator), seed_from(gen)).fit(X, y)
