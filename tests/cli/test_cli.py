@@ -10,27 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.cli.cli_helpers import run_cli
-
-FAST_TOML = """
-initial_size = 20
-validation_size = 50
-num_samples = 4
-eval_samples = 4
-cold_start = "none"
-[fit_options]
-max_epochs = 5
-min_samples_per_epoch = 1024
-patience = 2
-"""
-
-
-@pytest.fixture
-def fast_config(tmp_path: Path) -> Path:
-    path = tmp_path / "fast.toml"
-    path.write_text(FAST_TOML)
-    return path
-
+from tests.cli.cli_helpers import FAST_TOML, run_cli
 
 def test_run_writes_results_and_says_where(tmp_path, fast_config, capsys):
     out = tmp_path / "run"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from activebayes.cli import _parse_seeds
-from tests.cli.test_cli import FAST_TOML
+from tests.cli.cli_helpers import FAST_TOML
 from tests.cli.cli_helpers import run_cli
 
 

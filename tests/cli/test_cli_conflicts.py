@@ -2,20 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from activebayes.records import LoopConfig
-from tests.cli.test_cli import FAST_TOML
-from tests.cli.cli_helpers import run_cli
-
-
-@pytest.fixture
-def fast_config(tmp_path: Path) -> Path:
-    path = tmp_path / "fast.toml"
-    path.write_text(FAST_TOML)
-    return path
+from tests.cli.cli_helpers import FAST_TOML, run_cli
 
 
 def test_an_ensemble_size_with_mc_dropout_is_refused(tmp_path, fast_config, capsys):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.cli.test_cli import FAST_TOML
+from tests.cli.cli_helpers import FAST_TOML
 from tests.cli.cli_helpers import run_cli
 
 

@@ -20,7 +20,7 @@ from activebayes.loop import ActiveLearningLoop
 from activebayes.models import MLP
 from activebayes.records import RUNTIME_FIELDS, LoopConfig
 from activebayes.rundir import RunDirectory
-from tests.cli.test_cli import FAST_TOML
+from tests.cli.cli_helpers import FAST_TOML
 from tests.conftest import FAST_LOOP
 
 
