@@ -314,22 +314,21 @@ def build_posterior(
     if name == "mc_dropout":
         if options:
             raise InvalidArgumentError(f"mc_dropout on a network takes no options {sorted(options)}")
-        posterior = NetworkPosterior(network, **fit_options)
+        posterior = NetworkPosterior(network, num_classes=num_classes, **fit_options)
     elif name == "ensemble":
         if options:
             raise InvalidArgumentError(f"the ensemble takes no options {sorted(options)}")
         seed = draw_seed(generator)
         members = Ensemble.from_factory(lambda: reset_parameters(copy.deepcopy(network)), ensemble_size,
                                         generator=seed)
-        posterior = NetworkPosterior(members, **fit_options)
+        posterior = NetworkPosterior(members, num_classes=num_classes, **fit_options)
     else:
         laplace = last_layer_laplace(network, input_shape=input_shape, **options)
         if laplace.last.out_features != num_classes:  # its last nn.Linear is its output layer
             raise InvalidArgumentError(num_classes_mismatch(
                 num_classes, laplace.last.out_features, f"the network (its last nn.Linear, {laplace.split_at})"))
-        posterior = NetworkPosterior(laplace, **fit_options)
-    posterior._num_classes = num_classes  # any other network's width is known at its first log_probs
-    return posterior
+        posterior = NetworkPosterior(laplace, num_classes=num_classes, **fit_options)
+    return posterior  # an ensemble's or MC dropout network's width is checked at its first log_probs
 
 
 def loop_model(config: Any, num_classes: int, input_shape: Sequence[int], generator: torch.Generator, *,

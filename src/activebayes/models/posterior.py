@@ -55,7 +55,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor, nn
 
-from activebayes._validation import Device, check_choice, check_materialised
+from activebayes._validation import Device, check_choice, check_materialised, check_positive_int
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
@@ -171,12 +171,14 @@ class NetworkPosterior:
             (:func:`~activebayes.models.predict_log_probs`' ``sampling``): ``"batched"`` (the
             layers before the first dropout run once per item) or ``"sequential"`` (K full
             passes, for a network that mixes activations from before and after its first dropout).
+        num_classes: the C its logits must have, checked at :meth:`log_probs` (``None``: any).
         fit_options: keyword arguments of :func:`~activebayes.models.fit` (``lr``,
             ``max_epochs``, ...; not those :meth:`fit` passes itself: ``validation``,
             ``generator``, ``device``, ``multilabel``).
     """
 
-    def __init__(self, module: nn.Module, *, sampling: str = "batched", **fit_options: Any) -> None:
+    def __init__(self, module: nn.Module, *, sampling: str = "batched", num_classes: int | None = None,
+                 **fit_options: Any) -> None:
         from activebayes.models.predict import SAMPLING_MODES
         from activebayes.models.training import check_fit_options
 
@@ -188,8 +190,7 @@ class NetworkPosterior:
         self._module = module
         self.sampling = sampling
         self.fit_options = dict(fit_options)
-        #: the C its logits must have (``build_posterior``'s ``num_classes``), checked at :meth:`log_probs`
-        self._num_classes: int | None = None
+        self._num_classes = None if num_classes is None else check_positive_int(num_classes, "num_classes")
 
     @property
     def module(self) -> nn.Module:
