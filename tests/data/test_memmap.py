@@ -296,6 +296,13 @@ def test_a_folder_that_is_not_a_memmap_folder_is_never_advised_overwrite(tmp_pat
             assert "even with overwrite=True: choose another destination, or remove it yourself" in message
     assert (precious / "thesis.tex").read_text() == "do not delete" and (tmp_path / "notes.txt").read_text() == "a file"
     assert _leftovers(tmp_path) == []
+    # a folder whose meta.json is damaged is named as such ("no meta.json" sent the user looking for a missing file)
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / "meta.json").write_text('{"format": ')
+    with pytest.raises(DataError, match=rf"^{re.escape(str(damaged))} exists and is not a memmap dataset folder \(a "
+                                        r"folder whose meta.json is damaged or not of format '.*'\); refusing"):
+        write_memmap(damaged, pixels, overwrite=True, progress=False)
 
 
 # ----------------------------------------------------------------------------- lazy inputs behave like the tensor

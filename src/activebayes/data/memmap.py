@@ -598,11 +598,13 @@ def check_destination(destination: Path, *, overwrite: bool) -> None:
     if destination.is_dir() and not any(destination.iterdir()):
         return  # an empty folder made for it: used as it is
     if not is_memmap_folder(destination):  # never replaced, so overwrite=True is no advice to give
-        what = "a folder" if destination.is_dir() else "a file"
+        if (destination / META_FILE).is_file():
+            what = f"a folder whose {META_FILE} is damaged or not of format {MEMMAP_FORMAT!r}"
+        else:
+            what = f"{'a folder' if destination.is_dir() else 'a file'}, no {META_FILE} of format {MEMMAP_FORMAT!r}"
         raise DataError(
-            f"{destination} exists and is not a memmap dataset folder ({what}, no {META_FILE} of format "
-            f"{MEMMAP_FORMAT!r}); refusing to replace it, even with overwrite=True: choose another "
-            "destination, or remove it yourself if it is not needed"
+            f"{destination} exists and is not a memmap dataset folder ({what}); refusing to replace it, even with "
+            "overwrite=True: choose another destination, or remove it yourself if it is not needed"
         )
     if not overwrite:
         raise DataError(f"{destination} already exists; pass overwrite=True (--overwrite) to replace it")
