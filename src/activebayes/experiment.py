@@ -28,7 +28,6 @@ from tqdm.auto import tqdm
 
 from activebayes import _progress
 from activebayes._threads import automatic_threads
-from activebayes.acquisition import get_strategy
 from activebayes.loop import ActiveLearningLoop, check_config_names
 from activebayes.scoring import PoolExecutor
 from activebayes.records import RUNTIME_FIELDS, LoopConfig, LoopResult, RoundRecord
@@ -300,8 +299,8 @@ def run_comparison(
         raise InvalidArgumentError("strategies must name at least one acquisition strategy")
     if not seeds:
         raise InvalidArgumentError("seeds must hold at least one seed")
-    for name in strategies:
-        get_strategy(name)  # unknown names fail before any work
+    for name in strategies:  # unknown names, options a strategy does not take: before any work
+        check_config_names(base.replace(strategy=name))
     if len(set(strategies)) != len(strategies) or len(set(seeds)) != len(seeds):
         raise InvalidArgumentError(f"strategies and seeds must not repeat, got {list(strategies)} and {list(seeds)}")
     _check_table_file(base)

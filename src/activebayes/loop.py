@@ -116,7 +116,26 @@ def check_config_names(config: LoopConfig) -> None:
     if config.table is None:
         check_choice(config.dataset, "dataset (--dataset)", available_datasets())
     check_choice(config.model, "model (--model)", available_models())
-    config_strategies(config)
+    strategy, _ = config_strategies(config)
+    _check_option_names_early(strategy, config.acquisition_options)
+
+
+def _check_option_names_early(strategy: Strategy, options: Mapping[str, Any]) -> None:
+    """``acquisition_options`` keys that neither ``strategy`` nor its multi-label counterpart takes,
+    refused before any data is loaded (the dataset, so which of the two runs, is not known yet; the
+    loop checks the one that runs when it is built): a comparison's strategies are all checked
+    before its first run, not each when its turn comes."""
+    entries = [strategy]
+    if strategy.name in MULTILABEL_COUNTERPARTS:
+        entries.append(get_strategy(MULTILABEL_COUNTERPARTS[strategy.name]))
+    errors = []
+    for entry in entries:
+        try:
+            entry.check_option_names(options, streamed=True)
+            return
+        except InvalidTypeError as error:
+            errors.append(error)
+    raise InvalidArgumentError(f"acquisition_options (--config [acquisition_options]): {errors[0]}") from None
 
 
 def config_strategies(config: LoopConfig) -> tuple[Strategy, Strategy | None]:

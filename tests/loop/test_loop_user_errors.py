@@ -189,6 +189,22 @@ def test_acquisition_options_are_checked_against_the_strategy_that_takes_them():
         ActiveLearningLoop(LoopConfig(**settings, acquisition_options={"dtype": "float64"}), dataset=multilabel_toy())
 
 
+def test_a_comparison_checks_every_strategys_options_before_its_first_run(tmp_path):
+    """An option the second strategy does not take failed when its turn came, after the first
+    strategy's runs (minutes to hours); every strategy is checked before anything is written."""
+    from activebayes.experiment import run_comparison
+
+    out = tmp_path / "cmp"
+    with pytest.raises(InvalidArgumentError, match=r"^acquisition_options \(--config \[acquisition_options\]\): "
+                                                   r"strategy 'random' got an unknown option 'beta'; its options "
+                                                   r"are: cost_aware$"):
+        run_comparison(LoopConfig(acquisition_options={"beta": 2.0}), ["power_bald", "random"], [0], out)
+    assert not out.exists()
+    with pytest.raises(InvalidArgumentError, match=r"num_samples \(--num-samples\) must be >= 2 for strategy 'bald'"):
+        run_comparison(LoopConfig(num_samples=1, strategy="random"), ["random", "bald"], [0], out)
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("setting", [{"posterior": "laplace"}, {"ensemble_size": 3}, {"model": "mlp"},
                                      {"model_options": {"hidden": 8}}])
 def test_model_settings_a_model_factory_replaces_are_warned_about(setting):
