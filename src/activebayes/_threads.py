@@ -98,6 +98,7 @@ __all__ = [
     "auto_threads",
     "automatic_threads",
     "busy_cores",
+    "check_thread_limit",
     "free_cores",
     "max_threads",
     "resolve_threads",
@@ -287,7 +288,7 @@ def max_threads() -> int:
     return max(_LEAST_THREAD_LIMIT, _THREADS_PER_CPU * (os.cpu_count() or 1))
 
 
-def _check_at_most(threads: int, name: str) -> None:
+def check_thread_limit(threads: int, name: str) -> None:
     """Refuse a thread count above :func:`max_threads`, naming where it came from (``name``)."""
     limit = max_threads()
     if threads > limit:
@@ -332,11 +333,11 @@ def resolve_threads(requested: int | None = None, *, environ: Mapping[str, str] 
     if requested is not None:
         if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
             raise InvalidArgumentError(f"threads must be an int >= 1 or None (automatic), got {requested!r}")
-        _check_at_most(requested, "threads (--threads)")
+        check_thread_limit(requested, "threads (--threads)")
         return ThreadChoice(requested, "--threads")
     found = _env_threads(os.environ if environ is None else environ)
     if found is not None:
-        _check_at_most(*found)
+        check_thread_limit(*found)
     return None if found is None else ThreadChoice(*found)
 
 

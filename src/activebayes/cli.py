@@ -29,7 +29,7 @@ from typing import Any
 import click
 
 from activebayes import _progress
-from activebayes._threads import automatic_threads
+from activebayes._threads import automatic_threads, check_thread_limit
 from activebayes._memory import keep_freed_memory
 from activebayes._validation import check_device, check_positive_int
 from activebayes.acquisition import available_strategies
@@ -421,6 +421,8 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], *, c
     def from_the_file(key: str | None) -> bool:  # a bad value the --config file gave, not a flag
         return config_file is not None and key in file_values and key not in from_flags
 
+    if from_the_file("threads") and isinstance(values["threads"], int):  # named as the file's, not --threads
+        check_thread_limit(values["threads"], f"--config {config_file}: threads")
     try:
         _check_names(values)
     except InvalidArgumentError as error:  # "--cold-start: unknown strategy ...": from the file, say so

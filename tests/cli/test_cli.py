@@ -171,6 +171,17 @@ def test_an_absurd_thread_count_is_one_line_naming_where_it_came_from(tmp_path, 
     assert code == 1 and err.startswith(f"error: OMP_NUM_THREADS must be at most {max_threads()} "), err
     assert max_threads() >= 1024  # a count a run stored on a large machine resumes on a small one
 
+
+def test_an_absurd_thread_count_in_a_config_file_names_the_file(tmp_path, capsys):
+    """A --config file's threads = 1000000 was refused as if --threads had been given."""
+    config = tmp_path / "c.toml"
+    config.write_text("threads = 1000000\n")
+    code, _, err = run_cli(capsys, "run", "--config", config, "--out", tmp_path / "r")
+    assert code == 1 and err.startswith(f"error: --config {config}: threads must be at most ") and \
+        err.endswith("; got 1000000\n"), err
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
