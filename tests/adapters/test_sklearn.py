@@ -262,3 +262,25 @@ def test_sklearn_posterior_log_probs_before_fit_says_fit_first():
     with pytest.raises(InvalidArgumentError, match=r"^the scikit-learn posterior is not fitted yet \(no members\): "
                                                    r"call fit with labelled rows first$"):
         posterior.log_probs(torch.randn(3, 4), num_samples=None)
+
+
+def test_scoring_an_unfitted_sklearn_posterior_says_fit_first():
+    """score_pool (and predict_log_probs) on the posterior or its module before fit said
+    'num_samples must be >= 1, got 0'; a module holding no functions at all is named too."""
+    from activebayes.models.predict import predict_log_probs
+    from activebayes.scoring import score_pool
+
+    posterior = SklearnPosterior(RandomForestClassifier(n_estimators=2), num_classes=3)
+    for model in (posterior, posterior.module):
+        with pytest.raises(InvalidArgumentError, match=r"^the scikit-learn posterior is not fitted yet"):
+            score_pool(model, torch.randn(6, 4), torch.arange(6), "bald", 2, num_samples=None, mask_generator=0,
+                       selection_seed=0)
+
+    class NoFunctions(torch.nn.Module):  # a user's FunctionSampler holding none yet
+        num_function_samples = 0
+
+        def forward_samples(self, inputs, sample_ids):
+            raise AssertionError("not called")
+
+    with pytest.raises(InvalidArgumentError, match=r"^NoFunctions holds no function samples \(K = 0\): fit it"):
+        predict_log_probs(NoFunctions(), torch.randn(3, 4))

@@ -377,6 +377,11 @@ def predict_log_probs(
         num_samples = hold_functions(model, num_samples, generator)
     if sampler is not None:
         size = sampler.num_function_samples
+        if size == 0:  # e.g. a scikit-learn posterior's module before fit: not 'num_samples must be >= 1, got 0'
+            getattr(sampler, "check_fitted", lambda: None)()  # its own words, where it has them
+            from activebayes.models.laplace import NotFittedError
+
+            raise NotFittedError(f"{type(model).__name__} holds no function samples (K = 0): fit it before predicting")
         if num_samples is None:
             num_samples = size
         check_positive_int(num_samples, "num_samples")
