@@ -359,7 +359,8 @@ def _integer(text: str) -> int | None:
 
 def _json_int(text: str) -> int | str:
     """``json.loads``'s ``parse_int``: a number too long to be an id stays its text (see :data:`_MAX_ID_DIGITS`)."""
-    return int(text) if len(text.lstrip("-")) <= _MAX_ID_DIGITS else text
+    number = _integer(text)  # one rule for what is read as an id
+    return text if number is None else number
 
 
 def _shown(value: object, limit: int = 40) -> str:
