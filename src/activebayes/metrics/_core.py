@@ -15,6 +15,9 @@ AVERAGES = ("binary", "macro", "micro", "weighted", "none")
 # log p(y) is clipped at log(float64 eps) so a confidently wrong item costs ~36 nats, not inf
 # (scikit-learn's log_loss clips probabilities at the same eps).
 LOG_EPS = math.log(torch.finfo(torch.float64).eps)
+# calibration bins: a confidence this many bin widths below an edge is taken to lie on it
+# (float64 rounding of a value exactly on the edge is ~1e-15 of a bin width)
+BIN_EDGE_TOLERANCE = 1e-9
 
 
 # --------------------------------------------------------------------------- counting
@@ -146,14 +149,16 @@ def calibration_sums(
 
     Confidence is the top-label probability ``max_c p(c | x)``; bin ``b`` holds
     confidences in ``[b / B, (b + 1) / B)``, the last bin also 1.0 (torchmetrics puts 1.0 in
-    a bin of its own).
+    a bin of its own). A confidence within :data:`BIN_EDGE_TOLERANCE` bin widths below an edge
+    counts as on it: a vote share such as 8 of 10 ensemble members (0.8, an edge for
+    ``B = 15``) comes out of the log-space mean, or of a log / exp round trip, an ulp low.
     """
     N, C = log_probs_N_C.shape
     probs_N_C = log_probs_N_C.exp()
     conf_N, pred_N = probs_N_C.max(-1)
     correct_N = (pred_N == targets_N).double()
-    edges = calibration_bin_edges(num_bins)
-    bin_N = (torch.bucketize(conf_N, edges, right=True) - 1).clamp(0, num_bins - 1)
+    scaled_N = conf_N.double() * num_bins
+    bin_N = torch.floor(scaled_N + BIN_EDGE_TOLERANCE).long().clamp(0, num_bins - 1)
     onehot_N_C = torch.nn.functional.one_hot(targets_N, C).double()
     return {
         "count_B": torch.bincount(bin_N, minlength=num_bins).double(),
