@@ -594,6 +594,28 @@ def test_a_device_the_machine_lacks_is_named() -> None:
             scorer(random_log_probs(10, 4, 3))
 
 
+@pytest.mark.skipif(torch.cuda.device_count() > 7, reason="the machine has a cuda:7")
+@pytest.mark.parametrize("device", ["cuda:7", "bogus"])
+def test_every_function_with_a_device_names_one_the_machine_lacks(device: str) -> None:
+    # these moved their tensors with torch's own .to(device): an AssertionError or torch's list of device types
+    features = torch.randn(10, 3, generator=torch.Generator().manual_seed(0))
+    multilabel = multilabel_log_probs(torch.randn(10, 4, 3, generator=torch.Generator().manual_seed(1)))
+    calls = [
+        lambda: acquisition.random_scores(5, device=device),
+        lambda: acquisition.kmeans(features, 2, device=device),
+        lambda: acquisition.typicality(features, features[:0], 2, device=device),
+        lambda: acquisition.badge_from_factors(acquisition.loss_gradient_factors(random_log_probs(10, 4, 3)), features,
+                                               2, device=device),
+        lambda: select(10, "typicality", 2, features_N_D=features, labelled_features_L_D=features[:0],
+                       device=device),
+        lambda: select(multilabel, "multilabel_bald", 2, device=device),
+        lambda: select(10, "random", 2, device=device),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match=rf"^device must be a device this machine has \(.*\), got '{device}'$"):
+            call()
+
+
 @pytest.mark.parametrize("strategy", ["bald", "batchbald", "power_bald", "epig", "variation_ratios", "mean_std",
                                       "jackknife_bald", "multilabel_bald", "multilabel_batchbald"])
 def test_one_function_sample_is_refused_where_the_strategy_scores_disagreement(strategy) -> None:

@@ -37,7 +37,7 @@ import torch
 from torch import Tensor
 
 from activebayes._seeding import as_generator
-from activebayes._validation import Device, check_log_probs, check_positive_int, log_probs_tolerance
+from activebayes._validation import Device, check_log_probs, check_positive_int, check_torch_device, log_probs_tolerance
 from activebayes.acquisition._chunks import check_chunk_sums, iter_chunks, resolve_device, rows_per_chunk
 from activebayes.acquisition._features import check_features
 from activebayes.acquisition.clustering import d2_seeding
@@ -191,7 +191,7 @@ def badge_from_factors(
         raise InvalidArgumentError(f"batch_size must be <= the pool size N={N}, got {batch_size}")
     if plan is not None and tuple(plan.costs_N.shape) != (N,):
         raise InvalidArgumentError(f"plan must hold one cost per item ({N}), got {tuple(plan.costs_N.shape)}")
-    compute_device = torch.device("cpu") if device is None else torch.device(device)
+    compute_device = torch.device("cpu") if device is None else check_torch_device(device)
     return _seed_from_factors(factors_N_C.to(compute_device, torch.float64),
                               features.to(compute_device, torch.float64), batch_size, generator, plan)
 

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from activebayes._seeding import as_generator
-from activebayes._validation import check_positive_int
+from activebayes._validation import check_positive_int, check_torch_device
 from activebayes.acquisition._chunks import iter_chunks
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
@@ -203,6 +203,7 @@ def kmeans(
     if k > N:
         raise InvalidArgumentError(f"k must be <= the number of points N={N}, got {k}")
     max_iter = check_positive_int(max_iter, "max_iter")
+    device = check_torch_device(device)
     if device is not None:
         points = points.to(device)
     norms_N = (points * points).sum(-1)

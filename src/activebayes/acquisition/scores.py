@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from activebayes._seeding import as_generator
-from activebayes._validation import Device, check_finite, check_ndim, check_positive_int, check_tensor
+from activebayes._validation import Device, check_finite, check_ndim, check_positive_int, check_tensor, check_torch_device
 from activebayes.acquisition._chunks import clamp_log, iter_chunks, map_log_probs, resolve_device, rows_per_chunk
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
@@ -328,6 +328,7 @@ def random_scores(
     torch.Size([3])
     """
     N = check_positive_int(N, "N")
+    device = check_torch_device(device)
     if generator is not None:  # an int is a seed; a wrong type is named here, not deep in torch
         generator = as_generator(generator, "generator")
     scores_N = torch.rand(N, generator=generator, dtype=torch.float64)

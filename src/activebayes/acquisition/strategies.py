@@ -60,6 +60,7 @@ from activebayes._validation import (
     check_log_probs,
     check_nonnegative_float,
     check_positive_int,
+    check_torch_device,
     renamed_keyword,
 )
 from activebayes.acquisition import scores as _scores
@@ -1091,6 +1092,7 @@ def select(
     entry = get_strategy(strategy)
     if generator is not None:  # an int seeds a generator; anything else is named now, not deep in a strategy
         generator = as_generator(generator, "generator")
+    check_torch_device(device)  # named now for every strategy, also those that move tensors themselves
     call = check_call(
         entry, log_probs_N_K_C, batch_size, costs_N=costs_N, cost_budget=cost_budget, options=options,
         inputs={

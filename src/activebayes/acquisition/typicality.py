@@ -44,7 +44,7 @@ import torch
 from torch import Tensor
 
 from activebayes._seeding import as_generator
-from activebayes._validation import Device, check_positive_int
+from activebayes._validation import Device, check_positive_int, check_torch_device
 from activebayes.acquisition._chunks import iter_chunks
 from activebayes.acquisition._features import check_features
 from activebayes.acquisition.clustering import BLOCK_ELEMENTS, kmeans
@@ -332,6 +332,7 @@ def typicality(
         plan = check_budget(costs_N, cost_budget, N)
     elif costs_N is not None or cost_budget is not None:
         raise InvalidArgumentError("pass either plan or costs_N / cost_budget, not both")
+    device = check_torch_device(device)
 
     points_T_D = torch.cat([pool.to(torch.float64), labelled.to(pool.device, torch.float64)])
     if device is not None:
