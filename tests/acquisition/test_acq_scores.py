@@ -168,6 +168,23 @@ def test_predictive_variance_errors() -> None:
         acquisition.predictive_variance(torch.zeros(2, 1), correction=1)
 
 
+@pytest.mark.parametrize(("correction", "error", "message"), [
+    (-1, ValueError, r"^correction must be >= 0, got -1$"),  # was a variance divided by K + 1
+    (1.5, TypeError, r"^correction must be an int, got float 1.5$"),  # was divided by K - 1.5
+    (True, TypeError, r"^correction must be an int, got bool True$"),
+    ("1", TypeError, r"^correction must be an int, got str '1'$"),  # was Python's own 'unsupported operand type(s)'
+])
+def test_predictive_variance_names_a_correction_that_is_not_a_count(correction, error, message) -> None:
+    with pytest.raises(error, match=message):
+        acquisition.predictive_variance(torch.randn(5, 4), correction=correction)
+
+
+def test_predictive_variance_refuses_vector_outputs_with_no_dimensions() -> None:
+    # [N, K, 0] summed variances over nothing: zeros for every item (and torch's degrees-of-freedom warning)
+    with pytest.raises(ValueError, match=r"^samples_N_K has a zero-sized dimension: shape \(5, 4, 0\)$"):
+        acquisition.predictive_variance(torch.randn(5, 4, 0))
+
+
 def test_random_scores_seeded() -> None:
     a = acquisition.random_scores(100, generator=torch.Generator().manual_seed(3))
     b = acquisition.random_scores(100, generator=torch.Generator().manual_seed(3))

@@ -291,9 +291,12 @@ def predictive_variance(
         check_ndim(samples_N_K, 2, name, "[N, K] (pool items, function samples) or [N, K, D]")
     if not samples_N_K.is_floating_point():
         raise InvalidTypeError(f"{name} must be a floating point tensor, got dtype {samples_N_K.dtype}")
+    correction = check_positive_int(correction, "correction", allow_zero=True)
     N, K = samples_N_K.shape[:2]
     if N == 0:
         raise InvalidArgumentError(f"{name} is empty: the pool has no items (shape {tuple(samples_N_K.shape)})")
+    if samples_N_K.numel() == 0 and K > 0:
+        raise InvalidArgumentError(f"{name} has a zero-sized dimension: shape {tuple(samples_N_K.shape)}")
     if K - correction < 1:
         raise InvalidArgumentError(f"{name} needs K > correction={correction} samples per item, got K={K}")
     compute_device = resolve_device(samples_N_K, device)
