@@ -58,6 +58,7 @@ def check_log_probs(
     shape_doc: str = "[N, K, C] (pool items, function samples, classes)",
     atol: float | None = None,
     values: bool = True,
+    normalised: bool = True,
 ) -> Tensor:
     """Validate log-probabilities over the last dimension.
 
@@ -65,7 +66,9 @@ def check_log_probs(
     ``exp`` of each row sums to 1 within ``atol`` (default: :func:`log_probs_tolerance`,
     which follows the dtype and the number of classes). With ``values=False`` only the structure (type,
     dimensions, dtype, non-empty) is checked: callers that stream over chunks check
-    the values chunk by chunk (see :func:`log_probs_tolerance`).
+    the values chunk by chunk (see :func:`log_probs_tolerance`). With ``normalised=False``
+    the rows need not sum to 1 (multi-label ``log P(y_c = 1)`` per label); NaN, +inf and
+    values above 0 are still refused.
     """
     tensor = check_tensor(log_probs, name)
     check_ndim(tensor, ndim, name, shape_doc)
@@ -83,6 +86,8 @@ def check_log_probs(
             f"{name} must hold log-probabilities (<= 0), got a maximum of {float(tensor.max()):.4g}; "
             "did you pass probabilities or logits? Use torch.log_softmax(logits, dim=-1)"
         )
+    if not normalised:
+        return tensor
     if atol is None:
         atol = log_probs_tolerance(tensor.dtype, tensor.shape[-1])
     # half precision summed in float32 (its own rounding would swamp the check)

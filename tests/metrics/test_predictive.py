@@ -61,3 +61,30 @@ def test_the_predictive_has_one_home():
     copies = [str(path.relative_to(SRC)) for path in SRC.rglob("*.py")
               if path.name != "predictive.py" and pattern.search(path.read_text(encoding="utf-8"))]
     assert not copies, f"the predictive average written by hand in {copies}: use activebayes.metrics.predictive"
+
+
+def _log_probs() -> torch.Tensor:
+    return torch.randn(6, 4, 3, generator=torch.Generator().manual_seed(2)).log_softmax(-1)
+
+
+@pytest.mark.parametrize(("make", "error", "message"), [
+    # each of these returned a tensor: probabilities above 1, a [N] row of -log C, NaN, integer-truncated values
+    (lambda lp: lp.exp(), ValueError, r"^log_probs_N_K_C must hold log-probabilities \(<= 0\), got a maximum of "),
+    (lambda lp: lp[:, 0], ValueError, r"^log_probs_N_K_C must have 3 dimensions \[N, K, C\] .*got shape \(6, 3\)$"),
+    (lambda lp: lp.masked_fill(lp < -2, float("nan")), ValueError, r"^log_probs_N_K_C contains \d+ NaN or \+inf"),
+    (lambda lp: lp[:0], ValueError, r"^log_probs_N_K_C is empty"),
+    (lambda lp: lp.long(), TypeError, r"^log_probs_N_K_C must be a floating point tensor, got dtype torch.int64$"),
+    (lambda lp: lp.numpy(), TypeError, r"^log_probs_N_K_C must be a torch.Tensor, got ndarray"),
+])
+@pytest.mark.parametrize("function", [predictive_log_probs, predictive_probs])
+def test_the_predictive_names_what_is_not_log_probabilities(function, make, error, message):
+    with pytest.raises(error, match=message):
+        function(make(_log_probs()))
+
+
+def test_the_predictive_takes_per_label_log_probabilities_and_a_floating_dtype_only():
+    per_label = torch.nn.functional.logsigmoid(torch.randn(5, 3, 4, generator=torch.Generator().manual_seed(0)))
+    np.testing.assert_allclose(predictive_probs(per_label).numpy(), per_label.exp().mean(1).numpy(), rtol=1e-6)
+    with pytest.raises(TypeError, match=r"^dtype must be a floating point torch.dtype \(e.g. torch.float64\), got "
+                                        r"torch.int64$"):
+        predictive_log_probs(_log_probs(), dtype=torch.int64)

@@ -29,6 +29,9 @@ import math
 import torch
 from torch import Tensor
 
+from activebayes._validation import check_log_probs
+from activebayes.errors import InvalidTypeError
+
 __all__ = ["log_mean_exp", "predictive_log_probs", "predictive_probs"]
 
 
@@ -41,9 +44,15 @@ def predictive_log_probs(log_probs_N_K_C: Tensor, *, dtype: torch.dtype | None =
     r"""The predictive's log-probabilities :math:`\log \bar p(c \mid x)`, ``[N, C]``.
 
     Args:
-        log_probs_N_K_C: K function samples' log-probabilities of each item.
-        dtype: compute (and return) in this dtype, e.g. ``torch.float64``; default: the input's.
+        log_probs_N_K_C: K function samples' log-probabilities of each item ``[N, K, C]``
+            (single-label: normalised over C; multi-label: each label's ``log P(y_c = 1)``).
+            Checked once: a floating point ``[N, K, C]`` tensor of values <= 0, no NaN or +inf.
+        dtype: compute (and return) in this floating point dtype, e.g. ``torch.float64``;
+            default: the input's.
     """
+    check_log_probs(log_probs_N_K_C, normalised=False)
+    if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
+        raise InvalidTypeError(f"dtype must be a floating point torch.dtype (e.g. torch.float64), got {dtype!r}")
     if dtype is not None:
         log_probs_N_K_C = log_probs_N_K_C.to(dtype)
     return log_mean_exp(log_probs_N_K_C, dim=1)

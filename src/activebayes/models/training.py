@@ -39,7 +39,7 @@ from activebayes.models.encoders import split_frozen
 from activebayes.models.ensemble import Ensemble
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, InvalidTypeError
 from activebayes.metrics.multilabel import label_decisions
-from activebayes.metrics.predictive import predictive_log_probs
+from activebayes.metrics.predictive import log_mean_exp
 
 __all__ = ["OPTIMIZERS", "PAPER_FIT_OPTIONS", "EpochRecord", "FitResult", "fit", "reset_parameters"]
 
@@ -578,7 +578,7 @@ def _evaluate_ensemble(model: Ensemble, inputs: Tensor, targets: Tensor, batch_s
         for start in range(0, inputs.shape[0], 256):
             x, y = inputs[start : start + 256].to(device), targets[start : start + 256].to(device)
             log_probs_n_K_C = F.log_softmax(model(x).float(), dim=-1)
-            log_mean_n_C = predictive_log_probs(log_probs_n_K_C)
+            log_mean_n_C = log_mean_exp(log_probs_n_K_C, dim=1)  # unchecked: a diverged member's NaN is a NaN loss
             total_loss += float(F.nll_loss(log_mean_n_C, y, reduction="sum"))
             correct += int((log_mean_n_C.argmax(dim=-1) == y).sum())
     model.train(was_training)
