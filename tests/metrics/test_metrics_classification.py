@@ -237,3 +237,35 @@ def test_half_precision_probabilities_from_a_softmax_are_accepted(dtype):
     unnormalised = probs.double() * 0.9
     with pytest.raises(ValueError, match=r"rows must sum to 1"):
         M.log_loss(y, unnormalised.to(dtype))
+
+
+def test_num_classes_and_pos_label_are_checked_alike_in_every_metric():
+    """As every other count in the library: NumPy ints are ints (np.int64(3) was refused as 'not a positive
+    int, got np.int64(3)'), floats and strings are named with their type."""
+    y, p = [0, 1, 2, 1], torch.tensor([[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8], [0.2, 0.7, 0.1]])
+    assert M.f1_score(y, p, average="macro", num_classes=np.int64(3)) == 1.0
+    assert M.f1_score([0, 1, 1], [0, 1, 0], pos_label=np.int64(1)) == skm.f1_score([0, 1, 1], [0, 1, 0])
+    record = M.evaluate_classification(p, y, num_classes=np.int64(3))
+    assert type(record["num_classes"]) is int  # the record is written as JSON
+    for call in (lambda: M.f1_score(y, p, average="macro", num_classes=3.0),
+                 lambda: M.roc_auc_score(y, p, num_classes="3")):
+        with pytest.raises(TypeError, match=r"^num_classes must be an int, got (float 3.0|str '3')$"):
+            call()
+    with pytest.raises(ValueError, match=r"^num_classes must be >= 1, got 0$"):
+        M.roc_auc_score(y, p, num_classes=0)  # was 'num_classes=0 but scores have 3 classes'
+    with pytest.raises(TypeError, match=r"^pos_label must be an int, got str '1'$"):
+        M.roc_curve([0, 1], [0.2, 0.8], pos_label="1")  # was 'targets must be binary with pos_label=1 among them'
+    with pytest.raises(ValueError, match=r"^pos_label must be a class id < 2, got 5$"):
+        M.roc_curve([0, 1], [[0.8, 0.2], [0.2, 0.8]], pos_label=5)  # was torch's IndexError
+
+
+def test_a_class_id_beyond_num_classes_is_named_with_the_argument_that_holds_it():
+    # was 'class ids must be < num_classes=2, got a label 2 in targets/predictions' (which of them?)
+    with pytest.raises(ValueError, match=r"^predictions must be class ids < num_classes=2, got 2$"):
+        M.f1_score([0, 1], [0, 2], average="macro", num_classes=2)
+    with pytest.raises(ValueError, match=r"^targets must be class ids < num_classes=2, got 3$"):
+        M.confusion_matrix([0, 3], [0, 1], num_classes=2)
+    with pytest.raises(ValueError, match=r"^targets must be class ids < C=2 \(the predictions' classes\), got 2$"):
+        M.precision_score([0, 2], [[0.9, 0.1], [0.3, 0.7]], average="macro")
+    with pytest.raises(ValueError, match=r"^targets must be class ids < num_classes=2, got 2$"):
+        M.evaluate_classification(torch.tensor([[0.9, 0.1], [0.3, 0.7]]), [0, 2], num_classes=2)

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from activebayes._validation import check_finite, check_log_probs
+from activebayes._validation import check_finite, check_log_probs, check_positive_int
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.metrics.predictive import predictive_log_probs
 
@@ -179,6 +179,22 @@ def check_same_length(a: Tensor, b: Tensor, name_a: str, name_b: str) -> None:
         )
 
 
+def check_below(labels_N: Tensor | None, name: str, C: int, *, given: bool) -> None:
+    """Refuse a class id >= ``C`` in ``labels_N`` (``given``: C is the caller's ``num_classes``,
+    else the number of classes of the probabilities), naming the argument that holds it."""
+    if labels_N is not None and int(labels_N.max()) >= C:
+        bound = f"num_classes={C}" if given else f"C={C} (the predictions' classes)"
+        raise InvalidArgumentError(f"{name} must be class ids < {bound}, got {int(labels_N.max())}")
+
+
+def check_pos_label(pos_label: object, num_classes: int | None = None) -> int:
+    """The positive class: an int id >= 0 (NumPy ints too), ``< num_classes`` when that is known."""
+    pos_label = check_positive_int(pos_label, "pos_label", allow_zero=True)
+    if num_classes is not None and pos_label >= num_classes:
+        raise InvalidArgumentError(f"pos_label must be a class id < {num_classes}, got {pos_label}")
+    return pos_label
+
+
 def check_zero_division(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidTypeError(f"zero_division must be 0, 1 or nan, got {value!r}")
@@ -202,8 +218,7 @@ def resolve_labels(
     - else the sorted union of ids present in targets and predictions (scikit-learn's default).
     """
     if num_classes is not None:
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-            raise InvalidArgumentError(f"num_classes must be a positive int, got {num_classes!r}")
+        num_classes = check_positive_int(num_classes, "num_classes")
         if implied_classes is not None and implied_classes != num_classes:
             raise InvalidArgumentError(
                 f"num_classes={num_classes} but the predictions have {implied_classes} classes"
@@ -212,10 +227,9 @@ def resolve_labels(
     observed_max = int(targets_N.max())
     if preds_N is not None:
         observed_max = max(observed_max, int(preds_N.max()))
-    if C is not None and observed_max >= C:
-        raise InvalidArgumentError(
-            f"class ids must be < num_classes={C}, got a label {observed_max} in targets/predictions"
-        )
+    if C is not None:
+        check_below(targets_N, "targets", C, given=num_classes is not None)
+        check_below(preds_N, "predictions", C, given=num_classes is not None)
     if labels is not None:
         label_ids = check_labels(labels, "labels")
         if label_ids.unique().numel() != label_ids.numel():

@@ -17,11 +17,12 @@ from dataclasses import dataclass, fields
 import torch
 from torch import Tensor
 
-from activebayes._validation import check_choice, check_finite
+from activebayes._validation import check_choice, check_finite, check_positive_int
 from activebayes.metrics._core import safe_divide
 from activebayes.metrics._inputs import (
     as_tensor,
     check_labels,
+    check_pos_label,
     check_same_length,
     check_zero_division,
     to_probs,
@@ -71,6 +72,7 @@ class PrecisionRecallCurve(_Unpackable):
 # --------------------------------------------------------------------------- inputs
 def _binary_inputs(targets: object, scores: object, pos_label: int) -> tuple[Tensor, Tensor]:
     """``is_positive_N`` (bool) and float64 ``scores_N``."""
+    pos_label = check_pos_label(pos_label)
     targets_N = check_labels(targets, "targets")
     scores_t = as_tensor(scores, "scores")
     if scores_t.ndim == 1:
@@ -84,6 +86,7 @@ def _binary_inputs(targets: object, scores: object, pos_label: int) -> tuple[Ten
             raise InvalidArgumentError(
                 f"scores must be 1-D scores or two-class probabilities, got {probs_N_C.shape[-1]} classes"
             )
+        check_pos_label(pos_label, 2)
         scores_N = probs_N_C[:, pos_label]
     else:
         raise InvalidArgumentError(f"scores must be [N] scores, got shape {tuple(scores_t.shape)}")
@@ -175,7 +178,7 @@ def _one_vs_rest(
     targets_N = check_labels(targets, "targets")
     probs_N_C = to_probs(scores, "scores")
     C = probs_N_C.shape[-1]
-    if num_classes is not None and num_classes != C:
+    if num_classes is not None and check_positive_int(num_classes, "num_classes") != C:
         raise InvalidArgumentError(f"num_classes={num_classes} but scores have {C} classes")
     check_same_length(targets_N, probs_N_C, "targets", "scores")
     if int(targets_N.max()) >= C:
@@ -216,6 +219,7 @@ def roc_auc_score(
     """
     from torchmetrics.functional.classification import binary_auroc  # lazy (imports matplotlib)
 
+    check_pos_label(pos_label)  # also where it goes unused (probabilities: one-vs-rest over every class)
     scores_t = as_tensor(scores, "scores")
     if scores_t.ndim == 1:
         is_pos_N, scores_N = _binary_inputs(targets, scores_t, pos_label)
@@ -248,6 +252,7 @@ def average_precision_score(
     """
     from torchmetrics.functional.classification import binary_average_precision  # lazy
 
+    check_pos_label(pos_label)  # also where it goes unused (probabilities: one-vs-rest over every class)
     scores_t = as_tensor(scores, "scores")
     if scores_t.ndim == 1:
         is_pos_N, scores_N = _binary_inputs(targets, scores_t, pos_label)

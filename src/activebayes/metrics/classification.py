@@ -21,7 +21,9 @@ from activebayes.metrics._core import (
     prf_from_confusion,
 )
 from activebayes.metrics._inputs import (
+    check_below,
     check_labels,
+    check_pos_label,
     check_same_length,
     check_zero_division,
     resolve_labels,
@@ -106,9 +108,8 @@ def accuracy_score(
     targets_N = check_labels(targets, "targets")
     preds_N, num_classes = to_labels(predictions, "predictions")
     check_same_length(targets_N, preds_N, "targets", "predictions")
-    if num_classes is not None and int(targets_N.max()) >= num_classes:
-        raise InvalidArgumentError(
-            f"targets must be class ids < C={num_classes} (the predictions' classes), got {int(targets_N.max())}")
+    if num_classes is not None:
+        check_below(targets_N, "targets", num_classes, given=False)
     correct = int((preds_N == targets_N).sum())
     return correct / targets_N.numel() if normalize else float(correct)
 
@@ -130,8 +131,7 @@ def precision_recall_fscore_support(
     """
     average_key = "none" if average is None else check_choice(average, "average", AVERAGES[:-1])
     zero_division = check_zero_division(zero_division)
-    if isinstance(pos_label, bool) or not isinstance(pos_label, int):
-        raise InvalidTypeError(f"pos_label must be an int class id, got {pos_label!r}")
+    pos_label = check_pos_label(pos_label)
     targets_N, preds_N, label_ids_L, size, implied = _prepare(targets, predictions, labels, num_classes)
     if average_key == "binary":
         # scikit-learn: the data must be binary; only ``pos_label`` is reported.

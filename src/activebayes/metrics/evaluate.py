@@ -14,7 +14,7 @@ from activebayes.metrics._core import (
     ece_from_sums,
     prf_from_confusion,
 )
-from activebayes.metrics._inputs import check_labels, check_same_length, to_log_probs
+from activebayes.metrics._inputs import as_tensor, check_below, check_labels, check_same_length, to_log_probs
 from activebayes.errors import InvalidArgumentError
 
 __all__ = ["evaluate_classification"]
@@ -60,9 +60,9 @@ def evaluate_classification(
         >>> record["accuracy"], record["confusion_matrix"]
         (0.5, [[1, 1], [0, 0]])
     """
-    check_positive_int(num_classes, "num_classes")
-    check_positive_int(num_bins, "num_bins")
-    pred_t = predictions if isinstance(predictions, torch.Tensor) else torch.as_tensor(predictions)
+    num_classes = check_positive_int(num_classes, "num_classes")  # a NumPy int becomes an int: the record is JSON
+    num_bins = check_positive_int(num_bins, "num_bins")
+    pred_t = as_tensor(predictions, "predictions")
     if pred_t.ndim == 1 and _looks_like_predictions(targets):
         raise InvalidArgumentError(
             f"predictions must be probabilities [N, C] or log_probs_N_K_C [N, K, C], got shape {tuple(pred_t.shape)}, "
@@ -78,8 +78,7 @@ def evaluate_classification(
     check_same_length(targets_N, log_probs_N_C, "targets", "predictions")
     if log_probs_N_C.shape[-1] != num_classes:
         raise InvalidArgumentError(f"num_classes={num_classes} but predictions have {log_probs_N_C.shape[-1]} classes")
-    if int(targets_N.max()) >= num_classes:
-        raise InvalidArgumentError(f"targets must be < num_classes={num_classes}, got {int(targets_N.max())}")
+    check_below(targets_N, "targets", num_classes, given=True)
     preds_N = log_probs_N_C.argmax(-1)
     cm = confusion_counts(preds_N, targets_N, num_classes)
     label_ids = torch.arange(num_classes)

@@ -39,7 +39,9 @@ from activebayes.metrics._core import (
     prf_from_confusion,
 )
 from activebayes.metrics._inputs import (
+    check_below,
     check_labels,
+    check_pos_label,
     check_same_length,
     check_zero_division,
     to_labels,
@@ -66,9 +68,8 @@ def _labels_batch(predictions: object, targets: object, num_classes: int | None)
     if num_classes is not None:
         if implied is not None and implied != num_classes:
             raise InvalidArgumentError(f"predictions have {implied} classes but the metric has num_classes={num_classes}")
-        top = max(int(targets_n.max()), int(preds_n.max()))
-        if top >= num_classes:
-            raise InvalidArgumentError(f"class ids must be < num_classes={num_classes}, got {top}")
+        check_below(targets_n, "targets", num_classes, given=True)
+        check_below(preds_n, "predictions", num_classes, given=True)
     return preds_n, targets_n
 
 
@@ -140,8 +141,7 @@ class _PRF(ConfusionMatrix):
         self.average = "none" if average is None else check_choice(average, "average", AVERAGES[:-1])
         if self.average == "binary" and num_classes != 2:
             raise InvalidArgumentError(f"average='binary' needs num_classes=2, got {num_classes}")
-        if not 0 <= pos_label < num_classes:
-            raise InvalidArgumentError(f"pos_label must be a class id < {num_classes}, got {pos_label}")
+        pos_label = check_pos_label(pos_label, num_classes)
         self.zero_division = check_zero_division(zero_division)
         self.pos_label = pos_label
 
