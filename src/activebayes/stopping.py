@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from activebayes._validation import check_positive_int
-from activebayes.errors import InvalidArgumentError
+from activebayes._validation import check_nonnegative_float, check_positive_int
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 from activebayes.records import LABEL_BUDGET_REACHED, headline_metric
 
 if TYPE_CHECKING:
@@ -110,6 +110,9 @@ class LabelBudget:
 
     budget: int
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "budget", check_positive_int(self.budget, "budget", allow_zero=True))
+
     def __call__(self, history: Sequence[RoundRecord], *, n_labelled: int, cost_spent: float) -> StopReason | None:
         if n_labelled >= self.budget:
             return StopReason(LABEL_BUDGET, f"{LABEL_BUDGET_REACHED} ({n_labelled} >= {self.budget})")
@@ -122,6 +125,10 @@ class CostBudget:
 
     budget: float
     min_cost: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "budget", check_nonnegative_float(self.budget, "budget"))
+        object.__setattr__(self, "min_cost", check_nonnegative_float(self.min_cost, "min_cost"))
 
     def __call__(self, history: Sequence[RoundRecord], *, n_labelled: int, cost_spent: float) -> StopReason | None:
         if cost_spent + self.min_cost > self.budget + 1e-9:
@@ -136,6 +143,14 @@ class TargetAccuracy:
 
     target: float
     metric: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_metric_name(self.metric, optional=True)
+        target = check_nonnegative_float(self.target, "target")
+        if self.metric is None and target > 1.0:  # the headline metric is an accuracy (or micro-F1): a share
+            raise InvalidArgumentError(f"target must be a share in [0, 1] (the headline metric is an accuracy), got "
+                                       f"{target:g}; for {target:g}% pass {target / 100:g}")
+        object.__setattr__(self, "target", target)
 
     def __call__(self, history: Sequence[RoundRecord], *, n_labelled: int, cost_spent: float) -> StopReason | None:
         if not history:
@@ -156,6 +171,12 @@ class Plateau:
     min_delta: float = 0.0
     metric: str = "validation_accuracy"
 
+    def __post_init__(self) -> None:
+        # patience 0 compared against no earlier round at all: max() of an empty list, at the first round
+        object.__setattr__(self, "patience", check_positive_int(self.patience, "patience"))
+        object.__setattr__(self, "min_delta", check_nonnegative_float(self.min_delta, "min_delta"))
+        _check_metric_name(self.metric, optional=False)
+
     def __call__(self, history: Sequence[RoundRecord], *, n_labelled: int, cost_spent: float) -> StopReason | None:
         values = [r.metrics.get(self.metric) for r in history]
         if len(values) <= self.patience or any(v is None for v in values):
@@ -164,6 +185,12 @@ class Plateau:
         if max(values[-self.patience :]) < best_before + self.min_delta:
             return StopReason(PLATEAU, f"plateau: {self.metric} did not improve for {self.patience} rounds")
         return None
+
+
+def _check_metric_name(metric: object, *, optional: bool) -> None:
+    if not (isinstance(metric, str) and metric) and not (optional and metric is None):
+        expected = "a metric name such as 'validation_accuracy'" + (" or None" if optional else "")
+        raise InvalidTypeError(f"metric must be {expected}, got {metric!r}")
 
 
 def first_stop(

@@ -10,7 +10,9 @@ from activebayes.stopping import (
     TARGET,
     CostBudget,
     LabelBudget,
+    Plateau,
     StopReason,
+    TargetAccuracy,
     first_stop,
     stop_kind_of,
 )
@@ -69,3 +71,25 @@ def test_finish_refuses_a_proposal_that_did_not_stop():
     with pytest.raises(ValueError, match="stopping proposal"):
         loop.finish(loop.propose())
     assert not loop.finished and loop.history == []
+
+
+@pytest.mark.parametrize(("build", "error", "message"), [
+    # Plateau(0) raised "max() arg is an empty sequence" at the first round; (-1) compared the wrong rounds
+    (lambda: Plateau(0), ValueError, r"^patience must be >= 1, got 0$"),
+    (lambda: Plateau(1.5), TypeError,
+     r"^patience must be an int, got float 1.5$"),
+    (lambda: Plateau(2, min_delta=float("nan")), ValueError,
+     r"^min_delta must be a finite number >= 0, got nan$"),  # never fired
+    (lambda: LabelBudget("10"), TypeError, r"^budget must be an int, got str '10'$"),  # failed at the first round
+    (lambda: LabelBudget(-1), ValueError, r"^budget must be >= 0, got -1$"),
+    (lambda: CostBudget(float("nan"), 1.0), ValueError, r"^budget must be a finite number >= 0, got nan$"),
+    (lambda: TargetAccuracy(60), ValueError,
+     r"^target must be a share in \[0, 1\] \(the headline metric is an accuracy\), got 60; for 60% pass 0.6$"),
+    (lambda: TargetAccuracy(float("nan")), ValueError,
+     r"^target must be a finite number >= 0, got nan$"),  # never fired
+    (lambda: TargetAccuracy(0.9, metric=3), TypeError,
+     r"^metric must be a metric name such as 'validation_accuracy' or None, got 3$"),
+])
+def test_a_criterion_names_a_bad_argument_when_it_is_built(build, error, message):
+    with pytest.raises(error, match=message):
+        build()
