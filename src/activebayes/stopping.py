@@ -436,7 +436,7 @@ def cohen_kappa(a_S: Any, b_S: Any, num_classes: int) -> float:
     import numpy as np
 
     check_positive_int(num_classes, "num_classes")
-    a_S, b_S = np.asarray(a_S, dtype=np.int64), np.asarray(b_S, dtype=np.int64)
+    a_S, b_S = _class_ids(a_S, "a_S"), _class_ids(b_S, "b_S")
     if a_S.ndim != 1 or a_S.shape != b_S.shape or not len(a_S):
         raise InvalidArgumentError(f"a_S and b_S must be two labellings [S] of the same S >= 1 items, got shapes "
                                    f"{a_S.shape} and {b_S.shape}")
@@ -449,6 +449,19 @@ def cohen_kappa(a_S: Any, b_S: Any, num_classes: int) -> float:
     if expected >= 1.0:
         return 1.0 if observed == 1.0 else 0.0
     return (observed - expected) / (1.0 - expected)
+
+
+def _class_ids(values: Any, name: str) -> Any:
+    """``values`` as int64 class ids; floats only when whole (``np.asarray(.., dtype=int64)`` truncated 1.7 to 1)."""
+    import numpy as np
+
+    array = np.asarray(values)
+    whole = array.dtype.kind in "iub" or (array.dtype.kind == "f" and bool(np.isfinite(array).all())
+                                          and bool((array == np.round(array)).all()))
+    if not whole:
+        raise InvalidArgumentError(f"{name} must hold integer class ids, got {array.dtype} values"
+                                   + (f" such as {array.flat[0]!r}" if array.size else ""))
+    return array.astype(np.int64)
 
 
 def _checked_log_probs(log_probs_S_K_C: Any, multilabel: bool) -> Any:
@@ -590,6 +603,11 @@ def remaining_change(classes_W_S: Any, n_labelled_W: Sequence[int], horizon: int
     classes_W_S = np.asarray(classes_W_S)
     n_W = np.asarray(n_labelled_W, dtype=np.float64)
     W = len(classes_W_S)
+    if n_W.shape != (W,) or (W and (classes_W_S.ndim != 2 or classes_W_S.shape[1] == 0)):
+        raise InvalidArgumentError(f"classes_W_S must be [W, S] (W models' predictions on the same S >= 1 items) "
+                                   f"and n_labelled_W [W], got shapes {classes_W_S.shape} and {n_W.shape}")
+    if not np.isfinite(n_W).all():
+        raise InvalidArgumentError(f"n_labelled_W: expected label counts above 0, got {n_W.tolist()}")
     if W < 3 or len(np.unique(n_W)) < 2:
         return None
     if (n_W <= 0).any():
@@ -636,6 +654,13 @@ def exact_interval(correct: int, n: int, confidence: float = AUDIT_CONFIDENCE) -
     :math:`\alpha = 1 - \text{confidence}` (:math:`p_L = 0` when :math:`k = 0`, :math:`p_U = 1`
     when :math:`k = n`): its coverage is at least ``confidence`` for every :math:`p`.
     """
+    n = check_positive_int(n, "n", allow_zero=True)
+    correct = check_positive_int(correct, "correct", allow_zero=True)
+    if correct > n:
+        raise InvalidArgumentError(f"correct must be <= n={n} (a count of the n items), got {correct}")
+    confidence = check_nonnegative_float(confidence, "confidence")
+    if not 0.0 < confidence < 1.0:
+        raise InvalidArgumentError(f"confidence must be in (0, 1), got {confidence:g}")
     if n == 0:
         return 0.0, 1.0
     alpha = 1.0 - confidence

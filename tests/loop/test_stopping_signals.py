@@ -599,3 +599,27 @@ def test_the_signal_helpers_refuse_what_the_acquisition_scores_refuse(call, matc
     classes; kappa of unequal lengths was numpy's broadcast error."""
     with pytest.raises(InvalidArgumentError, match=match):
         call()
+
+
+@pytest.mark.parametrize(("call", "error", "message"), [
+    # cohen_kappa read 0.5 and 1.7 as classes 0 and 1 (np.asarray(..., dtype=int64) truncates)
+    (lambda s: s.cohen_kappa([0.5, 1.7, 2.0], [0, 1, 1], 3), ValueError,
+     r"^a_S must hold integer class ids, got float64 values such as "),
+    (lambda s: s.cohen_kappa([0, 1], [float("nan"), 1], 3), ValueError, r"^b_S must hold integer class ids"),
+    # exact_interval: Python's 'max() arg is an empty sequence', 'math domain error', or (0, 1) for confidence 2
+    (lambda s: s.exact_interval(12, 10), ValueError, r"^correct must be <= n=10 \(a count of the n items\), got 12$"),
+    (lambda s: s.exact_interval(-1, 10), ValueError, r"^correct must be >= 0, got -1$"),
+    (lambda s: s.exact_interval(5, 10, 2.0), ValueError, r"^confidence must be in \(0, 1\), got 2$"),
+    # remaining_change: NumPy's IndexError, a 0-d concatenate error, LAPACK's 'SVD did not converge', a NaN fit
+    (lambda s: s.remaining_change([[0, 1], [0, 1], [1, 1]], [1, 2], 10), ValueError,
+     r"^classes_W_S must be \[W, S\] .* got shapes \(3, 2\) and \(2,\)$"),
+    (lambda s: s.remaining_change([0, 1, 1], [1, 2, 3], 10), ValueError, r"^classes_W_S must be \[W, S\]"),
+    (lambda s: s.remaining_change(np.zeros((3, 0)), [1, 2, 3], 10), ValueError, r"^classes_W_S must be \[W, S\]"),
+    (lambda s: s.remaining_change([[0, 1], [0, 1], [1, 1]], [1, 2, float("nan")], 10), ValueError,
+     r"^n_labelled_W: expected label counts above 0, got \[1.0, 2.0, nan\]$"),
+])
+def test_the_signal_helpers_name_bad_input(call, error, message):
+    import activebayes.stopping as stopping
+
+    with pytest.raises(error, match=message):
+        call(stopping)
