@@ -183,7 +183,9 @@ def test_badge_from_factors_equals_badge(seed: int) -> None:
 @pytest.mark.parametrize(
     ("factors", "features", "kwargs", "match"),
     [
-        (torch.zeros(5, 3, 2), torch.zeros(5, 2), {}, "factors_N_C must be a float tensor"),
+        (torch.zeros(5, 3, 2), torch.zeros(5, 2), {}, r"^factors_N_C must have 2 dimensions \[N, C\]"),
+        (torch.zeros(0, 3), torch.zeros(0, 2), {}, r"^factors_N_C has a zero-sized dimension: shape \(0, 3\)$"),
+        (torch.zeros(5, 0), torch.zeros(5, 2), {}, r"^factors_N_C has a zero-sized dimension: shape \(5, 0\)$"),
         (torch.full((5, 3), float("nan")), torch.zeros(5, 2), {}, "factors_N_C must be finite"),
         (torch.zeros(5, 3), torch.zeros(4, 2), {}, "features_N_D"),
         (torch.zeros(5, 3), torch.zeros(5, 2), {"batch_size": 6}, "batch_size must be <="),
@@ -195,3 +197,11 @@ def test_badge_from_factors_names_bad_arguments(factors, features, kwargs, match
     batch_size = kwargs.pop("batch_size", 2)
     with pytest.raises(ValueError, match=match):
         badge_from_factors(factors, features, batch_size, **kwargs)
+
+
+def test_badge_from_factors_names_a_wrong_type_as_the_other_functions_do() -> None:
+    # was ValueError 'factors_N_C must be a float tensor [N, C], got ...' for a NumPy array and an int tensor
+    with pytest.raises(TypeError, match=r"^factors_N_C must be a torch.Tensor, got ndarray; convert it with "):
+        badge_from_factors(np.zeros((5, 3)), torch.zeros(5, 2), 2)
+    with pytest.raises(TypeError, match=r"^factors_N_C must be a floating point tensor, got dtype torch.int64$"):
+        badge_from_factors(torch.zeros(5, 3, dtype=torch.long), torch.zeros(5, 2), 2)

@@ -644,3 +644,18 @@ def test_a_pool_size_as_a_zero_dimensional_tensor_says_to_pass_an_int() -> None:
     with pytest.raises(TypeError, match=r"the pool size as an int .* got a 0-d tensor \(300\): pass int\(\.\.\.\)"):
         select(torch.tensor(300), "random", 5, generator=0)
     assert len(select(int(torch.tensor(300)), "random", 5, generator=0).indices) == 5
+
+
+@pytest.mark.parametrize("strategy", ["random", "typicality"])
+def test_a_pool_size_from_numpy_is_a_pool_size(strategy: str) -> None:
+    # np.int64(300) (a count NumPy returns) was told 'log_probs_N_K_C must be a torch.Tensor, got int64'
+    features = torch.randn(300, 4, generator=torch.Generator().manual_seed(0))
+    inputs = {"features_N_D": features, "labelled_features_L_D": features[:0]} if strategy == "typicality" else {}
+    picks = select(np.int64(300), strategy, 5, generator=0, **inputs)
+    assert torch.equal(picks.indices, select(300, strategy, 5, generator=0, **inputs).indices)
+
+
+def test_joint_entropy_names_its_input_by_the_batch() -> None:
+    # the shape it asked for was the pool's: '[N, K, C] (pool items, function samples, classes)'
+    with pytest.raises(ValueError, match=r"^log_probs_B_K_C must have 3 dimensions \[B, K, C\] \(batch items, "):
+        acquisition.joint_entropy(torch.zeros(3, 2))

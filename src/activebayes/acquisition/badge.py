@@ -37,12 +37,20 @@ import torch
 from torch import Tensor
 
 from activebayes._seeding import as_generator
-from activebayes._validation import Device, check_log_probs, check_positive_int, check_torch_device, log_probs_tolerance
+from activebayes._validation import (
+    Device,
+    check_log_probs,
+    check_ndim,
+    check_positive_int,
+    check_tensor,
+    check_torch_device,
+    log_probs_tolerance,
+)
 from activebayes.acquisition._chunks import check_chunk_sums, iter_chunks, resolve_device, rows_per_chunk
 from activebayes.acquisition._features import check_features
 from activebayes.acquisition.clustering import d2_seeding
 from activebayes.acquisition.selection import BudgetPlan, Selection, check_budget
-from activebayes.errors import InvalidArgumentError
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["badge", "badge_from_factors", "gradient_embeddings", "loss_gradient_factors"]
 
@@ -179,9 +187,12 @@ def badge_from_factors(
     """
     if generator is not None:
         generator = as_generator(generator, "generator")
-    if not isinstance(factors_N_C, Tensor) or factors_N_C.ndim != 2 or not factors_N_C.is_floating_point():
-        got = f"{factors_N_C.dtype} {tuple(factors_N_C.shape)}" if isinstance(factors_N_C, Tensor) else type(factors_N_C).__name__
-        raise InvalidArgumentError(f"factors_N_C must be a float tensor [N, C], got {got}")
+    check_tensor(factors_N_C, "factors_N_C")
+    check_ndim(factors_N_C, 2, "factors_N_C", "[N, C] (pool items, classes)")
+    if not factors_N_C.is_floating_point():
+        raise InvalidTypeError(f"factors_N_C must be a floating point tensor, got dtype {factors_N_C.dtype}")
+    if factors_N_C.numel() == 0:
+        raise InvalidArgumentError(f"factors_N_C has a zero-sized dimension: shape {tuple(factors_N_C.shape)}")
     if not bool(torch.isfinite(factors_N_C).all()):
         raise InvalidArgumentError("factors_N_C must be finite (p̄ - e_ŷ lies in [-1, 1]), got NaN or inf")
     N = int(factors_N_C.shape[0])

@@ -186,7 +186,7 @@ def joint_entropy(
     >>> round(joint_entropy(lp), 6) == round(2 * math.log(2), 6)
     True
     """
-    check_log_probs(log_probs_B_K_C, "log_probs_B_K_C")
+    check_log_probs(log_probs_B_K_C, "log_probs_B_K_C", shape_doc="[B, K, C] (batch items, function samples, classes)")
     if generator is not None:  # an int is a seed; a wrong type is named here, not deep in torch
         generator = as_generator(generator, "generator")
     num_configurations = renamed_keyword(num_configurations, num_samples, "num_configurations", "num_samples", None)

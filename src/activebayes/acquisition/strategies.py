@@ -47,6 +47,7 @@ batch); without one, :func:`~activebayes.scoring.score_pool` gathers the whole
 from __future__ import annotations
 
 import inspect
+import numbers
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -1090,6 +1091,8 @@ def select(
     4
     """
     entry = get_strategy(strategy)
+    if isinstance(log_probs_N_K_C, numbers.Integral) and not isinstance(log_probs_N_K_C, bool):
+        log_probs_N_K_C = int(log_probs_N_K_C)  # a pool size from NumPy (np.int64) is a pool size
     if generator is not None:  # an int seeds a generator; anything else is named now, not deep in a strategy
         generator = as_generator(generator, "generator")
     check_torch_device(device)  # named now for every strategy, also those that move tensors themselves
