@@ -14,6 +14,7 @@ import numbers
 import warnings
 from collections.abc import Iterable, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -169,6 +170,13 @@ def check_nonnegative_float(value: object, name: str, *, allow_zero: bool = True
         expected = "a finite number >= 0" if allow_zero else "a finite number > 0"
         raise InvalidArgumentError(f"{name} must be {expected}, got {value!r}")
     return value
+
+
+def check_bool(value: object, name: str) -> bool:
+    """``True`` or ``False`` (NumPy's too); a string such as ``"false"`` or a number is refused, not read as truthy."""
+    if not isinstance(value, bool | np.bool_):
+        raise InvalidTypeError(f"{name} must be a bool (True or False), got {type(value).__name__} {value!r}")
+    return bool(value)
 
 
 def check_positive_int(value: object, name: str, *, allow_zero: bool = False) -> int:

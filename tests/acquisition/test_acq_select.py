@@ -659,3 +659,19 @@ def test_joint_entropy_names_its_input_by_the_batch() -> None:
     # the shape it asked for was the pool's: '[N, K, C] (pool items, function samples, classes)'
     with pytest.raises(ValueError, match=r"^log_probs_B_K_C must have 3 dimensions \[B, K, C\] \(batch items, "):
         acquisition.joint_entropy(torch.zeros(3, 2))
+
+
+@pytest.mark.parametrize("strategy", ["bald", "power_bald", "random", "batchbald", "epig"])
+def test_a_switch_option_must_be_a_bool(strategy: str) -> None:
+    # cost_aware="false" was truthy: the batch was ranked by score per unit cost without a word
+    log_probs, costs = random_log_probs(12, 4, 3), torch.linspace(1, 2, 12)
+    with pytest.raises(TypeError, match=r"^cost_aware must be a bool \(True or False\), got str 'false'$"):
+        select(log_probs, strategy, 3, generator=0, costs_N=costs, cost_budget=5.0, cost_aware="false")
+    assert select(log_probs, strategy, 3, generator=0, costs_N=costs, cost_budget=5.0, cost_aware=np.bool_(True))
+
+
+def test_batchbald_names_switches_that_are_not_bools() -> None:
+    with pytest.raises(TypeError, match=r"^progress must be a bool \(True or False\), got str 'no'$"):
+        acquisition.batchbald(random_log_probs(12, 4, 3), 2, progress="no")  # showed a progress bar
+    with pytest.raises(TypeError, match=r"^cost_aware must be a bool \(True or False\), got int 1$"):
+        acquisition.batchbald(random_log_probs(12, 4, 3), 2, costs_N=torch.ones(12), cost_budget=3.0, cost_aware=1)

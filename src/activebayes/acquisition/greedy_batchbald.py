@@ -30,7 +30,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from activebayes._seeding import as_generator
-from activebayes._validation import Device, check_log_probs, check_positive_int, renamed_keyword
+from activebayes._validation import Device, check_bool, check_log_probs, check_positive_int, renamed_keyword
 from activebayes.acquisition._chunks import iter_chunks, resolve_device
 from activebayes.acquisition.joint_entropy import (
     WeightedConfigurations,
@@ -161,8 +161,9 @@ def batchbald(
         plan = check_budget(costs_N, cost_budget, N)
     elif costs_N is not None or cost_budget is not None:
         raise InvalidArgumentError("pass either plan or costs_N / cost_budget, not both")
-    if cost_aware and plan is None:
+    if check_bool(cost_aware, "cost_aware") and plan is None:
         raise InvalidArgumentError("cost_aware=True needs costs_N and cost_budget")
+    progress = check_bool(progress, "progress")
     compute_device = resolve_device(log_probs_N_K_C, device)
     if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise InvalidTypeError(f"dtype must be a floating point torch.dtype (e.g. torch.float64), got {dtype!r}")

@@ -58,6 +58,7 @@ from torch import Tensor
 from activebayes._seeding import as_generator, keyed_uniform
 from activebayes._validation import (
     Device,
+    check_bool,
     check_log_probs,
     check_nonnegative_float,
     check_positive_int,
@@ -500,11 +501,18 @@ def check_call(
     return call
 
 
+#: options that are switches wherever a strategy has them (a string "false" would read as True)
+_SWITCHES = ("cost_aware", "progress")
+
+
 def _check_option_names(entry: Strategy, options: dict[str, Any], streamed: bool) -> dict[str, Any]:
     for old, new in entry.renamed_options.items():
         if old in options:
             options[new] = renamed_keyword(options.get(new), options.pop(old), new, old, None, stacklevel=5)
     entry.check_option_names(options, streamed=streamed)
+    for switch in _SWITCHES:
+        if switch in options:
+            options[switch] = check_bool(options[switch], switch)
     return options
 
 
