@@ -17,11 +17,13 @@ from activebayes.models import (
     ConsistentMCDropout,
     Ensemble,
     GalCNN,
+    fit,
     mc_dropout,
     mc_dropout_layers,
     predict_log_probs,
     resample_masks,
 )
+from activebayes.errors import InvalidArgumentError
 
 ATOL = 1e-5  # different batch sizes may pick different float kernels
 
@@ -320,3 +322,26 @@ def test_the_warning_for_unsampled_dropout_gives_advice_that_works():
                           (nn.Dropout(0.5), r"convert them with mc_dropout\(model\)")):
         with pytest.warns(UserWarning, match=advice):
             predict_log_probs(nn.Sequential(nn.Linear(6, 8), nn.ReLU(), layer, nn.Linear(8, 3)), x, 3)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: (MLP(in_features=4, num_classes=3), {"num_samples": 3, "sampling": "sequential"}),
+    lambda: (Ensemble([MLP(in_features=4, num_classes=3) for _ in range(2)]), {"num_samples": None}),
+    lambda: (MLP(in_features=4, num_classes=3), {"num_samples": 3}),  # batched: named before, but not [N]
+])
+@pytest.mark.parametrize(("inputs", "message"), [
+    (torch.randn(6, 5), r"^the model cannot read inputs of shape \[1, 5\] \(one item: \(5,\)\): mat1 and mat2 shapes"),
+    (torch.randn(6, 4).long(), r"^the model cannot read inputs of dtype int64: "),
+    (torch.randn(6), r"^the model cannot read inputs of shape \[1\] \(one item: \(\)\): Dimension out of range"),
+])
+def test_inputs_the_model_cannot_read_are_named_whatever_the_sampling(make, inputs, message):
+    # sequential sampling and ensembles raised torch's own RuntimeError; inputs [N] (nn.Flatten of one dimension)
+    # an IndexError on every path
+    model, options = make()
+    with pytest.raises(InvalidArgumentError, match=message):
+        predict_log_probs(model, inputs, **options)
+
+
+def test_fit_names_inputs_with_a_dimension_missing():
+    with pytest.raises(InvalidArgumentError, match=r"^the model cannot read inputs of shape \[10\] \(one item: \(\)\)"):
+        fit(MLP(in_features=4, num_classes=3), (torch.randn(10), torch.zeros(10, dtype=torch.long)), max_epochs=1)

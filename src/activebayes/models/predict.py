@@ -8,6 +8,7 @@ dropout masks, or the k-th ensemble member).
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +30,7 @@ from activebayes.models.dropout import (
     noting_temporaries,
     resample_masks,
 )
-from activebayes.errors import InvalidArgumentError, InvalidTypeError
+from activebayes.errors import ActiveBayesError, InvalidArgumentError, InvalidTypeError
 from activebayes.models.posterior import SampledFunctions
 from activebayes._seeding import as_generator
 
@@ -208,10 +209,12 @@ def _plan_chunks(
         head_bytes.extend(temporaries)
     except BatchedSamplingError:
         raise
-    except RuntimeError as error:
-        if not expand:
-            raise
-        raise _batched_failure(model, x_1, error) from error
+    except (RuntimeError, IndexError) as error:
+        if expand:
+            raise _batched_failure(model, x_1, error) from error
+        if is_input_error(error):  # one function at a time (sequential sampling): the inputs themselves
+            raise unreadable_inputs(x_1, error) from error
+        raise
     finally:
         for handle in handles:
             handle.remove()
@@ -463,8 +466,14 @@ def _predict(
         # a sampler's own forward (ensemble members, Laplace weight samples) holds one function's
         # activations at a time; only its logits [n, k, C] grow with k, so take as many samples
         # per call as they fit (its features, e.g. a frozen encoder's, are then computed once)
-        C = _forward_chunk(model, sampler, inputs.get(0, 1).to(device), 1, [0], expand=expand,
-                           check=False).shape[-1]  # only its shape: the pass below names bad outputs
+        x_1 = inputs.get(0, 1).to(device)
+        try:
+            C = _forward_chunk(model, sampler, x_1, 1, [0], expand=expand,
+                               check=False).shape[-1]  # only its shape: the pass below names bad outputs
+        except (RuntimeError, IndexError) as error:
+            if not is_input_error(error):
+                raise
+            raise unreadable_inputs(x_1, error) from error
         n_chunk = batch_size
         k_chunk = max(1, min(K, int(budget_bytes // (2 * 4 * n_chunk * C))))
     else:
@@ -492,7 +501,20 @@ def _predict(
     return log_probs_N_K_C
 
 
-def unreadable_inputs(x_n: Tensor, error: RuntimeError) -> InvalidArgumentError:
+#: words of a torch error raised because a forward pass could not read its inputs (their shape or dtype)
+_INPUT_ERROR = re.compile(r"shape|size|dimension|channel|dtype|scalar type", re.IGNORECASE)
+
+
+def is_input_error(error: BaseException) -> bool:
+    """Whether ``error``, raised by a model's forward pass, says it cannot read its inputs: torch's
+    ``RuntimeError`` for a shape or dtype, or ``IndexError`` for a missing dimension (``nn.Flatten`` of
+    ``[N]``); not running out of memory, and not one of the library's own errors."""
+    return (isinstance(error, RuntimeError | IndexError)
+            and not isinstance(error, ActiveBayesError | torch.cuda.OutOfMemoryError)
+            and bool(_INPUT_ERROR.search(str(error))))
+
+
+def unreadable_inputs(x_n: Tensor, error: Exception) -> InvalidArgumentError:
     """The one-line error for a forward pass that cannot read ``x_n`` (prediction and ``fit`` alike)."""
     message = (str(error).strip().splitlines() or [type(error).__name__])[0]
     if "dtype" in message or "scalar type" in message:
@@ -567,13 +589,13 @@ def nan_outputs(x_n: Tensor, bad: _NonFiniteOutputs, offset: int) -> NaNOutputsE
     return NaNOutputsError([offset + r for r in bad.rows], why, bad.found)
 
 
-def _batched_failure(model: nn.Module, x_n: Tensor, error: RuntimeError) -> Exception:
+def _batched_failure(model: nn.Module, x_n: Tensor, error: Exception) -> Exception:
     """What a failed batched MC forward means: if one plain pass (one function, no expansion)
     fails too, the model cannot read these inputs at all; else the batched path does not fit it."""
     try:
         with torch.no_grad(), mc_sampling(model, [0], expand=False):
             model(x_n[:1])
-    except RuntimeError as plain:
+    except (RuntimeError, IndexError) as plain:
         return unreadable_inputs(x_n, plain)
     return BatchedSamplingError(
         f"the batched MC forward failed ({error}); if the model mixes activations "
@@ -606,7 +628,7 @@ def _forward_chunk(
             expanded = context.expanded
         except BatchedSamplingError:
             raise
-        except RuntimeError as error:
+        except (RuntimeError, IndexError) as error:
             raise _batched_failure(model, x_n, error) from error
         if not expanded:
             logits = _logits_rows(logits, n, "a chunk of items")

@@ -20,7 +20,6 @@ import copy
 import difflib
 import inspect
 import math
-import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -263,18 +262,16 @@ def _schedule(n: int, batch_size: int, min_samples_per_epoch: int | None, min_st
 #: Where a forward pass fails on its inputs' shape or dtype (torch's messages: "mat1 and mat2 shapes
 #: cannot be multiplied", "expected input[...] to have 1 channels", "invalid for input of size",
 #: "mat1 and mat2 must have the same dtype", ...).
-_SHAPE_ERROR = re.compile(r"shape|size|dimension|channel|dtype|scalar type", re.IGNORECASE)
-
-
 def _first_logits(model: nn.Module, x: Tensor, targets: Tensor, val: tuple[Tensor, Tensor] | None) -> Tensor:
     """``model(x)`` for the first batch, checked once: the model reads ``x`` and returns
     floating logits ``[n, C]`` with a column for every class (every label) of the targets."""
     try:
         logits = model(x)
-    except RuntimeError as error:
-        if isinstance(error, torch.cuda.OutOfMemoryError) or not _SHAPE_ERROR.search(str(error)):
+    except (RuntimeError, IndexError) as error:
+        from activebayes.models.predict import is_input_error, unreadable_inputs
+
+        if not is_input_error(error):
             raise
-        from activebayes.models.predict import unreadable_inputs
 
         raise unreadable_inputs(x, error) from error
     if not isinstance(logits, Tensor):
