@@ -293,7 +293,11 @@ def _check_candidates(
         raise InvalidArgumentError(f"candidates_N must be distinct, got index {duplicate} more than once")
     costs = None
     if costs_N is not None:
-        costs = torch.as_tensor(costs_N)
+        try:
+            costs = torch.as_tensor(costs_N)
+        except (TypeError, ValueError, RuntimeError):
+            raise InvalidTypeError(f"costs_N must be a tensor of numbers [N] (one cost per candidate), got "
+                                   f"{type(costs_N).__name__}") from None
         if costs.shape != (len(indices),):
             raise InvalidArgumentError(
                 f"costs_N must have shape [N] = ({len(indices)},) (one cost per candidate, in the order of "

@@ -458,6 +458,9 @@ def test_keyed_uniform_is_uniform_and_keyed():
         ({"strategy": "batchbald", "options": {"prefilter": 2}}, ValueError, "prefilter"),
         ({"options": {"cost_aware": True}}, ValueError, "cost_budget"),
         ({"costs_N": torch.ones(3), "cost_budget": 1.0}, ValueError, "costs_N"),
+        # torch.as_tensor's own 'too many dimensions 'str''
+        ({"costs_N": ["cheap"] * 50, "cost_budget": 1.0}, TypeError,
+         r"^costs_N must be a tensor of numbers \[N\] \(one cost per candidate\), got list$"),
         ({"chunk_size": 0}, ValueError, "chunk_size"),
         ({"selection_seed": 1.5}, TypeError, "selection_seed"),
         ({"strategy": "nope"}, ValueError, "unknown strategy"),
