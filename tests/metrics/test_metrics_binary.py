@@ -152,3 +152,12 @@ def test_positive_class_weight_balances_bce():
         M.positive_class_weight([0, 0])
     with pytest.raises(ValueError, match="0 and 1"):
         M.positive_class_weight([0, 2])
+
+
+def test_binary_confusion_matrix_threshold_is_a_real_number_and_not_nan():
+    # np.float32(0.5) was refused as 'threshold must be a number'; nan got the same TypeError as a string
+    assert M.binary_confusion_matrix([0, 1], [0.2, 0.7], threshold=np.float32(0.5)).tp == 1
+    with pytest.raises(ValueError, match=r"^threshold must be a number, got nan \(no score is >= nan"):
+        M.binary_confusion_matrix([0, 1], [0.2, 0.7], threshold=float("nan"))
+    with pytest.raises(TypeError, match=r"^threshold must be a real number, got str '0.5'$"):
+        M.binary_confusion_matrix([0, 1], [0.2, 0.7], threshold="0.5")

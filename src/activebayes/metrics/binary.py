@@ -11,6 +11,7 @@ or ``log_probs_N_K_C`` with C = 2 are accepted too: the score is then the
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 
@@ -337,8 +338,10 @@ def binary_confusion_matrix(
         >>> binary_confusion_matrix([0, 1, 1], [0.2, 0.6, 0.4], threshold=0.5).matrix.tolist()
         [[1, 0], [1, 1]]
     """
-    if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or math.isnan(threshold):
-        raise InvalidTypeError(f"threshold must be a number, got {threshold!r}")
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):  # NumPy floats are real numbers
+        raise InvalidTypeError(f"threshold must be a real number, got {type(threshold).__name__} {threshold!r}")
+    if math.isnan(threshold):
+        raise InvalidArgumentError("threshold must be a number, got nan (no score is >= nan: every item negative)")
     is_pos_N, scores_N = _binary_inputs(targets, scores, pos_label)
     pred_pos_N = scores_N >= threshold
     tp = int((pred_pos_N & is_pos_N).sum())
