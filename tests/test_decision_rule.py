@@ -68,3 +68,24 @@ def test_the_loops_audit_counts_an_answer_at_exactly_one_half_as_predicted():
     answers = torch.tensor([[1, 1, 0], [1, 1, 0]])
     counted = _audit_answers(proposal, torch.tensor([3, 4]), answers)
     assert counted == {"n": 2, "correct": 2}
+
+
+# a predictive of exactly 1/2 computed in log space, as the loop computes it, comes back a rounding error low
+ROUNDED_HALF = float(torch.logsumexp(torch.log(torch.tensor([0.3, 0.7] * 5, dtype=torch.float32)), 0).exp() / 10)
+
+
+def test_a_half_rounded_low_by_the_log_space_mean_is_still_decided_present():
+    """The log-space mean of 5 saturated members of 10 (or samples 0.3 and 0.7) was decided absent."""
+    assert ROUNDED_HALF != 0.5 and abs(ROUNDED_HALF - 0.5) < 1e-6  # the case: a rounding error, not a real 0.4999
+    assert label_decisions([ROUNDED_HALF, 0.5 - 1e-3]).tolist() == [True, False]
+    halves = torch.full((1, 10, 1), -math.inf, dtype=torch.float32)
+    halves[0, :5, 0] = 0.0
+    assert evaluate_multilabel(halves, [[1]])["micro_f1"] == 1.0
+
+
+def test_the_audit_decides_a_rounded_half_as_the_evaluation_does():
+    probs = [[ROUNDED_HALF, 0.9, 0.1]]
+    proposal = Proposal(round=1, ranking=[3], ranking_scores=[0.0], indices=[3], scores=[0.0], probs=probs,
+                        audit=[3], n_labelled=10, metrics={}, class_counts=[5, 5, 5], cost_spent=0.0, fit={},
+                        seconds={}, strategy="bald")
+    assert _audit_answers(proposal, torch.tensor([3]), torch.tensor([[1, 1, 0]])) == {"n": 1, "correct": 1}

@@ -57,7 +57,7 @@ from activebayes.acquisition import AcquisitionContext, Strategy, get_strategy, 
 from activebayes.acquisition.multilabel_strategies import MULTILABEL_COUNTERPARTS, MULTILABEL_STRATEGIES
 from activebayes.acquisition.selection import Selection
 from activebayes.data.table_task import table_splits
-from activebayes.metrics.multilabel import DECISION_THRESHOLD, evaluate_multilabel
+from activebayes.metrics.multilabel import evaluate_multilabel, label_decisions
 from activebayes.metrics.predictive import predictive_probs
 from activebayes.models.multilabel import MultiLabelPosterior
 from activebayes.data import Pool, available_datasets, load_dataset
@@ -988,7 +988,7 @@ def _audit_answers(proposal: Proposal, index_B: Tensor, labels_B: Tensor,
         if probs is not None:
             n += 1
             if isinstance(label, list):
-                correct += int(all((p >= DECISION_THRESHOLD) == bool(y) for p, y in zip(probs, label, strict=True)))
+                correct += int(label_decisions(probs).tolist() == [bool(y) for y in label])
             else:
                 correct += int(max(range(len(probs)), key=probs.__getitem__) == label)
     return {"n": n, "correct": correct}

@@ -163,6 +163,8 @@ def test_a_class_at_one_half_is_predicted_as_in_the_evaluation(pairs_project):
     probs = [0.5, 0.49999, 0.9] + [0.1] * 7
     served = _Served(None, 3, [7], {7: (0, 1.0, probs, True)}, "multilabel_badge", 10, 1, {})
     assert app._prediction_in(served, 7) == (3, 0b101)
+    probs[0] = 0.5 - 1e-8  # an exact 1/2 rounded low by the log-space mean (it was left out)
+    assert app._prediction_in(served, 7) == (3, 0b101)
 
 
 def test_a_multilabel_builtin_dataset_through_the_file_round_trip(tmp_path, pairs, capsys):

@@ -130,8 +130,6 @@ def test_nll_of_the_model_average_not_the_mean_of_log_probabilities():
     assert M.log_loss([1], probs.log()) == pytest.approx(-math.log(0.46), abs=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason="the log-space mean puts a predictive of exactly 1/2 an ulp below it; "
-                                       "a fix must keep loop.py's audit and the app's decision (p >= 1/2) in step")
 def test_a_label_predicted_with_probability_exactly_one_half_is_present():
     """Docs (metrics.md, multilabel.md, stopping.md): a label is predicted when p̄ >= 1/2. Five of ten
     saturated ensemble members, or two samples 0.3 and 0.7, give p̄ = 1/2 exactly."""

@@ -84,7 +84,7 @@ from activebayes.labelling.store import (
     classes_mask,
     mask_classes,
 )
-from activebayes.metrics.multilabel import DECISION_THRESHOLD
+from activebayes.metrics.multilabel import label_decisions
 
 __all__ = ["DEFAULT_MAX_BODY", "LabelApp", "create_app"]
 
@@ -243,7 +243,7 @@ class LabelApp:
         if not probs:
             return served.round, None
         if self.multilabel:
-            return served.round, classes_mask(c for c, p in enumerate(probs) if p >= DECISION_THRESHOLD)
+            return served.round, classes_mask(c for c, on in enumerate(label_decisions(probs).tolist()) if on)
         return served.round, max(range(len(probs)), key=probs.__getitem__)
 
     def prediction(self, item: int) -> tuple[int | None, int | None]:

@@ -11,6 +11,7 @@ never enter).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -27,24 +28,32 @@ from activebayes.metrics._inputs import (
 from activebayes.errors import InvalidArgumentError
 from activebayes.metrics.predictive import predictive_probs
 
-__all__ = ["DECISION_THRESHOLD", "MULTILABEL_HEADLINE", "evaluate_multilabel", "hamming_loss", "label_decisions",
+__all__ = ["DECISION_THRESHOLD", "DECISION_TOLERANCE", "MULTILABEL_HEADLINE", "evaluate_multilabel", "hamming_loss", "label_decisions",
            "multilabel_precision_recall_f1"]
 
 #: a label is predicted when its probability is at least this (the evaluation's default ``threshold``)
 DECISION_THRESHOLD = 0.5
 
 
-def label_decisions(probs: torch.Tensor) -> torch.Tensor:
+#: a probability this little below the threshold counts as on it: the predictive mean is taken in
+#: log space (and often stored as float32), so an exact 1/2 (5 of 10 members, samples 0.3 and 0.7)
+#: comes back a rounding error low
+DECISION_TOLERANCE = 1e-6
+
+
+def label_decisions(probs: torch.Tensor | Sequence[float], threshold: float = DECISION_THRESHOLD) -> torch.Tensor:
     r"""The label decisions :math:`\hat y_c = [\bar p(y_c = 1) \ge 1/2]` as a bool tensor of ``probs``' shape.
 
     The one decision rule of multi-label runs: the evaluation, the loop's audit, the stopping signals,
     BADGE's label-vector embedding, training's validation F1 and the labelling app all use it, so they
-    agree on a probability of exactly one half.
+    agree on a probability of exactly one half. A probability within :data:`DECISION_TOLERANCE` below
+    ``threshold`` is on it (rounding of the log-space mean). ``probs``: a tensor, or a list of floats.
 
     >>> label_decisions(torch.tensor([0.2, 0.5, 0.9])).tolist()
     [False, True, True]
     """
-    return probs >= DECISION_THRESHOLD
+    probs = torch.as_tensor(probs)
+    return probs >= threshold - DECISION_TOLERANCE
 
 
 def _shape(tensor: torch.Tensor) -> str:
@@ -87,7 +96,7 @@ def _indicators(targets: object, predictions: object, mask: object | None, thres
             raise InvalidArgumentError(
                 "multi-label predictions must be 0/1 or probabilities in [0, 1]; apply torch.sigmoid to logits"
             )
-        preds_b = preds_t >= threshold
+        preds_b = label_decisions(preds_t, threshold)
     else:
         if not bool(((preds_t == 0) | (preds_t == 1)).all()):
             raise InvalidArgumentError("integer multi-label predictions must hold only 0 and 1")
