@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from activebayes._validation import check_choice, check_positive_int
+from activebayes._validation import check_choice, check_nonnegative_float, check_positive_int
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
@@ -437,6 +437,7 @@ class LoopConfig:
             raise InvalidArgumentError(
                 f"pool_subsample (--pool-subsample) must be at least batch_size (--batch-size): each round picks its "
                 f"batch from the subsample; got pool_subsample={self.pool_subsample} and batch_size={self.batch_size}")
+        check_nonnegative_float(self.plateau_min_delta, "plateau_min_delta")  # NaN never fires: refused here, named
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
             raise InvalidArgumentError(f"target_accuracy must be in (0, 1], got {self.target_accuracy}")
         if self.cost_budget is not None and not self.cost_budget > 0:

@@ -132,6 +132,8 @@ def test_stopping_criteria_on_synthetic_histories():
         ({"eval_samples": 0}, r"eval_samples \(--eval-samples\) must be >= 1, got 0"),
         ({"initial": "lots"}, "unknown initial"),
         ({"target_accuracy": 1.5}, "target_accuracy"),
+        # a NaN never fired; it was refused only when the loop was built, as Plateau's 'min_delta'
+        ({"plateau_patience": 2, "plateau_min_delta": float("nan")}, r"^plateau_min_delta must be a finite number >= 0"),
         ({"ensemble_size": 1}, r"ensemble_size \(--ensemble-size\) must be >= 2, got 1"),
         ({"pool_subsample": 5, "batch_size": 10},
          r"^pool_subsample \(--pool-subsample\) must be at least batch_size \(--batch-size\): each round picks its "
