@@ -157,6 +157,17 @@ def config_strategies(config: LoopConfig) -> tuple[Strategy, Strategy | None]:
         raise InvalidArgumentError(f"cold_start (--cold-start): {error}") from None
 
 
+def _warn_unrecorded_metrics(criteria: Sequence[StoppingCriterion], metrics: Mapping[str, Any]) -> None:
+    """A criterion's ``metric`` (``Plateau(3, metric="val_accuracy")``) that the first round's metrics
+    lack can never fire: said once, listing the names a run records, not left to go on to the budget."""
+    for criterion in criteria:
+        metric = getattr(criterion, "metric", None)
+        if isinstance(metric, str) and metric not in metrics:
+            recorded = ", ".join(sorted(name for name, value in metrics.items() if isinstance(value, int | float)))
+            warnings.warn(f"stopping criterion {type(criterion).__name__} reads metric {metric!r}, which this run "
+                          f"does not record, so it can never fire; the run records: {recorded}", stacklevel=5)
+
+
 def _describe(value: Any) -> str:
     """A short name for something a loop was given: a callable's qualified name, else its type (and size)."""
     if isinstance(value, tuple):
@@ -588,7 +599,10 @@ class ActiveLearningLoop:
 
     def stop_check(self, provisional: RoundRecord) -> StopReason | None:
         """The first stopping criterion that fires after ``provisional`` (the current round,
-        evaluated, nothing acquired yet), or an empty pool; ``None`` to go on. No side effects."""
+        evaluated, nothing acquired yet), or an empty pool; ``None`` to go on. No side effects
+        (but a warning, once, for a criterion reading a metric this run does not record)."""
+        if not self.history:
+            _warn_unrecorded_metrics(self.stopping, provisional.metrics)
         return first_stop(self.stopping, [*self.history, provisional], n_labelled=provisional.n_labelled,
                           cost_spent=self.cost_spent, n_unlabelled=int(self.pool.n_unlabelled))
 

@@ -266,3 +266,22 @@ def test_a_posterior_without_features_is_named_when_badge_reads_them():
                                                        r"NotImplementedError\).*pick a strategy that needs only "
                                                        r"predictions"):
         loop.step()
+
+
+def test_a_stopping_criterion_reading_a_metric_the_run_lacks_is_said_once():
+    """Plateau(2, metric="val_accuracy") never fired and the run went on to its budget without a word."""
+    import warnings
+
+    from activebayes.stopping import Plateau, TargetAccuracy
+    from tests.conftest import FAST_LOOP
+
+    loop = ActiveLearningLoop(LoopConfig(strategy="random", **FAST_LOOP),
+                              stopping=[Plateau(2, metric="val_accuracy"), TargetAccuracy(0.99, metric="test_accuracy")])
+    with pytest.warns(UserWarning, match=r"^stopping criterion Plateau reads metric 'val_accuracy', which this run "
+                                         r"does not record, so it can never fire; the run records: .*\bvalidation_accuracy\b") as seen:
+        loop.step()
+    assert len([w for w in seen if "can never fire" in str(w.message)]) == 1  # TargetAccuracy's metric is recorded
+    assert seen[0].filename == __file__  # points at the caller
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loop.step()  # once per run
