@@ -547,11 +547,13 @@ def test_comparison_still_running(comparison_dir, tmp_path, fast_figures, monkey
 
 
 def test_write_is_atomic(comparison_dir, tmp_path, monkeypatch):
+    from activebayes.report._html import PAGE_START
+
     monkeypatch.setattr(_report, "render_report",
-                        lambda path, targets, progress=False, dataset=None: "<html>new</html>")
+                        lambda path, targets, progress=False, dataset=None: PAGE_START + "new")
     out = tmp_path / "sub" / "r.html"
     assert write_report(comparison_dir, output=out) == out
-    assert out.read_text() == "<html>new</html>"
+    assert out.read_text() == PAGE_START + "new"
     assert sorted(p.name for p in out.parent.iterdir()) == ["r.html"]  # no temp file left
 
     # a failure while replacing leaves the old report and no temp file
@@ -559,11 +561,11 @@ def test_write_is_atomic(comparison_dir, tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(_report, "render_report",
-                        lambda path, targets, progress=False, dataset=None: "<html>newer</html>")
+                        lambda path, targets, progress=False, dataset=None: PAGE_START + "newer")
     monkeypatch.setattr("os.replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
         write_report(comparison_dir, output=out)
-    assert out.read_text() == "<html>new</html>"
+    assert out.read_text() == PAGE_START + "new"
     assert sorted(p.name for p in out.parent.iterdir()) == ["r.html"]
 
 

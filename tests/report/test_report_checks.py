@@ -172,3 +172,22 @@ def test_multilabel_and_table_runs_are_described_as_such(comparison_dir, tmp_pat
     assert "best micro-F1 of any seed" in reach and "best accuracy" not in reach
     acquired = _text(_section(page, "acquired"))
     assert "unknown dataset" not in acquired and "rows of a table, which the report does not show as pictures" in acquired
+
+
+def test_an_output_that_is_not_a_report_is_kept(comparison_dir, tmp_path, fast_figures, capsys):
+    """`report DIR --output notes.html` replaced whatever the file held; only a report is replaced now."""
+    from activebayes.cli import main
+
+    notes = tmp_path / "notes.html"
+    notes.write_text("<html>my notes</html>", encoding="utf-8")
+    assert main(["report", str(comparison_dir), "--output", str(notes)]) == 1
+    assert capsys.readouterr().err == (f"error: --output: {notes} exists and is not a report this package "
+                                       "wrote; it is kept: choose another file, or delete it first\n")
+    assert notes.read_text(encoding="utf-8") == "<html>my notes</html>"
+    report = tmp_path / "report.html"
+    assert main(["report", str(comparison_dir), "--output", str(report)]) == 0
+    first = report.stat().st_mtime_ns
+    assert main(["report", str(comparison_dir), "--output", str(report)]) == 0  # a report: replaced
+    assert report.stat().st_mtime_ns >= first
+    with pytest.raises(ValueError, match=r"^output \(--output\): .* is not a report"):
+        write_report(comparison_dir, output=notes)

@@ -10,6 +10,8 @@ import base64
 import html
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+
 from activebayes.errors import InvalidArgumentError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -101,14 +103,26 @@ pre { background: #f6f8fa; padding: 0.8em; overflow-x: auto; font-size: 0.85em; 
 """
 
 
+#: how every report page begins: a file at ``--output`` that does not is not replaced (:func:`is_report_file`)
+PAGE_START = ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+              '<meta name="viewport" content="width=device-width, initial-scale=1">')
+
+
+def is_report_file(path: Path) -> bool:
+    """Whether ``path`` holds a report this package wrote (its first bytes are :data:`PAGE_START`)."""
+    try:
+        with path.open("rb") as file:
+            return file.read(len(PAGE_START.encode())) == PAGE_START.encode()
+    except OSError:
+        return False
+
+
 def page(title: str, subtitle: str, sections: Sequence[Section]) -> str:
     """The whole self-contained document."""
     nav = "".join(f'<a href="#{esc(s.key)}">{esc(s.title)}</a>' for s in sections)
     body = "\n".join(s.to_html() for s in sections)
     return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        PAGE_START +
         f"<title>{esc(title)}</title><style>{_CSS}</style></head>\n"
         f'<body><header><h1>{esc(title)}</h1><p class="muted">{esc(subtitle)}</p>'
         f"<nav>{nav}</nav></header>\n<main>\n{body}\n</main></body></html>\n"

@@ -16,9 +16,9 @@ from activebayes import _progress
 from activebayes._io import atomic_write_text
 from activebayes.analysis import check_targets
 from activebayes.data import ArrayDataset
-from activebayes.errors import MissingFileError
+from activebayes.errors import InvalidArgumentError, MissingFileError
 from activebayes.report._data import ReportData
-from activebayes.report._html import page
+from activebayes.report._html import is_report_file, page
 from activebayes.report._sections import sections
 from activebayes.rundir import REPORT_FILE
 
@@ -65,7 +65,8 @@ def write_report(
 
     Args:
         path: a run directory (``config.json``) or comparison directory (``comparison.json``).
-        output: HTML file to write; default ``<path>/report.html``.
+        output: HTML file to write; default ``<path>/report.html``. An existing file is replaced
+            only when it is a report this package wrote: any other file is kept and refused.
         targets: accuracies in ``(0, 1]`` for the labels-needed table; by default 0.9 and
             0.95, or, where no run reaches 0.9, two read from random's mean curve
             (:func:`~activebayes.analysis.default_targets`).
@@ -93,5 +94,8 @@ def write_report(
         raise MissingFileError(f"path must be a run or comparison directory, got {str(path)!r} (no such directory)")
     target_list = None if targets is None else check_targets(targets)
     destination = Path(output) if output is not None else directory / DEFAULT_FILE
+    if output is not None and destination.exists() and not (destination.is_file() and is_report_file(destination)):
+        raise InvalidArgumentError(f"output (--output): {destination} exists and is not a report this package wrote; "
+                                   "it is kept: choose another file, or delete it first")
     return atomic_write_text(destination, render_report(directory, target_list,
                                                           progress=_progress.shown(progress), dataset=dataset))
