@@ -365,3 +365,14 @@ def test_a_partial_import_says_to_finish_the_file_before_the_next_batch(digits_p
     fill_truth(first, targets)
     code, out, err = run(capsys, "import", first, "--project", project)
     assert code == 0 and out.rstrip().endswith(f"next batch: activebayes query {project}"), err
+
+
+def test_a_label_studio_task_with_a_huge_id_is_named_in_a_short_problem(tmp_path):
+    """A task id of 5,000 digits was repeated whole in its problem line."""
+    from activebayes.labelling.interchange import read_label_studio
+
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text(f'[{{"id": {"9" * 5000}, "data": 3}}, {{"id": 7, "data": 3}}]', encoding="utf-8")
+    problems = read_label_studio(tasks, items=[], classes=["a"]).problems
+    assert problems[0].startswith("task 0 (id '9999") and "(5000 characters)" in problems[0] and len(problems[0]) < 200
+    assert problems[1] == "task 1 (id 7): not a Label Studio task (an object with 'data')"

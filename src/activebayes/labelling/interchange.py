@@ -822,7 +822,7 @@ def label_studio_answers(tasks: Sequence[Any], *, items: Sequence[Item], classes
     problems: list[str] = []
     unannotated = 0
     for number, task in enumerate(tasks):
-        where = f"task {number}" + (f" (id {task.get('id')})" if isinstance(task, dict) and "id" in task else "")
+        where = f"task {number}" + (f" (id {_shown(task['id'])})" if isinstance(task, dict) and "id" in task else "")
         if not isinstance(task, dict) or not isinstance(task.get("data"), dict):
             problems.append(f"{where}: not a Label Studio task (an object with 'data')")
             continue
