@@ -485,3 +485,24 @@ def test_an_image_whose_name_is_not_utf8_is_named_by_its_bytes(tmp_path, capsys)
         code, stdout, err = run_cli(capsys, *args)
         assert code == 1 and err.startswith(start) and said in err and err.count("\n") == 1, err
     assert not (tmp_path / "project").exists() and not (tmp_path / "pool").exists()
+
+
+def test_an_image_folder_whose_path_is_not_utf8_is_named_by_its_bytes(tmp_path, capsys):
+    """`query --images <folder named b'caf\\xe9'>` made the project, then ended in a traceback
+    ("surrogates not allowed") when its stop set's identities were hashed."""
+    from PIL import Image
+    import numpy as np
+
+    try:
+        folder = Path(os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9"))
+        folder.mkdir()
+        for i in range(4):
+            Image.fromarray(np.full((6, 6), 40 * i, dtype=np.uint8)).save(folder / f"{i}.png")
+    except (OSError, UnicodeError):
+        pytest.skip("this file system does not take a file name that is not UTF-8")
+    for args in (["query", tmp_path / "project", "--images", folder, "--classes", "a,b", "-q"],
+                 ["convert", folder, tmp_path / "pool", "-q"]):
+        code, _, err = run_cli(capsys, *args)
+        assert code == 1 and f"{os.fsencode(folder)!r}: its path is not UTF-8 text: rename it" in err, err
+        assert err.count("\n") == 1, err
+    assert not (tmp_path / "project").exists() and not (tmp_path / "pool").exists()

@@ -225,7 +225,13 @@ def list_images(path: str | os.PathLike[str], *, classes: Sequence[str] | None =
 def _text_named(folder: Path, files: Sequence[Path]) -> tuple[Path, ...]:
     """``files``, each named by UTF-8 text inside ``folder``: the names are stored as text (a labelling
     project's items, a memmap folder's paths.txt, JSON), and the bytes of a name that is not UTF-8
-    could not be kept; such a name is a :class:`DataError` naming it by its bytes."""
+    could not be kept; such a name is a :class:`DataError` naming it by its bytes, and so is the
+    folder's own path (stored too: a project's config, the items' identities)."""
+    try:
+        str(folder).encode("utf-8")
+    except UnicodeEncodeError:
+        raise DataError(f"image folder {os.fsencode(folder)!r}: its path is not UTF-8 text: rename it or move the "
+                        "images to a folder whose path is (paths are stored as text)") from None
     for file in files:
         relative = str(file.relative_to(folder))
         try:
