@@ -28,6 +28,16 @@ from activebayes.errors import InvalidArgumentError, InvalidTypeError
 __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_with"]
 
 
+def is_text_path(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is UTF-8 text. One that is not (bytes such as ``b'caf\\xe9'``, decoded with
+    surrogates) cannot be stored where paths are kept as text (a config, JSON, SQLite, a report)."""
+    try:
+        os.fspath(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _fsync_dir(directory: Path) -> None:
     # Make the rename itself durable; not every platform lets us open a folder.
     try:

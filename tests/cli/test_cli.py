@@ -489,7 +489,7 @@ def test_an_image_whose_name_is_not_utf8_is_named_by_its_bytes(tmp_path, capsys)
 
 def test_an_image_folder_whose_path_is_not_utf8_is_named_by_its_bytes(tmp_path, capsys):
     """`query --images <folder named b'caf\\xe9'>` made the project, then ended in a traceback
-    ("surrogates not allowed") when its stop set's identities were hashed."""
+    ("surrogates not allowed") when its stop set's identities were hashed; a --table there too."""
     from PIL import Image
     import numpy as np
 
@@ -500,9 +500,15 @@ def test_an_image_folder_whose_path_is_not_utf8_is_named_by_its_bytes(tmp_path, 
             Image.fromarray(np.full((6, 6), 40 * i, dtype=np.uint8)).save(folder / f"{i}.png")
     except (OSError, UnicodeError):
         pytest.skip("this file system does not take a file name that is not UTF-8")
-    for args in (["query", tmp_path / "project", "--images", folder, "--classes", "a,b", "-q"],
-                 ["convert", folder, tmp_path / "pool", "-q"]):
+    table = folder / "texts.csv"  # a table there: `run` made the run, then its report was a traceback
+    table.write_text("text,label\n" + "".join(f"text {i},{'ab'[i % 2]}\n" for i in range(12)), encoding="utf-8")
+    for args, named in [(["query", tmp_path / "project", "--images", folder, "--classes", "a,b", "-q"], folder),
+                        (["convert", folder, tmp_path / "pool", "-q"], folder),
+                        (["query", tmp_path / "project", "--table", table, "--text-column", "text", "--classes", "a,b",
+                          "-q"], table),
+                        (["run", "--table", table, "--text-column", "text", "--label-column", "label", "--out",
+                          tmp_path / "run", "-q"], table)]:
         code, _, err = run_cli(capsys, *args)
-        assert code == 1 and f"{os.fsencode(folder)!r}: its path is not UTF-8 text: rename it" in err, err
+        assert code == 1 and f"{os.fsencode(named)!r}: its path is not UTF-8 text: rename it" in err, err
         assert err.count("\n") == 1, err
-    assert not (tmp_path / "project").exists() and not (tmp_path / "pool").exists()
+    assert not any((tmp_path / name).exists() for name in ("project", "pool", "run"))

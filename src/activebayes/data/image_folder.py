@@ -52,6 +52,7 @@ from tqdm.auto import tqdm
 from ._core import DataError, normalize_pixels
 from .dataset import ArrayDataset
 from .lazy import LazyInputs
+from activebayes._io import is_text_path
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
@@ -227,11 +228,9 @@ def _text_named(folder: Path, files: Sequence[Path]) -> tuple[Path, ...]:
     project's items, a memmap folder's paths.txt, JSON), and the bytes of a name that is not UTF-8
     could not be kept; such a name is a :class:`DataError` naming it by its bytes, and so is the
     folder's own path (stored too: a project's config, the items' identities)."""
-    try:
-        str(folder).encode("utf-8")
-    except UnicodeEncodeError:
+    if not is_text_path(folder):
         raise DataError(f"image folder {os.fsencode(folder)!r}: its path is not UTF-8 text: rename it or move the "
-                        "images to a folder whose path is (paths are stored as text)") from None
+                        "images to a folder whose path is (paths are stored as text)")
     for file in files:
         relative = str(file.relative_to(folder))
         try:

@@ -64,6 +64,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from activebayes._io import is_text_path
 from activebayes.errors import InvalidArgumentError, InvalidTypeError, MissingFileError
 
 from ._core import DataError
@@ -98,6 +99,9 @@ def check_table_file(path: str | os.PathLike[str]) -> Path:
     expanded = Path(path).expanduser()
     if not expanded.is_file():
         raise MissingFileError(f"table (--table): no such file {path}")
+    if not is_text_path(expanded.resolve()):  # stored in the run's config and report
+        raise InvalidArgumentError(f"table (--table): {os.fsencode(expanded.resolve())!r}: its path is not UTF-8 text: "
+                                   "rename it or move it to a folder whose path is (paths are stored as text)")
     return expanded
 
 
