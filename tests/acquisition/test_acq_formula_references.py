@@ -155,8 +155,6 @@ def test_multilabel_first_batchbald_pick_is_the_joint_bald_top_item():
     assert float(picks.scores[0]) == pytest.approx(joint.max(), abs=1e-10)
 
 
-@pytest.mark.xfail(strict=True, reason="every free item has priority inf under cost_aware, so free items are "
-                                       "taken in index order, whatever their scores")
 def test_cost_aware_takes_the_most_informative_free_items_first():
     """acquisition.md: cost_aware orders by score per unit cost, free items first. Among free items
     (score / 0 = inf for every one) the larger score should still come first, as it does at any

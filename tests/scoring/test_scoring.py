@@ -310,6 +310,111 @@ def test_batchbald_prefilter_with_costs(net, pool, candidates):
     assert got.indices.tolist() == candidates[order][reference.indices].tolist()
 
 
+# ------------------------------------------------------------------------ cost_aware with free items
+
+
+def free_item_costs(candidates: torch.Tensor) -> torch.Tensor:
+    """Costs in [0.2, 1.2) in the order of ``candidates``, about a third of them 0 (free)."""
+    g = torch.Generator().manual_seed(12)
+    costs = torch.rand(len(candidates), generator=g, dtype=torch.float64) + 0.2
+    costs[torch.rand(len(candidates), generator=g) < 1 / 3] = 0.0
+    return costs
+
+
+def cost_aware_reference(scores: np.ndarray, costs: np.ndarray, indices: np.ndarray,
+                         noise: np.ndarray | None = None, mode: str = "topk", beta: float = 1.0) -> np.ndarray:
+    """Positions in the cost-aware order: free items first, then by the score of a free item or
+    the score per cost of a paid one (or, sampled, by ``log w + G`` then ``G``), then the lower index."""
+    free = costs == 0
+    value = np.where(free, scores, scores / np.where(free, 1.0, costs))
+    if mode == "topk":
+        return np.lexsort((indices, -value, ~free))
+    if mode == "softrank":  # the rank in the top-k order; finite weights, so free items are not forced first
+        ranks = np.empty(len(value))
+        ranks[cost_aware_reference(scores, costs, indices)] = np.arange(1, len(value) + 1)
+        return np.lexsort((indices, -noise, -(noise - beta * np.log(ranks))))
+    with np.errstate(divide="ignore"):
+        log_w = beta * np.log(value) if mode == "power" else beta * value
+    return np.lexsort((indices, -noise, -(log_w + noise), ~free))  # free: an infinite weight
+
+
+def budget_walk(order: np.ndarray, costs: np.ndarray, batch_size: int, budget: float) -> list[int]:
+    chosen: list[int] = []
+    for i in order.tolist():
+        if len(chosen) < batch_size and costs[i] <= budget - costs[chosen].sum() + 1e-9:
+            chosen.append(i)
+    return chosen
+
+
+@pytest.mark.parametrize("strategy", ["bald", "entropy", "random"])
+def test_cost_aware_takes_free_items_by_score_whatever_the_chunks(net, pool, candidates, strategy):
+    """Free items (cost 0) first by score, then the paid ones by score per cost: select and
+    score_pool at two chunk sizes pick the reference's batch, in its order."""
+    costs = free_item_costs(candidates)
+    order = torch.argsort(candidates)
+    sorted_candidates, sorted_costs = candidates[order], costs[order].numpy()
+    log_probs = full_log_probs(net, pool, sorted_candidates)
+    if strategy == "random":  # streamed: keyed by (seed, index)
+        scores_N = keyed_uniform(SELECTION_SEED, sorted_candidates).numpy()
+    else:
+        scores_N = get_strategy(strategy).score_fn(log_probs).numpy()
+    n_free = int((sorted_costs == 0).sum())
+    reference_order = cost_aware_reference(scores_N, sorted_costs, sorted_candidates.numpy())
+    for batch_size in (10, n_free + 4):  # among the free items; past them, under the budget
+        expected = sorted_candidates[budget_walk(reference_order, sorted_costs, batch_size, 1.5)].tolist()
+        for chunk_size, cands, cand_costs in [(37, candidates, costs), (450, candidates.flip(0), costs.flip(0))]:
+            got = score(net, pool, cands, strategy, batch_size, costs_N=cand_costs, cost_budget=1.5,
+                        chunk_size=chunk_size, options={"cost_aware": True})
+            assert got.indices.tolist() == expected
+        if strategy != "random":  # select draws random scores from its generator instead
+            picked = select(log_probs, strategy, batch_size, costs_N=costs[order], cost_budget=1.5,
+                            cost_aware=True)
+            assert sorted_candidates[picked.indices].tolist() == expected
+
+
+@pytest.mark.parametrize("strategy", ["power_bald", "softmax_entropy", "softrank_bald"])
+def test_cost_aware_samples_free_items_by_score_whatever_the_chunks(net, pool, candidates, strategy):
+    """Streamed Gumbel-top-k with free items: the keyed noise sorted by the reference keys (power,
+    softmax: free items first by their scores' weights; softrank: ranks in the cost-aware order)."""
+    mode, beta = strategy.split("_")[0], 2.0
+    costs = free_item_costs(candidates)
+    order = torch.argsort(candidates)
+    sorted_candidates, sorted_costs = candidates[order], costs[order].numpy()
+    scores_N = get_strategy(strategy).score_fn(full_log_probs(net, pool, sorted_candidates)).numpy()
+    noise = -np.log(-np.log(keyed_uniform(SELECTION_SEED, sorted_candidates).numpy()))
+    reference_order = cost_aware_reference(scores_N, sorted_costs, sorted_candidates.numpy(), noise, mode, beta)
+    expected = sorted_candidates[budget_walk(reference_order, sorted_costs, 12, 1.5)].tolist()
+    for chunk_size, cands, cand_costs in [(37, candidates, costs), (450, candidates.flip(0), costs.flip(0))]:
+        got = score(net, pool, cands, strategy, 12, costs_N=cand_costs, cost_budget=1.5, chunk_size=chunk_size,
+                    options={"cost_aware": True, "beta": beta})
+        assert got.indices.tolist() == expected
+
+
+def test_cost_aware_batchbald_prefilter_keeps_free_items_by_bald(net, pool, candidates):
+    """The pre-filter keeps the top M by (free, BALD or BALD per cost); BatchBALD then takes the free
+    item of largest BALD first; neither depends on the chunks."""
+    costs = free_item_costs(candidates)
+    order = torch.argsort(candidates)
+    sorted_candidates, sorted_costs = candidates[order], costs[order]
+    log_probs = full_log_probs(net, pool, sorted_candidates)
+    bald_N = bald(log_probs).numpy()
+    top = np.sort(cost_aware_reference(bald_N, sorted_costs.numpy(), sorted_candidates.numpy())[:30])
+    reference = batchbald(log_probs[top], 5, costs_N=sorted_costs[top], cost_budget=1.5, cost_aware=True,
+                          generator=torch.Generator().manual_seed(SELECTION_SEED))
+    free = np.flatnonzero(sorted_costs.numpy() == 0)
+    assert int(sorted_candidates[top][reference.indices[0]]) == int(sorted_candidates[free[np.argmax(bald_N[free])]])
+    for chunk_size in (37, 450):
+        got = score(net, pool, candidates, "batchbald", 5, costs_N=costs, cost_budget=1.5, chunk_size=chunk_size,
+                    options={"prefilter": 30, "cost_aware": True})
+        assert got.indices.tolist() == sorted_candidates[top][reference.indices].tolist()
+    # no pre-filter: what select picks on the whole pool
+    picked = select(log_probs, "batchbald", 5, costs_N=sorted_costs, cost_budget=1.5, cost_aware=True,
+                    generator=torch.Generator().manual_seed(SELECTION_SEED))
+    got = score(net, pool, candidates, "batchbald", 5, costs_N=costs, cost_budget=1.5, chunk_size=37,
+                options={"prefilter": len(candidates), "cost_aware": True})
+    assert got.indices.tolist() == sorted_candidates[picked.indices].tolist()
+
+
 # ------------------------------------------------------------------------ fallback and random
 
 

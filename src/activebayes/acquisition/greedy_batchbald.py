@@ -24,7 +24,6 @@ products and logs with relative error ~1e-6, plenty for ranking; pass
 
 from __future__ import annotations
 
-import math
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
@@ -41,7 +40,7 @@ from activebayes.acquisition.joint_entropy import (
     sample_configurations,
 )
 from activebayes.acquisition.scores import bald, expected_entropy
-from activebayes.acquisition.selection import BudgetPlan, Selection, check_budget
+from activebayes.acquisition.selection import BudgetPlan, Selection, check_budget, cost_priority, top_order
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["batchbald", "BatchConfigurations", "DEFAULT_NUM_CONFIGURATIONS"]
@@ -127,7 +126,7 @@ def batchbald(
         costs_N: optional per-item labelling costs ``[N]``; candidates that no longer
             fit the budget are skipped.
         cost_budget: total labelling cost allowed (with ``costs_N``).
-        cost_aware: ``True`` maximises the gain per unit cost.
+        cost_aware: ``True`` maximises the gain per unit cost (free items first, by their gain).
         device: run the per-candidate products there (e.g. ``"cuda"``).
         dtype: working precision of the per-candidate products (default: input's).
         chunk_size: candidates per chunk (default: ``1024 // C``; the configurations are tiled
@@ -209,13 +208,10 @@ def batchbald(
             candidates_N &= plan.fits_N(spent)
         if not bool(candidates_N.any()):
             break
-        priority_N = scores_N.clone()
-        if cost_aware:
-            assert plan is not None
-            gain_N = (scores_N - batch_information).clamp_min(0.0)
-            priority_N = torch.where(plan.costs_N > 0, gain_N / plan.costs_N, torch.full_like(gain_N, math.inf))
-        priority_N[~candidates_N] = -math.inf
-        index = int(torch.argmax(priority_N))  # the first of equal maxima, on every device
+        # under cost_aware the gain per unit cost, free items first by gain (cost_priority)
+        gain_N = (scores_N - batch_information).clamp_min(0.0) if cost_aware else scores_N
+        priority = cost_priority(gain_N, plan, cost_aware).masked(candidates_N)
+        index = int(top_order(priority, 1, None)[0])  # the first of equal maxima, on every device
         picked.append(index)
         picked_scores.append(float(scores_N[index]))
         available_N[index] = False

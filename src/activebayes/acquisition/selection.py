@@ -4,12 +4,15 @@ A strategy turns predictions into a :class:`Selection`: the chosen pool indices 
 pick order and the score each had when it was picked. Per-item scores become a
 batch here, either deterministically (top-k) or stochastically (Kirsch et al. 2021),
 under two constraints: at most ``batch_size`` picks and, optionally, a labelling
-cost per item with a total ``cost_budget``.
+cost per item with a total ``cost_budget``. Every path (top-k, stochastic, BatchBALD's
+greedy step, the streamed pool) ranks by one :class:`Priority`: under ``cost_aware`` the
+free items first by score, then the paid ones by score per unit cost.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -21,7 +24,9 @@ from activebayes.errors import InvalidArgumentError
 __all__ = [
     "Selection",
     "BudgetPlan",
+    "Priority",
     "check_budget",
+    "lexicographic_order",
     "take_in_order",
     "stochastic_order",
     "STOCHASTIC_MODES",
@@ -91,10 +96,51 @@ def check_budget(costs_N: Tensor | None, cost_budget: float | None, N: int) -> B
     return BudgetPlan(costs_N, cost_budget)
 
 
-def cost_priority(scores_N: Tensor, plan: BudgetPlan | None, cost_aware: bool) -> Tensor:
-    """``scores_N``, or ``scores / cost`` when ``cost_aware`` (free items first)."""
+@dataclass(frozen=True)
+class Priority:
+    """The order a strategy takes items in, best first: a two-part key.
+
+    Attributes:
+        value_N: float ``Tensor [N]``, larger first.
+        free_N: bool ``Tensor [N]`` or ``None``: under ``cost_aware`` the items that cost
+            nothing, which come before every other item whatever their values.
+
+    Under ``cost_aware`` (:func:`cost_priority`) ``value_N`` is the score of a free item
+    and the score per unit cost of a paid one: the free items ranked by score, then the
+    paid ones by score per cost. (A single ``score / cost`` gives every free item the
+    same ``inf``, and would leave free items to the index order.) Equal keys go to the
+    lower index (:func:`lexicographic_order`).
+
+    >>> p = Priority(torch.tensor([0.2, 0.9, 0.5]), torch.tensor([True, False, True]))
+    >>> lexicographic_order(p.keys(), torch.arange(3))
+    tensor([2, 0, 1])
+    """
+
+    value_N: Tensor
+    free_N: Tensor | None = None
+
+    def keys(self) -> tuple[Tensor, ...]:
+        """The sort keys, most significant first (all float64, for the streaming rows)."""
+        value_N = self.value_N.to(torch.float64)
+        return (value_N,) if self.free_N is None else (self.free_N.to(value_N), value_N)
+
+    def masked(self, keep_N: Tensor) -> Priority:
+        """Items outside ``keep_N`` go last: value ``-inf``, not free (e.g. taken, or over the budget)."""
+        keep_N = keep_N.to(self.value_N.device)
+        value_N = torch.where(keep_N, self.value_N, torch.full_like(self.value_N, -math.inf))
+        return Priority(value_N, None if self.free_N is None else self.free_N & keep_N)
+
+
+def as_priority(priority: Tensor | Priority) -> Priority:
+    """A plain score tensor is a :class:`Priority` without free items."""
+    return priority if isinstance(priority, Priority) else Priority(priority)
+
+
+def cost_priority(scores_N: Tensor, plan: BudgetPlan | None, cost_aware: bool) -> Priority:
+    """The :class:`Priority` of a cost budget: ``scores_N``, or under ``cost_aware`` the free
+    items first by score, then the others by score per unit cost."""
     if not cost_aware:
-        return scores_N
+        return Priority(scores_N)
     if plan is None:
         raise InvalidArgumentError("cost_aware=True needs costs_N and cost_budget")
     if bool((scores_N < 0).any()):
@@ -103,7 +149,56 @@ def cost_priority(scores_N: Tensor, plan: BudgetPlan | None, cost_aware: bool) -
             f"go down to {float(scores_N.min()):g}"
         )
     costs_N = plan.costs_N.to(scores_N.device)
-    return torch.where(costs_N > 0, scores_N / costs_N, torch.full_like(scores_N, math.inf))
+    free_N = costs_N == 0
+    return Priority(torch.where(free_N, scores_N, scores_N / costs_N), free_N)
+
+
+def _sort_descending(order: Tensor, keys: Sequence[Tensor]) -> Tensor:
+    """``order`` stably re-sorted by ``keys`` descending, most significant first (a key equal
+    on all of ``order``, e.g. "free" when no item is free, changes nothing and is skipped)."""
+    for key in reversed(keys):
+        values = key[order]
+        if not bool((values == values[:1]).all()):
+            order = order[torch.argsort(values, descending=True, stable=True)]
+    return order
+
+
+def _could_be_first(keys: Sequence[Tensor], k: int, positions: Tensor | None = None) -> Tensor:
+    """The positions (all when ``None``) that may be among the first ``k`` by ``keys``: at or above
+    the ``k``-th largest first key, and of those tied with it, the ones the further keys may put
+    among the first."""
+    first = keys[0] if positions is None else keys[0][positions]
+    threshold = torch.topk(first, k).values[-1]
+    kept = torch.nonzero(first >= threshold).squeeze(1)
+    if positions is not None:
+        kept = positions[kept]
+    if len(keys) == 1 or len(kept) <= k:
+        return kept
+    tied = keys[0][kept] == threshold
+    above = kept[~tied]
+    return torch.cat([above, _could_be_first(keys[1:], k - len(above), kept[tied])])
+
+
+def lexicographic_order(keys: Sequence[Tensor], indices_N: Tensor, k: int | None = None) -> Tensor:
+    """Positions ordered by ``keys`` descending (the first key most significant), then ``indices`` asc.
+
+    Returns the first ``k`` positions (all when ``k`` is ``None``). On distinct indices
+    this is a total order that does not depend on the positions' order, so the first
+    ``k`` of a union equal the first ``k`` of the union of the parts' first ``k`` (the
+    streaming path relies on it). For ``k`` much smaller than N only the items that may
+    be among the first ``k`` are sorted.
+
+    >>> lexicographic_order([torch.tensor([1., 3., 3., 2.])], torch.tensor([7, 9, 4, 5]), 2)
+    tensor([2, 1])
+    """
+    keys = [key.detach().cpu() for key in keys]
+    N = int(indices_N.shape[0])
+    positions = _could_be_first(keys, k) if k is not None and k < N else torch.arange(N)
+    in_positions = indices_N[positions]
+    if not bool((in_positions[1:] >= in_positions[:-1]).all()):  # already by index (in memory): no sort
+        positions = positions[torch.argsort(in_positions, stable=True)]
+    order = _sort_descending(positions, keys)
+    return order if k is None else order[:k]
 
 
 def take_in_order(
@@ -134,34 +229,32 @@ def take_in_order(
     return Selection(picked, scores_N[picked], strategy)
 
 
-def top_order(priority_N: Tensor, batch_size: int, plan: BudgetPlan | None) -> Tensor:
+def top_order(priority: Tensor | Priority, batch_size: int, plan: BudgetPlan | None) -> Tensor:
     """Indices by descending priority, equal priorities by ascending index: just the top
     ``batch_size`` without a budget.
 
     The tie order is fixed (``torch.topk`` leaves it to the device), so tied scores, common
     with variation ratios or saturated predictions, pick the same items on every device and
-    in the streaming path (:func:`~activebayes.acquisition.streaming.lexicographic_top`)."""
-    priority_N = priority_N.detach().cpu()
-    candidates = torch.arange(priority_N.shape[0])
-    if plan is None and batch_size < len(candidates):  # only the items tied with or above the k-th
-        threshold = torch.topk(priority_N, batch_size).values[-1]
-        candidates = torch.nonzero(priority_N >= threshold).squeeze(1)
-    order = candidates[torch.argsort(priority_N[candidates], descending=True, stable=True)]
-    return order if plan is not None else order[:batch_size]
+    in the streaming path (:func:`lexicographic_order` there too)."""
+    keys = as_priority(priority).keys()
+    return lexicographic_order(keys, torch.arange(keys[0].shape[0]), None if plan is not None else batch_size)
 
 
 STOCHASTIC_MODES = ("power", "softmax", "softrank")
 
 
-def stochastic_log_weights(scores_N: Tensor, mode: str, beta: float) -> Tensor:
+def stochastic_log_weights(priority: Tensor | Priority, mode: str, beta: float) -> Tensor:
     """Log of the unnormalised sampling weights of stochastic batch acquisition.
 
     power: ``p ∝ s^β`` (needs ``s >= 0``; ``s = 0`` has weight 0); softmax:
-    ``p ∝ exp(β s)``; softrank: ``p ∝ r^{-β}`` with ``r`` the rank (1 = highest score).
-    ``β = 0`` is uniform sampling in every mode: ``0^0 = 1``, and an infinite priority
-    (a free item under ``cost_aware``) gets weight 1 too, not NaN.
+    ``p ∝ exp(β s)``; softrank: ``p ∝ r^{-β}`` with ``r`` the rank (1 = first in the
+    priority's order). ``β = 0`` is uniform sampling in every mode: ``0^0 = 1``, and an
+    infinite score gets weight 1 too, not NaN. ``s`` is the priority's value: under
+    ``cost_aware`` the score of a free item (whose weight is infinite before the others':
+    see :func:`stochastic_keys`), the score per unit cost of a paid one.
     """
-    scores_N = scores_N.to(torch.float64)
+    priority = as_priority(priority)
+    scores_N = priority.value_N.to(torch.float64)
     if mode == "power" and bool((scores_N < 0).any()):
         raise InvalidArgumentError(
             f"power sampling needs non-negative scores, got a minimum of {float(scores_N.min()):g}; "
@@ -174,25 +267,46 @@ def stochastic_log_weights(scores_N: Tensor, mode: str, beta: float) -> Tensor:
     if mode == "power":
         return beta * torch.log(scores_N)
     if mode == "softrank":
-        order_N = torch.argsort(scores_N, descending=True, stable=True)
+        order_N = lexicographic_order(priority.keys(), torch.arange(len(scores_N))).to(scores_N.device)
         ranks_N = torch.empty_like(scores_N)
         ranks_N[order_N] = torch.arange(1, len(scores_N) + 1, dtype=torch.float64, device=scores_N.device)
         return -beta * torch.log(ranks_N)
     raise InvalidArgumentError(f"unknown stochastic mode {mode!r}; expected one of: {', '.join(STOCHASTIC_MODES)}")
 
 
+def stochastic_keys(priority: Tensor | Priority, gumbel_N: Tensor, mode: str, beta: float) -> tuple[Tensor, ...]:
+    """Sort keys (most significant first) of a Gumbel-top-k sample: ``log w + G``, then ``G``
+    alone among items of weight 0 (so they come last, in random order).
+
+    Under ``cost_aware`` a free item's weight ``(s / 0)^β`` or ``exp(β s / 0)`` is infinite
+    for ``β > 0`` in power and softmax modes: the free items come first, sampled among
+    themselves by the weights of their scores, then the paid ones by score per cost.
+    (Softrank's weights are finite: the free items hold the first ranks.)
+    """
+    priority = as_priority(priority)
+    log_weights_N = stochastic_log_weights(priority, mode, beta)
+    log_weights_N = torch.nan_to_num(log_weights_N, nan=0.0, posinf=math.inf, neginf=-math.inf)  # 0^0 = 1
+    gumbel_N = gumbel_N.to(log_weights_N)
+    keys: tuple[Tensor, ...] = (log_weights_N + gumbel_N, gumbel_N)
+    if priority.free_N is not None and beta > 0 and mode != "softrank":
+        keys = (priority.free_N.to(log_weights_N),) + keys
+    return keys
+
+
 def stochastic_order(
-    scores_N: Tensor, mode: str, beta: float, generator: torch.Generator | None
+    priority: Tensor | Priority, mode: str, beta: float, generator: torch.Generator | None
 ) -> Tensor:
     """A random order of the whole pool: a sample without replacement from ``p ∝ weights``.
 
     Gumbel-top-k (Kool et al. 2019): ``argsort(log w + G)`` with i.i.d. standard Gumbel
     ``G`` is distributed as successive sampling without replacement. Items of weight 0
-    come last, in uniformly random order. Noise is drawn on the CPU from ``generator``.
+    come last, in uniformly random order; free items under ``cost_aware`` first
+    (:func:`stochastic_keys`). Noise is drawn on the CPU from ``generator``.
     """
-    log_weights_N = stochastic_log_weights(scores_N.detach().cpu(), mode, beta)
-    uniform_N = torch.rand(log_weights_N.shape, generator=generator, dtype=torch.float64)
+    priority = as_priority(priority)
+    priority = Priority(priority.value_N.detach().cpu(),
+                        None if priority.free_N is None else priority.free_N.detach().cpu())
+    uniform_N = torch.rand(priority.value_N.shape, generator=generator, dtype=torch.float64)
     gumbel_N = -torch.log(-torch.log(uniform_N.clamp(min=1e-300, max=1 - 1e-16)))
-    keys_N = log_weights_N + gumbel_N
     noise_order = torch.argsort(gumbel_N, descending=True)
-    return noise_order[torch.argsort(keys_N[noise_order], descending=True, stable=True)]
+    return _sort_descending(noise_order, stochastic_keys(priority, gumbel_N, mode, beta)[:-1])

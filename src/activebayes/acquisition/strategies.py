@@ -75,6 +75,7 @@ from activebayes.acquisition.selection import (
     Selection,
     check_budget,
     cost_priority,
+    lexicographic_order,
     stochastic_order,
     take_in_order,
     top_order,
@@ -89,7 +90,6 @@ from activebayes.acquisition.streaming import (
     aligned,
     finish_in_order,
     gather_plan,
-    lexicographic_top,
     per_item_plan,
 )
 from activebayes.acquisition.typicality import MAX_CLUSTERS, MIN_CLUSTER_SIZE, NUM_NEIGHBORS, typicality
@@ -839,8 +839,8 @@ def _random_plan(request: PoolRequest) -> PoolPlan:
     def finish(rows: Rows | None) -> Selection:
         indices_N, budget, batch_size = request.indices_N, request.budget, request.batch_size
         scores_N = keyed_uniform(request.seed, indices_N)
-        priority_N = cost_priority(scores_N, budget, cost_aware)
-        order = lexicographic_top(priority_N, None, indices_N, batch_size if budget is None else None)
+        priority = cost_priority(scores_N, budget, cost_aware)
+        order = lexicographic_order(priority.keys(), indices_N, batch_size if budget is None else None)
         return finish_in_order(order, scores_N, indices_N, batch_size, budget, request.name)
 
     return PoolPlan(None, finish, request.name)

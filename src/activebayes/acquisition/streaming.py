@@ -28,7 +28,6 @@ with an ``"index"`` column of original dataset indices.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -42,9 +41,12 @@ from activebayes.acquisition.badge import loss_gradient_factors
 from activebayes.acquisition.scores import bald
 from activebayes.acquisition.selection import (
     BudgetPlan,
+    Priority,
     Selection,
+    as_priority,
     cost_priority,
-    stochastic_log_weights,
+    lexicographic_order,
+    stochastic_keys,
     take_in_order,
 )
 
@@ -147,25 +149,16 @@ def lexicographic_top(
 ) -> Tensor:
     """Positions ordered by ``primary`` desc, then ``secondary`` desc, then ``indices`` asc.
 
-    Returns the first ``k`` positions (all when ``k`` is ``None``). The order is a
-    total order on distinct indices, so it does not depend on the positions' order:
-    the top ``k`` of a union equals the top ``k`` of the union of the parts' top ``k``.
-    For ``k`` much smaller than N only the items at or above the k-th largest
-    ``primary`` are sorted.
+    Two keys of :func:`~activebayes.acquisition.selection.lexicographic_order` (any number
+    of keys): the first ``k`` positions (all when ``k`` is ``None``), a total order on
+    distinct indices, so the top ``k`` of a union equals the top ``k`` of the union of the
+    parts' top ``k``.
 
     >>> lexicographic_top(torch.tensor([1., 3., 3., 2.]), None, torch.tensor([7, 9, 4, 5]), 2)
     tensor([2, 1])
     """
-    N = int(primary_N.shape[0])
-    positions = torch.arange(N)
-    if k is not None and k < N:
-        threshold = torch.topk(primary_N, k).values[-1]
-        positions = torch.nonzero(primary_N >= threshold).squeeze(1)
-    order = positions[torch.argsort(indices_N[positions], stable=True)]
-    if secondary_N is not None:
-        order = order[torch.argsort(secondary_N[order], descending=True, stable=True)]
-    order = order[torch.argsort(primary_N[order], descending=True, stable=True)]
-    return order if k is None else order[:k]
+    keys = [primary_N] if secondary_N is None else [primary_N, secondary_N]
+    return lexicographic_order(keys, indices_N, k)
 
 
 def gumbel_noise(seed: int, indices_N: Tensor) -> Tensor:
@@ -174,19 +167,18 @@ def gumbel_noise(seed: int, indices_N: Tensor) -> Tensor:
 
 
 def order_keys(
-    priority_N: Tensor, indices_N: Tensor, mode: str, beta: float, seed: int
-) -> tuple[Tensor, Tensor | None]:
-    """``(primary, secondary)`` sort keys of a per-item score strategy.
+    priority: Tensor | Priority, indices_N: Tensor, mode: str, beta: float, seed: int
+) -> tuple[Tensor, ...]:
+    """Sort keys (most significant first, for :func:`lexicographic_order`) of a per-item score strategy.
 
-    top-k: the priority itself. Stochastic: ``log w + G`` (Gumbel-top-k), then ``G``
-    alone among items of weight 0 (so they come last, in random order).
+    top-k: the priority's keys (free items first under ``cost_aware``, then the value).
+    Stochastic: :func:`~activebayes.acquisition.selection.stochastic_keys` with Gumbel
+    noise keyed by ``(seed, original index)``: ``log w + G``, then ``G`` alone among items
+    of weight 0 (so they come last, in random order).
     """
     if mode == "topk":
-        return priority_N, None
-    log_weights_N = stochastic_log_weights(priority_N, mode, beta)
-    log_weights_N = torch.nan_to_num(log_weights_N, nan=0.0, posinf=math.inf, neginf=-math.inf)  # 0^0 = 1
-    gumbel_N = gumbel_noise(seed, indices_N)
-    return log_weights_N + gumbel_N, gumbel_N
+        return as_priority(priority).keys()
+    return stochastic_keys(priority, gumbel_noise(seed, indices_N), mode, beta)
 
 
 def finish_in_order(
@@ -248,20 +240,18 @@ class TopCandidates:
     def map(self, indices_n: Tensor, costs_n: Tensor | None, log_probs_n_K_C: Tensor | None) -> Rows:
         assert log_probs_n_K_C is not None
         scores_n = _score(self.score_fn, log_probs_n_K_C, self.device)
-        primary_n, secondary_n = order_keys(scores_n, indices_n, self.mode, self.beta, self.seed)
-        rows = {"index": indices_n, "score": scores_n, "primary": primary_n}
-        if secondary_n is not None:
-            rows["secondary"] = secondary_n
-        return self.reduce(rows)
+        keys_n = order_keys(scores_n, indices_n, self.mode, self.beta, self.seed)
+        return self.reduce({"index": indices_n, "score": scores_n, "keys": torch.stack(keys_n, dim=1)})
 
     def reduce(self, rows: Rows) -> Rows:
-        top = lexicographic_top(rows["primary"], rows.get("secondary"), rows["index"], self.keep)
+        top = lexicographic_order(rows["keys"].unbind(1), rows["index"], self.keep)
         return {key: value[top] for key, value in rows.items()}
 
 
 @dataclass(frozen=True)
 class BaldPrefilter:
-    """Keep the ``keep`` items of highest BALD (per unit cost if ``cost_aware``) with their predictions.
+    """Keep the ``keep`` items of highest BALD (under ``cost_aware``: free items first, then per unit
+    cost; :func:`~activebayes.acquisition.selection.cost_priority`) with their predictions.
 
     Items that cost more than the whole ``cost_budget`` can never be picked: priority ``-inf``.
     """
@@ -274,16 +264,15 @@ class BaldPrefilter:
 
     def map(self, indices_n: Tensor, costs_n: Tensor | None, log_probs_n_K_C: Tensor | None) -> Rows:
         assert log_probs_n_K_C is not None
-        priority_n = _score(bald, log_probs_n_K_C, self.device)
+        priority = Priority(_score(bald, log_probs_n_K_C, self.device))
         if costs_n is not None and self.cost_budget is not None:
             plan = BudgetPlan(costs_n.to(torch.float64), float(self.cost_budget))
-            priority_n = cost_priority(priority_n, plan, self.cost_aware)
-            priority_n = torch.where(plan.fits_N(0.0), priority_n, torch.full_like(priority_n, -math.inf))
-        rows = {"index": indices_n, "priority": priority_n, "log_probs": log_probs_n_K_C.float()}
-        return self.reduce(rows)
+            priority = cost_priority(priority.value_N, plan, self.cost_aware).masked(plan.fits_N(0.0))
+        keys_n = torch.stack(priority.keys(), dim=1)
+        return self.reduce({"index": indices_n, "keys": keys_n, "log_probs": log_probs_n_K_C.float()})
 
     def reduce(self, rows: Rows) -> Rows:
-        top = lexicographic_top(rows["priority"], None, rows["index"], self.keep)
+        top = lexicographic_order(rows["keys"].unbind(1), rows["index"], self.keep)
         return {key: value[top] for key, value in rows.items()}
 
 
@@ -338,7 +327,7 @@ def per_item_plan(score_fn: Callable[..., Tensor], mode: str) -> Planner:
         if budget is None and mode != "softrank":
             def finish_top(rows: Rows | None) -> Selection:
                 assert rows is not None
-                order = lexicographic_top(rows["primary"], rows.get("secondary"), rows["index"], batch_size)
+                order = lexicographic_order(rows["keys"].unbind(1), rows["index"], batch_size)
                 return finish_in_order(order, rows["score"], rows["index"], batch_size, None, name)
 
             work = TopCandidates(score_fn, mode, batch_size, request.seed, beta, request.device_name)
@@ -347,9 +336,9 @@ def per_item_plan(score_fn: Callable[..., Tensor], mode: str) -> Planner:
         def finish_all(rows: Rows | None) -> Selection:
             assert rows is not None
             scores_N = aligned(rows, "score", indices_N)
-            priority_N = cost_priority(scores_N, budget, cost_aware)
-            primary_N, secondary_N = order_keys(priority_N, indices_N, mode, beta, request.seed)
-            order = lexicographic_top(primary_N, secondary_N, indices_N, batch_size if budget is None else None)
+            priority = cost_priority(scores_N, budget, cost_aware)
+            keys_N = order_keys(priority, indices_N, mode, beta, request.seed)
+            order = lexicographic_order(keys_N, indices_N, batch_size if budget is None else None)
             return finish_in_order(order, scores_N, indices_N, batch_size, budget, name)
 
         return PoolPlan(AllScores(score_fn, request.device_name), finish_all, name)
