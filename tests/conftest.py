@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import struct
+import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -90,3 +93,29 @@ def tiny_table_run(table: Path, encoder: Path | str, out: Path) -> list[str]:
             "--encoder", str(encoder), "--test-size", "12", "--initial-size", "4", "--validation-size", "8",
             "--batch-size", "4", "--budget", "12", "--num-samples", "4", "--eval-samples", "4",
             "--max-epochs", "2", "--cold-start", "none", "--out", str(out), "-q"]
+
+
+def tiny_png() -> bytes:
+    """A valid 1x1 white PNG, built by hand (signature, IHDR, IDAT, IEND)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)  # 1x1, 8-bit RGB
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00\xff\xff\xff"))
+            + chunk(b"IEND", b""))
+
+
+@pytest.fixture
+def fast_figures(monkeypatch):
+    """Figures are still built, but saved as a 1x1 PNG: for tests about text, not pictures."""
+
+    def stub(figure):
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if pyplot is not None:
+            pyplot.close(figure)
+        return tiny_png()
+
+    from activebayes.report import _figures
+
+    monkeypatch.setattr(_figures, "to_png", stub)

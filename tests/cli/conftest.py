@@ -15,3 +15,10 @@ def fast_config(tmp_path: Path) -> Path:
     path = tmp_path / "fast.toml"
     path.write_text(FAST_TOML)
     return path
+
+
+@pytest.fixture(autouse=True)
+def _report_figures_as_tiny_pngs(fast_figures):
+    """The command-line tests read a report's text and tables, never its pictures (tests/report and
+    tests/plots draw those): figures are still built, but saved as a 1x1 PNG. Saving them was
+    about 80% of a `compare` test's time (48 figures for 4 runs and their comparison)."""

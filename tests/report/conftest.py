@@ -8,9 +8,6 @@ writes, so a format the loop never produces cannot creep back in. Runtime: about
 from __future__ import annotations
 
 import functools
-import struct
-import sys
-import zlib
 from pathlib import Path
 
 import pytest
@@ -18,7 +15,7 @@ import pytest
 from activebayes import plots
 from activebayes.experiment import run_comparison
 from activebayes.records import LoopConfig
-from activebayes.report import _figures, write_report
+from activebayes.report import write_report
 from tests.conftest import FAST_LOOP
 
 STRATEGIES = ("bald", "random")
@@ -59,27 +56,3 @@ def comparison_report(comparison_dir, tmp_path_factory) -> tuple[Path, dict[str,
             patch.setattr(plots, name, recording(name, getattr(plots, name)))
         path = write_report(comparison_dir, output=tmp_path_factory.mktemp("report") / "report.html")
     return path, calls
-
-
-def tiny_png() -> bytes:
-    """A valid 1x1 white PNG, built by hand (signature, IHDR, IDAT, IEND)."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)  # 1x1, 8-bit RGB
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00\xff\xff\xff"))
-            + chunk(b"IEND", b""))
-
-
-@pytest.fixture
-def fast_figures(monkeypatch):
-    """Figures are still built, but saved as a 1x1 PNG: for tests about text, not pictures."""
-
-    def stub(figure):
-        pyplot = sys.modules.get("matplotlib.pyplot")
-        if pyplot is not None:
-            pyplot.close(figure)
-        return tiny_png()
-
-    monkeypatch.setattr(_figures, "to_png", stub)

@@ -32,7 +32,8 @@ from activebayes.records import LoopConfig
 from activebayes.report import _data, _figures, _report, write_report
 from activebayes.rundir import RunDirectory, RunDirectoryError
 from tests.conftest import FAST_LOOP
-from tests.report.conftest import SEEDS, STRATEGIES, tiny_png
+from tests.conftest import tiny_png
+from tests.report.conftest import SEEDS, STRATEGIES
 
 SECTIONS = ("overview", "learning-curves", "stopping", "labels-to-reach", "aulc", "final-metrics", "calibration",
             "class-balance", "per-class", "confusion", "acquired", "time", "config")

@@ -25,7 +25,7 @@ from activebayes.loop import ActiveLearningLoop, LoopConfig
 from activebayes.report import _figures, write_report
 from activebayes.rundir import Comparison, RunDirectory
 from tests.conftest import multilabel_toy
-from tests.report.conftest import tiny_png
+from tests.conftest import tiny_png
 from tests.report.test_report import _caption, _figure_slots, _rounds, _section, _table, _text
 
 # one worker builds the runs once for the whole module
