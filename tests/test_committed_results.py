@@ -183,6 +183,7 @@ def test_records_of_earlier_versions_in_gzip_read_the_same_and_compress_to_xz(tm
     assert run.read_rounds() == records
 
 
+@pytest.mark.xdist_group("stopping-summary")  # scheduled first (tests/conftest.py): a minute or two alone, not at the tail
 def test_the_stopping_summary_is_rebuilt_from_the_committed_stopping_runs(monkeypatch):
     """``benchmarks/results/stopping_runs`` holds every run ``stopping.json`` summarises, compact
     (xz, per-class metrics in the last round only) but with every trained round's stop-set
