@@ -31,7 +31,7 @@ import click
 from activebayes import _progress
 from activebayes._threads import automatic_threads, check_thread_limit
 from activebayes._memory import keep_freed_memory
-from activebayes._validation import check_device, check_positive_int
+from activebayes._validation import available_devices, check_device, check_positive_int
 from activebayes.acquisition import available_strategies
 from activebayes.data import (ArrayDataset, DataError, MissingSplitError, available_datasets, convert_to_memmap,
                               has_contents, load_dataset)
@@ -791,12 +791,46 @@ def _warn_if_only_the_cold_start_acquired(path: Path, base: Any) -> None:
                    "(--cold-start-labels; 6 per class by default) or pass --cold-start none", err=True)
 
 
+def _check_resumable(config: LoopConfig, stored_in: Path, *, device: str | None,
+                     strategies: tuple[str, ...] = ()) -> None:
+    """Refuse, before anything is changed, to resume a run (or a comparison of ``strategies``)
+    that this command cannot continue, naming the file that stored the cause (the user gave no
+    flag to blame): its table moved, a name only a Python process registered, a device this
+    machine lacks (unless ``device``, the --device given, replaces it)."""
+    _check_stored_table(config, stored_in)
+    for strategy in strategies or (config.strategy,):
+        _check_stored_names(config.replace(strategy=strategy), stored_in)
+    if device is None:
+        _check_stored_device(config, stored_in)
+
+
 def _check_stored_table(config: LoopConfig, stored_in: Path) -> None:
-    """Refuse to resume a run (or comparison) whose recorded table was moved or deleted, naming
-    the file that recorded it (the user gave no --table to blame)."""
+    """Refuse to resume a run (or comparison) whose recorded table was moved or deleted."""
     if config.table is not None and not Path(config.table).is_file():
         raise MissingFileError(f"{stored_in}: the run's table {config.table} is missing (moved or deleted?); "
                                f"put it back to resume")
+
+
+def _check_stored_names(config: LoopConfig, stored_in: Path) -> None:
+    """Refuse a stored dataset, model or strategy name this process does not know: one registered
+    from Python (``register_strategy``, ...) is known only where it is registered again."""
+    try:
+        check_config_names(config)
+    except InvalidArgumentError as error:
+        unknown = re.sub(r"^[a-z_]+ \(--[a-z-]+\): ", "", str(error))  # the run's setting, not a flag given
+        unknown = re.sub(r" \(--[a-z-]+\)", "", unknown)
+        raise InvalidArgumentError(f"{stored_in}: {unknown}; a name registered from Python is known only to a "
+                                   "process that registers it: resume from Python after registering it "
+                                   "(resume_experiment / resume_comparison)") from None
+
+
+def _check_stored_device(config: LoopConfig, stored_in: Path) -> None:
+    """Refuse a stored device this machine lacks, saying how to go on here (--device)."""
+    available = available_devices()
+    if config.device is not None and str(config.device) not in available:
+        raise InvalidArgumentError(f"{stored_in}: the run was started with --device {config.device}, which this "
+                                   f"machine lacks (it has {', '.join(available)}); continue it here with "
+                                   f"--device {available[0]}")
 
 
 @cli.command()
@@ -820,7 +854,8 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
     _current["directory"] = str(path)
     _current["budget"] = budget
     if is_comparison(path):
-        _check_stored_table(Comparison.read(path).base, path / COMPARISON_FILE)
+        comparison = Comparison.read(path)
+        _check_resumable(comparison.base, path / COMPARISON_FILE, device=device, strategies=comparison.strategies)
         resume_comparison(path, progress=_progress.shown(), runtime=runtime, executor=executor, budget=budget)
         _print_comparison_table(path)
     elif is_run(path):
@@ -832,7 +867,7 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
         if budget is not None:
             run.check_budget_raise(budget)  # a smaller budget: the error, before any "resume:" line
         if not given:  # a run given its data from Python has no table to check
-            _check_stored_table(run.read_config(), run.config_path)
+            _check_resumable(run.read_config(), run.config_path, device=device)
         if not quiet and not finished_before and not given:
             with run.lock():  # a run another process holds: its refusal, before any "resume:" line
                 pass
@@ -849,7 +884,9 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
         if not parts:
             raise InvalidArgumentError(f"DIRECTORY: {directory} holds no run (config.json) or comparison (comparison.json)")
         for part in parts:
-            _check_stored_table(Comparison.read(part).base, part / COMPARISON_FILE)
+            comparison = Comparison.read(part)
+            _check_resumable(comparison.base, part / COMPARISON_FILE, device=device,
+                             strategies=comparison.strategies)
         for part in parts:
             resume_comparison(part, progress=_progress.shown(), runtime=runtime, executor=executor, budget=budget)
             _print_comparison_table(part)

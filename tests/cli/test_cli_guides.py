@@ -1,0 +1,51 @@
+"""What a newcomer following the command-line guides meets (README, getting started, the
+guides to labelling, comparing, resuming and the report): each mistake a one-line error
+that names what to change, and nothing changed by a command that is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from activebayes import acquisition
+from tests.cli.cli_helpers import run_cli
+
+
+def test_resume_of_a_comparison_with_a_strategy_registered_in_python_changes_nothing(tmp_path, fast_config,
+                                                                                      capsys):
+    # the compare guide's "a new strategy in a few lines", then `activebayes resume DIR --budget N`
+    acquisition.register_strategy("guide_margin", acquisition.topk_strategy(acquisition.margin))
+    out = tmp_path / "compare"
+    try:
+        code, _, err = run_cli(capsys, "compare", "--config", fast_config, "--strategy", "random,guide_margin",
+                               "--seeds", 0, "--budget", 30, "--out", out, "-q")
+        assert code == 0, err
+    finally:
+        acquisition.unregister_strategy("guide_margin")
+    rounds = (out / "random" / "seed_0" / "rounds.jsonl").read_text()
+    code, stdout, err = run_cli(capsys, "resume", out, "--budget", 40, "-q")
+    assert code == 1 and stdout == ""
+    assert err.startswith(f"error: {out / 'comparison.json'}: unknown strategy 'guide_margin'")
+    assert "--strategy" not in err and "registered from Python" in err
+    assert json.loads((out / "comparison.json").read_text())["base"]["budget"] == 30  # nothing raised
+    assert (out / "random" / "seed_0" / "rounds.jsonl").read_text() == rounds
+    code, stdout, err = run_cli(capsys, "resume", out / "guide_margin" / "seed_0", "--budget", 40)
+    assert code == 1 and stdout == ""  # no "resume: ..." line for a run that is refused
+    assert err.startswith(f"error: {out / 'guide_margin' / 'seed_0' / 'config.json'}: unknown strategy")
+
+
+def test_resume_of_a_run_stored_with_a_device_this_machine_lacks_says_where_it_came_from(tmp_path, fast_config,
+                                                                                          capsys):
+    # a run started on a GPU machine, copied to one without it: no --device was given here
+    out = tmp_path / "run"
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out, "-q")
+    assert code == 0, err
+    config = json.loads((out / "config.json").read_text())
+    config["device"] = "cuda:99"  # a runtime setting: editing it is allowed
+    (out / "config.json").write_text(json.dumps(config))
+    code, _, err = run_cli(capsys, "resume", out, "--budget", 40, "-q")
+    assert code == 1
+    assert err == (f"error: {out / 'config.json'}: the run was started with --device cuda:99, which this machine "
+                   f"lacks (it has {err.split('(it has ')[1].split(')')[0]}); continue it here with --device cpu\n")
+    code, _, err = run_cli(capsys, "resume", out, "--budget", 40, "--device", "cpu", "-q")
+    assert code == 0, err
