@@ -991,7 +991,11 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool,
     max_epochs = given.pop("max_epochs", None)
     if max_epochs is not None:
         given["fit_options"] = {"max_epochs": max_epochs}
-    _check_names({"dataset": given.get("dataset")})  # `query` too: as `run` names it
+    # `query` too: as `run` names them (--cold-start: "or none")
+    _check_names({name: given.get(name) for name in ("dataset", "model", "strategy", "cold_start")})
+    if "data_dir" in given and "dataset" not in given:  # the folder of a --dataset's files: else stored unused
+        raise InvalidArgumentError(f"--data-dir: only with --dataset NAME (the folder of its files); --images and "
+                                   f"--table name their own, got --data-dir {given['data_dir']}")
     if "images" in given and not Path(given["images"]).is_dir():
         raise MissingFileError(f"--images: no such folder {given['images']}")
     if "table" in given:

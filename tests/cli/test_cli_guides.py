@@ -49,3 +49,32 @@ def test_resume_of_a_run_stored_with_a_device_this_machine_lacks_says_where_it_c
                    f"lacks (it has {err.split('(it has ')[1].split(')')[0]}); continue it here with --device cpu\n")
     code, _, err = run_cli(capsys, "resume", out, "--budget", 40, "--device", "cpu", "-q")
     assert code == 0, err
+
+
+def _images(folder: Path, count: int = 12) -> Path:
+    """``count`` small PNG images in ``folder`` (the guide's photos/)."""
+    import numpy as np
+    from PIL import Image
+
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        Image.fromarray(rng.integers(0, 255, (16, 16), dtype=np.uint8)).save(folder / f"img{i:03d}.png")
+    return folder
+
+
+def test_a_new_projects_misplaced_flags_are_named_as_given(tmp_path, capsys):
+    photos = _images(tmp_path / "photos")
+    project = tmp_path / "cats-dogs"
+    base = ("query", project, "--images", photos, "--classes", "cat,dog", "-q")
+    # a table option on an image folder: the flag given, not all three table options
+    code, _, err = run_cli(capsys, *base, "--multilabel")
+    assert code == 1 and err == "error: --multilabel: only with a table (--table FILE)\n"
+    # --data-dir belongs to --dataset: with --images it was stored, unused, as a fixed setting
+    code, _, err = run_cli(capsys, *base, "--data-dir", tmp_path)
+    assert code == 1 and err.startswith("error: --data-dir: only with --dataset NAME")
+    # the cold start takes `none`, and the error says so, as `run`'s does
+    code, _, err = run_cli(capsys, *base, "--cold-start", "nope")
+    assert code == 1 and err.startswith("error: --cold-start: unknown strategy 'nope'")
+    assert err.endswith(", or none (`activebayes list strategies`)\n")
+    assert not project.exists()

@@ -369,7 +369,7 @@ def test_an_invalid_loop_setting_is_an_error_naming_it(tmp_path, name, value):
 @pytest.mark.parametrize("args, expected", [
     (["--strategy", "nope"], "error: --strategy: unknown strategy 'nope'"),
     (["--cold-start", "nope"], "error: --cold-start: unknown strategy 'nope'"),
-    (["--model", "nope"], "error: unknown --model 'nope'"),
+    (["--model", "nope"], "error: --model: unknown model 'nope'"),  # as `run` words it
     (["--posterior", "nope"], "error: unknown --posterior 'nope'"),
     (["--round-seeds", "nope"], "error: unknown --round-seeds 'nope'"),
     (["--batch-size", "0"], "error: --batch-size must be >= 1, got 0"),

@@ -204,9 +204,11 @@ class ProjectConfig:
             # a built-in dataset's one table option: multilabel (its items carry sets of classes)
             dataset_multilabel = self.dataset is not None and options == {"multilabel": True}
             flags = (("text_column", "--text-column"), ("feature_columns", "--feature-columns"),
-                     ("id_column", "--id-column"), ("table_options", "--encoder / --multilabel / --missing"))
-            given = [flag for name, flag in flags if getattr(self, name)
-                     and not (name == "table_options" and dataset_multilabel)]
+                     ("id_column", "--id-column"))
+            given = [flag for name, flag in flags if getattr(self, name)]
+            if not dataset_multilabel:  # the table options given, by their flags (--multilabel), not all three
+                given += [f"--{key}" if key in ("encoder", "multilabel", "missing") else f"table_options {key!r}"
+                          for key in options]
             if given:
                 raise ProjectError(f"{', '.join(given)}: only with a table (--table FILE)")
 
