@@ -10,6 +10,7 @@ traceback; set ``ACTIVEBAYES_DEBUG=1`` to see the traceback anyway.
 
 from __future__ import annotations
 
+import collections
 import difflib
 import errno
 import dataclasses
@@ -465,7 +466,7 @@ def _parse_seeds(text: str | list[int] | int) -> list[int]:
             raise InvalidArgumentError(f"--seeds must name one or more non-negative integers, got {text!r}")
         if len(values) > _MAX_SEEDS:
             raise InvalidArgumentError(f"--seeds names {len(values):,} seeds, more than {_MAX_SEEDS:,}")
-        return list(values)
+        return _unrepeated_seeds(list(values), text)
     ranges: list[range] = []
     for part in str(text).split(","):
         part = part.strip()
@@ -488,6 +489,15 @@ def _parse_seeds(text: str | list[int] | int) -> list[int]:
     seeds = [seed for r in ranges for seed in r]
     if not seeds or any(s < 0 for s in seeds):
         raise InvalidArgumentError(f"--seeds must name one or more non-negative integers, got {text!r}")
+    return _unrepeated_seeds(seeds, text)
+
+
+def _unrepeated_seeds(seeds: list[int], text: object) -> list[int]:
+    """``seeds``, refused when one is named twice (``0-2,1``): a comparison runs each seed once."""
+    repeated = sorted(seed for seed, count in collections.Counter(seeds).items() if count > 1)
+    if repeated:
+        raise InvalidArgumentError(f"--seeds must not repeat a seed, got {text!r} "
+                                   f"(named twice: {', '.join(map(str, repeated))})")
     return seeds
 
 

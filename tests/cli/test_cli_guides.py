@@ -78,3 +78,13 @@ def test_a_new_projects_misplaced_flags_are_named_as_given(tmp_path, capsys):
     assert code == 1 and err.startswith("error: --cold-start: unknown strategy 'nope'")
     assert err.endswith(", or none (`activebayes list strategies`)\n")
     assert not project.exists()
+
+
+def test_a_seed_named_twice_is_refused_naming_seeds(tmp_path, capsys):
+    # `--seeds 0-2,1`: a range and a list that overlap; it said "strategies and seeds must not repeat"
+    code, _, err = run_cli(capsys, "compare", "--seeds", "0-2,1", "--out", tmp_path / "c", "-q")
+    assert code == 1 and err == "error: --seeds must not repeat a seed, got '0-2,1' (named twice: 1)\n"
+    (tmp_path / "c.toml").write_text("seeds = [0, 0]\n")
+    code, _, err = run_cli(capsys, "compare", "--config", tmp_path / "c.toml", "--out", tmp_path / "c", "-q")
+    assert code == 1 and err == "error: --seeds must not repeat a seed, got [0, 0] (named twice: 0)\n"
+    assert not (tmp_path / "c").exists()
