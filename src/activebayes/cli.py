@@ -890,7 +890,7 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
                                    executor=executor, budget=budget)
         _print_finished(result, path, finished_before=finished_before, quiet=quiet)
     else:  # a multi-dataset comparison: one comparison directory per dataset
-        parts = sorted(p for p in path.iterdir() if is_comparison(p))
+        parts = _dataset_comparisons(path)
         if not parts:
             raise InvalidArgumentError(f"DIRECTORY: {directory} holds no run (config.json) or comparison (comparison.json)")
         for part in parts:
@@ -912,7 +912,7 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @_friendly
 def report(directory: str, output: str | None, targets: str | None, quiet: bool) -> None:
-    """Write the HTML report of a run or comparison directory."""
+    """Write the HTML report of a run or comparison directory (of a multi-dataset comparison: one per dataset)."""
     path = Path(directory)
     if not path.is_dir():
         raise MissingFileError(f"DIRECTORY: no such run directory {directory}")
@@ -924,8 +924,24 @@ def report(directory: str, output: str | None, targets: str | None, quiet: bool)
         target_list = None if targets is None else [float(t) for t in targets.split(",") if t.strip()]
     except ValueError:
         raise InvalidArgumentError(f"--targets must be comma-separated accuracies like 0.9,0.95, got {targets!r}") from None
+    parts = [] if is_run(path) or is_comparison(path) else _dataset_comparisons(path)
+    if parts and output is not None:
+        raise InvalidArgumentError(f"--output: {directory} holds one comparison per dataset "
+                                   f"({', '.join(part.name for part in parts)}), a report each; give one of them "
+                                   f"with --output FILE, e.g. `activebayes report {parts[0]} --output {output}`")
+    for part in parts or [path]:  # a multi-dataset comparison (compare --dataset a,b): a report per dataset
+        _write_report(part, output, target_list)
+
+
+def _dataset_comparisons(path: Path) -> list[Path]:
+    """The comparison directories of a multi-dataset comparison (``compare --dataset a,b``), one per dataset."""
+    return sorted(part for part in path.iterdir() if is_comparison(part))
+
+
+def _write_report(path: Path, output: str | None, targets: list[float] | None) -> None:
+    """Write the report of the run or comparison ``path`` and say where (a comparison's table first)."""
     try:
-        written = write_report(path, output=output, targets=target_list, progress=_progress.shown())
+        written = write_report(path, output=output, targets=targets, progress=_progress.shown())
     except OSError as error:
         if output is not None or error.filename is None or error.errno not in _UNWRITABLE:
             raise

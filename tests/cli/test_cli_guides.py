@@ -88,3 +88,20 @@ def test_a_seed_named_twice_is_refused_naming_seeds(tmp_path, capsys):
     code, _, err = run_cli(capsys, "compare", "--config", tmp_path / "c.toml", "--out", tmp_path / "c", "-q")
     assert code == 1 and err == "error: --seeds must not repeat a seed, got [0, 0] (named twice: 0)\n"
     assert not (tmp_path / "c").exists()
+
+
+def test_report_of_a_comparison_over_several_datasets_writes_one_per_dataset(tmp_path, fast_config, capsys):
+    # the compare guide's `--dataset digits,mnist` gives a folder per dataset; resume took the whole
+    # folder, report said it was "neither a run directory nor a comparison"
+    out = tmp_path / "multi"
+    code, _, err = run_cli(capsys, "compare", "--config", fast_config, "--dataset", "digits,wine", "--strategy",
+                           "random", "--seeds", 0, "--budget", 30, "--out", out, "-q")
+    assert code == 0, err
+    for part in ("digits", "wine"):
+        (out / part / "report.html").unlink()
+    code, stdout, err = run_cli(capsys, "report", out, "-q")
+    assert code == 0, err
+    assert f"report: {out / 'digits' / 'report.html'}" in stdout and f"report: {out / 'wine' / 'report.html'}" in stdout
+    assert (out / "digits" / "report.html").is_file() and (out / "wine" / "report.html").is_file()
+    code, _, err = run_cli(capsys, "report", out, "--output", tmp_path / "r.html", "-q")
+    assert code == 1 and err.startswith(f"error: --output: {out} holds one comparison per dataset (digits, wine)")
