@@ -378,7 +378,15 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], *, c
     overrides = {**overrides, "threads": _explicit_threads()}  # the command's; else a config file's
     values.update({k: v for k, v in flags.items() if v is not None})
     values.update({k: v for k, v in overrides.items() if v is not None})
-    check_device(values.get("device"), "--device")
+    from_flags = {name for name, value in {**flags, **overrides}.items() if value is not None}
+
+    def from_the_file(key: str | None) -> bool:  # a bad value the --config file gave, not a flag
+        return config_file is not None and key in file_values and key not in from_flags
+
+    def setting_name(key: str) -> str:  # how an error names a setting: the file's key, else its flag
+        return f"--config {config_file}: {key}" if from_the_file(key) else f"--{key.replace('_', '-')}"
+
+    check_device(values.get("device"), setting_name("device"))
     if values.get("ensemble_size") is not None and values.get("posterior") == "mc_dropout":
         # only a posterior given (flag or file) is refused: the config's default is mc_dropout, and a config
         # with ensemble_size and that default is an ensemble (as before --posterior existed)
@@ -414,16 +422,10 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], *, c
             values[key] = str(Path(values[key]).expanduser().resolve())
     max_epochs = values.pop("max_epochs", None)
     if max_epochs is not None:
-        if max_epochs <= 0:
-            raise InvalidArgumentError(f"--max-epochs must be >= 1, got {max_epochs}")
+        check_positive_int(max_epochs, setting_name("max_epochs"))  # a file's "3" too: an error, not a TypeError
         values["fit_options"] = {**dict(values.get("fit_options", {})), "max_epochs": max_epochs}
-    from_flags = {name for name, value in {**flags, **overrides}.items() if value is not None}
-
-    def from_the_file(key: str | None) -> bool:  # a bad value the --config file gave, not a flag
-        return config_file is not None and key in file_values and key not in from_flags
-
     if from_the_file("threads") and isinstance(values["threads"], int):  # named as the file's, not --threads
-        check_thread_limit(values["threads"], f"--config {config_file}: threads")
+        check_thread_limit(values["threads"], setting_name("threads"))
     try:
         _check_names(values)
     except InvalidArgumentError as error:  # "--cold-start: unknown strategy ...": from the file, say so
@@ -435,9 +437,9 @@ def _build_config(file_values: Mapping[str, Any], flags: Mapping[str, Any], *, c
     try:
         config = LoopConfig.from_dict(values)
     except (InvalidArgumentError, InvalidTypeError) as error:  # flags have known names: an unknown key came from the file
-        first = re.match(r"[a-z][a-z_]*", str(error))
+        first = re.match(r"(?:unknown )?([a-z][a-z_]*)", str(error))  # "budget must ...", "unknown initial ..."
         if config_file is not None and (str(error).startswith("unknown config key")
-                                        or from_the_file(first.group() if first else None)):
+                                        or from_the_file(first.group(1) if first else None)):
             raise type(error)(f"--config {config_file}: {error}") from None
         raise
     check_config_names(config)  # before a command prints its plan or creates a directory

@@ -105,3 +105,23 @@ def test_report_of_a_comparison_over_several_datasets_writes_one_per_dataset(tmp
     assert (out / "digits" / "report.html").is_file() and (out / "wine" / "report.html").is_file()
     code, _, err = run_cli(capsys, "report", out, "--output", tmp_path / "r.html", "-q")
     assert code == 1 and err.startswith(f"error: --output: {out} holds one comparison per dataset (digits, wine)")
+
+
+def test_a_config_files_bad_value_is_named_as_the_files(tmp_path, capsys):
+    # the compare guide's "Settings in a file": the error names the file and its key, not a flag not given
+    cases = {
+        'max_epochs = "3"\n': "error: --config {file}: max_epochs must be an int, got str '3'\n",  # was a TypeError
+        "max_epochs = 0\n": "error: --config {file}: max_epochs must be >= 1, got 0\n",
+        'device = "cuda:99"\n': "error: --config {file}: device must be a device this machine has",
+        'initial = "balance"\n': "error: --config {file}: unknown --initial 'balance' (did you mean 'balanced'?)",
+    }
+    file = tmp_path / "settings.toml"
+    for text, expected in cases.items():
+        file.write_text(text)
+        code, _, err = run_cli(capsys, "run", "--config", file, "--out", tmp_path / "r", "-q")
+        assert code == 1 and err.startswith(expected.format(file=file)), (text, err)
+    assert not (tmp_path / "r").exists()
+    # a flag given wins over the file, and its own mistake names the flag
+    code, _, err = run_cli(capsys, "run", "--config", file, "--initial", "random", "--max-epochs", 0, "--out",
+                           tmp_path / "r", "-q")
+    assert code == 1 and err == "error: --max-epochs must be >= 1, got 0\n"
