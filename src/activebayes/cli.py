@@ -872,7 +872,8 @@ def resume(directory: str, device: str | None, budget: int | None, quiet: bool, 
         _print_comparison_table(path)
     elif is_run(path):
         run = RunDirectory(path)
-        finished_before = budget is None and run.is_finished()
+        # --budget N of the run's own budget (repeated after it finished) has nothing more to train either
+        finished_before = budget in (None, run.read_config().budget) and run.is_finished()
         # a run given its own data or model from Python is refused below (resume_experiment says why):
         # no "resume: ..." line first, which would name the config's default dataset
         given = run.read_given()

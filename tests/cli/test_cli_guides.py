@@ -125,3 +125,15 @@ def test_a_config_files_bad_value_is_named_as_the_files(tmp_path, capsys):
     code, _, err = run_cli(capsys, "run", "--config", file, "--initial", "random", "--max-epochs", 0, "--out",
                            tmp_path / "r", "-q")
     assert code == 1 and err == "error: --max-epochs must be >= 1, got 0\n"
+
+
+def test_resume_to_the_budget_a_finished_run_has_says_nothing_was_trained(tmp_path, fast_config, capsys):
+    # `resume DIR --budget 30` repeated after the raise finished: no "resume: ... at 30 of 30 labels" line
+    out = tmp_path / "run"
+    code, _, err = run_cli(capsys, "run", "--config", fast_config, "--budget", 30, "--out", out, "-q")
+    assert code == 0, err
+    rounds = (out / "rounds.jsonl").read_text()
+    code, stdout, err = run_cli(capsys, "resume", out, "--budget", 30)
+    assert code == 0, err
+    assert stdout.startswith(f"nothing to train: {out} finished earlier") and "resume:" not in stdout
+    assert (out / "rounds.jsonl").read_text() == rounds
