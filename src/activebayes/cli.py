@@ -772,10 +772,29 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
         path = root / base.dataset if len(bases) > 1 else root
         if not quiet:
             click.echo(f"compare: {', '.join(strategies)} x seeds {seed_list} on {base.dataset} -> {path}")
+            joined = _joined_grid(path, base, strategies, seed_list)
+            if joined:
+                click.echo(joined)
         run_comparison(base, strategies, seed_list, path, progress=_progress.shown(), executor=executor)
         _print_comparison_table(path)
         _warn_if_only_the_cold_start_acquired(path, base)
         _print_results(path)
+
+
+def _joined_grid(path: Path, base: LoopConfig, strategies: list[str], seeds: list[int]) -> str | None:
+    """The line saying that ``path`` holds a comparison of these settings that the command joins, when
+    the joined grid holds more runs than asked for (every strategy runs on every seed); else ``None``."""
+    if not is_comparison(path):
+        return None
+    stored = Comparison.read(path)
+    if not stored.base.same_run(base.replace(strategy=stored.base.strategy, seed=stored.base.seed)):
+        return None  # another config: refused when the comparison starts
+    all_strategies = list(dict.fromkeys([*stored.strategies, *strategies]))
+    all_seeds = list(dict.fromkeys([*stored.seeds, *seeds]))
+    if (all_strategies, all_seeds) == (strategies, seeds):
+        return None
+    return (f"joins the comparison there: {', '.join(all_strategies)} x seeds {all_seeds} (every strategy on every "
+            "seed; runs already finished are not run again)")
 
 
 def _file_list(file_values: dict[str, Any], plural: str, single: str, config_file: str | None) -> Any:

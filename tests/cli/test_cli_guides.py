@@ -137,3 +137,20 @@ def test_resume_to_the_budget_a_finished_run_has_says_nothing_was_trained(tmp_pa
     assert code == 0, err
     assert stdout.startswith(f"nothing to train: {out} finished earlier") and "resume:" not in stdout
     assert (out / "rounds.jsonl").read_text() == rounds
+
+
+def test_a_compare_joining_a_comparison_says_which_runs_the_grid_adds(tmp_path, fast_config, capsys):
+    # the compare guide's later `compare` into the same --out: its plan said "random x seeds [1]" and it
+    # ran bald on seed 1 too (a comparison is strategies x seeds)
+    out = tmp_path / "compare"
+    code, _, err = run_cli(capsys, "compare", "--config", fast_config, "--strategy", "random,bald", "--seeds", 0,
+                           "--budget", 30, "--out", out)
+    assert code == 0, err
+    code, stdout, err = run_cli(capsys, "compare", "--config", fast_config, "--strategy", "random", "--seeds", 1,
+                                "--budget", 30, "--out", out)
+    assert code == 0, err
+    assert stdout.splitlines()[:2] == [
+        f"compare: random x seeds [1] on digits -> {out}",
+        "joins the comparison there: random, bald x seeds [0, 1] (every strategy on every seed; runs already "
+        "finished are not run again)"]
+    assert (out / "bald" / "seed_1" / "summary.json").is_file()
