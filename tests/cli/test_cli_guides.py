@@ -154,3 +154,37 @@ def test_a_compare_joining_a_comparison_says_which_runs_the_grid_adds(tmp_path, 
         "joins the comparison there: random, bald x seeds [0, 1] (every strategy on every seed; runs already "
         "finished are not run again)"]
     assert (out / "bald" / "seed_1" / "summary.json").is_file()
+
+
+def test_importing_a_file_again_after_one_of_its_images_was_removed_changes_nothing(tmp_path, capsys):
+    # the guide: "Importing the same file twice changes nothing"; with one of its images deleted since,
+    # the second import was refused ("is no longer in the image folder; drop its row")
+    import csv
+
+    photos = _images(tmp_path / "photos")
+    project = tmp_path / "cats-dogs"
+    code, _, err = run_cli(capsys, "query", project, "--images", photos, "--classes", "cat,dog", "--batch-size", 4,
+                           "-q")
+    assert code == 0, err
+    query = project / "queries" / "query-0000.csv"
+    rows = list(csv.DictReader(query.open()))
+    for i, row in enumerate(rows):
+        row["label"] = ("cat", "dog")[i % 2]
+    with query.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    code, stdout, err = run_cli(capsys, "import", query, "--project", project)
+    assert code == 0 and "imported 4 new label(s)" in stdout, err
+    (photos / rows[0]["key"]).unlink()
+    code, stdout, err = run_cli(capsys, "import", query, "--project", project)
+    assert code == 0, err
+    assert "nothing new: the 4 label(s) in the file were stored already" in stdout
+    # a different label for the removed image is still refused: it cannot be labelled any more
+    rows[0]["label"] = "dog" if rows[0]["label"] == "cat" else "cat"
+    with query.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    code, _, err = run_cli(capsys, "import", query, "--project", project)
+    assert code == 1 and "is no longer in the image folder; drop its row" in err

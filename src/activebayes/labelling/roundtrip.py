@@ -235,8 +235,14 @@ def import_answers(project: LabellingProject, path: str | os.PathLike[str], *, a
                             also_allowed=[*earlier_of, *gone], describe_unknown=unknown,
                             problems=problems, multilabel=project.store.multilabel)
     current = project.store.labels(present_only=False)
+    # an item gone since with the label the file gives stored already (the same file imported again):
+    # nothing to store, nothing wrong
+    stored_already = {item for item, label in answers.items()
+                      if not items[item].present and current.get(item) == label}
     for item, label in sorted(answers.items()):
         where = f"item {item} ({items[item].key})"
+        if item in stored_already:
+            continue
         if not items[item].present:
             newer = [it for it in items.values() if it.present and it.key == items[item].key]
             reason = (f"changed on disk after it was queried (its new content is item {newer[0].id}); "
@@ -254,7 +260,7 @@ def import_answers(project: LabellingProject, path: str | os.PathLike[str], *, a
     if problems:
         raise AnswerFileError(file, problems)
     new, changed = _split_new(answers, current)
-    project.store.answer_many(answers, annotator, source="file")
+    project.store.answer_many({i: y for i, y in answers.items() if i not in stored_already}, annotator, source="file")
     earlier: dict[int, int] = {}
     for item in answers:
         if item in earlier_of:
