@@ -38,6 +38,14 @@ def is_text_path(path: str | os.PathLike[str]) -> bool:
     return True
 
 
+def utf16_hint(raw: bytes) -> str:
+    """For a file that is not UTF-8: what to do when it starts with a UTF-16 byte order mark (a
+    spreadsheet's "Unicode text"), else ``""``."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "; it is UTF-16 (a spreadsheet's 'Unicode text'): save it as CSV UTF-8"
+    return ""
+
+
 def _fsync_dir(directory: Path) -> None:
     # Make the rename itself durable; not every platform lets us open a folder.
     try:

@@ -306,6 +306,10 @@ def test_bad_files(tmp_path):
     bad.write_bytes("id,text\n1,caf\xe9 au lait\n".encode("latin-1"))
     with pytest.raises(ActiveBayesError, match=r"latin1.csv: line 2 is not valid UTF-8 \(byte 0xe9"):
         load_table(bad, text_column="text")
+    utf16 = tmp_path / "utf16.csv"  # a spreadsheet's "Unicode text": the error said only "save the file as UTF-8"
+    utf16.write_bytes("id,text\n1,café\n".encode("utf-16"))
+    with pytest.raises(ActiveBayesError, match=r"save the file as UTF-8; it is UTF-16 \(a spreadsheet's 'Unicode text'\)"):
+        load_table(utf16, text_column="text")
     with pytest.raises(MissingFileError, match=r"table \(--table\): no such file"):
         load_table(tmp_path / "nope.csv", text_column="text")
     broken = tmp_path / "broken.jsonl"

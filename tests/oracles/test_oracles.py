@@ -173,6 +173,12 @@ def test_partial_answers_when_allowed(animals, tmp_path):
         ("bad.json", "{not json", "line 1: malformed JSON"),
         ("scalar.json", "42", "expected a JSON list"),
         ("latin1.csv", b"index,label\n0,\xe9\n", "not UTF-8 text"),
+        # what a spreadsheet saves in some locales: ';' between cells, or UTF-16 "Unicode text"
+        ("semicolons.csv", "index;label\n0;cat\n", "lacks column(s) ['index', 'label']; expected at least 'index' "
+                                                   "and 'label' (its cells are separated by ';': save it as "
+                                                   "comma-separated CSV, UTF-8)"),
+        ("utf16.csv", "index\tlabel\n0\tcat\n".encode("utf-16"), "; it is UTF-16 (a spreadsheet's 'Unicode "
+                                                                     "text'): save it as CSV UTF-8"),
     ],
 )
 def test_malformed_files(tmp_path, name, content, message):

@@ -64,7 +64,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from activebayes._io import is_text_path
+from activebayes._io import is_text_path, utf16_hint
 from activebayes.errors import InvalidArgumentError, InvalidTypeError, MissingFileError
 
 from ._core import DataError
@@ -134,7 +134,7 @@ def read_table_rows(path: str | os.PathLike[str], *, format: str | None = None) 
         line = raw[: exc.start].count(b"\n") + 1
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         raise DataError(f"table {path}: line {line} is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at byte "
-                        f"{column} of the line, file offset {exc.start}); save the file as UTF-8") from None
+                        f"{column} of the line, file offset {exc.start}); save the file as UTF-8{utf16_hint(raw)}") from None
     if kind == "jsonl":
         rows: list[dict[str, Any]] = []
         columns: dict[str, None] = {}

@@ -52,7 +52,7 @@ import torch
 from PIL import Image
 from torch import Tensor
 
-from activebayes._io import atomic_write_bytes, atomic_write_text
+from activebayes._io import atomic_write_bytes, atomic_write_text, utf16_hint
 from activebayes.data.dataset import ArrayDataset, as_index_tensor
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, MissingFileError
 from activebayes.labelling.store import MULTILABEL_SEPARATOR, Item, LabelStoreError, classes_mask
@@ -300,8 +300,12 @@ def _csv_rows(path: Path, text: str, key: str) -> list[_Row]:
     names = [h.strip().lower() for h in header]
     missing = [c for c in (key, "label") if c not in names]
     if missing:
+        # a spreadsheet saved with ';' or tabs between cells (some locales' "CSV") reads as one column
+        other = next((sep for sep in (";", "\t") if len(header) == 1 and sep in header[0]), None)
+        hint = (f" (its cells are separated by {other!r}: save it as comma-separated CSV, UTF-8)"
+                if other is not None else "")
         raise AnswerFileError(path, [AnswerProblem(
-            "line 1", f"header {header!r} lacks column(s) {missing}; expected at least '{key}' and 'label'")])
+            "line 1", f"header {header!r} lacks column(s) {missing}; expected at least '{key}' and 'label'{hint}")])
     i_index, i_label = names.index(key), names.index("label")
     rows: list[_Row] = []
     number = 0
@@ -450,11 +454,14 @@ class AnswersFile:
         that cannot be read or parsed at all."""
         path = Path(path)
         try:
-            text = path.read_bytes().decode("utf-8-sig")
+            raw = path.read_bytes()
         except FileNotFoundError:
             raise AnswerFileError(path, [AnswerProblem("", "the file does not exist")]) from None
+        try:
+            text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise AnswerFileError(path, [AnswerProblem("", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]) from None
+            raise AnswerFileError(path, [AnswerProblem(
+                "", f"not UTF-8 text ({exc.reason} at byte {exc.start}){utf16_hint(raw)}")]) from None
         if path.suffix.lower() != ".json":
             return cls(path, key, _csv_rows(path, text, key))
         try:
