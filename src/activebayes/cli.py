@@ -43,7 +43,7 @@ from activebayes.experiment import resume_comparison, resume_experiment, run_com
 from activebayes.labelling.interchange import AnswerFileError, is_picture_shape
 from activebayes.labelling.project import LabellingProject, is_project
 from activebayes.labelling.settings import ProjectConfig
-from activebayes.loop import check_config_names, config_strategies
+from activebayes.loop import check_config_names, check_loop_data, config_strategies
 from activebayes.models import available_models
 from activebayes.records import (DEFAULT_STRATEGY, POSTERIOR_CHOICES, LoopConfig, cli_settings, headline_metric,
                                  headline_name, schedule_name)
@@ -766,6 +766,8 @@ def compare(quiet: bool, out: str | None, config_file: str | None, max_epochs: i
     for name in strategies[1:]:
         _check_names({"strategy": name})
         config_strategies(bases[0].replace(strategy=name))
+    for base in bases[1:]:  # each later dataset loads and fits its sizes: not found out after the first one's runs
+        check_loop_data(base)
     root = Path(out or Path(DEFAULT_RUNS_DIR) / f"{'-'.join(datasets)}-compare")
     _current["directory"] = str(root)
     for base in bases:

@@ -157,6 +157,16 @@ def config_strategies(config: LoopConfig) -> tuple[Strategy, Strategy | None]:
         raise InvalidArgumentError(f"cold_start (--cold-start): {error}") from None
 
 
+def check_loop_data(config: LoopConfig) -> None:
+    """Raise what building a loop of ``config`` raises about its data (it loads, it has room for
+    the initial, validation and first batch's items, its costs fit), without training anything:
+    a self-supervised representation is left out, and the model settings that go with it. A
+    multi-dataset comparison checks every dataset with it before the first one's runs."""
+    if config.representation != "none":
+        config = config.replace(representation="none", model="auto", model_options={})
+    ActiveLearningLoop(config)
+
+
 def _warn_unrecorded_metrics(criteria: Sequence[StoppingCriterion], metrics: Mapping[str, Any]) -> None:
     """A criterion's ``metric`` (``Plateau(3, metric="val_accuracy")``) that the first round's metrics
     lack can never fire: said once, listing the names a run records, not left to go on to the budget."""
@@ -1038,6 +1048,7 @@ __all__ = [
     "INITIAL_CHOICES",
     "ActiveLearningLoop",
     "check_config_names",
+    "check_loop_data",
 ]
 
 

@@ -172,3 +172,12 @@ def test_a_data_dir_for_an_embedded_dataset_is_refused_before_anything_is_writte
 
     with pytest.raises(InvalidArgumentError, match="dataset 'iris' is built in and reads no folder"):
         load_dataset("iris", data_dir=Path("x"))
+
+
+def test_a_later_dataset_that_does_not_fit_is_refused_before_the_first_ones_runs(tmp_path, capsys):
+    """`compare --dataset digits,wine` ran every digits run, then failed on wine's size."""
+    out = tmp_path / "cmp"
+    code, _, err = run_cli(capsys, "compare", "--dataset", "digits,wine", "--strategies", "random", "--seeds", "0",
+                           "--budget", 150, "--out", out, "-q")
+    assert code == 1 and err.startswith("error: dataset 'wine' has 125 items, fewer than --initial-size 20 + "), err
+    assert not out.exists()
