@@ -1224,7 +1224,7 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
 @click.argument("source", type=click.Path())
 @click.argument("destination", type=click.Path(file_okay=False))
 @click.option("--dataset", default=None, help="SOURCE is this IDX dataset's folder (mnist, fashion_mnist, kmnist).")
-@click.option("--split", type=click.Choice(["train", "test"]), default="train", help="Split of --dataset. [train]")
+@click.option("--split", type=click.Choice(["train", "test"]), default=None, help="Split of --dataset. [train]")
 @click.option("--labels", type=click.Path(dir_okay=False), default=None, help="IDX labels file for an IDX images SOURCE (found by name if omitted).")
 @click.option("--size", type=(int, int), default=None, help="Image folders: resize to H W. [28 28]")
 @click.option("--rgb", is_flag=True, help="Image folders: keep three colour channels (default: grayscale).")
@@ -1237,7 +1237,7 @@ def label(project: str, port: int, host: str, token: str | None, token_file: str
 @click.option("--chunk-size", type=click.IntRange(min=1), default=1024, help="Items decoded per chunk. [1024]")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @_friendly
-def convert(source: str, destination: str, dataset: str | None, split: str, labels: str | None,
+def convert(source: str, destination: str, dataset: str | None, split: str | None, labels: str | None,
             size: tuple[int, int] | None, rgb: bool, classes: str | None, no_standardize: bool,
             normalization: tuple[float, float] | None, name: str | None, overwrite: bool, chunk_size: int,
             quiet: bool) -> None:

@@ -117,6 +117,11 @@ def test_options_for_other_sources_are_refused_and_no_standardize_is_kept(tmp_pa
         (idx, ["--rgb"], f"--rgb (grayscale=False) keeps the colours of an image folder's images; it does nothing for "
                          f"{idx}, an IDX file whose images keep their own size and channels: leave --rgb (grayscale=False) "
                          "out"),
+        # --split did nothing for an image folder or one IDX file, without a word
+        (tmp_path / "images", ["--split", "test"], "--split chooses the split of a --dataset; it does nothing for image "
+                                                   f"folder {tmp_path / 'images'}: leave --split out"),
+        (idx, ["--split", "train"], f"--split chooses the split of a --dataset; it does nothing for {idx}, an IDX file "
+                                    "whose images keep their own size and channels: leave --split out"),
     ]:
         code = main(["convert", str(source), str(tmp_path / "out"), *args, "-q"])
         err = capsys.readouterr().err

@@ -51,7 +51,7 @@ def convert_to_memmap(
     destination: str | os.PathLike[str],
     *,
     dataset: str | None = None,
-    split: str = "train",
+    split: str | None = None,
     labels: str | os.PathLike[str] | None = None,
     size: tuple[int, int] | None = None,
     grayscale: bool = True,
@@ -85,7 +85,8 @@ def convert_to_memmap(
         destination: the folder to write; it must not exist unless ``overwrite=True``
             and it is a memmap dataset folder.
         dataset: an IDX dataset name (``source`` is then its data folder).
-        split: the split of ``dataset`` to convert (``"train"`` / ``"test"``).
+        split: the split of ``dataset`` to convert (``"train"``, the default, or ``"test"``); only
+            with ``dataset``.
         labels: the labels IDX file for an images IDX file.
         size: image folders: ``(height, width)`` every image is resized to (default ``(28, 28)``); an
             error with ``dataset`` or an IDX file, whose images keep their own size.
@@ -121,7 +122,7 @@ def convert_to_memmap(
         check_choice(dataset, "dataset", IDX_DATASETS)
         _check_unused(f"dataset (--dataset) {dataset!r}, whose images, classes and labels are its own",
                       size=size is not None, rgb=not grayscale, classes=classes is not None, labels=labels is not None)
-        check_choice(split, "split", SPLITS)
+        split = check_choice("train" if split is None else split, "split (--split)", SPLITS)
         spec = IDX_DATASETS[dataset]  # standardised by its published mean and std unless told otherwise
         return _convert_idx_dataset(source, destination, dataset=dataset, split=split, name=name, overwrite=overwrite,
                                     normalization=normalization if normalization is not None else (
@@ -138,12 +139,12 @@ def convert_to_memmap(
             raise DataError(f"{source} holds IDX files ({', '.join(idx_files[:2])}{', ...' if len(idx_files) > 2 else ''}),"
                             f" not images: name the dataset (--dataset {' / '.join(IDX_DATASETS)}; from Python, dataset=) "
                             "and its split (--split train / test), or give one IDX images file as the source")
-        _check_unused(f"image folder {source}", labels=labels is not None)
+        _check_unused(f"image folder {source}", labels=labels is not None, split=split is not None)
         return _convert_image_folder(source, destination, size=size or (28, 28), grayscale=grayscale, classes=classes,
                                      normalization=norm, name=name, overwrite=overwrite, chunk_size=chunk_size,
                                      progress=progress)
     _check_unused(f"{source}, an IDX file whose images keep their own size and channels", size=size is not None,
-                  rgb=not grayscale)
+                  rgb=not grayscale, split=split is not None)
     return _convert_idx_file(source, destination, labels=labels, classes=classes, normalization=norm, name=name,
                              overwrite=overwrite, chunk_size=chunk_size, progress=progress)
 
@@ -154,6 +155,7 @@ _APPLIES_TO = {
     "rgb": ("--rgb (grayscale=False)", "keeps the colours of an image folder's images"),
     "classes": ("classes (--classes)", "names the classes of an image folder or of one IDX images file"),
     "labels": ("labels (--labels)", "names the labels file of one IDX images file"),
+    "split": ("split (--split)", "chooses the split of a dataset (--dataset)"),
 }
 
 
