@@ -186,3 +186,25 @@ def test_a_streaming_metric_without_num_classes_names_itself(name):
     # the default was Python's "_PRF.__init__() missing 1 required positional argument"
     with pytest.raises(TypeError, match=rf"^{name} needs num_classes, the number of classes C, e.g\. {name}\(10\)$"):
         getattr(M, name)()
+
+
+def test_accuracy_and_calibration_take_num_classes_as_torchmetrics_users_pass_it():
+    """Accuracy(num_classes=3) and Calibration(num_classes=3) were refused with torchmetrics' own
+    'Unexpected keyword arguments'; they take it now and check the ids / predictions against it."""
+    import torchmetrics
+
+    from activebayes.metrics.streaming import Accuracy, Calibration
+
+    preds, targets = torch.tensor([0, 1, 2, 2]), torch.tensor([0, 1, 1, 2])
+    ours = Accuracy(num_classes=3)
+    ours.update(preds, targets)
+    theirs = torchmetrics.classification.MulticlassAccuracy(num_classes=3, average="micro")
+    assert ours.compute() == pytest.approx(float(theirs(preds, targets)))
+    with pytest.raises(ValueError, match=r"^predictions must be class ids < num_classes=3, got 3$"):
+        ours.update(torch.tensor([3]), torch.tensor([0]))
+    calibration = Calibration(num_classes=3)
+    calibration.update(torch.full((2, 3), 1 / 3), torch.tensor([0, 2]))
+    with pytest.raises(ValueError, match=r"^predictions have 2 classes but the metric has num_classes=3$"):
+        calibration.update(torch.full((2, 2), 0.5), torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match=r"num_classes must be >= 1"):
+        Accuracy(num_classes=0)

@@ -82,18 +82,20 @@ class _AbMetric(Metric):
 
 
 class Accuracy(_AbMetric):
-    """Running accuracy ``correct / total``. State: two counters."""
+    """Running accuracy ``correct / total``. State: two counters. ``num_classes`` (optional, as
+    torchmetrics' ``Accuracy(num_classes=C)`` takes it): class ids at or above it are refused."""
 
     higher_is_better = True
     default_name = "accuracy"
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, num_classes: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.num_classes = None if num_classes is None else check_positive_int(num_classes, "num_classes")
         self.add_state("correct", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
         self.add_state("total", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
 
     def update(self, predictions: object, targets: object) -> None:
-        preds_n, targets_n = _labels_batch(predictions, targets, None)
+        preds_n, targets_n = _labels_batch(predictions, targets, self.num_classes)
         self.correct += (preds_n == targets_n).sum().to(self.correct.device)
         self.total += targets_n.numel()
 
@@ -179,14 +181,16 @@ class Calibration(_AbMetric):
 
     Needs probabilities ``[n, C]`` or ``log_probs_n_K_C``. State: ``3 * num_bins + 3`` sums.
     ``compute()`` returns ``{"nll": ..., "brier": ..., "ece": ...}``; :meth:`reliability`
-    the :class:`~activebayes.metrics.ReliabilityBins`.
+    the :class:`~activebayes.metrics.ReliabilityBins`. ``num_classes`` (optional): C, checked
+    against the predictions.
     """
 
     higher_is_better = False
     default_name = "calibration"
 
-    def __init__(self, *, num_bins: int = 15, **kwargs: Any) -> None:
+    def __init__(self, num_classes: int | None = None, *, num_bins: int = 15, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.num_classes = None if num_classes is None else check_positive_int(num_classes, "num_classes")
         self.num_bins = check_positive_int(num_bins, "num_bins")
         f64 = torch.float64
         for name in ("count_B", "conf_sum_B", "correct_sum_B"):
@@ -203,6 +207,9 @@ class Calibration(_AbMetric):
             )
         log_probs_n_C = to_log_probs(pred_t, "predictions")
         check_same_length(targets_n, log_probs_n_C, "targets", "predictions")
+        if self.num_classes is not None and log_probs_n_C.shape[-1] != self.num_classes:
+            raise InvalidArgumentError(f"predictions have {log_probs_n_C.shape[-1]} classes but the metric has "
+                                       f"num_classes={self.num_classes}")
         if int(targets_n.max()) >= log_probs_n_C.shape[-1]:
             raise InvalidArgumentError(f"targets must be < C={log_probs_n_C.shape[-1]}, got {int(targets_n.max())}")
         sums = calibration_sums(log_probs_n_C, targets_n, self.num_bins)
