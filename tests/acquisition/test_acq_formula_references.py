@@ -26,19 +26,6 @@ from activebayes.acquisition import select
 from activebayes.acquisition.selection import stochastic_order
 
 
-def _seed_004_probs() -> np.ndarray:
-    """Seed 004: four items, K = 20 mixtures of two class distributions, classes rotated."""
-    K = 20
-    pairs = [
-        ([0.7, 0.1, 0.1, 0.1], [0.3, 0.3, 0.2, 0.2]),
-        ([0.1, 0.7, 0.1, 0.1], [0.2, 0.3, 0.3, 0.2]),
-        ([0.1, 0.1, 0.7, 0.1], [0.2, 0.2, 0.3, 0.3]),
-        ([0.1, 0.1, 0.1, 0.7], [0.3, 0.2, 0.2, 0.3]),
-    ]
-    m = np.linspace(0, 1, K)[:, None]
-    return np.stack([(1.0 - m) * np.asarray(a) + m * np.asarray(b) for a, b in pairs])
-
-
 def _seed_000_mutual_information(proba_K_N_C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The MLSS 2019 tutorial's starred task, as seed 000 writes it (samples first, probability space):
     plug-in BALD and the jackknife-corrected BALD, with ``μ_{-i} = μ + (μ - x_i) / (n - 1)``. The
@@ -61,7 +48,7 @@ def test_the_worked_example_numbers_of_the_docs():
     """uncertainty.md: H[y|w] = 1.2069, H[p̄] = 1.2376, BALD = 0.0307, jackknife-corrected 0.0323 for
     every item; batchbald.md: BatchBALD's batch so far 0.0307, 0.0596, 0.0869, 0.1128 < 4 x 0.0307.
     Each number is the NumPy float64 reference's, and the library's equals it."""
-    probs = _seed_004_probs()
+    probs = ref.seed_004_probs()
     log_probs = torch.from_numpy(probs).log()
     for name, doc in [("expected_entropy", 1.2069), ("predictive_entropy", 1.2376), ("bald", 0.0307),
                       ("jackknife_bald", 0.0323)]:
@@ -93,7 +80,7 @@ def test_jackknife_bald_is_the_tutorials_leave_one_out_code():
     np.testing.assert_allclose(acquisition.bald(log_probs).numpy(), plain.clamp_min(0).numpy(), rtol=0, atol=1e-12)
     np.testing.assert_allclose(acquisition.jackknife_bald(log_probs).numpy(), corrected.numpy(), rtol=0, atol=1e-10)
     # the seed's example is the worked example of the docs, too
-    seed_log_probs = torch.from_numpy(_seed_004_probs()).log()
+    seed_log_probs = torch.from_numpy(ref.seed_004_probs()).log()
     _, corrected = _seed_000_mutual_information(seed_log_probs.exp().permute(1, 0, 2))
     np.testing.assert_allclose(acquisition.jackknife_bald(seed_log_probs).numpy(), corrected.numpy(), atol=1e-12)
 

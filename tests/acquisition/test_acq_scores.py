@@ -84,15 +84,7 @@ def test_known_values() -> None:
 
 def test_seed_004_mixtures() -> None:
     """Seed 004: four mixtures with K=20 -> entropy 1.2376 and conditional entropy 1.2069 each."""
-    K = 20
-    pairs = [
-        ([0.7, 0.1, 0.1, 0.1], [0.3, 0.3, 0.2, 0.2]),
-        ([0.1, 0.7, 0.1, 0.1], [0.2, 0.3, 0.3, 0.2]),
-        ([0.1, 0.1, 0.7, 0.1], [0.2, 0.2, 0.3, 0.3]),
-        ([0.1, 0.1, 0.1, 0.7], [0.3, 0.2, 0.2, 0.3]),
-    ]
-    weights = np.linspace(0, 1, K)[:, None]
-    probs = np.stack([(1 - weights) * np.array(a) + weights * np.array(b) for a, b in pairs])
+    probs = ref.seed_004_probs()
     log_probs = torch.from_numpy(probs).log()
     np.testing.assert_allclose(acquisition.predictive_entropy(log_probs).numpy(), 1.2376, atol=1e-3)
     np.testing.assert_allclose(acquisition.expected_entropy(log_probs).numpy(), 1.2069, atol=1e-3)

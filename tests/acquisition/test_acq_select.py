@@ -124,17 +124,7 @@ def test_batchbald_sampled_region_agrees_with_batchbald_redux() -> None:
 
 
 def test_batchbald_seed_004_example() -> None:
-    K = 20
-    pairs = [
-        ([0.7, 0.1, 0.1, 0.1], [0.3, 0.3, 0.2, 0.2]),
-        ([0.1, 0.7, 0.1, 0.1], [0.2, 0.3, 0.3, 0.2]),
-        ([0.1, 0.1, 0.7, 0.1], [0.2, 0.2, 0.3, 0.3]),
-        ([0.1, 0.1, 0.1, 0.7], [0.3, 0.2, 0.2, 0.3]),
-    ]
-    weights = np.linspace(0, 1, K)[:, None]
-    log_probs = torch.from_numpy(
-        np.stack([(1 - weights) * np.array(a) + weights * np.array(b) for a, b in pairs])
-    ).log()
+    log_probs = torch.from_numpy(ref.seed_004_probs()).log()
     selection = select(log_probs, "batchbald", 4, num_configurations=1000, generator=gen(0))
     assert sorted(selection.tolist()) == [0, 1, 2, 3]
     expected = [numpy_batch_mi(log_probs.exp().numpy(), selection.tolist()[:b]) for b in range(1, 5)]
