@@ -161,3 +161,24 @@ def test_binary_confusion_matrix_threshold_is_a_real_number_and_not_nan():
         M.binary_confusion_matrix([0, 1], [0.2, 0.7], threshold=float("nan"))
     with pytest.raises(TypeError, match=r"^threshold must be a real number, got str '0.5'$"):
         M.binary_confusion_matrix([0, 1], [0.2, 0.7], threshold="0.5")
+
+
+@pytest.mark.parametrize("targets", [[1, 1, 1], [0, 0, 0]])
+def test_curves_of_targets_with_one_class_warn_as_scikit_learn_does(targets):
+    """With one class in the targets the ROC curve's rates or the PR curve's recall are undefined:
+    scikit-learn's values (NaN, recall 1), and now, as scikit-learn, a warning instead of silence."""
+    import warnings
+
+    import sklearn.metrics as skm
+
+    scores = [0.2, 0.7, 0.4]
+    with pytest.warns(UserWarning, match="roc_curve: targets hold no (negative|positive) item"):
+        ours = M.roc_curve(targets, scores)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fpr, tpr, _ = skm.roc_curve(targets, scores, drop_intermediate=True)
+    np.testing.assert_allclose(ours.fpr.numpy(), fpr)
+    np.testing.assert_allclose(ours.tpr.numpy(), tpr)
+    if targets[0] == 0:
+        with pytest.warns(UserWarning, match="precision_recall_curve: targets hold no positive item"):
+            M.precision_recall_curve(targets, scores)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 
@@ -140,6 +141,10 @@ def roc_curve(
     zero = torch.zeros(1, dtype=torch.float64)
     fps, tps = torch.cat([zero, fps]), torch.cat([zero, tps])
     thresholds = torch.cat([torch.tensor([math.inf], dtype=torch.float64), thresholds])
+    for count, rate, missing in ((fps, "fpr", "negative"), (tps, "tpr", "positive")):
+        if not count[-1] > 0:  # scikit-learn's values, and as it does, a word: the curve is undefined
+            warnings.warn(f"roc_curve: targets hold no {missing} item, so {rate} is undefined (NaN)",
+                          UserWarning, stacklevel=2)
     fpr = fps / fps[-1] if fps[-1] > 0 else torch.full_like(fps, math.nan)
     tpr = tps / tps[-1] if tps[-1] > 0 else torch.full_like(tps, math.nan)
     return RocCurve(fpr=fpr, tpr=tpr, thresholds=thresholds)
@@ -164,6 +169,9 @@ def precision_recall_curve(
     is_pos_N, scores_N = _binary_inputs(targets, scores, pos_label)
     fps, tps, thresholds = _clf_curve(is_pos_N, scores_N)
     precision = safe_divide(tps, tps + fps, 0.0)
+    if not tps[-1] > 0:
+        warnings.warn("precision_recall_curve: targets hold no positive item, so recall is undefined (1 by "
+                      "convention)", UserWarning, stacklevel=2)
     recall = tps / tps[-1] if tps[-1] > 0 else torch.ones_like(tps)
     one, zero = torch.ones(1, dtype=torch.float64), torch.zeros(1, dtype=torch.float64)
     return PrecisionRecallCurve(
