@@ -157,3 +157,15 @@ def test_shape_errors_name_both_arguments():
                                          r"\[N\] as targets, predictions are class ids \[N\]"):
         M.hamming_loss([1, 0], [[1, 0], [0, 1]])
     assert M.hamming_loss([1, 0], [[0.2, 0.8], [0.6, 0.4]]) == 0.0  # probabilities [N, C] still work
+
+
+def test_a_numpy_float_threshold_is_a_number():
+    """np.float32(0.7) was refused as 'threshold must be a number in (0, 1)'."""
+    import numpy as np
+
+    from activebayes.metrics.multilabel import evaluate_multilabel
+
+    lp = torch.log(torch.full((4, 3, 2), 0.6))
+    Y = [[1, 0], [0, 1], [1, 1], [0, 0]]
+    assert evaluate_multilabel(lp, Y, threshold=np.float32(0.7)) == evaluate_multilabel(lp, Y, threshold=0.7)
+    assert M.hamming_loss(Y, lp.exp()[:, 0], threshold=np.float32(0.5)) == M.hamming_loss(Y, lp.exp()[:, 0])

@@ -11,6 +11,7 @@ never enter).
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,7 +63,7 @@ def _shape(tensor: torch.Tensor) -> str:
 
 def _check_threshold(threshold: object) -> float:
     """A finite number strictly between 0 and 1 (a class is predicted when ``p >= threshold``)."""
-    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):  # NumPy's float32 too
         raise InvalidArgumentError(f"threshold must be a number in (0, 1), got {threshold!r}")
     value = float(threshold)
     if not 0.0 < value < 1.0:  # also refuses nan and inf
