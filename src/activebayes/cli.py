@@ -945,7 +945,7 @@ def report(directory: str, output: str | None, targets: str | None, quiet: bool)
                                    f"rounds and stopping signals are on the dashboard of `activebayes label "
                                    f"{directory}`, which also exports its labels")
     try:
-        target_list = None if targets is None else [float(t) for t in targets.split(",") if t.strip()]
+        target_list = None if targets is None else [float(t) for t in targets.split(",")]  # an empty value too: refused
     except ValueError:
         raise InvalidArgumentError(f"--targets must be comma-separated accuracies like 0.9,0.95, got {targets!r}") from None
     parts = [] if is_run(path) or is_comparison(path) else _dataset_comparisons(path)

@@ -37,6 +37,9 @@ def test_report_targets_resume_budget_and_a_config_files_value(tmp_path, capsys)
     assert run_cli(capsys, "run", "--config", config, "--budget", 30, "--out", out, "--quiet")[0] == 0
     code, _, err = run_cli(capsys, "report", out, "--targets", 1.5)
     assert code != 0 and err == "error: --targets must be an accuracy in (0, 1], got 1.5\n"
+    for empty in ("0.9,,0.95", "0.9,"):  # an empty value was dropped without a word
+        code, _, err = run_cli(capsys, "report", out, "--targets", empty)
+        assert code != 0 and err == f"error: --targets must be comma-separated accuracies like 0.9,0.95, got {empty!r}\n"
     # a smaller budget: the error alone, no "resume: ... at 30 of 20 labels" line before it
     code, stdout, err = run_cli(capsys, "resume", out, "--budget", 25)
     assert code != 0 and stdout == "" and err.startswith("error: --budget must be larger than the run's budget (30)")
