@@ -41,7 +41,7 @@ from activebayes.distributed import RayExecutor
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, InvalidTypeError, MissingFileError
 from activebayes.experiment import resume_comparison, resume_experiment, run_comparison, run_experiment
 from activebayes.labelling.interchange import AnswerFileError, is_picture_shape
-from activebayes.labelling.project import LabellingProject, is_project
+from activebayes.labelling.project import LabellingProject, check_new_project_folder, is_project
 from activebayes.labelling.settings import ProjectConfig
 from activebayes.loop import check_config_names, check_loop_data, config_strategies
 from activebayes.models import available_models
@@ -1056,6 +1056,7 @@ def _open_project(project: str, settings: Mapping[str, Any], *, progress: bool,
     if options:
         given["table_options"] = options
     config = ProjectConfig(**given)  # the loop's checks too (audit_fraction needs batches of 2 or more)
+    check_new_project_folder(project)  # before the "creating" line
     if announce and not progress:  # a log or a service: minutes of embedding a large dataset must not look like a hang
         click.echo(f"creating {project}: reading and preparing its items (minutes for a large dataset or table)",
                    err=True)

@@ -303,3 +303,8 @@ def test_a_new_project_off_a_terminal_says_it_is_being_prepared(tmp_path, monkey
     assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'r'} is not a labelling project yet")
     assert main(["query", str(tmp_path / "s"), "--dataset", "digits"]) == 0  # the file round trip too
     assert capsys.readouterr().err.startswith(f"creating {tmp_path / 's'}: reading and preparing its items")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("mine")  # refused: the refusal alone, no "creating" line first
+    assert main(["query", str(tmp_path / "full"), "--dataset", "digits"]) == 1
+    assert capsys.readouterr().err == (f"error: {tmp_path / 'full'} exists and is not an empty folder; choose a new "
+                                       "project directory\n")

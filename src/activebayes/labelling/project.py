@@ -63,7 +63,7 @@ from activebayes.loop import ActiveLearningLoop
 from activebayes.models.networks import check_model_input
 from activebayes.records import Proposal, RoundRecord
 
-__all__ = ["EXPORT_DIR", "STORE_FILE", "LabellingProject", "is_project"]
+__all__ = ["EXPORT_DIR", "STORE_FILE", "LabellingProject", "check_new_project_folder", "is_project"]
 
 STORE_FILE = "labels.sqlite"
 EXPORT_DIR = "exports"
@@ -75,6 +75,15 @@ def is_project(directory: str | os.PathLike[str]) -> bool:
 
 
 # --------------------------------------------------------------------------- the project
+
+
+def check_new_project_folder(directory: str | os.PathLike[str]) -> None:
+    """Refuse to create a project in ``directory`` unless it is absent or an empty folder."""
+    target = Path(directory).expanduser().absolute()
+    if is_project(target):
+        raise ProjectError(f"{target} already holds a labelling project")
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise ProjectError(f"{target} exists and is not an empty folder; choose a new project directory")
 
 
 class LabellingProject:
@@ -119,10 +128,7 @@ class LabellingProject:
                 raise ProjectError(f"{config.table}: --feature-columns '*' found no column besides the text and id "
                                    f"columns (columns: {', '.join(columns)})")
             config = dataclasses.replace(config, feature_columns=resolved)
-        if is_project(target):
-            raise ProjectError(f"{target} already holds a labelling project")
-        if target.exists() and (not target.is_dir() or any(target.iterdir())):
-            raise ProjectError(f"{target} exists and is not an empty folder; choose a new project directory")
+        check_new_project_folder(target)
         missing_parents = [p for p in reversed(target.parents) if not p.exists()]
         staging = target.parent / f".{target.name}.creating-{secrets.token_hex(4)}"
         try:
