@@ -8,18 +8,22 @@ That is what makes a resumed run identical to an uninterrupted one.
 Functions that take ``generator: torch.Generator | int | None`` treat an ``int``
 as a seed, draw from a generator, and draw from torch's global generator for
 ``None`` (so ``torch.manual_seed`` makes them reproducible): see
-:func:`draw_seed` / :func:`as_generator`. :func:`mix_seed` is the cheap
+:func:`draw_seed` / :func:`as_generator`. Network classes take the same keyword to seed
+their initial weights through :func:`seedable_init`. :func:`mix_seed` is the cheap
 integer-only mixer used for dropout masks (``mix(mask_seed, layer, k)``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import inspect
 import numbers
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -76,6 +80,46 @@ def global_rng_seeded(seed: int) -> Iterator[None]:
         for device in cuda:
             torch.cuda.default_generators[device].manual_seed(seed)
         yield
+
+
+_Init = TypeVar("_Init", bound=Callable[..., None])
+
+
+def seedable_init(init: _Init) -> _Init:
+    """Let an ``__init__`` seed its random initialisation with its ``generator`` keyword.
+
+    The decorated ``__init__`` declares ``*, generator: torch.Generator | int | None = None``
+    (so it shows in its signature and docs) and builds its layers as usual.
+    ``generator=None`` runs it as written: default initialisers draw from torch's global
+    RNG, as before.  A generator or an int seed runs it inside :func:`global_rng_seeded`
+    with ``draw_seed(generator)``, as :func:`~activebayes.models.build_model` builds, so
+    the weights depend on ``generator`` alone (``MLP(..., generator=s)`` equals
+    ``build_model("mlp", ..., generator=s)``) and torch's global generators are left as
+    they were.  The ``__init__`` itself then receives ``generator=None``.
+
+    Example:
+        >>> import torch.nn as nn
+        >>> class Net(nn.Linear):
+        ...     @seedable_init
+        ...     def __init__(self, *, generator: torch.Generator | int | None = None) -> None:
+        ...         super().__init__(4, 2)
+        >>> torch.equal(Net(generator=1).weight, Net(generator=1).weight)
+        True
+    """
+    parameter = inspect.signature(init).parameters.get("generator")
+    if parameter is None or parameter.kind is not inspect.Parameter.KEYWORD_ONLY or parameter.default is not None:
+        raise TypeError(f"{init.__qualname__} must declare a keyword-only generator=None to be seedable")
+
+    @functools.wraps(init)
+    def seeded(self: object, *args: object, generator: torch.Generator | int | None = None,
+               **kwargs: object) -> None:
+        if generator is None:
+            init(self, *args, **kwargs)
+            return
+        with global_rng_seeded(draw_seed(generator)):
+            init(self, *args, **kwargs)
+
+    return seeded  # type: ignore[return-value]
 
 
 #: environment variables that trainers set for deterministic runs (transformers'

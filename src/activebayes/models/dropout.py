@@ -41,7 +41,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from activebayes._seeding import draw_seed, mix_seed
+from activebayes._seeding import draw_seed, mix_seed, seedable_init
 from activebayes.errors import ActiveBayesError, InvalidArgumentError, InvalidTypeError
 
 __all__ = [
@@ -298,6 +298,7 @@ class MCDropoutLinear(nn.Module):
     """Consistent MC dropout on the input, then ``nn.Linear`` (the tutorial's DropoutLinear).
 
     ``[n, in_features] -> [n, out_features]``: ``y = W (x * z / (1 - p)) + b``.
+    ``generator`` (a ``torch.Generator`` or an int seed) seeds the initial weights; ``None``: torch's global RNG.
 
     Example:
         >>> layer = MCDropoutLinear(4, 2, p=0.5)
@@ -305,7 +306,9 @@ class MCDropoutLinear(nn.Module):
         torch.Size([3, 2])
     """
 
-    def __init__(self, in_features: int, out_features: int, p: float = 0.5, *, bias: bool = True) -> None:
+    @seedable_init
+    def __init__(self, in_features: int, out_features: int, p: float = 0.5, *, bias: bool = True,
+                 generator: torch.Generator | int | None = None) -> None:
         super().__init__()
         self.dropout = ConsistentMCDropout(p)
         self.linear = nn.Linear(in_features, out_features, bias=bias)
@@ -322,6 +325,7 @@ class MCDropoutConv2d(nn.Module):
     keyword arguments go to ``nn.Conv2d``.  When channel-wise dropout here is the
     first stochastic layer of an MC pass over at least ``FACTORISE_MIN_SAMPLES``
     samples, the k convolutions are computed as one (:func:`channel_masked_conv2d`).
+    ``generator`` (a ``torch.Generator`` or an int seed) seeds the initial weights; ``None``: torch's global RNG.
 
     Example:
         >>> layer = MCDropoutConv2d(1, 4, 3, p=0.25)
@@ -329,6 +333,7 @@ class MCDropoutConv2d(nn.Module):
         torch.Size([2, 4, 6, 6])
     """
 
+    @seedable_init
     def __init__(
         self,
         in_channels: int,
@@ -339,6 +344,7 @@ class MCDropoutConv2d(nn.Module):
         *,
         p: float = 0.5,
         channelwise: bool = True,
+        generator: torch.Generator | int | None = None,
         **conv_options: object,
     ) -> None:
         super().__init__()

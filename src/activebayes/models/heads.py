@@ -55,8 +55,8 @@ POSTERIORS = ("mc_dropout", "ensemble", "laplace")
 DEFAULT_ENSEMBLE_SIZE = 5
 #: the options of a Laplace head (:class:`LastLayerLaplace`'s)
 LAPLACE_OPTIONS = ("structure", "prior_precision", "max_full_parameters")
-#: the arguments of :class:`~activebayes.models.EncoderClassifier` that :func:`build_head` sets itself
-_SET_BY_BUILD_HEAD = ("encoder", "num_classes", "feature_dim", "input_shape", "hidden")
+#: the arguments of :class:`~activebayes.models.EncoderClassifier` that :func:`build_head` sets or takes itself
+_SET_BY_BUILD_HEAD = ("encoder", "num_classes", "feature_dim", "input_shape", "hidden", "generator")
 
 
 def _first_line(error: Exception) -> str:

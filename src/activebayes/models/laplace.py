@@ -59,7 +59,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from activebayes._seeding import derive_seed, draw_seed
+from activebayes._seeding import derive_seed, draw_seed, seedable_init
 from activebayes._validation import check_choice, check_positive_int
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
@@ -189,6 +189,8 @@ class LastLayerLaplace(nn.Module):
         max_full_parameters: the ``"auto"`` threshold on ``P = C (D + 1)``.
         device: where the output layer and the posterior's buffers live (default: the CPU).
         dtype: the output layer's dtype (default: torch's default); the posterior's buffers are float64.
+        generator: seeds the output layer's initial weights (a ``torch.Generator`` or an int
+            seed; ``None``: torch's global RNG); ``body`` is used as given.
 
     Split from a whole network (:func:`~activebayes.models.last_layer_laplace`),
     :attr:`split_at` names the ``nn.Identity`` in ``body`` that stands for ``last``; the
@@ -201,6 +203,7 @@ class LastLayerLaplace(nn.Module):
     split_at: str | None = None
     _split_checked: bool = False
 
+    @seedable_init
     def __init__(
         self,
         body: nn.Module,
@@ -212,6 +215,7 @@ class LastLayerLaplace(nn.Module):
         max_full_parameters: int = MAX_FULL_PARAMETERS,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        generator: torch.Generator | int | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(body, nn.Module):

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from activebayes._validation import check_positive_int, unknown_name_message
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
-from activebayes._seeding import draw_seed, global_rng_seeded
+from activebayes._seeding import draw_seed, global_rng_seeded, seedable_init
 from activebayes.models.encoders import cached_rows
 from activebayes.models.ensemble import Ensemble
 from activebayes.models.dropout import (
@@ -149,12 +149,14 @@ class GalCNN(nn.Module):
     dense layer;
     8x8 digits: 32 x 1 x 1.  The first MC dropout follows the pooling, so both
     convolutions run once per item in ``predict_log_probs``.
+    ``generator`` (a ``torch.Generator`` or an int seed) seeds the initial weights; ``None``: torch's global RNG.
 
     Example:
-        >>> GalCNN(image_size=8)(torch.randn(2, 1, 8, 8)).shape
+        >>> GalCNN(image_size=8, generator=0)(torch.randn(2, 1, 8, 8)).shape
         torch.Size([2, 10])
     """
 
+    @seedable_init
     def __init__(
         self,
         *,
@@ -164,6 +166,7 @@ class GalCNN(nn.Module):
         p_conv: float = 0.25,
         p_fc: float = 0.5,
         padding: int | str = "auto",
+        generator: torch.Generator | int | None = None,
     ) -> None:
         super().__init__()
         check_positive_int(num_classes, "num_classes")
@@ -210,12 +213,14 @@ class BatchBALDCNN(nn.Module):
     its bias is added after the pool, on a quarter of the values.  The speed-ups are
     measured side by side by ``benchmarks/inference.py``.  Valid convolutions;
     ``padding="auto"`` switches to "same" (2) for small images (8x8 digits: 64 x 2 x 2).
+    ``generator`` (a ``torch.Generator`` or an int seed) seeds the initial weights; ``None``: torch's global RNG.
 
     Example:
         >>> BatchBALDCNN(image_size=8)(torch.randn(2, 1, 8, 8)).shape
         torch.Size([2, 10])
     """
 
+    @seedable_init
     def __init__(
         self,
         *,
@@ -225,6 +230,7 @@ class BatchBALDCNN(nn.Module):
         p_conv: float = 0.5,
         p_fc: float = 0.5,
         padding: int | str = "auto",
+        generator: torch.Generator | int | None = None,
     ) -> None:
         super().__init__()
         check_positive_int(num_classes, "num_classes")
@@ -268,14 +274,20 @@ class MLP(nn.Module):
     ``[n, *shape] -> logits [n, num_classes]`` with ``prod(shape) == in_features``.
     ``hidden``: the widths of the hidden layers, or one int for a single hidden layer (as
     the heads take it). The first dense layer runs once per item in ``predict_log_probs``.
+    ``generator`` (a ``torch.Generator`` or an int seed) seeds the initial weights; ``None``: torch's global RNG.
 
     Example:
         >>> MLP(in_features=64, num_classes=10)(torch.randn(3, 1, 8, 8)).shape
         torch.Size([3, 10])
+        >>> a, b = MLP(in_features=4, num_classes=2, generator=7), MLP(in_features=4, num_classes=2, generator=7)
+        >>> all(torch.equal(a.state_dict()[key], b.state_dict()[key]) for key in a.state_dict())
+        True
     """
 
+    @seedable_init
     def __init__(
-        self, *, in_features: int, num_classes: int, hidden: int | Sequence[int] = (128,), p: float = 0.5
+        self, *, in_features: int, num_classes: int, hidden: int | Sequence[int] = (128,), p: float = 0.5,
+        generator: torch.Generator | int | None = None,
     ) -> None:
         super().__init__()
         check_positive_int(in_features, "in_features")
@@ -368,6 +380,8 @@ class EncoderClassifier(nn.Module):
         freeze_encoder: see above.
         feature_cache: remember the frozen encoder's features per item (see above);
             ignored when fine-tuning.
+        generator: seeds the head's initial weights (a ``torch.Generator`` or an int seed;
+            ``None``: torch's global RNG); the encoder is used as given.
 
     Example:
         >>> enc = nn.Sequential(nn.Flatten(), nn.Linear(64, 16))
@@ -376,6 +390,7 @@ class EncoderClassifier(nn.Module):
         torch.Size([3, 10])
     """
 
+    @seedable_init
     def __init__(
         self,
         encoder: nn.Module,
@@ -388,6 +403,7 @@ class EncoderClassifier(nn.Module):
         p: float = 0.5,
         freeze_encoder: bool = True,
         feature_cache: bool = True,
+        generator: torch.Generator | int | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(encoder, nn.Module):
@@ -521,6 +537,7 @@ def _builtin_options(name: str) -> list[str] | None:
     if built is None:
         return None
     cls, set_by_builder = built
+    set_by_builder = set_by_builder | {"generator"}  # build_model's own keyword
     keywords = [p.name for p in inspect.signature(cls.__init__).parameters.values()
                 if p.name != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return sorted({*keywords, *(("encoder",) if name == "encoder_head" else ())} - set_by_builder)
