@@ -105,6 +105,28 @@ def check_log_probs(
     return tensor
 
 
+def samples_argument(log_probs_N_K_C: Tensor, name: str = "log_probs_N_K_C") -> str:
+    """How :func:`check_samples_disagree` names a K read from predictions
+    (``"K, the function samples of log_probs_N_K_C [12, 1, 3],"``)."""
+    return f"K, the function samples of {name} {list(log_probs_N_K_C.shape)},"
+
+
+def check_samples_disagree(K: int, argument: str, strategy: str) -> None:
+    """Refuse K = 1 function sample (given as ``argument``) for ``strategy``, which scores how
+    the function samples disagree (BALD, BatchBALD, EPIG, ...).
+
+    One sample has no disagreement: every score would be 0 or rounding noise, and a batch
+    chosen by them the pool's first items (or noise's).  :func:`~activebayes.acquisition.select`
+    refuses through it, and so do the batch and EPIG functions called directly.
+    """
+    if K == 1:
+        raise InvalidArgumentError(
+            f"{argument} must be >= 2 for strategy {strategy!r}, which scores how the function samples "
+            "disagree, got 1 (one sample has no disagreement: every score would be 0); predict with more "
+            "samples (MC dropout or an ensemble), or use a strategy that reads the predictive alone (entropy, "
+            "margin, badge)")
+
+
 def log_probs_tolerance(dtype: torch.dtype, num_classes: int) -> float:
     """Default tolerance on ``|sum(exp(row)) - 1|`` for log-probabilities of ``dtype`` over ``num_classes``.
 

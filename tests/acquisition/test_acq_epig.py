@@ -63,7 +63,6 @@ CASES = {
         torch.nn.functional.one_hot(torch.randint(0, 3, (5, 6), generator=torch.Generator().manual_seed(5)), 3)
         .double().log(),
     ),
-    "K=1": (random_log_probs(6, 1, 4, seed=6), random_log_probs(3, 1, 4, seed=7)),
     "C=1": (torch.zeros(4, 3, 1, dtype=torch.float64), torch.zeros(2, 3, 1, dtype=torch.float64)),
     "very_confident": (
         torch.log_softmax(torch.randn(8, 4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(8)) * 300, -1),

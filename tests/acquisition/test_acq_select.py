@@ -19,7 +19,7 @@ from activebayes.acquisition.joint_entropy import (
     joint_entropy,
 )
 from activebayes.acquisition.multilabel import multilabel_batchbald, multilabel_log_probs
-from activebayes.errors import InvalidTypeError
+from activebayes.errors import InvalidArgumentError, InvalidTypeError
 
 
 def random_log_probs(N: int, K: int, C: int, *, seed: int = 0, dtype=torch.float64) -> torch.Tensor:
@@ -168,9 +168,6 @@ def test_batchbald_one_hot_and_k1() -> None:
     selection = select(probs.log(), "batchbald", 3)
     expected = [numpy_batch_mi(probs.numpy(), selection.tolist()[:b]) for b in range(1, 4)]
     np.testing.assert_allclose(selection.scores.numpy(), expected, atol=1e-12)
-    k1 = acquisition.batchbald(random_log_probs(10, 1, 4), 3)  # the function; select refuses K = 1
-    np.testing.assert_allclose(k1.scores.numpy(), 0.0, atol=1e-12)  # no epistemic uncertainty with one sample
-    assert len(set(k1.tolist())) == 3
 
 
 # --- registry and select ---
@@ -280,16 +277,11 @@ def test_power_sampling_at_beta_zero_is_uniform_even_over_zero_scores() -> None:
         assert weights.tolist() == [0.0, 0.0, 0.0]
 
 
-def test_one_function_sample_scores_exactly_zero_and_ties_go_to_the_lower_index() -> None:
-    """K = 1: no disagreement between samples, so BALD and every batch's mutual information are 0."""
+def test_one_function_sample_scores_exactly_zero() -> None:
+    """K = 1: no disagreement between samples, so every item's BALD is exactly 0 (a measure, not a batch:
+    the batch functions refuse K = 1, see below)."""
     log_probs = random_log_probs(12, 1, 4, seed=9)
     assert acquisition.bald(log_probs).tolist() == [0.0] * 12
-    # the functions compute it (select refuses K = 1 for these strategies: see below)
-    picks = acquisition.batchbald(log_probs, 4)
-    assert picks.tolist() == [0, 1, 2, 3] and picks.scores.tolist() == [0.0] * 4
-    multilabel = multilabel_log_probs(torch.randn(12, 1, 3, generator=gen(2), dtype=torch.float64))
-    ml_picks = multilabel_batchbald(multilabel, 3)
-    assert ml_picks.tolist() == [0, 1, 2] and ml_picks.scores.tolist() == [0.0] * 3
 
 
 def test_budget_constraints() -> None:
@@ -617,6 +609,30 @@ def test_one_function_sample_is_refused_where_the_strategy_scores_disagreement(s
     with pytest.raises(ValueError, match=r"^K, the function samples of log_probs_N_K_C \[12, 1, 3\], must be >= 2 "
                                          rf"for strategy '{strategy}', which scores how the function samples disagree"):
         select(log_probs, strategy, 3, generator=0)
+
+
+DIRECT_FUNCTIONS = {
+    "batchbald": lambda lp: acquisition.batchbald(lp, 3, generator=0).scores,
+    "epig": lambda lp: acquisition.epig(lp, lp[:4]),
+    "multilabel_batchbald": lambda lp: multilabel_batchbald(lp, 3, generator=0).scores,
+}
+
+
+@pytest.mark.parametrize("strategy", list(DIRECT_FUNCTIONS))
+def test_one_function_sample_is_refused_by_the_functions_as_by_select(strategy) -> None:
+    """``batchbald`` / ``epig`` / ``multilabel_batchbald`` called directly with K = 1 returned zeros (or 2e-16
+    rounding noise) and the pool's first items; now the error ``select`` gives, word for word."""
+    log_probs = random_log_probs(12, 1, 3)
+    if strategy.startswith("multilabel"):
+        log_probs = torch.nn.functional.logsigmoid(torch.randn(12, 1, 3, generator=gen(2), dtype=torch.float64))
+    with pytest.raises(InvalidArgumentError) as by_select:
+        select(log_probs, strategy, 3, generator=0)
+    with pytest.raises(InvalidArgumentError) as by_function:
+        DIRECT_FUNCTIONS[strategy](log_probs)
+    assert str(by_function.value) == str(by_select.value)
+    assert "one sample has no disagreement" in str(by_function.value)
+    two_samples = torch.cat([log_probs, log_probs.flip(0)], dim=1)
+    assert bool((DIRECT_FUNCTIONS[strategy](two_samples) > 0).any())
 
 
 def test_one_function_sample_is_enough_for_a_strategy_of_the_predictive() -> None:

@@ -53,7 +53,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from activebayes._validation import Device, check_log_probs, check_positive_int, log_probs_tolerance
+from activebayes._validation import (
+    Device,
+    check_log_probs,
+    check_positive_int,
+    check_samples_disagree,
+    log_probs_tolerance,
+    samples_argument,
+)
 from activebayes.acquisition._chunks import check_chunk_sums, iter_chunks, resolve_device
 from activebayes.errors import InvalidArgumentError
 
@@ -100,6 +107,9 @@ def epig(
         device: compute there; the result comes back on the pool's device.
         chunk_size: pool items per chunk (default: as many as fit the tile bound).
 
+    K = 1 function sample is refused (``InvalidArgumentError``), as ``select`` refuses it:
+    one sample has no disagreement, so every score would be 0 up to rounding noise.
+
     Bickford Smith et al. (2023), *Prediction-oriented Bayesian active learning*, AISTATS.
 
     >>> lp = torch.log(torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[0.5, 0.5], [0.5, 0.5]]]))
@@ -107,6 +117,7 @@ def epig(
     tensor([0.6931, 0.0000], dtype=torch.float64)
     """
     check_log_probs(log_probs_N_K_C, values=False)
+    check_samples_disagree(int(log_probs_N_K_C.shape[1]), samples_argument(log_probs_N_K_C), "epig")
     targets = check_log_probs(
         target_log_probs_M_K_C, "target_log_probs_M_K_C",
         shape_doc="[M, K, C] (target inputs, function samples, classes)",

@@ -29,7 +29,15 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from activebayes._seeding import as_generator
-from activebayes._validation import Device, check_bool, check_log_probs, check_positive_int, renamed_keyword
+from activebayes._validation import (
+    Device,
+    check_bool,
+    check_log_probs,
+    check_positive_int,
+    check_samples_disagree,
+    renamed_keyword,
+    samples_argument,
+)
 from activebayes.acquisition._chunks import iter_chunks, resolve_device
 from activebayes.acquisition.joint_entropy import (
     WeightedConfigurations,
@@ -139,6 +147,10 @@ def batchbald(
         :class:`Selection`; ``scores[b]`` is the joint mutual information of the first
         ``b + 1`` picks.
 
+    K = 1 function sample is refused (``InvalidArgumentError``), as ``select`` refuses it:
+    one sample has no disagreement, so every score would be 0 and the batch the pool's
+    first items.
+
     >>> lp = torch.log_softmax(3 * torch.randn(50, 8, 4, generator=torch.Generator().manual_seed(0)), -1)
     >>> picks = batchbald(lp, 3)
     >>> picks.indices[0] == bald(lp).argmax(), bool((picks.scores.diff() >= 0).all())
@@ -146,6 +158,7 @@ def batchbald(
     """
     check_log_probs(log_probs_N_K_C, values=False)
     N, K, C = log_probs_N_K_C.shape
+    check_samples_disagree(K, samples_argument(log_probs_N_K_C), "batchbald")
     batch_size = check_positive_int(batch_size, "batch_size")
     if batch_size > N:
         raise InvalidArgumentError(f"batch_size must be <= the pool size N={N}, got {batch_size}")
@@ -201,8 +214,6 @@ def batchbald(
                 ).cpu()
             joint_N += configurations.entropy
             scores_N = joint_N - batch_conditional - conditional_N
-            if K == 1:  # one function sample: every joint mutual information is exactly 0
-                scores_N.zero_()
         candidates_N = available_N.clone()
         if plan is not None:
             candidates_N &= plan.fits_N(spent)

@@ -95,7 +95,13 @@ from torch.nn import functional as F
 from tqdm.auto import tqdm
 
 from activebayes._seeding import as_generator
-from activebayes._validation import check_positive_int, check_tensor, renamed_keyword
+from activebayes._validation import (
+    check_positive_int,
+    check_samples_disagree,
+    check_tensor,
+    renamed_keyword,
+    samples_argument,
+)
 from activebayes.acquisition._chunks import resolve_device
 from activebayes.acquisition.selection import Selection
 from activebayes.errors import InvalidArgumentError, InvalidTypeError
@@ -434,12 +440,17 @@ def multilabel_batchbald(
         a :class:`~activebayes.acquisition.selection.Selection` named ``"multilabel_batchbald"``;
         ``scores[b]`` is ``I[y_{A_b}; w]`` of the first ``b + 1`` picks.
 
+    K = 1 function sample is refused (``InvalidArgumentError``), as ``select`` refuses it:
+    one sample has no disagreement, so every score would be 0 and the batch the pool's
+    first items.
+
     >>> lp = multilabel_log_probs(2 * torch.randn(30, 8, 3, generator=torch.Generator().manual_seed(0)))
     >>> picks = multilabel_batchbald(lp, 3)
     >>> len(picks), bool((picks.scores.diff() >= -1e-12).all())
     (3, True)
     """
     log_pos, log_neg = _split(log_probs_N_K_C)
+    check_samples_disagree(int(log_pos.shape[1]), samples_argument(log_pos), "multilabel_batchbald")
     compute_device = resolve_device(log_pos, device)
     log_pos, log_neg = log_pos.to(compute_device), log_neg.to(compute_device)
     N, K, C = log_pos.shape
@@ -475,8 +486,6 @@ def multilabel_batchbald(
             u_S_C = draws.uniforms(C)
             joint_N = _sampled_joint_N(log_pos, log_neg, draws, u_S_C, chunk_elements, rows)
         scores_N = joint_N - batch_conditional - conditional_N
-        if K == 1:  # one function sample: every joint mutual information is exactly 0
-            scores_N.zero_()
         scores_N[~available_N] = -math.inf
         index = int(torch.argmax(scores_N))
         picked.append(index)

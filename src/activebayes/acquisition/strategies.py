@@ -62,8 +62,10 @@ from activebayes._validation import (
     check_log_probs,
     check_nonnegative_float,
     check_positive_int,
+    check_samples_disagree,
     check_torch_device,
     renamed_keyword,
+    samples_argument,
 )
 from activebayes.acquisition import scores as _scores
 from activebayes.acquisition._features import check_features
@@ -228,7 +230,9 @@ class Strategy:
 
     ``disagreement`` says the strategy scores how the K function samples disagree (BALD,
     BatchBALD, EPIG, ...): one sample has no disagreement, every score would be 0, so
-    :func:`check_call` refuses predictions with K = 1.
+    :func:`check_call` refuses predictions with K = 1 (through
+    :func:`~activebayes._validation.check_samples_disagree`, as :func:`batchbald` and
+    :func:`epig` do when called directly).
     """
 
     name: str
@@ -251,12 +255,8 @@ class Strategy:
 
     def check_num_samples(self, K: int, argument: str) -> None:
         """Refuse K = 1 function sample (given as ``argument``) for a strategy that scores their disagreement."""
-        if K == 1 and self.disagreement:
-            raise InvalidArgumentError(
-                f"{argument} must be >= 2 for strategy {self.name!r}, which scores how the function samples "
-                "disagree, got 1 (one sample has no disagreement: every score would be 0); predict with more "
-                "samples (MC dropout or an ensemble), or use a strategy that reads the predictive alone (entropy, "
-                "margin, badge)")
+        if self.disagreement:
+            check_samples_disagree(K, argument, self.name)
 
     def check_option_names(self, names: Iterable[str], *, streamed: bool = False) -> None:
         """Refuse option names this strategy does not take (``InvalidTypeError``, as Python refuses
@@ -485,7 +485,7 @@ def check_call(
         check_log_probs(predictions, values=False)
         N, K, C = (int(size) for size in predictions.shape)
         K_C = (K, C)
-        entry.check_num_samples(K, f"K, the function samples of log_probs_N_K_C {list(predictions.shape)},")
+        entry.check_num_samples(K, samples_argument(predictions))
     batch_size = check_positive_int(batch_size, "batch_size")
     if batch_size > N:
         raise InvalidArgumentError(f"batch_size must be <= the pool size N={N}, got {batch_size}")
