@@ -167,9 +167,11 @@ def _resume_command() -> str:
 
 
 def _stopped_message(how: str) -> str:
-    if _current.get("directory") is None:
-        return how
-    return f"{how}; resume with `{_resume_command()}`"
+    if _current.get("directory") is not None:
+        return f"{how}; resume with `{_resume_command()}`"
+    if _current.get("project") is not None:  # query / label / import: each answer is stored as it comes
+        return f"{how}; the project keeps every label stored: run the same command again to go on"
+    return how
 
 
 def _resume_hint() -> str:

@@ -205,6 +205,21 @@ def test_ctrl_c_names_the_real_directory(tmp_path, monkeypatch, capsys):
     assert err == f"interrupted; resume with `activebayes resume {out}`\n"
 
 
+def test_ctrl_c_in_a_labelling_command_says_how_to_go_on(tmp_path, monkeypatch, capsys):
+    """An interrupted `query` printed only 'interrupted'."""
+    from activebayes.labelling import project as project_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(project_module.LabellingProject, "create", interrupted)
+    with pytest.raises(SystemExit) as stop:
+        main(["query", str(tmp_path / "p"), "--dataset", "digits", "-q"])
+    assert stop.value.code == 130
+    assert capsys.readouterr().err == ("interrupted; the project keeps every label stored: run the same command "
+                                       "again to go on\n")
+
+
 def test_sigterm_stops_with_a_message(tmp_path):
     out = tmp_path / "terminated"
     script = (
