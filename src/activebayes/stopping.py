@@ -696,8 +696,9 @@ def _solve(f, *, rising: bool, iterations: int = 80) -> float:
 
 
 def encode_classes(classes_S: Any, *, bits: bool = False) -> str:
-    """Predicted classes as a compact string for a record: base64 of uint16, or with ``bits``
-    (zeros and ones: multi-label decisions) ``"bits:<count>:"`` and base64 of the packed bits."""
+    """Predicted classes as a compact string for a record: base64 of uint16 (``"u4:"`` and base64
+    of uint32 when a class id is 65,536 or more), or with ``bits`` (zeros and ones: multi-label
+    decisions) ``"bits:<count>:"`` and base64 of the packed bits."""
     import base64
 
     import numpy as np
@@ -705,7 +706,10 @@ def encode_classes(classes_S: Any, *, bits: bool = False) -> str:
     if bits:
         packed = np.packbits(np.asarray(classes_S, dtype=np.uint8))
         return f"bits:{len(classes_S)}:" + base64.b64encode(packed.tobytes()).decode("ascii")
-    return base64.b64encode(np.asarray(classes_S, dtype="<u2").tobytes()).decode("ascii")
+    classes_S = np.asarray(classes_S, dtype=np.int64)
+    if len(classes_S) and int(classes_S.max()) >= 2**16:  # uint16 would wrap them round without a word
+        return "u4:" + base64.b64encode(classes_S.astype("<u4").tobytes()).decode("ascii")
+    return base64.b64encode(classes_S.astype("<u2").tobytes()).decode("ascii")
 
 
 def decode_classes(text: str) -> Any:
@@ -718,6 +722,8 @@ def decode_classes(text: str) -> Any:
         _, count, data = text.split(":", 2)
         packed = np.frombuffer(base64.b64decode(data), dtype=np.uint8)
         return np.unpackbits(packed, count=int(count)).astype(np.int64)
+    if text.startswith("u4:"):
+        return np.frombuffer(base64.b64decode(text[3:]), dtype="<u4").astype(np.int64)
     return np.frombuffer(base64.b64decode(text), dtype="<u2").astype(np.int64)
 
 

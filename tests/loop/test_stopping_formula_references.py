@@ -125,3 +125,17 @@ def test_multilabel_kappa_is_two_class_kappa_over_every_label_decision():
     entry = round_signals(history, log_probs_S_K_C=log_p1, n_labelled=30, n_unlabelled=100, num_classes=4,
                           thresholds={}, multilabel=True)[STABLE_PREDICTIONS]
     assert entry["value"] == pytest.approx(cohen_kappa_score(previous, decisions), abs=1e-12)
+
+
+def test_stored_predictions_keep_class_ids_beyond_uint16():
+    """Class ids of 65,536 or more wrapped round in the stored stop-set predictions (uint16), so
+    kappa compared the wrong classes; they are stored as uint32 then, and small ids as before."""
+    import numpy as np
+
+    from activebayes.stopping import decode_classes
+
+    large = np.array([0, 7, 65_535, 65_536, 100_000])
+    assert decode_classes(encode_classes(large)).tolist() == large.tolist()
+    small = np.array([3, 1, 2])
+    assert decode_classes(encode_classes(small)).tolist() == [3, 1, 2]
+    assert not encode_classes(small).startswith("u4:")  # records written before read the same
