@@ -523,8 +523,9 @@ def total_information(log_probs_S_K_C: Any, n_unlabelled: int, *, multilabel: bo
     from activebayes.acquisition import bald
     from activebayes.acquisition.multilabel import multilabel_bald
 
+    n_unlabelled = check_positive_int(n_unlabelled, "n_unlabelled", allow_zero=True)  # a float 1e3 or -5: named
     per_item_S = multilabel_bald(log_probs_S_K_C) if multilabel else bald(log_probs_S_K_C)
-    return float(per_item_S.double().mean()) * int(n_unlabelled)
+    return float(per_item_S.double().mean()) * n_unlabelled
 
 
 @dataclass(frozen=True)

@@ -139,3 +139,17 @@ def test_stored_predictions_keep_class_ids_beyond_uint16():
     small = np.array([3, 1, 2])
     assert decode_classes(encode_classes(small)).tolist() == [3, 1, 2]
     assert not encode_classes(small).startswith("u4:")  # records written before read the same
+
+
+def test_total_information_checks_its_pool_size():
+    """n_unlabelled=-5 gave a negative total and 2.5 was truncated; both are named now."""
+    import torch
+
+    from activebayes.stopping import total_information
+
+    log_probs_S_K_C = torch.log_softmax(torch.randn(5, 3, 4, generator=torch.Generator().manual_seed(0)), -1)
+    with pytest.raises(ValueError, match=r"^n_unlabelled must be >= 0, got -5$"):
+        total_information(log_probs_S_K_C, -5)
+    with pytest.raises(TypeError, match=r"^n_unlabelled must be an int, got float 2.5$"):
+        total_information(log_probs_S_K_C, 2.5)
+    assert total_information(log_probs_S_K_C, 0) == 0.0
