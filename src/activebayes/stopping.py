@@ -601,7 +601,12 @@ def remaining_change(classes_W_S: Any, n_labelled_W: Sequence[int], horizon: int
     """
     import numpy as np
 
-    classes_W_S = np.asarray(classes_W_S)
+    try:
+        classes_W_S = np.asarray(classes_W_S)
+    except ValueError:  # rows of different lengths: not the same stop set
+        lengths = sorted({len(row) for row in classes_W_S})
+        raise InvalidArgumentError(f"classes_W_S must be [W, S] (W models' predictions on the same S >= 1 items), "
+                                   f"got rows of {', '.join(map(str, lengths))} items") from None
     n_W = np.asarray(n_labelled_W, dtype=np.float64)
     W = len(classes_W_S)
     if n_W.shape != (W,) or (W and (classes_W_S.ndim != 2 or classes_W_S.shape[1] == 0)):

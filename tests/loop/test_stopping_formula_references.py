@@ -153,3 +153,11 @@ def test_total_information_checks_its_pool_size():
     with pytest.raises(TypeError, match=r"^n_unlabelled must be an int, got float 2.5$"):
         total_information(log_probs_S_K_C, 2.5)
     assert total_information(log_probs_S_K_C, 0) == 0.0
+
+
+def test_remaining_change_names_predictions_on_different_stop_sets():
+    """Rows of different lengths gave NumPy's 'setting an array element with a sequence'."""
+    from activebayes.stopping import remaining_change
+
+    with pytest.raises(ValueError, match=r"^classes_W_S must be \[W, S\] .*got rows of 2, 3 items$"):
+        remaining_change([[0, 1, 2], [0, 1], [1, 1, 1]], [10, 20, 30], 50)
