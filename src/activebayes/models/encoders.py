@@ -124,14 +124,6 @@ def _check_output(out: object, n: int, expected: tuple[int, ...] | None, what: s
     return out
 
 
-#: what a RuntimeError of an encoder that cannot read its inputs says (shapes, dtypes)
-_UNREADABLE = re.compile(r"shape|size|dimension|channel|dtype|scalar type", re.IGNORECASE)
-
-
-def _cannot_read(error: RuntimeError) -> bool:
-    return not isinstance(error, torch.cuda.OutOfMemoryError) and bool(_UNREADABLE.search(str(error)))
-
-
 class FrozenEncoder(nn.Module):
     """An encoder run frozen (no gradient, eval mode), its features ``[n, D]`` remembered per input row.
 
@@ -188,10 +180,10 @@ class FrozenEncoder(nn.Module):
                 return self._encode(inputs)
             return cached_rows(self._features, inputs, self._encode, self.max_items)
         except RuntimeError as error:  # inputs of another width or dtype than the encoder's
-            if not _cannot_read(error):
-                raise
-            from activebayes.models.predict import unreadable_inputs
+            from activebayes.models.predict import is_input_error, unreadable_inputs
 
+            if not is_input_error(error):
+                raise
             raise unreadable_inputs(inputs, error) from error
 
 

@@ -501,7 +501,9 @@ def _predict(
     return log_probs_N_K_C
 
 
-#: words of a torch error raised because a forward pass could not read its inputs (their shape or dtype)
+#: words of a torch error raised because a forward pass could not read its inputs, their shape or dtype
+#: ("mat1 and mat2 shapes cannot be multiplied", "expected input[...] to have 1 channels", "invalid for
+#: input of size", "mat1 and mat2 must have the same dtype", ...)
 _INPUT_ERROR = re.compile(r"shape|size|dimension|channel|dtype|scalar type", re.IGNORECASE)
 
 

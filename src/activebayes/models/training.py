@@ -259,9 +259,6 @@ def _schedule(n: int, batch_size: int, min_samples_per_epoch: int | None, min_st
     return step_size, target, stopping
 
 
-#: Where a forward pass fails on its inputs' shape or dtype (torch's messages: "mat1 and mat2 shapes
-#: cannot be multiplied", "expected input[...] to have 1 channels", "invalid for input of size",
-#: "mat1 and mat2 must have the same dtype", ...).
 def _first_logits(model: nn.Module, x: Tensor, targets: Tensor, val: tuple[Tensor, Tensor] | None) -> Tensor:
     """``model(x)`` for the first batch, checked once: the model reads ``x`` and returns
     floating logits ``[n, C]`` with a column for every class (every label) of the targets."""
